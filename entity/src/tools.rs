@@ -1,0 +1,40 @@
+//! `tools`: the tool registry.
+
+use sea_orm::entity::prelude::*;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel, Serialize, Deserialize)]
+#[sea_orm(table_name = "tools")]
+pub struct Model {
+    #[sea_orm(primary_key)]
+    pub id: i32,
+    #[sea_orm(unique)]
+    pub name: String,
+    /// `builtin`, `api` or `mcp`; kept as text so a drifted value can be reported, not crash a load.
+    #[sea_orm(column_name = "type")]
+    pub tool_type: String,
+    pub description: String,
+    /// `auto`, `user_configurable` or `requires_approval`; text for the same reason as `tool_type`.
+    pub approval_tier: String,
+    /// JSON Schema of the tool's arguments.
+    pub parameters: Json,
+    pub prompt_section: Option<String>,
+    pub is_active: bool,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+    pub deleted_at: Option<DateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {
+    #[sea_orm(has_many = "super::agent_tools::Entity")]
+    AgentTools,
+}
+
+impl Related<super::agent_tools::Entity> for Entity {
+    fn to() -> RelationDef {
+        Relation::AgentTools.def()
+    }
+}
+
+impl ActiveModelBehavior for ActiveModel {}

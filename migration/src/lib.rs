@@ -1,0 +1,20 @@
+//! loadout's schema history. Migrations that have landed are never edited:
+//! a change is a new migration appended to [`Migrator::migrations`].
+
+pub use sea_orm_migration::prelude::*;
+
+mod m20260224_000001_create_base_schema;
+pub mod m20260224_000002_canonicalize_tool_registry;
+
+/// Every migration, oldest first.
+pub struct Migrator;
+
+#[async_trait::async_trait]
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![
+            Box::new(m20260224_000001_create_base_schema::Migration),
+            Box::new(m20260224_000002_canonicalize_tool_registry::Migration),
+        ]
+    }
+}
