@@ -1,6 +1,7 @@
 //! loadout's schema history. Migrations that have landed are never edited:
 //! a change is a new migration appended to [`Migrator::migrations`].
 
+pub use sea_orm_migration::MigrationStatus;
 pub use sea_orm_migration::prelude::*;
 
 mod m20260224_000001_create_base_schema;

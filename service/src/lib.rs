@@ -1,0 +1,8 @@
+//! loadout: each LLM agent's tools and prompt, held in a database and served over HTTP.
+
+pub mod catalog;
+pub mod cli;
+pub mod db;
+pub mod migrate;
+pub mod seed;
+pub mod telemetry;

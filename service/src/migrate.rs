@@ -1,0 +1,108 @@
+//! `loadout migrate`: sea-orm-migration's commands, serialised across processes on Postgres.
+
+use anyhow::{Context, bail};
+use migration::{Migrator, MigratorTrait};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, TransactionTrait};
+
+/// Key of the Postgres advisory lock held while migrations run ("loadout:migrate").
+const MIGRATION_LOCK_KEY: i64 = 0x6c6f_6164_6f75_7401;
+
+/// What `loadout migrate` can do; the semantics are sea-orm-migration's.
+#[derive(Clone, Copy, Debug, clap::Subcommand)]
+pub enum MigrateCommand {
+    /// Apply pending migrations (all, or the next N).
+    Up {
+        #[arg(short = 'n', long = "num")]
+        n: Option<u32>,
+    },
+    /// Roll back applied migrations (the last one, or the last N).
+    Down {
+        #[arg(short = 'n', long = "num", default_value_t = 1)]
+        n: u32,
+    },
+    /// List every migration and whether it is applied.
+    Status,
+    /// Drop every table, then apply all migrations.
+    Fresh,
+    /// Roll back all migrations, then apply them again.
+    Refresh,
+    /// Roll back all migrations.
+    Reset,
+}
+
+/// One migration and whether the database has it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MigrationState {
+    pub name: String,
+    pub applied: bool,
+}
+
+/// Runs one migrate command; returns the status lines for `Status`.
+pub async fn run(db: &DatabaseConnection, command: MigrateCommand) -> anyhow::Result<Vec<MigrationState>> {
+    with_lock(db, async || {
+        refuse_unknown_migrations(db).await?;
+        match command {
+            MigrateCommand::Up { n } => Migrator::up(db, n).await,
+            MigrateCommand::Down { n } => Migrator::down(db, Some(n)).await,
+            MigrateCommand::Status => Ok(()),
+            MigrateCommand::Fresh => Migrator::fresh(db).await,
+            MigrateCommand::Refresh => Migrator::refresh(db).await,
+            MigrateCommand::Reset => Migrator::reset(db).await,
+        }
+        .context("migration failed; its changes were rolled back")?;
+        status(db).await
+    })
+    .await
+}
+
+/// Applies every pending migration (what `serve` does on start).
+pub async fn up(db: &DatabaseConnection) -> anyhow::Result<()> {
+    run(db, MigrateCommand::Up { n: None }).await.map(drop)
+}
+
+/// Every migration the binary knows, in order, with its state.
+pub async fn status(db: &DatabaseConnection) -> anyhow::Result<Vec<MigrationState>> {
+    let migrations = Migrator::get_migration_with_status(db).await.context("cannot read migration status")?;
+    Ok(migrations
+        .iter()
+        .map(|m| MigrationState {
+            name: m.name().to_owned(),
+            applied: m.status() == migration::MigrationStatus::Applied,
+        })
+        .collect())
+}
+
+/// A database migrated by a newer loadout must not be touched by this one.
+async fn refuse_unknown_migrations(db: &DatabaseConnection) -> anyhow::Result<()> {
+    let known: Vec<String> = Migrator::migrations().iter().map(|m| m.name().to_owned()).collect();
+    let applied = Migrator::get_migration_models(db).await.context("cannot read applied migrations")?;
+    let unknown: Vec<&str> = applied
+        .iter()
+        .map(|m| m.version.as_str())
+        .filter(|v| !known.iter().any(|k| k == v))
+        .collect();
+    if !unknown.is_empty() {
+        bail!(
+            "the database has migrations this loadout does not know ({}); it was migrated by a newer version: upgrade loadout",
+            unknown.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// Runs `work` holding a cluster-wide advisory lock on Postgres, so two processes
+/// migrating one database take turns: the second finds nothing left to do.
+/// The lock lives in its own transaction on its own pooled connection and ends
+/// with it, even if this process dies. SQLite serialises writers itself.
+async fn with_lock<T>(db: &DatabaseConnection, work: impl AsyncFnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
+    if db.get_database_backend() != DbBackend::Postgres {
+        return work().await;
+    }
+    let lock = db.begin().await.context("cannot open the migration lock transaction")?;
+    lock.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})"))
+        .await
+        .context("cannot take the migration lock")?;
+    let result = work().await;
+    lock.rollback().await.context("cannot release the migration lock")?;
+    result
+}

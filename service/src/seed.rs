@@ -1,0 +1,119 @@
+//! `loadout seed`: insert-only, so it can run on every start without undoing an admin's edit.
+
+use std::fmt;
+
+use anyhow::Context;
+use chrono::Utc;
+use entity::{agent_configurations, agent_tools, tools};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, Set,
+    TransactionTrait,
+};
+
+use crate::catalog::Seeds;
+
+/// What a seed run created.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct SeedReport {
+    pub tools_created: usize,
+    pub agents_created: usize,
+    pub links_created: usize,
+}
+
+impl fmt::Display for SeedReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "seeded: {} tools, {} agents, {} links created",
+            self.tools_created, self.agents_created, self.links_created
+        )
+    }
+}
+
+/// Creates catalog tools, the default agent and its links where absent, in one transaction.
+/// A row that exists in any state (edited, inactive, soft-deleted) is left exactly as it is.
+pub async fn run(db: &DatabaseConnection, seeds: &Seeds) -> anyhow::Result<SeedReport> {
+    let txn = db.begin().await.context("cannot start the seed transaction")?;
+    let report = seed(&txn, seeds).await.context("seeding failed; nothing was written")?;
+    txn.commit().await.context("cannot commit the seed")?;
+    Ok(report)
+}
+
+async fn seed(db: &impl ConnectionTrait, seeds: &Seeds) -> anyhow::Result<SeedReport> {
+    let now = Utc::now();
+    let mut report = SeedReport::default();
+
+    let mut tool_ids = Vec::with_capacity(seeds.catalog.tools.len());
+    for tool in &seeds.catalog.tools {
+        let existing = tools::Entity::find().filter(tools::Column::Name.eq(&tool.name)).one(db).await?;
+        let id = match existing {
+            Some(row) => row.id,
+            None => {
+                report.tools_created += 1;
+                tools::ActiveModel {
+                    name: Set(tool.name.clone()),
+                    tool_type: Set(tool.tool_type.clone()),
+                    description: Set(tool.description.clone()),
+                    approval_tier: Set(tool.tier.clone()),
+                    parameters: Set(tool.schema_json()),
+                    prompt_section: Set(Some(tool.prompt_section.clone())),
+                    is_active: Set(true),
+                    created_at: Set(now),
+                    updated_at: Set(now),
+                    deleted_at: Set(None),
+                    ..Default::default()
+                }
+                .insert(db)
+                .await?
+                .id
+            }
+        };
+        tool_ids.push(id);
+    }
+
+    let agent = &seeds.assistant;
+    let existing = agent_configurations::Entity::find()
+        .filter(agent_configurations::Column::Name.eq(&agent.name))
+        .one(db)
+        .await?;
+    if existing.is_some() {
+        return Ok(report);
+    }
+    report.agents_created += 1;
+    let agent_id = agent_configurations::ActiveModel {
+        name: Set(agent.name.clone()),
+        identity: Set(serde_json::to_value(&agent.identity)?),
+        soul: Set(agent.soul.clone()),
+        prompt_template: Set(Some(agent.prompt_template.clone())),
+        created_at: Set(now),
+        updated_at: Set(now),
+        deleted_at: Set(None),
+        ..Default::default()
+    }
+    .insert(db)
+    .await?
+    .id;
+
+    for tool_id in tool_ids {
+        let linked = agent_tools::Entity::find()
+            .filter(agent_tools::Column::AgentId.eq(agent_id))
+            .filter(agent_tools::Column::ToolId.eq(tool_id))
+            .one(db)
+            .await?;
+        if linked.is_none() {
+            report.links_created += 1;
+            agent_tools::ActiveModel {
+                agent_id: Set(agent_id),
+                tool_id: Set(tool_id),
+                is_active: Set(true),
+                created_at: Set(now),
+                updated_at: Set(now),
+                deleted_at: Set(None),
+                ..Default::default()
+            }
+            .insert(db)
+            .await?;
+        }
+    }
+    Ok(report)
+}
