@@ -1,1 +1,5 @@
+//! Integration tests: one binary, so the workspace links once.
 
+mod canonicalization;
+mod migrate;
+mod seed;

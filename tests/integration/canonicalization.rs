@@ -1,0 +1,160 @@
+//! SPEC-019 FU-7 on the legacy fixture: AC-01..AC-12 as far as they concern data.
+
+use loadout_tests::{TestDb, db_test, dump, legacy};
+use migration::m20260224_000002_canonicalize_tool_registry::{apply_data_steps, frozen};
+use migration::{Migrator, MigratorTrait};
+use serde_json::Value;
+
+/// The legacy fixture on the base schema, then the canonicalization.
+async fn legacy_then_canonicalized(db: &TestDb) -> Value {
+    Migrator::up(&db.conn, Some(1)).await.expect("base migration");
+    legacy::load(&db.conn).await;
+    let before = dump::rows(&db).await;
+    Migrator::up(&db.conn, None).await.expect("canonicalization");
+    before
+}
+
+fn names(value: &Value) -> Vec<String> {
+    value.as_array().expect("array").iter().map(|v| v.as_str().expect("string").to_owned()).collect()
+}
+
+fn active_names(registry: &Value) -> Vec<String> {
+    names(&registry["active_tools"]).into_iter().map(|s| s.split(' ').next().unwrap_or_default().to_owned()).collect()
+}
+
+fn agent<'a>(registry: &'a Value, name: &str) -> &'a Value {
+    registry["agents"].as_array().expect("agents").iter().find(|a| a["name"] == name).expect("agent present")
+}
+
+db_test! {
+    async fn the_legacy_registry_is_canonicalized(db) {
+        legacy_then_canonicalized(&db).await;
+        let registry = dump::registry(&db.conn).await;
+        // One snapshot for both backends: they must agree byte for byte.
+        insta::assert_json_snapshot!("legacy_registry_after_canonicalization", registry);
+    }
+}
+
+db_test! {
+    async fn exactly_the_canonical_tools_and_the_custom_tool_stay_active(db) {
+        legacy_then_canonicalized(&db).await;
+        let registry = dump::registry(&db.conn).await;
+        let mut expected: Vec<String> = frozen().expect("frozen").tools.iter().map(|t| t.name.clone()).collect();
+        expected.push("get_weather".into());
+        expected.sort();
+        assert_eq!(active_names(&registry), expected);
+        let inactive = names(&registry["inactive_tools"]);
+        for retired in ["delete_agent_long_term_memory", "fetch_agent_long_term_memory", "fetch_tasks", "save_memory",
+            "read_memory", "email_digest", "gmail_digest", "get_task", "gmail_search", "recall", "search_memory",
+            "list_entities", "get_context_info"] {
+            assert!(inactive.contains(&retired.to_owned()), "{retired} should be inactive");
+        }
+    }
+}
+
+db_test! {
+    async fn links_move_from_old_names_to_their_successors(db) {
+        legacy_then_canonicalized(&db).await;
+        let registry = dump::registry(&db.conn).await;
+        let researcher = agent(&registry, "researcher");
+        assert_eq!(
+            names(&researcher["active_tools"]),
+            ["get_context", "get_entities", "get_gmail", "get_tasks", "get_weather", "search_memories", "set_project"]
+        );
+        // An admin had switched store_memory off: that must not earn create_memories.
+        assert!(!names(&researcher["active_tools"]).contains(&"create_memories".to_owned()));
+        let assistant = agent(&registry, "assistant");
+        let active = names(&assistant["active_tools"]);
+        for expected in ["search_memories", "get_tasks", "create_tasks", "search_gmail", "get_weather", "update_instructions"] {
+            assert!(active.contains(&expected.to_owned()), "assistant should have {expected}");
+        }
+        for gone in ["recall", "search_memory", "get_task", "read_memory", "email_digest", "gmail_digest"] {
+            assert!(names(&assistant["inactive_tools"]).contains(&gone.to_owned()), "{gone} link should be off");
+        }
+    }
+}
+
+db_test! {
+    async fn the_soul_is_rewritten_as_philosophy_and_the_template_is_seeded(db) {
+        legacy_then_canonicalized(&db).await;
+        let registry = dump::registry(&db.conn).await;
+        let assistant = agent(&registry, "assistant");
+        let soul = assistant["soul"].as_str().expect("soul");
+        assert!(!soul.contains("##"));
+        assert!(!soul.contains("read_memory"));
+        assert_eq!(soul, frozen().expect("frozen").assistant.soul);
+        assert_eq!(assistant["prompt_template"], true);
+        // Only the assistant is rewritten.
+        assert_eq!(agent(&registry, "researcher")["soul"], "You dig into questions carefully.");
+        assert_eq!(agent(&registry, "researcher")["prompt_template"], false);
+    }
+}
+
+db_test! {
+    async fn the_custom_tool_and_user_customizations_are_untouched(db) {
+        let before = legacy_then_canonicalized(&db).await;
+        let after = dump::rows(&db).await;
+        assert_eq!(before["user_agent_prompt_customizations"], after["user_agent_prompt_customizations"]);
+        let weather = |rows: &Value| {
+            rows["tools"].as_array().expect("tools").iter().find(|t| t["name"] == "get_weather").cloned()
+        };
+        assert_eq!(weather(&before), weather(&after));
+    }
+}
+
+db_test! {
+    async fn running_the_data_steps_twice_changes_nothing(db) {
+        legacy_then_canonicalized(&db).await;
+        let once = dump::rows(&db).await;
+        let later = chrono::Utc::now() + chrono::Duration::hours(1);
+        apply_data_steps(&db.conn, &frozen().expect("frozen"), later).await.expect("second run");
+        dump::assert_same(&dump::rows(&db).await, &once);
+    }
+}
+
+db_test! {
+    async fn down_restores_every_legacy_row(db) {
+        let before = legacy_then_canonicalized(&db).await;
+        Migrator::down(&db.conn, Some(1)).await.expect("down");
+        let after = dump::rows(&db).await;
+        assert_eq!(after["agent_configurations"], before["agent_configurations"]);
+        assert_eq!(after["user_agent_prompt_customizations"], before["user_agent_prompt_customizations"]);
+        // Rows up created stay, soft-deleted; every row that existed before is back exactly.
+        for table in ["tools", "agent_tools"] {
+            let old = before[table].as_array().expect("rows");
+            let new = after[table].as_array().expect("rows");
+            assert_eq!(&new[..old.len()], &old[..], "{table}");
+            for created in &new[old.len()..] {
+                assert!(!created["deleted_at"].is_null(), "{table} row created by up is soft-deleted: {created}");
+            }
+        }
+    }
+}
+
+db_test! {
+    async fn up_down_up_leaves_the_state_of_up(db) {
+        legacy_then_canonicalized(&db).await;
+        let up = dump::registry(&db.conn).await;
+        Migrator::down(&db.conn, Some(1)).await.expect("down");
+        Migrator::up(&db.conn, None).await.expect("up again");
+        assert_eq!(dump::registry(&db.conn).await, up);
+    }
+}
+
+db_test! {
+    async fn a_canonicalization_that_fails_half_way_applies_nothing(db) {
+        Migrator::up(&db.conn, Some(1)).await.expect("base migration");
+        legacy::load(&db.conn).await;
+        // A column in the way makes step 6 fail after the backup and before the data steps.
+        use sea_orm::ConnectionTrait;
+        db.conn.execute_unprepared("ALTER TABLE agent_configurations ADD COLUMN prompt_template TEXT").await.expect("plant");
+        let before = dump::rows(&db).await;
+        let err = loadout::migrate::up(&db.conn).await.expect_err("the migration must fail");
+        assert!(format!("{err:#}").contains("rolled back"), "{err:#}");
+        dump::assert_same(&dump::rows(&db).await, &before);
+        let status = loadout::migrate::status(&db.conn).await.expect("status");
+        assert!(!status[1].applied);
+        let leftover = db.conn.execute_unprepared("SELECT 1 FROM canonicalize_backup_tools").await;
+        assert!(leftover.is_err(), "the backup table must have been rolled back too");
+    }
+}

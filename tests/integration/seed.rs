@@ -1,0 +1,58 @@
+//! `loadout seed` on a freshly migrated database.
+
+use entity::{agent_configurations, agent_tools, tools};
+use loadout::catalog::Seeds;
+use loadout::seed::{self, SeedReport};
+use loadout_tests::db_test;
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, PaginatorTrait, QueryFilter, Set};
+
+db_test! {
+    async fn migrate_and_seed_give_the_assistant_exactly_the_23_canonical_tools(db) {
+        let db = db.migrated().await;
+        let seeds = Seeds::embedded().expect("seeds");
+        let report = seed::run(&db.conn, &seeds).await.expect("seed");
+        assert_eq!(report, SeedReport { tools_created: 0, agents_created: 1, links_created: 23 });
+
+        let active = tools::Entity::find().filter(tools::Column::IsActive.eq(true)).all(&db.conn).await.expect("tools");
+        let mut names: Vec<&str> = active.iter().map(|t| t.name.as_str()).collect();
+        names.sort_unstable();
+        let mut expected: Vec<&str> = seeds.catalog.tools.iter().map(|t| t.name.as_str()).collect();
+        expected.sort_unstable();
+        assert_eq!(names, expected);
+
+        let assistant = agent_configurations::Entity::find()
+            .filter(agent_configurations::Column::Name.eq("assistant"))
+            .one(&db.conn).await.expect("query").expect("assistant exists");
+        assert_eq!(assistant.prompt_template.as_deref(), Some(seeds.assistant.prompt_template.as_str()));
+        let links = agent_tools::Entity::find()
+            .filter(agent_tools::Column::AgentId.eq(assistant.id))
+            .filter(agent_tools::Column::IsActive.eq(true))
+            .count(&db.conn).await.expect("count");
+        assert_eq!(links, 23);
+    }
+}
+
+db_test! {
+    async fn seeding_again_never_overwrites_an_admin_edit(db) {
+        let db = db.migrated().await;
+        let seeds = Seeds::embedded().expect("seeds");
+        seed::run(&db.conn, &seeds).await.expect("first seed");
+
+        let assistant = agent_configurations::Entity::find()
+            .filter(agent_configurations::Column::Name.eq("assistant"))
+            .one(&db.conn).await.expect("query").expect("assistant");
+        let mut edit = assistant.clone().into_active_model();
+        edit.soul = Set("An admin's own soul.".into());
+        edit.prompt_template = Set(None);
+        edit.update(&db.conn).await.expect("edit");
+        let link = agent_tools::Entity::find().one(&db.conn).await.expect("query").expect("a link");
+        let mut detach = link.into_active_model();
+        detach.is_active = Set(false);
+        detach.update(&db.conn).await.expect("detach");
+        let before = loadout_tests::dump::rows(&db).await;
+
+        let report = seed::run(&db.conn, &seeds).await.expect("second seed");
+        assert_eq!(report, SeedReport::default());
+        loadout_tests::dump::assert_same(&loadout_tests::dump::rows(&db).await, &before);
+    }
+}

@@ -1,0 +1,120 @@
+//! The world SPEC-019 starts from: ghost tools, both digest tools, the legacy
+//! names, two agents linked to assorted old tools and to an unaffected custom
+//! tool, a soul with `##` headers that names `read_memory`, and user customizations.
+//! Load it on a database at the base migration (before canonicalization).
+
+use sea_orm::{ConnectionTrait, DatabaseConnection};
+
+/// Legacy tools: (name, type, approval tier). An empty tier is a tool that shipped without one.
+pub const TOOLS: &[(&str, &str, &str)] = &[
+    // ghosts
+    ("delete_agent_long_term_memory", "builtin", "requires_approval"),
+    ("fetch_agent_long_term_memory", "builtin", "auto"),
+    ("fetch_tasks", "builtin", "auto"),
+    ("save_memory", "builtin", "requires_approval"),
+    ("read_memory", "builtin", "auto"),
+    // digests
+    ("email_digest", "builtin", "auto"),
+    ("gmail_digest", "api", ""),
+    // names that a canonical tool replaces
+    ("get_task", "api", "auto"),
+    ("create_task", "api", "requires_approval"),
+    ("update_task", "api", "requires_approval"),
+    ("delete_task", "api", "requires_approval"),
+    ("list_reminders", "api", "auto"),
+    ("create_reminder", "api", "requires_approval"),
+    ("list_schedules", "api", "auto"),
+    ("create_schedule", "api", "requires_approval"),
+    ("delete_schedule", "api", "requires_approval"),
+    ("gmail_search", "api", "auto"),
+    ("gmail_get_message", "api", "auto"),
+    ("store_memory", "api", "requires_approval"),
+    ("recall", "api", "auto"),
+    ("search_memory", "api", "auto"),
+    ("fetch_memory", "api", "auto"),
+    ("update_memory", "api", "requires_approval"),
+    ("delete_memory", "api", "requires_approval"),
+    ("list_entities", "api", "auto"),
+    ("get_context_info", "api", "auto"),
+    // canonical names that already existed, with legacy descriptions
+    ("get_tasks", "api", "auto"),
+    ("update_instructions", "builtin", "requires_approval"),
+    ("search_entities", "api", "auto"),
+    ("set_project", "api", "requires_approval"),
+    ("link_memories", "api", "requires_approval"),
+    // a team's own tool that canonicalization must leave alone
+    ("get_weather", "api", "auto"),
+];
+
+/// Agent links: (agent, tool, active).
+pub const LINKS: &[(&str, &str, bool)] = &[
+    ("assistant", "get_tasks", true),
+    ("assistant", "get_task", true),
+    ("assistant", "create_task", true),
+    ("assistant", "update_task", true),
+    ("assistant", "delete_task", true),
+    ("assistant", "list_reminders", true),
+    ("assistant", "create_reminder", true),
+    ("assistant", "recall", true),
+    ("assistant", "search_memory", true),
+    ("assistant", "store_memory", true),
+    ("assistant", "fetch_memory", true),
+    ("assistant", "gmail_search", true),
+    ("assistant", "email_digest", true),
+    ("assistant", "gmail_digest", true),
+    ("assistant", "read_memory", true),
+    ("assistant", "save_memory", true),
+    ("assistant", "update_instructions", true),
+    ("assistant", "get_weather", true),
+    ("researcher", "recall", true),
+    ("researcher", "get_task", true),
+    ("researcher", "gmail_get_message", true),
+    ("researcher", "list_entities", true),
+    ("researcher", "get_context_info", true),
+    ("researcher", "fetch_tasks", true),
+    ("researcher", "set_project", true),
+    ("researcher", "get_weather", true),
+    // switched off by an admin before the migration: must not earn create_memories
+    ("researcher", "store_memory", false),
+];
+
+pub const OLD_SOUL: &str = "## Personality\nYou are a diligent assistant.\n\n## Memory\nAlways call read_memory before answering, and save_memory when you learn something.\n\n## Tasks\nUse get_task to look up a task.";
+
+const STAMP: &str = "'2026-01-15T09:30:00Z'";
+
+/// Inserts the legacy world. Works on SQLite and Postgres alike.
+pub async fn load(db: &DatabaseConnection) {
+    let mut sql = Vec::new();
+    for (name, kind, tier) in TOOLS {
+        sql.push(format!(
+            "INSERT INTO tools (name, type, description, approval_tier, parameters, prompt_section, is_active, created_at, updated_at) \
+             VALUES ('{name}', '{kind}', 'Legacy {name}.', '{tier}', '{{\"type\":\"object\",\"properties\":{{}}}}', 'Use {name} when needed.', TRUE, {STAMP}, {STAMP})"
+        ));
+    }
+    for (name, soul) in [("assistant", OLD_SOUL.replace('\'', "''")), ("researcher", "You dig into questions carefully.".into())] {
+        sql.push(format!(
+            "INSERT INTO agent_configurations (name, identity, soul, created_at, updated_at) \
+             VALUES ('{name}', '{{\"display_name\":\"{name}\",\"role\":\"legacy\",\"description\":\"\"}}', '{soul}', {STAMP}, {STAMP})"
+        ));
+    }
+    for (agent, tool, active) in LINKS {
+        sql.push(format!(
+            "INSERT INTO agent_tools (agent_id, tool_id, is_active, created_at, updated_at) \
+             SELECT a.id, t.id, {}, {STAMP}, {STAMP} FROM agent_configurations a, tools t WHERE a.name = '{agent}' AND t.name = '{tool}'",
+            if *active { "TRUE" } else { "FALSE" }
+        ));
+    }
+    for (user, agent, text, active) in [
+        ("user-1", "assistant", "Call me Sam. Keep answers short.", "TRUE"),
+        ("user-2", "assistant", "I work nights; never schedule before noon.", "TRUE"),
+        ("user-1", "researcher", "Cite your sources.", "FALSE"),
+    ] {
+        sql.push(format!(
+            "INSERT INTO user_agent_prompt_customizations (user_id, agent_id, instructions, is_active, created_at, updated_at) \
+             SELECT '{user}', id, '{text}', {active}, {STAMP}, {STAMP} FROM agent_configurations WHERE name = '{agent}'"
+        ));
+    }
+    for statement in sql {
+        db.execute_unprepared(&statement).await.unwrap_or_else(|e| panic!("legacy fixture: {e}\n{statement}"));
+    }
+}
