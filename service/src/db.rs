@@ -18,7 +18,7 @@ pub async fn connect(url: &str) -> anyhow::Result<DatabaseConnection> {
     let mut options = ConnectOptions::new(url.to_owned());
     options
         .connect_timeout(Duration::from_secs(5))
-        .acquire_timeout(Duration::from_secs(10))
+        .acquire_timeout(Duration::from_secs(5))
         // Statements can carry prompt bodies; never log them.
         .sqlx_logging(false);
     Database::connect(options)

@@ -1,0 +1,128 @@
+//! The `loadout` binary as an operator runs it: real processes, real databases.
+
+use std::process::{Command, Output};
+
+use loadout_tests::TestDb;
+use sea_orm::{ConnectionTrait, Statement};
+
+fn loadout(database_url: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loadout"))
+        .args(args)
+        .env("DATABASE_URL", database_url)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run the loadout binary")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+async fn status_lines(db: &TestDb) -> String {
+    let out = loadout(&db.url, &["migrate", "status"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    stdout(&out)
+}
+
+async fn up_then_status(db: TestDb) {
+    let out = loadout(&db.url, &["migrate", "up"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    insta::assert_snapshot!("status_after_up", status_lines(&db).await);
+}
+
+#[tokio::test]
+async fn migrate_up_then_status_lists_both_migrations_on_sqlite() {
+    up_then_status(TestDb::sqlite().await).await;
+}
+
+#[tokio::test]
+async fn migrate_up_then_status_lists_both_migrations_on_postgres() {
+    let Some(db) = TestDb::postgres().await else { return };
+    up_then_status(db).await;
+}
+
+#[tokio::test]
+async fn the_database_url_flag_works_before_and_after_the_subcommand() {
+    let db = TestDb::sqlite().await;
+    let before = Command::new(env!("CARGO_BIN_EXE_loadout"))
+        .args(["--database-url", &db.url, "migrate", "up", "-n", "1"])
+        .env_remove("DATABASE_URL")
+        .output()
+        .expect("run");
+    assert!(before.status.success(), "{}", stderr(&before));
+    let after = Command::new(env!("CARGO_BIN_EXE_loadout"))
+        .args(["migrate", "status", "--database-url", &db.url])
+        .env_remove("DATABASE_URL")
+        .output()
+        .expect("run");
+    assert_eq!(
+        stdout(&after),
+        "applied\tm20260224_000001_create_base_schema\npending\tm20260224_000002_canonicalize_tool_registry\n"
+    );
+}
+
+#[tokio::test]
+async fn two_concurrent_migrate_up_processes_apply_each_migration_once() {
+    let Some(db) = TestDb::postgres().await else { return };
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_loadout"))
+            .args(["migrate", "up"])
+            .env("DATABASE_URL", &db.url)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn")
+    };
+    let (first, second) = (spawn(), spawn());
+    for child in [first, second] {
+        let out = child.wait_with_output().expect("wait");
+        assert!(out.status.success(), "a concurrent migrate up failed: {}", stderr(&out));
+    }
+    let rows = db
+        .conn
+        .query_all_raw(Statement::from_string(
+            db.conn.get_database_backend(),
+            "SELECT version, COUNT(*) AS n FROM seaql_migrations GROUP BY version ORDER BY version",
+        ))
+        .await
+        .expect("read the migration table");
+    let recorded: Vec<(String, i64)> =
+        rows.iter().map(|r| (r.try_get("", "version").expect("version"), r.try_get("", "n").expect("n"))).collect();
+    assert_eq!(
+        recorded,
+        [
+            ("m20260224_000001_create_base_schema".to_owned(), 1),
+            ("m20260224_000002_canonicalize_tool_registry".to_owned(), 1),
+        ]
+    );
+}
+
+#[test]
+fn an_unreachable_database_is_one_line_without_the_password() {
+    let out = loadout("postgres://app:hunter2@127.0.0.1:9/loadout", &["migrate", "status"]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("error: cannot connect to database postgres://app:***@127.0.0.1:9/loadout"), "{err}");
+    assert!(!err.contains("hunter2"));
+}
+
+#[test]
+fn a_malformed_database_url_is_refused_with_a_clear_error() {
+    let out = loadout("mysql://root:pw@localhost/x", &["migrate", "up"]);
+    assert_eq!(out.status.code(), Some(1));
+    insta::assert_snapshot!(stderr(&out), @"error: unsupported database URL mysql://root:***@localhost/x: use sqlite://FILE or postgres://USER@HOST/DB");
+}
+
+#[tokio::test]
+async fn seed_twice_creates_once() {
+    let db = TestDb::sqlite().await.migrated().await;
+    let first = loadout(&db.url, &["seed"]);
+    let second = loadout(&db.url, &["seed"]);
+    assert_eq!(stdout(&first), "seeded: 0 tools, 1 agents, 23 links created\n");
+    assert_eq!(stdout(&second), "seeded: 0 tools, 0 agents, 0 links created\n");
+}
