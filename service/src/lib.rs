@@ -4,5 +4,6 @@ pub mod catalog;
 pub mod cli;
 pub mod db;
 pub mod migrate;
+pub mod prompt;
 pub mod seed;
 pub mod telemetry;

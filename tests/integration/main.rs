@@ -3,3 +3,4 @@
 mod canonicalization;
 mod migrate;
 mod seed;
+mod template_parity;

@@ -1,0 +1,3 @@
+//! Prompts: the `$placeholder` engine (no database in it) and, next, the builder.
+
+pub mod template;
