@@ -62,13 +62,30 @@ enum Stamp {
 /// `created_at`, `updated_at` and the soft-delete stamp, shared by every table.
 fn with_stamps(table: &mut TableCreateStatement) -> &mut TableCreateStatement {
     table
-        .col(ColumnDef::new(Stamp::CreatedAt).timestamp_with_time_zone().not_null())
-        .col(ColumnDef::new(Stamp::UpdatedAt).timestamp_with_time_zone().not_null())
-        .col(ColumnDef::new(Stamp::DeletedAt).timestamp_with_time_zone().null())
+        .col(
+            ColumnDef::new(Stamp::CreatedAt)
+                .timestamp_with_time_zone()
+                .not_null(),
+        )
+        .col(
+            ColumnDef::new(Stamp::UpdatedAt)
+                .timestamp_with_time_zone()
+                .not_null(),
+        )
+        .col(
+            ColumnDef::new(Stamp::DeletedAt)
+                .timestamp_with_time_zone()
+                .null(),
+        )
 }
 
 fn id<T: IntoIden>(col: T) -> ColumnDef {
-    ColumnDef::new(col).integer().not_null().auto_increment().primary_key().take()
+    ColumnDef::new(col)
+        .integer()
+        .not_null()
+        .auto_increment()
+        .primary_key()
+        .take()
 }
 
 #[async_trait::async_trait]
@@ -92,7 +109,12 @@ impl MigrationTrait for Migration {
                         .col(ColumnDef::new(Tools::ApprovalTier).string().not_null())
                         .col(ColumnDef::new(Tools::Parameters).json_binary().not_null())
                         .col(ColumnDef::new(Tools::PromptSection).text().null())
-                        .col(ColumnDef::new(Tools::IsActive).boolean().not_null().default(true)),
+                        .col(
+                            ColumnDef::new(Tools::IsActive)
+                                .boolean()
+                                .not_null()
+                                .default(true),
+                        ),
                 )
                 .to_owned(),
             )
@@ -104,8 +126,17 @@ impl MigrationTrait for Migration {
                     Table::create()
                         .table(AgentConfigurations::Table)
                         .col(id(AgentConfigurations::Id))
-                        .col(ColumnDef::new(AgentConfigurations::Name).string().not_null().unique_key())
-                        .col(ColumnDef::new(AgentConfigurations::Identity).json_binary().not_null())
+                        .col(
+                            ColumnDef::new(AgentConfigurations::Name)
+                                .string()
+                                .not_null()
+                                .unique_key(),
+                        )
+                        .col(
+                            ColumnDef::new(AgentConfigurations::Identity)
+                                .json_binary()
+                                .not_null(),
+                        )
                         .col(ColumnDef::new(AgentConfigurations::Soul).text().not_null()),
                 )
                 .to_owned(),
@@ -120,7 +151,12 @@ impl MigrationTrait for Migration {
                         .col(id(AgentTools::Id))
                         .col(ColumnDef::new(AgentTools::AgentId).integer().not_null())
                         .col(ColumnDef::new(AgentTools::ToolId).integer().not_null())
-                        .col(ColumnDef::new(AgentTools::IsActive).boolean().not_null().default(true))
+                        .col(
+                            ColumnDef::new(AgentTools::IsActive)
+                                .boolean()
+                                .not_null()
+                                .default(true),
+                        )
                         .foreign_key(
                             ForeignKey::create()
                                 .from(AgentTools::Table, AgentTools::AgentId)
@@ -149,9 +185,21 @@ impl MigrationTrait for Migration {
                     Table::create()
                         .table(UserAgentPromptCustomizations::Table)
                         .col(id(UserAgentPromptCustomizations::Id))
-                        .col(ColumnDef::new(UserAgentPromptCustomizations::UserId).string().not_null())
-                        .col(ColumnDef::new(UserAgentPromptCustomizations::AgentId).integer().not_null())
-                        .col(ColumnDef::new(UserAgentPromptCustomizations::Instructions).text().not_null())
+                        .col(
+                            ColumnDef::new(UserAgentPromptCustomizations::UserId)
+                                .string()
+                                .not_null(),
+                        )
+                        .col(
+                            ColumnDef::new(UserAgentPromptCustomizations::AgentId)
+                                .integer()
+                                .not_null(),
+                        )
+                        .col(
+                            ColumnDef::new(UserAgentPromptCustomizations::Instructions)
+                                .text()
+                                .not_null(),
+                        )
                         .col(
                             ColumnDef::new(UserAgentPromptCustomizations::IsActive)
                                 .boolean()
@@ -160,7 +208,10 @@ impl MigrationTrait for Migration {
                         )
                         .foreign_key(
                             ForeignKey::create()
-                                .from(UserAgentPromptCustomizations::Table, UserAgentPromptCustomizations::AgentId)
+                                .from(
+                                    UserAgentPromptCustomizations::Table,
+                                    UserAgentPromptCustomizations::AgentId,
+                                )
                                 .to(AgentConfigurations::Table, AgentConfigurations::Id),
                         )
                         .index(
@@ -183,7 +234,9 @@ impl MigrationTrait for Migration {
             AgentConfigurations::Table.into_iden(),
             Tools::Table.into_iden(),
         ] {
-            manager.drop_table(Table::drop().table(table).to_owned()).await?;
+            manager
+                .drop_table(Table::drop().table(table).to_owned())
+                .await?;
         }
         Ok(())
     }

@@ -66,8 +66,14 @@ pub struct FrozenAssistant {
 
 /// Parses the frozen data; it is compiled in, so a failure is a build defect, reported rather than panicked on.
 pub fn frozen() -> Result<Frozen, DbErr> {
-    serde_json::from_str(include_str!("m20260224_000002_canonicalize_tool_registry/frozen.json"))
-        .map_err(|e| DbErr::Custom(format!("canonicalize_tool_registry: frozen data is invalid: {e}")))
+    serde_json::from_str(include_str!(
+        "m20260224_000002_canonicalize_tool_registry/frozen.json"
+    ))
+    .map_err(|e| {
+        DbErr::Custom(format!(
+            "canonicalize_tool_registry: frozen data is invalid: {e}"
+        ))
+    })
 }
 
 #[derive(DeriveIden)]
@@ -122,7 +128,11 @@ impl MigrationTrait for Migration {
             .alter_table(
                 Table::alter()
                     .table(AgentConfigurations::Table)
-                    .add_column(ColumnDef::new(AgentConfigurations::PromptTemplate).text().null())
+                    .add_column(
+                        ColumnDef::new(AgentConfigurations::PromptTemplate)
+                            .text()
+                            .null(),
+                    )
                     .to_owned(),
             )
             .await?;
@@ -134,10 +144,13 @@ impl MigrationTrait for Migration {
         let db = manager.get_connection();
         restore(db, &frozen, chrono::Utc::now()).await?;
         for table in [BACKUP_TOOLS, BACKUP_AGENT_TOOLS, BACKUP_AGENTS] {
-            manager.drop_table(Table::drop().table(Alias::new(table)).to_owned()).await?;
+            manager
+                .drop_table(Table::drop().table(Alias::new(table)).to_owned())
+                .await?;
         }
         // sea-query refuses DROP COLUMN for SQLite, which has supported it since 3.35.
-        db.execute_unprepared("ALTER TABLE agent_configurations DROP COLUMN prompt_template").await?;
+        db.execute_unprepared("ALTER TABLE agent_configurations DROP COLUMN prompt_template")
+            .await?;
         Ok(())
     }
 }
@@ -150,7 +163,9 @@ impl Frozen {
 
     /// Legacy names that a canonical tool replaces.
     fn replaced(&self) -> impl Iterator<Item = &str> {
-        self.tools.iter().flat_map(|t| t.replaces.iter().map(String::as_str))
+        self.tools
+            .iter()
+            .flat_map(|t| t.replaces.iter().map(String::as_str))
     }
 
     fn canonical(&self) -> impl Iterator<Item = &str> {
@@ -159,13 +174,21 @@ impl Frozen {
 
     /// Every tool name this migration reads or writes.
     fn affected(&self) -> Vec<&str> {
-        let all: BTreeSet<&str> = self.retired().chain(self.replaced()).chain(self.canonical()).collect();
+        let all: BTreeSet<&str> = self
+            .retired()
+            .chain(self.replaced())
+            .chain(self.canonical())
+            .collect();
         all.into_iter().collect()
     }
 }
 
 /// Runs data steps 1–5 and 7. Public so tests can prove a second run changes nothing.
-pub async fn apply_data_steps<C: ConnectionTrait>(db: &C, frozen: &Frozen, now: Now) -> Result<(), DbErr> {
+pub async fn apply_data_steps<C: ConnectionTrait>(
+    db: &C,
+    frozen: &Frozen,
+    now: Now,
+) -> Result<(), DbErr> {
     // Step 4 needs the links as they were before steps 1–2 switch them off.
     let relinks = plan_relinks(db, frozen).await?;
 
@@ -192,7 +215,10 @@ pub async fn apply_data_steps<C: ConnectionTrait>(db: &C, frozen: &Frozen, now: 
     db.execute(
         Query::update()
             .table(AgentConfigurations::Table)
-            .value(AgentConfigurations::PromptTemplate, frozen.assistant.prompt_template.as_str())
+            .value(
+                AgentConfigurations::PromptTemplate,
+                frozen.assistant.prompt_template.as_str(),
+            )
             .value(AgentConfigurations::UpdatedAt, now)
             .and_where(assistant)
             .and_where(Expr::col(AgentConfigurations::PromptTemplate).is_null()),
@@ -214,7 +240,8 @@ async fn plan_relinks<C: ConnectionTrait>(
                 .from(AgentTools::Table)
                 .inner_join(
                     Tools::Table,
-                    Expr::col((Tools::Table, Tools::Id)).equals((AgentTools::Table, AgentTools::ToolId)),
+                    Expr::col((Tools::Table, Tools::Id))
+                        .equals((AgentTools::Table, AgentTools::ToolId)),
                 )
                 .and_where(Expr::col((AgentTools::Table, AgentTools::IsActive)).eq(true))
                 .and_where(Expr::col((AgentTools::Table, AgentTools::DeletedAt)).is_null()),
@@ -222,9 +249,15 @@ async fn plan_relinks<C: ConnectionTrait>(
         .await?;
     let mut successor: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for tool in &frozen.tools {
-        successor.entry(tool.name.as_str()).or_default().push(tool.name.as_str());
+        successor
+            .entry(tool.name.as_str())
+            .or_default()
+            .push(tool.name.as_str());
         for old in &tool.replaces {
-            successor.entry(old.as_str()).or_default().push(tool.name.as_str());
+            successor
+                .entry(old.as_str())
+                .or_default()
+                .push(tool.name.as_str());
         }
     }
     let mut plan: BTreeMap<String, BTreeSet<i32>> = BTreeMap::new();
@@ -275,7 +308,11 @@ async fn deactivate<'a, C: ConnectionTrait>(
 }
 
 /// Inserts the tool, or rewrites its row if any field differs from the frozen one; returns its id.
-async fn upsert_tool<C: ConnectionTrait>(db: &C, tool: &FrozenTool, now: Now) -> Result<i32, DbErr> {
+async fn upsert_tool<C: ConnectionTrait>(
+    db: &C,
+    tool: &FrozenTool,
+    now: Now,
+) -> Result<i32, DbErr> {
     let existing = db
         .query_one(
             Query::select()
@@ -365,14 +402,24 @@ async fn upsert_tool<C: ConnectionTrait>(db: &C, tool: &FrozenTool, now: Now) ->
 
 async fn tool_id<C: ConnectionTrait>(db: &C, name: &str) -> Result<i32, DbErr> {
     let row = db
-        .query_one(Query::select().column(Tools::Id).from(Tools::Table).and_where(Expr::col(Tools::Name).eq(name)))
+        .query_one(
+            Query::select()
+                .column(Tools::Id)
+                .from(Tools::Table)
+                .and_where(Expr::col(Tools::Name).eq(name)),
+        )
         .await?
         .ok_or_else(|| DbErr::RecordNotFound(format!("tool {name}")))?;
     row.try_get("", "id")
 }
 
 /// Makes the (agent, tool) link exist and be active, touching it only if it is not.
-async fn ensure_link<C: ConnectionTrait>(db: &C, agent_id: i32, tool_id: i32, now: Now) -> Result<(), DbErr> {
+async fn ensure_link<C: ConnectionTrait>(
+    db: &C,
+    agent_id: i32,
+    tool_id: i32,
+    now: Now,
+) -> Result<(), DbErr> {
     let existing = db
         .query_one(
             Query::select()
@@ -394,7 +441,13 @@ async fn ensure_link<C: ConnectionTrait>(db: &C, agent_id: i32, tool_id: i32, no
                         AgentTools::CreatedAt,
                         AgentTools::UpdatedAt,
                     ])
-                    .values([agent_id.into(), tool_id.into(), true.into(), now.into(), now.into()])
+                    .values([
+                        agent_id.into(),
+                        tool_id.into(),
+                        true.into(),
+                        now.into(),
+                        now.into(),
+                    ])
                     .map_err(|e| DbErr::Custom(e.to_string()))?,
             )
             .await?;
@@ -446,12 +499,23 @@ async fn backup<C: ConnectionTrait>(db: &C, frozen: &Frozen) -> Result<(), DbErr
         .and_where(Expr::col(AgentTools::ToolId).in_subquery(affected_ids))
         .take();
     let agents = Query::select()
-        .columns([AgentConfigurations::Id, AgentConfigurations::Soul, AgentConfigurations::UpdatedAt])
+        .columns([
+            AgentConfigurations::Id,
+            AgentConfigurations::Soul,
+            AgentConfigurations::UpdatedAt,
+        ])
         .from(AgentConfigurations::Table)
         .take();
-    for (table, select) in [(BACKUP_TOOLS, tools), (BACKUP_AGENT_TOOLS, links), (BACKUP_AGENTS, agents)] {
-        db.execute_unprepared(&format!("CREATE TABLE IF NOT EXISTS {table} AS {}", render(backend, &select)))
-            .await?;
+    for (table, select) in [
+        (BACKUP_TOOLS, tools),
+        (BACKUP_AGENT_TOOLS, links),
+        (BACKUP_AGENTS, agents),
+    ] {
+        db.execute_unprepared(&format!(
+            "CREATE TABLE IF NOT EXISTS {table} AS {}",
+            render(backend, &select)
+        ))
+        .await?;
     }
     Ok(())
 }
@@ -483,9 +547,14 @@ async fn restore<C: ConnectionTrait>(db: &C, frozen: &Frozen, now: Now) -> Resul
         .value(Tools::DeletedAt, now)
         .value(Tools::UpdatedAt, now)
         .and_where(Expr::col(Tools::Name).is_in(canonical.iter().copied()))
-        .and_where(Expr::col(Tools::Id).not_in_subquery(
-            Query::select().column(Tools::Id).from(Alias::new(BACKUP_TOOLS)).take(),
-        ))
+        .and_where(
+            Expr::col(Tools::Id).not_in_subquery(
+                Query::select()
+                    .column(Tools::Id)
+                    .from(Alias::new(BACKUP_TOOLS))
+                    .take(),
+            ),
+        )
         .take();
     let created_links = Query::update()
         .table(AgentTools::Table)
@@ -501,9 +570,14 @@ async fn restore<C: ConnectionTrait>(db: &C, frozen: &Frozen, now: Now) -> Resul
                     .take(),
             ),
         )
-        .and_where(Expr::col(AgentTools::Id).not_in_subquery(
-            Query::select().column(AgentTools::Id).from(Alias::new(BACKUP_AGENT_TOOLS)).take(),
-        ))
+        .and_where(
+            Expr::col(AgentTools::Id).not_in_subquery(
+                Query::select()
+                    .column(AgentTools::Id)
+                    .from(Alias::new(BACKUP_AGENT_TOOLS))
+                    .take(),
+            ),
+        )
         .take();
     // Links first: the tool subquery above must still see the canonical names.
     db.execute(&created_links).await?;

@@ -24,7 +24,9 @@ impl Seeds {
         Ok(Self {
             catalog: Catalog::parse(CATALOG).context("seeds/catalog.toml")?,
             assistant: toml::from_str(ASSISTANT).context("seeds/agents/assistant.toml")?,
-            channels: toml::from_str::<ChannelsFile>(CHANNELS).context("seeds/channels.toml")?.channel,
+            channels: toml::from_str::<ChannelsFile>(CHANNELS)
+                .context("seeds/channels.toml")?
+                .channel,
         })
     }
 }
@@ -126,6 +128,9 @@ mod tests {
         assert_eq!(seeds.catalog.tools.len(), 23);
         assert_eq!(seeds.assistant.name, "assistant");
         let channels: Vec<&str> = seeds.channels.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(channels, ["web", "telegram", "scheduled", "heartbeat", "session_open"]);
+        assert_eq!(
+            channels,
+            ["web", "telegram", "scheduled", "heartbeat", "session_open"]
+        );
     }
 }

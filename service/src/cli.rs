@@ -15,7 +15,13 @@ pub struct Cli {
     pub database_url: String,
 
     /// Log line format (logs go to stderr).
-    #[arg(long, env = "LOADOUT_LOG_FORMAT", global = true, value_enum, default_value_t)]
+    #[arg(
+        long,
+        env = "LOADOUT_LOG_FORMAT",
+        global = true,
+        value_enum,
+        default_value_t
+    )]
     pub log_format: LogFormat,
 
     #[command(subcommand)]
@@ -31,27 +37,46 @@ pub enum Command {
     },
     /// Create the default agent and its tool links where absent; never overwrites edits.
     Seed,
+    /// Render or lint a `$placeholder` template read from stdin (no database).
+    Template {
+        #[command(subcommand)]
+        command: crate::template_cli::TemplateCommand,
+        /// Largest template accepted, in bytes.
+        #[arg(long, env = "LOADOUT_MAX_TEMPLATE_BYTES", global = true, default_value_t = crate::template_cli::DEFAULT_MAX_TEMPLATE_BYTES)]
+        max_template_bytes: usize,
+    },
 }
 
 /// Runs a parsed command line.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
-    let db = db::connect(&cli.database_url).await?;
     match cli.command {
+        Command::Template {
+            command,
+            max_template_bytes,
+        } => crate::template_cli::run(&command, max_template_bytes),
         Command::Migrate { command } => {
+            let db = db::connect(&cli.database_url).await?;
             let states = migrate::run(&db, command).await?;
             if matches!(command, migrate::MigrateCommand::Status) {
                 for state in states {
-                    println!("{}\t{}", if state.applied { "applied" } else { "pending" }, state.name);
+                    println!(
+                        "{}\t{}",
+                        if state.applied { "applied" } else { "pending" },
+                        state.name
+                    );
                 }
             }
+            db.close().await.ok();
+            Ok(ExitCode::SUCCESS)
         }
         Command::Seed => {
+            let db = db::connect(&cli.database_url).await?;
             let report = seed::run(&db, &crate::catalog::Seeds::embedded()?).await?;
             println!("{report}");
+            db.close().await.ok();
+            Ok(ExitCode::SUCCESS)
         }
     }
-    db.close().await.ok();
-    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

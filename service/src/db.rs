@@ -46,7 +46,11 @@ pub fn redact(url: &str) -> String {
 /// Removes the password from a driver message that might echo the URL.
 fn redact_in(message: &str, url: &str) -> String {
     let redacted = redact(url);
-    if redacted == url { message.to_owned() } else { message.replace(url, &redacted) }
+    if redacted == url {
+        message.to_owned()
+    } else {
+        message.replace(url, &redacted)
+    }
 }
 
 #[cfg(test)]
@@ -55,17 +59,29 @@ mod tests {
 
     #[test]
     fn a_password_in_a_url_is_replaced() {
-        assert_eq!(redact("postgres://app:s3cret@db:5432/loadout"), "postgres://app:***@db:5432/loadout");
+        assert_eq!(
+            redact("postgres://app:s3cret@db:5432/loadout"),
+            "postgres://app:***@db:5432/loadout"
+        );
     }
 
     #[test]
     fn a_url_without_a_password_is_unchanged() {
-        assert_eq!(redact("postgres://app@db/loadout"), "postgres://app@db/loadout");
-        assert_eq!(redact("sqlite://loadout.db?mode=rwc"), "sqlite://loadout.db?mode=rwc");
+        assert_eq!(
+            redact("postgres://app@db/loadout"),
+            "postgres://app@db/loadout"
+        );
+        assert_eq!(
+            redact("sqlite://loadout.db?mode=rwc"),
+            "sqlite://loadout.db?mode=rwc"
+        );
     }
 
     #[test]
     fn an_at_sign_in_the_password_does_not_leak_its_tail() {
-        assert_eq!(redact("postgres://app:p@ss@db/x"), "postgres://app:***@db/x");
+        assert_eq!(
+            redact("postgres://app:p@ss@db/x"),
+            "postgres://app:***@db/x"
+        );
     }
 }

@@ -7,3 +7,4 @@ pub mod migrate;
 pub mod prompt;
 pub mod seed;
 pub mod telemetry;
+pub mod template_cli;

@@ -38,7 +38,10 @@ pub struct MigrationState {
 }
 
 /// Runs one migrate command; returns the status lines for `Status`.
-pub async fn run(db: &DatabaseConnection, command: MigrateCommand) -> anyhow::Result<Vec<MigrationState>> {
+pub async fn run(
+    db: &DatabaseConnection,
+    command: MigrateCommand,
+) -> anyhow::Result<Vec<MigrationState>> {
     with_lock(db, async || {
         refuse_unknown_migrations(db).await?;
         match command {
@@ -62,7 +65,9 @@ pub async fn up(db: &DatabaseConnection) -> anyhow::Result<()> {
 
 /// Every migration the binary knows, in order, with its state.
 pub async fn status(db: &DatabaseConnection) -> anyhow::Result<Vec<MigrationState>> {
-    let migrations = Migrator::get_migration_with_status(db).await.context("cannot read migration status")?;
+    let migrations = Migrator::get_migration_with_status(db)
+        .await
+        .context("cannot read migration status")?;
     Ok(migrations
         .iter()
         .map(|m| MigrationState {
@@ -74,8 +79,13 @@ pub async fn status(db: &DatabaseConnection) -> anyhow::Result<Vec<MigrationStat
 
 /// A database migrated by a newer loadout must not be touched by this one.
 async fn refuse_unknown_migrations(db: &DatabaseConnection) -> anyhow::Result<()> {
-    let known: Vec<String> = Migrator::migrations().iter().map(|m| m.name().to_owned()).collect();
-    let applied = Migrator::get_migration_models(db).await.context("cannot read applied migrations")?;
+    let known: Vec<String> = Migrator::migrations()
+        .iter()
+        .map(|m| m.name().to_owned())
+        .collect();
+    let applied = Migrator::get_migration_models(db)
+        .await
+        .context("cannot read applied migrations")?;
     let unknown: Vec<&str> = applied
         .iter()
         .map(|m| m.version.as_str())
@@ -94,15 +104,25 @@ async fn refuse_unknown_migrations(db: &DatabaseConnection) -> anyhow::Result<()
 /// migrating one database take turns: the second finds nothing left to do.
 /// The lock lives in its own transaction on its own pooled connection and ends
 /// with it, even if this process dies. SQLite serialises writers itself.
-async fn with_lock<T>(db: &DatabaseConnection, work: impl AsyncFnOnce() -> anyhow::Result<T>) -> anyhow::Result<T> {
+async fn with_lock<T>(
+    db: &DatabaseConnection,
+    work: impl AsyncFnOnce() -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
     if db.get_database_backend() != DbBackend::Postgres {
         return work().await;
     }
-    let lock = db.begin().await.context("cannot open the migration lock transaction")?;
-    lock.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})"))
+    let lock = db
+        .begin()
         .await
-        .context("cannot take the migration lock")?;
+        .context("cannot open the migration lock transaction")?;
+    lock.execute_unprepared(&format!(
+        "SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})"
+    ))
+    .await
+    .context("cannot take the migration lock")?;
     let result = work().await;
-    lock.rollback().await.context("cannot release the migration lock")?;
+    lock.rollback()
+        .await
+        .context("cannot release the migration lock")?;
     result
 }

@@ -1,3 +1,4 @@
 //! Prompts: the `$placeholder` engine (no database in it) and, next, the builder.
 
+pub mod lint;
 pub mod template;

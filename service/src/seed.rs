@@ -6,8 +6,8 @@ use anyhow::Context;
 use chrono::Utc;
 use entity::{agent_configurations, agent_tools, tools};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, Set,
-    TransactionTrait,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
+    Set, TransactionTrait,
 };
 
 use crate::catalog::Seeds;
@@ -33,8 +33,13 @@ impl fmt::Display for SeedReport {
 /// Creates catalog tools, the default agent and its links where absent, in one transaction.
 /// A row that exists in any state (edited, inactive, soft-deleted) is left exactly as it is.
 pub async fn run(db: &DatabaseConnection, seeds: &Seeds) -> anyhow::Result<SeedReport> {
-    let txn = db.begin().await.context("cannot start the seed transaction")?;
-    let report = seed(&txn, seeds).await.context("seeding failed; nothing was written")?;
+    let txn = db
+        .begin()
+        .await
+        .context("cannot start the seed transaction")?;
+    let report = seed(&txn, seeds)
+        .await
+        .context("seeding failed; nothing was written")?;
     txn.commit().await.context("cannot commit the seed")?;
     Ok(report)
 }
@@ -45,7 +50,10 @@ async fn seed(db: &impl ConnectionTrait, seeds: &Seeds) -> anyhow::Result<SeedRe
 
     let mut tool_ids = Vec::with_capacity(seeds.catalog.tools.len());
     for tool in &seeds.catalog.tools {
-        let existing = tools::Entity::find().filter(tools::Column::Name.eq(&tool.name)).one(db).await?;
+        let existing = tools::Entity::find()
+            .filter(tools::Column::Name.eq(&tool.name))
+            .one(db)
+            .await?;
         let id = match existing {
             Some(row) => row.id,
             None => {

@@ -41,7 +41,9 @@ async fn migrate_up_then_status_lists_both_migrations_on_sqlite() {
 
 #[tokio::test]
 async fn migrate_up_then_status_lists_both_migrations_on_postgres() {
-    let Some(db) = TestDb::postgres().await else { return };
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
     up_then_status(db).await;
 }
 
@@ -67,7 +69,9 @@ async fn the_database_url_flag_works_before_and_after_the_subcommand() {
 
 #[tokio::test]
 async fn two_concurrent_migrate_up_processes_apply_each_migration_once() {
-    let Some(db) = TestDb::postgres().await else { return };
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
     let spawn = || {
         Command::new(env!("CARGO_BIN_EXE_loadout"))
             .args(["migrate", "up"])
@@ -80,7 +84,11 @@ async fn two_concurrent_migrate_up_processes_apply_each_migration_once() {
     let (first, second) = (spawn(), spawn());
     for child in [first, second] {
         let out = child.wait_with_output().expect("wait");
-        assert!(out.status.success(), "a concurrent migrate up failed: {}", stderr(&out));
+        assert!(
+            out.status.success(),
+            "a concurrent migrate up failed: {}",
+            stderr(&out)
+        );
     }
     let rows = db
         .conn
@@ -90,8 +98,15 @@ async fn two_concurrent_migrate_up_processes_apply_each_migration_once() {
         ))
         .await
         .expect("read the migration table");
-    let recorded: Vec<(String, i64)> =
-        rows.iter().map(|r| (r.try_get("", "version").expect("version"), r.try_get("", "n").expect("n"))).collect();
+    let recorded: Vec<(String, i64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.try_get("", "version").expect("version"),
+                r.try_get("", "n").expect("n"),
+            )
+        })
+        .collect();
     assert_eq!(
         recorded,
         [
@@ -103,11 +118,17 @@ async fn two_concurrent_migrate_up_processes_apply_each_migration_once() {
 
 #[test]
 fn an_unreachable_database_is_one_line_without_the_password() {
-    let out = loadout("postgres://app:hunter2@127.0.0.1:9/loadout", &["migrate", "status"]);
+    let out = loadout(
+        "postgres://app:hunter2@127.0.0.1:9/loadout",
+        &["migrate", "status"],
+    );
     assert!(!out.status.success());
     let err = stderr(&out);
     assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.starts_with("error: cannot connect to database postgres://app:***@127.0.0.1:9/loadout"), "{err}");
+    assert!(
+        err.starts_with("error: cannot connect to database postgres://app:***@127.0.0.1:9/loadout"),
+        "{err}"
+    );
     assert!(!err.contains("hunter2"));
 }
 
@@ -123,6 +144,113 @@ async fn seed_twice_creates_once() {
     let db = TestDb::sqlite().await.migrated().await;
     let first = loadout(&db.url, &["seed"]);
     let second = loadout(&db.url, &["seed"]);
-    assert_eq!(stdout(&first), "seeded: 0 tools, 1 agents, 23 links created\n");
-    assert_eq!(stdout(&second), "seeded: 0 tools, 0 agents, 0 links created\n");
+    assert_eq!(
+        stdout(&first),
+        "seeded: 0 tools, 1 agents, 23 links created\n"
+    );
+    assert_eq!(
+        stdout(&second),
+        "seeded: 0 tools, 0 agents, 0 links created\n"
+    );
+}
+
+fn template(args: &[&str], stdin: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loadout"))
+        .arg("template")
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin)
+        .expect("write stdin");
+    child.wait_with_output().expect("wait")
+}
+
+fn python_safe_substitute(text: &str, vars: &std::path::Path) -> String {
+    let out = Command::new("python3")
+        .args(["-c", "import json,string,sys; sys.stdout.write(string.Template(sys.stdin.read()).safe_substitute(json.load(open(sys.argv[1]))))"])
+        .arg(vars)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().expect("stdin").write_all(text.as_bytes())?;
+            child.wait_with_output()
+        })
+        .expect("python3 is required for the parity reference");
+    String::from_utf8(out.stdout).expect("utf-8")
+}
+
+#[test]
+fn template_render_matches_python_byte_for_byte() {
+    let vars = std::env::temp_dir().join(format!("loadout-vars-{}.json", std::process::id()));
+    std::fs::write(
+        &vars,
+        r#"{"soul": "kind $identity", "x": "1", "K": "kelvin"}"#,
+    )
+    .expect("write vars");
+    let text = "Hi $soul ${x}$$ $5 $nope ${x\n$\u{212A} $K\r\n$";
+    let out = template(
+        &["render", "--vars", vars.to_str().expect("path")],
+        text.as_bytes(),
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), python_safe_substitute(text, &vars));
+    let _ = std::fs::remove_file(vars);
+}
+
+#[test]
+fn strict_render_fails_on_the_first_problem_with_its_position() {
+    let vars =
+        std::env::temp_dir().join(format!("loadout-vars-strict-{}.json", std::process::id()));
+    std::fs::write(&vars, r#"{"soul": "s"}"#).expect("write vars");
+    let out = template(
+        &["render", "--strict", "--vars", vars.to_str().expect("path")],
+        b"$soul\n  $nope $5",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        "error: unknown placeholder $nope at line 2, column 3\n"
+    );
+    let _ = std::fs::remove_file(vars);
+}
+
+#[test]
+fn template_lint_exits_1_on_errors_and_0_on_warnings() {
+    let bad = template(&["lint"], b"Hello $sou1");
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        stdout(&bad).starts_with("1:7: error: unknown placeholder $sou1"),
+        "{}",
+        stdout(&bad)
+    );
+    let warn = template(&["lint"], b"Costs $5; call read_memory");
+    assert_eq!(warn.status.code(), Some(0), "{}", stdout(&warn));
+    assert_eq!(stdout(&warn).lines().count(), 2);
+}
+
+#[test]
+fn invalid_utf8_and_oversized_templates_are_refused() {
+    let out = template(&["lint"], b"ok \xc3\x28");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        "error: the template is not valid UTF-8 (first bad byte at offset 3)\n"
+    );
+    let out = template(&["--max-template-bytes", "4", "lint"], b"12345");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("limit of 4 bytes"),
+        "{}",
+        stderr(&out)
+    );
 }

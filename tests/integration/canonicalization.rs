@@ -7,23 +7,40 @@ use serde_json::Value;
 
 /// The legacy fixture on the base schema, then the canonicalization.
 async fn legacy_then_canonicalized(db: &TestDb) -> Value {
-    Migrator::up(&db.conn, Some(1)).await.expect("base migration");
+    Migrator::up(&db.conn, Some(1))
+        .await
+        .expect("base migration");
     legacy::load(&db.conn).await;
     let before = dump::rows(&db).await;
-    Migrator::up(&db.conn, None).await.expect("canonicalization");
+    Migrator::up(&db.conn, None)
+        .await
+        .expect("canonicalization");
     before
 }
 
 fn names(value: &Value) -> Vec<String> {
-    value.as_array().expect("array").iter().map(|v| v.as_str().expect("string").to_owned()).collect()
+    value
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|v| v.as_str().expect("string").to_owned())
+        .collect()
 }
 
 fn active_names(registry: &Value) -> Vec<String> {
-    names(&registry["active_tools"]).into_iter().map(|s| s.split(' ').next().unwrap_or_default().to_owned()).collect()
+    names(&registry["active_tools"])
+        .into_iter()
+        .map(|s| s.split(' ').next().unwrap_or_default().to_owned())
+        .collect()
 }
 
 fn agent<'a>(registry: &'a Value, name: &str) -> &'a Value {
-    registry["agents"].as_array().expect("agents").iter().find(|a| a["name"] == name).expect("agent present")
+    registry["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .find(|a| a["name"] == name)
+        .expect("agent present")
 }
 
 db_test! {

@@ -4,7 +4,9 @@ use entity::{agent_configurations, agent_tools, tools};
 use loadout::catalog::Seeds;
 use loadout::seed::{self, SeedReport};
 use loadout_tests::db_test;
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, PaginatorTrait, QueryFilter, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, PaginatorTrait, QueryFilter, Set,
+};
 
 db_test! {
     async fn migrate_and_seed_give_the_assistant_exactly_the_23_canonical_tools(db) {

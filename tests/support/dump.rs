@@ -12,12 +12,18 @@ use serde_json::{Value, json};
 pub async fn rows(test_db: &crate::TestDb) -> Value {
     let db = &test_db.reconnect().await;
     let mut out = serde_json::Map::new();
-    for table in ["tools", "agent_configurations", "agent_tools", "user_agent_prompt_customizations"] {
+    for table in [
+        "tools",
+        "agent_configurations",
+        "agent_tools",
+        "user_agent_prompt_customizations",
+    ] {
         let sql = format!("SELECT * FROM {table} ORDER BY id");
-        let rows = JsonValue::find_by_statement(Statement::from_string(db.get_database_backend(), sql))
-            .all(db)
-            .await
-            .unwrap_or_else(|e| panic!("dump {table}: {e}"));
+        let rows =
+            JsonValue::find_by_statement(Statement::from_string(db.get_database_backend(), sql))
+                .all(db)
+                .await
+                .unwrap_or_else(|e| panic!("dump {table}: {e}"));
         out.insert(table.to_owned(), Value::Array(rows));
     }
     db.clone().close().await.ok();
@@ -31,12 +37,18 @@ pub fn assert_same(left: &Value, right: &Value) {
             (Value::Object(a), Value::Object(b)) => {
                 let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
                 keys.into_iter().find_map(|k| {
-                    walk(&format!("{path}.{k}"), a.get(k).unwrap_or(&Value::Null), b.get(k).unwrap_or(&Value::Null))
+                    walk(
+                        &format!("{path}.{k}"),
+                        a.get(k).unwrap_or(&Value::Null),
+                        b.get(k).unwrap_or(&Value::Null),
+                    )
                 })
             }
-            (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
-                a.iter().zip(b).enumerate().find_map(|(i, (x, y))| walk(&format!("{path}[{i}]"), x, y))
-            }
+            (Value::Array(a), Value::Array(b)) if a.len() == b.len() => a
+                .iter()
+                .zip(b)
+                .enumerate()
+                .find_map(|(i, (x, y))| walk(&format!("{path}[{i}]"), x, y)),
             _ if l == r => None,
             _ => Some(format!("{path}: {l} != {r}")),
         }
@@ -48,10 +60,24 @@ pub fn assert_same(left: &Value, right: &Value) {
 
 /// The registry as a person reads it: by name, without ids or timestamps.
 pub async fn registry(db: &DatabaseConnection) -> Value {
-    let tools = Tools::find().order_by_asc(tools::Column::Name).all(db).await.expect("tools");
-    let agents = AgentConfigurations::find().order_by_asc(agent_configurations::Column::Name).all(db).await.expect("agents");
+    let tools = Tools::find()
+        .order_by_asc(tools::Column::Name)
+        .all(db)
+        .await
+        .expect("tools");
+    let agents = AgentConfigurations::find()
+        .order_by_asc(agent_configurations::Column::Name)
+        .all(db)
+        .await
+        .expect("agents");
     let links = AgentTools::find().all(db).await.expect("links");
-    let tool_name = |id: i32| tools.iter().find(|t| t.id == id).map(|t| t.name.clone()).unwrap_or_default();
+    let tool_name = |id: i32| {
+        tools
+            .iter()
+            .find(|t| t.id == id)
+            .map(|t| t.name.clone())
+            .unwrap_or_default()
+    };
     let agent_json = |a: &agent_configurations::Model| {
         let mut linked: Vec<(String, bool)> = links
             .iter()

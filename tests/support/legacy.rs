@@ -8,7 +8,11 @@ use sea_orm::{ConnectionTrait, DatabaseConnection};
 /// Legacy tools: (name, type, approval tier). An empty tier is a tool that shipped without one.
 pub const TOOLS: &[(&str, &str, &str)] = &[
     // ghosts
-    ("delete_agent_long_term_memory", "builtin", "requires_approval"),
+    (
+        "delete_agent_long_term_memory",
+        "builtin",
+        "requires_approval",
+    ),
     ("fetch_agent_long_term_memory", "builtin", "auto"),
     ("fetch_tasks", "builtin", "auto"),
     ("save_memory", "builtin", "requires_approval"),
@@ -91,7 +95,10 @@ pub async fn load(db: &DatabaseConnection) {
              VALUES ('{name}', '{kind}', 'Legacy {name}.', '{tier}', '{{\"type\":\"object\",\"properties\":{{}}}}', 'Use {name} when needed.', TRUE, {STAMP}, {STAMP})"
         ));
     }
-    for (name, soul) in [("assistant", OLD_SOUL.replace('\'', "''")), ("researcher", "You dig into questions carefully.".into())] {
+    for (name, soul) in [
+        ("assistant", OLD_SOUL.replace('\'', "''")),
+        ("researcher", "You dig into questions carefully.".into()),
+    ] {
         sql.push(format!(
             "INSERT INTO agent_configurations (name, identity, soul, created_at, updated_at) \
              VALUES ('{name}', '{{\"display_name\":\"{name}\",\"role\":\"legacy\",\"description\":\"\"}}', '{soul}', {STAMP}, {STAMP})"
@@ -105,8 +112,18 @@ pub async fn load(db: &DatabaseConnection) {
         ));
     }
     for (user, agent, text, active) in [
-        ("user-1", "assistant", "Call me Sam. Keep answers short.", "TRUE"),
-        ("user-2", "assistant", "I work nights; never schedule before noon.", "TRUE"),
+        (
+            "user-1",
+            "assistant",
+            "Call me Sam. Keep answers short.",
+            "TRUE",
+        ),
+        (
+            "user-2",
+            "assistant",
+            "I work nights; never schedule before noon.",
+            "TRUE",
+        ),
         ("user-1", "researcher", "Cite your sources.", "FALSE"),
     ] {
         sql.push(format!(
@@ -115,6 +132,8 @@ pub async fn load(db: &DatabaseConnection) {
         ));
     }
     for statement in sql {
-        db.execute_unprepared(&statement).await.unwrap_or_else(|e| panic!("legacy fixture: {e}\n{statement}"));
+        db.execute_unprepared(&statement)
+            .await
+            .unwrap_or_else(|e| panic!("legacy fixture: {e}\n{statement}"));
     }
 }

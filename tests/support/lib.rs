@@ -33,8 +33,15 @@ enum Cleanup {
 
 fn unique_name() -> String {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    format!("loadout_test_{}_{}_{nanos}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed))
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "loadout_test_{}_{}_{nanos}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 impl TestDb {
@@ -42,8 +49,15 @@ impl TestDb {
     pub async fn sqlite() -> TestDb {
         let path = std::env::temp_dir().join(format!("{}.db", unique_name()));
         let url = format!("sqlite://{}?mode=rwc", path.display());
-        let conn = loadout::db::connect(&url).await.expect("open a fresh SQLite database");
-        TestDb { conn, url, backend: Backend::Sqlite, cleanup: Cleanup::File(path) }
+        let conn = loadout::db::connect(&url)
+            .await
+            .expect("open a fresh SQLite database");
+        TestDb {
+            conn,
+            url,
+            backend: Backend::Sqlite,
+            cleanup: Cleanup::File(path),
+        }
     }
 
     /// A new Postgres database, or `None` when no server is configured.
@@ -58,12 +72,24 @@ impl TestDb {
             return None;
         };
         let name = unique_name();
-        let admin = Database::connect(&admin_url).await.expect("connect to LOADOUT_TEST_POSTGRES_URL");
-        admin.execute_unprepared(&format!("CREATE DATABASE {name}")).await.expect("create a test database");
+        let admin = Database::connect(&admin_url)
+            .await
+            .expect("connect to LOADOUT_TEST_POSTGRES_URL");
+        admin
+            .execute_unprepared(&format!("CREATE DATABASE {name}"))
+            .await
+            .expect("create a test database");
         admin.close().await.ok();
         let url = database_url_with_name(&admin_url, &name);
-        let conn = loadout::db::connect(&url).await.expect("open the fresh Postgres database");
-        Some(TestDb { conn, url, backend: Backend::Postgres, cleanup: Cleanup::PgDatabase { admin_url, name } })
+        let conn = loadout::db::connect(&url)
+            .await
+            .expect("open the fresh Postgres database");
+        Some(TestDb {
+            conn,
+            url,
+            backend: Backend::Postgres,
+            cleanup: Cleanup::PgDatabase { admin_url, name },
+        })
     }
 
     /// The same database as `self`, through a new, independent pool.
@@ -80,9 +106,13 @@ impl TestDb {
 
 /// `postgres://u@h:5432/postgres?x` → `postgres://u@h:5432/NAME?x`.
 fn database_url_with_name(url: &str, name: &str) -> String {
-    let (base, query) = url.split_once('?').map_or((url, None), |(b, q)| (b, Some(q)));
+    let (base, query) = url
+        .split_once('?')
+        .map_or((url, None), |(b, q)| (b, Some(q)));
     let after_scheme = base.find("://").map_or(0, |i| i + 3);
-    let host_end = base[after_scheme..].find('/').map_or(base.len(), |i| after_scheme + i);
+    let host_end = base[after_scheme..]
+        .find('/')
+        .map_or(base.len(), |i| after_scheme + i);
     let mut out = format!("{}/{name}", &base[..host_end]);
     if let Some(q) = query {
         out.push('?');
@@ -103,10 +133,18 @@ impl Drop for TestDb {
                 let (admin_url, name) = (admin_url.clone(), name.clone());
                 // Drop runs inside the test's runtime; a fresh one on its own thread can block.
                 let _ = std::thread::spawn(move || {
-                    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .ok()?;
                     rt.block_on(async {
                         let admin = Database::connect(&admin_url).await.ok()?;
-                        admin.execute_unprepared(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await.ok()?;
+                        admin
+                            .execute_unprepared(&format!(
+                                "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                            ))
+                            .await
+                            .ok()?;
                         admin.close().await.ok()
                     })
                 })
