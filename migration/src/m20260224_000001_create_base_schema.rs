@@ -53,6 +53,7 @@ enum UserAgentPromptCustomizations {
 }
 
 #[derive(DeriveIden)]
+#[allow(clippy::enum_variant_names)] // the column names are what they are
 enum Stamp {
     CreatedAt,
     UpdatedAt,

@@ -11,7 +11,7 @@ async fn legacy_then_canonicalized(db: &TestDb) -> Value {
         .await
         .expect("base migration");
     legacy::load(&db.conn).await;
-    let before = dump::rows(&db).await;
+    let before = dump::rows(db).await;
     Migrator::up(&db.conn, None)
         .await
         .expect("canonicalization");
