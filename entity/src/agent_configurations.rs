@@ -15,6 +15,14 @@ pub struct Model {
     pub soul: String,
     /// `$placeholder` template; `None` means the built-in assembly.
     pub prompt_template: Option<String>,
+    /// Fills `$operating_model` on channels that include it; `None` renders nothing.
+    pub operating_model: Option<String>,
+    /// Fills `$interaction_learning` on channels that include it; `None` renders nothing.
+    pub interaction_learning: Option<String>,
+    /// Bumped on every accepted change to `soul`.
+    pub soul_version: i32,
+    /// Bumped on every accepted change to `prompt_template`, clearing it included.
+    pub template_version: i32,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
     pub deleted_at: Option<DateTimeUtc>,

@@ -113,9 +113,9 @@ pub struct ChannelSeed {
     pub name: String,
     pub description: String,
     pub guidance: String,
-    pub operating_model: bool,
-    pub interaction_learning: bool,
-    pub session_section: bool,
+    pub include_operating_model: bool,
+    pub include_interaction_learning: bool,
+    pub include_session_section: bool,
 }
 
 #[cfg(test)]

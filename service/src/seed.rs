@@ -4,7 +4,7 @@ use std::fmt;
 
 use anyhow::Context;
 use chrono::Utc;
-use entity::{agent_configurations, agent_tools, tools};
+use entity::{agent_configurations, agent_tools, channels, tools};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
     Set, TransactionTrait,
@@ -18,19 +18,20 @@ pub struct SeedReport {
     pub tools_created: usize,
     pub agents_created: usize,
     pub links_created: usize,
+    pub channels_created: usize,
 }
 
 impl fmt::Display for SeedReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "seeded: {} tools, {} agents, {} links created",
-            self.tools_created, self.agents_created, self.links_created
+            "seeded: {} tools, {} agents, {} links, {} channels created",
+            self.tools_created, self.agents_created, self.links_created, self.channels_created
         )
     }
 }
 
-/// Creates catalog tools, the default agent and its links where absent, in one transaction.
+/// Creates catalog tools, channels, the default agent and its links where absent, in one transaction.
 /// A row that exists in any state (edited, inactive, soft-deleted) is left exactly as it is.
 pub async fn run(db: &DatabaseConnection, seeds: &Seeds) -> anyhow::Result<SeedReport> {
     let txn = db
@@ -79,6 +80,30 @@ async fn seed(db: &impl ConnectionTrait, seeds: &Seeds) -> anyhow::Result<SeedRe
         tool_ids.push(id);
     }
 
+    for channel in &seeds.channels {
+        let existing = channels::Entity::find()
+            .filter(channels::Column::Name.eq(&channel.name))
+            .one(db)
+            .await?;
+        if existing.is_none() {
+            report.channels_created += 1;
+            channels::ActiveModel {
+                name: Set(channel.name.clone()),
+                description: Set(channel.description.clone()),
+                guidance: Set(channel.guidance.clone()),
+                include_operating_model: Set(channel.include_operating_model),
+                include_interaction_learning: Set(channel.include_interaction_learning),
+                include_session_section: Set(channel.include_session_section),
+                created_at: Set(now),
+                updated_at: Set(now),
+                deleted_at: Set(None),
+                ..Default::default()
+            }
+            .insert(db)
+            .await?;
+        }
+    }
+
     let agent = &seeds.assistant;
     let existing = agent_configurations::Entity::find()
         .filter(agent_configurations::Column::Name.eq(&agent.name))
@@ -93,6 +118,10 @@ async fn seed(db: &impl ConnectionTrait, seeds: &Seeds) -> anyhow::Result<SeedRe
         identity: Set(serde_json::to_value(&agent.identity)?),
         soul: Set(agent.soul.clone()),
         prompt_template: Set(Some(agent.prompt_template.clone())),
+        operating_model: Set(Some(agent.operating_model.clone())),
+        interaction_learning: Set(Some(agent.interaction_learning.clone())),
+        soul_version: Set(1),
+        template_version: Set(1),
         created_at: Set(now),
         updated_at: Set(now),
         deleted_at: Set(None),

@@ -13,7 +13,8 @@ db_test! {
         let db = db.migrated().await;
         let seeds = Seeds::embedded().expect("seeds");
         let report = seed::run(&db.conn, &seeds).await.expect("seed");
-        assert_eq!(report, SeedReport { tools_created: 0, agents_created: 1, links_created: 23 });
+        assert_eq!(report, SeedReport { tools_created: 0, agents_created: 1, links_created: 23, channels_created: 0 });
+        assert_eq!(assistant_operating_model(&db).await, Some(seeds.assistant.operating_model.clone()));
 
         let active = tools::Entity::find().filter(tools::Column::IsActive.eq(true)).all(&db.conn).await.expect("tools");
         let mut names: Vec<&str> = active.iter().map(|t| t.name.as_str()).collect();
@@ -56,5 +57,39 @@ db_test! {
         let report = seed::run(&db.conn, &seeds).await.expect("second seed");
         assert_eq!(report, SeedReport::default());
         loadout_tests::dump::assert_same(&loadout_tests::dump::rows(&db).await, &before);
+    }
+}
+
+async fn assistant_operating_model(db: &loadout_tests::TestDb) -> Option<String> {
+    agent_configurations::Entity::find()
+        .filter(agent_configurations::Column::Name.eq("assistant"))
+        .one(&db.conn)
+        .await
+        .expect("query")
+        .expect("assistant")
+        .operating_model
+}
+
+db_test! {
+    async fn seed_restores_a_missing_default_channel_and_leaves_edited_ones_alone(db) {
+        use entity::channels;
+        let db = db.migrated().await;
+        let seeds = Seeds::embedded().expect("seeds");
+        let web = channels::Entity::find()
+            .filter(channels::Column::Name.eq("web"))
+            .one(&db.conn).await.expect("query").expect("web is created by the migration");
+        let mut edit = web.into_active_model();
+        edit.guidance = Set("An admin's own guidance.".into());
+        edit.update(&db.conn).await.expect("edit");
+        channels::Entity::delete_many()
+            .filter(channels::Column::Name.eq("heartbeat"))
+            .exec(&db.conn).await.expect("remove heartbeat");
+
+        let report = seed::run(&db.conn, &seeds).await.expect("seed");
+        assert_eq!(report.channels_created, 1);
+        let all = channels::Entity::find().all(&db.conn).await.expect("channels");
+        assert_eq!(all.len(), 5);
+        let web = all.iter().find(|c| c.name == "web").expect("web");
+        assert_eq!(web.guidance, "An admin's own guidance.");
     }
 }
