@@ -37,6 +37,11 @@ pub enum Command {
     },
     /// Create the default agent and its tool links where absent; never overwrites edits.
     Seed,
+    /// Render an agent's prompt from the database.
+    Prompt {
+        #[command(subcommand)]
+        command: crate::prompt_cli::PromptCommand,
+    },
     /// Render or lint a `$placeholder` template read from stdin (no database).
     Template {
         #[command(subcommand)]
@@ -68,6 +73,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             db.close().await.ok();
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Prompt { command } => {
+            let db = db::connect(&cli.database_url).await?;
+            let code = crate::prompt_cli::run(&db, command).await;
+            db.close().await.ok();
+            code
         }
         Command::Seed => {
             let db = db::connect(&cli.database_url).await?;

@@ -5,6 +5,7 @@ pub mod cli;
 pub mod db;
 pub mod migrate;
 pub mod prompt;
+pub mod prompt_cli;
 pub mod seed;
 pub mod telemetry;
 pub mod template_cli;

@@ -35,12 +35,12 @@ async fn up_then_status(db: TestDb) {
 }
 
 #[tokio::test]
-async fn migrate_up_then_status_lists_both_migrations_on_sqlite() {
+async fn migrate_up_then_status_lists_every_migration_on_sqlite() {
     up_then_status(TestDb::sqlite().await).await;
 }
 
 #[tokio::test]
-async fn migrate_up_then_status_lists_both_migrations_on_postgres() {
+async fn migrate_up_then_status_lists_every_migration_on_postgres() {
     let Some(db) = TestDb::postgres().await else {
         return;
     };
@@ -63,7 +63,7 @@ async fn the_database_url_flag_works_before_and_after_the_subcommand() {
         .expect("run");
     assert_eq!(
         stdout(&after),
-        "applied\tm20260224_000001_create_base_schema\npending\tm20260224_000002_canonicalize_tool_registry\n"
+        "applied\tm20260224_000001_create_base_schema\npending\tm20260224_000002_canonicalize_tool_registry\npending\tm20260301_000003_channels_and_prompt_sections\n"
     );
 }
 
@@ -112,6 +112,10 @@ async fn two_concurrent_migrate_up_processes_apply_each_migration_once() {
         [
             ("m20260224_000001_create_base_schema".to_owned(), 1),
             ("m20260224_000002_canonicalize_tool_registry".to_owned(), 1),
+            (
+                "m20260301_000003_channels_and_prompt_sections".to_owned(),
+                1
+            ),
         ]
     );
 }
@@ -146,11 +150,11 @@ async fn seed_twice_creates_once() {
     let second = loadout(&db.url, &["seed"]);
     assert_eq!(
         stdout(&first),
-        "seeded: 0 tools, 1 agents, 23 links created\n"
+        "seeded: 0 tools, 1 agents, 23 links, 0 channels created\n"
     );
     assert_eq!(
         stdout(&second),
-        "seeded: 0 tools, 0 agents, 0 links created\n"
+        "seeded: 0 tools, 0 agents, 0 links, 0 channels created\n"
     );
 }
 

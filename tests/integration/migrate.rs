@@ -5,12 +5,13 @@ use loadout_tests::db_test;
 use sea_orm::ConnectionTrait;
 
 db_test! {
-    async fn migrate_up_applies_both_migrations(db) {
+    async fn migrate_up_applies_every_migration(db) {
         let states = migrate::run(&db.conn, MigrateCommand::Up { n: None }).await.expect("up");
         let applied: Vec<(&str, bool)> = states.iter().map(|s| (s.name.as_str(), s.applied)).collect();
         assert_eq!(applied, [
             ("m20260224_000001_create_base_schema", true),
             ("m20260224_000002_canonicalize_tool_registry", true),
+            ("m20260301_000003_channels_and_prompt_sections", true),
         ]);
     }
 }
@@ -49,5 +50,39 @@ db_test! {
         // Nothing was rolled back.
         let states = migrate::status(&db.conn).await;
         assert!(states.is_err() || states.expect("status").iter().all(|s| s.applied));
+    }
+}
+
+db_test! {
+    async fn channels_migration_fills_only_the_assistant_and_down_removes_what_up_added(db) {
+        use migration::m20260301_000003_channels_and_prompt_sections::{apply_data_steps, frozen};
+        use migration::{Migrator, MigratorTrait};
+        Migrator::up(&db.conn, Some(1)).await.expect("base");
+        loadout_tests::legacy::load(&db.conn).await;
+        Migrator::up(&db.conn, Some(1)).await.expect("canonicalize");
+        let before = loadout_tests::dump::rows(&db).await;
+        Migrator::up(&db.conn, None).await.expect("channels");
+
+        let after = loadout_tests::dump::rows(&db).await;
+        let channels: Vec<&str> = after["channels"].as_array().expect("channels").iter()
+            .map(|c| c["name"].as_str().expect("name")).collect();
+        assert_eq!(channels, ["web", "telegram", "scheduled", "heartbeat", "session_open"]);
+        let agents = after["agent_configurations"].as_array().expect("agents");
+        let by_name = |name: &str| agents.iter().find(|a| a["name"] == name).expect("agent").clone();
+        let frozen = frozen().expect("frozen");
+        assert_eq!(by_name("assistant")["operating_model"], frozen.assistant.operating_model.as_str());
+        assert!(by_name("researcher")["operating_model"].is_null());
+        assert_eq!(by_name("researcher")["soul_version"], 1);
+        assert_eq!(by_name("researcher")["updated_at"], before["agent_configurations"][1]["updated_at"]);
+
+        let later = chrono::Utc::now() + chrono::Duration::hours(1);
+        apply_data_steps(&db.conn, &frozen, later).await.expect("second run");
+        loadout_tests::dump::assert_same(&loadout_tests::dump::rows(&db).await, &after);
+
+        Migrator::down(&db.conn, Some(1)).await.expect("down");
+        let rolled_back = loadout_tests::dump::rows(&db).await;
+        assert!(rolled_back.get("channels").is_none(), "channels table dropped");
+        let keys = |v: &serde_json::Value| v["agent_configurations"][0].as_object().expect("row").keys().cloned().collect::<Vec<_>>();
+        assert_eq!(keys(&rolled_back), keys(&before));
     }
 }

@@ -5,7 +5,7 @@ use entity::{agent_configurations, tools};
 use sea_orm::{DatabaseConnection, EntityTrait, FromQueryResult, JsonValue, QueryOrder, Statement};
 use serde_json::{Value, json};
 
-/// Every row of the four tables, timestamps included, ordered by id. Raw SQL, so it
+/// Every row of the four base tables and, where it exists, `channels`, timestamps included, ordered by id. Raw SQL, so it
 /// reads any schema version (before canonicalization, after it, after its `down`).
 /// It reads through its own short-lived connection: a pooled prepared `SELECT *`
 /// would outlive the `ALTER TABLE` of a migration and misread the rows.
@@ -17,7 +17,11 @@ pub async fn rows(test_db: &crate::TestDb) -> Value {
         "agent_configurations",
         "agent_tools",
         "user_agent_prompt_customizations",
+        "channels",
     ] {
+        if !table_exists(db, table).await {
+            continue;
+        }
         let sql = format!("SELECT * FROM {table} ORDER BY id");
         let rows =
             JsonValue::find_by_statement(Statement::from_string(db.get_database_backend(), sql))
@@ -28,6 +32,22 @@ pub async fn rows(test_db: &crate::TestDb) -> Value {
     }
     db.clone().close().await.ok();
     Value::Object(out)
+}
+
+async fn table_exists(db: &DatabaseConnection, table: &str) -> bool {
+    let sql = match db.get_database_backend() {
+        sea_orm::DbBackend::Sqlite => {
+            format!("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '{table}'")
+        }
+        _ => format!(
+            "SELECT 1 FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = '{table}'"
+        ),
+    };
+    !JsonValue::find_by_statement(Statement::from_string(db.get_database_backend(), sql))
+        .all(db)
+        .await
+        .unwrap_or_else(|e| panic!("look for table {table}: {e}"))
+        .is_empty()
 }
 
 /// Panics naming the first path at which `left` and `right` differ.

@@ -600,7 +600,9 @@ mod tests {
     #[test]
     fn a_channel_without_optional_sections_gets_empty_strings() {
         let rendered = build_agent_prompt(
-            &agent(Some("[$operating_model][$interaction_learning][$session_section]")),
+            &agent(Some(
+                "[$operating_model][$interaction_learning][$session_section]",
+            )),
             &channel(false),
             &context(),
         )
@@ -616,7 +618,10 @@ mod tests {
             .expect("render");
         let b = build_agent_prompt(&reversed, &channel(true), &context()).expect("render");
         assert_eq!(a.text, b.text);
-        let rarely = a.text.find("Use delete_a rarely.").expect("delete_a section");
+        let rarely = a
+            .text
+            .find("Use delete_a rarely.")
+            .expect("delete_a section");
         let get_b = a.text.find("Use get_b.").expect("get_b section");
         assert!(rarely < get_b, "{}", a.text);
         assert!(
@@ -638,8 +643,8 @@ mod tests {
     fn current_time_is_shown_in_the_users_zone() {
         let mut ctx = context();
         ctx.time_zone = "Asia/Kolkata".parse().expect("zone");
-        let rendered =
-            build_agent_prompt(&agent(Some("$current_time")), &channel(true), &ctx).expect("render");
+        let rendered = build_agent_prompt(&agent(Some("$current_time")), &channel(true), &ctx)
+            .expect("render");
         assert_eq!(
             rendered.text,
             "Saturday 21 November 2026, 18:35 (Asia/Kolkata, UTC+05:30)"
@@ -650,12 +655,17 @@ mod tests {
     fn session_section_onboards_new_users_and_welcomes_back_returning_ones() {
         let template = Some("$session_section");
         let new = build_agent_prompt(&agent(template), &channel(true), &context()).expect("render");
-        assert!(new.text.starts_with("\n## Getting started\n"), "{}", new.text);
+        assert!(
+            new.text.starts_with("\n## Getting started\n"),
+            "{}",
+            new.text
+        );
 
         let mut recent = context();
         recent.memory_notes = vec!["Likes tea".into()];
         recent.last_message_at = Some(at("2026-11-21T12:00:00Z"));
-        let rendered = build_agent_prompt(&agent(template), &channel(true), &recent).expect("render");
+        let rendered =
+            build_agent_prompt(&agent(template), &channel(true), &recent).expect("render");
         assert_eq!(rendered.text, "");
 
         let mut away = recent.clone();
@@ -699,8 +709,17 @@ mod tests {
 
     #[test]
     fn unknown_channels_list_the_known_ones() {
-        let channels = Channels::new(vec![channel(true), Channel { name: "a".into(), ..channel(false) }]);
+        let channels = Channels::new(vec![
+            channel(true),
+            Channel {
+                name: "a".into(),
+                ..channel(false)
+            },
+        ]);
         let error = channels.get("sms").expect_err("unknown");
-        assert_eq!(error.to_string(), "unknown channel \"sms\"; known channels: a, c");
+        assert_eq!(
+            error.to_string(),
+            "unknown channel \"sms\"; known channels: a, c"
+        );
     }
 }

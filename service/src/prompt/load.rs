@@ -1,0 +1,92 @@
+//! Reads what [`super::builder`] needs from the database. Soft-deleted rows
+//! (`deleted_at` set) and inactive tools or links are never returned.
+
+use entity::{
+    agent_configurations, agent_tools, channels, tools, user_agent_prompt_customizations,
+};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+};
+
+use super::builder::{Agent, Channel, Channels, Tool};
+
+/// An agent by name, with its active tools, or `None` if there is no live agent of that name.
+pub async fn agent(db: &impl ConnectionTrait, name: &str) -> Result<Option<(i32, Agent)>, DbErr> {
+    let Some(row) = agent_configurations::Entity::find()
+        .filter(agent_configurations::Column::Name.eq(name))
+        .filter(agent_configurations::Column::DeletedAt.is_null())
+        .one(db)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let tools = tools::Entity::find()
+        .inner_join(agent_tools::Entity)
+        .filter(agent_tools::Column::AgentId.eq(row.id))
+        .filter(agent_tools::Column::IsActive.eq(true))
+        .filter(agent_tools::Column::DeletedAt.is_null())
+        .filter(tools::Column::IsActive.eq(true))
+        .filter(tools::Column::DeletedAt.is_null())
+        .order_by_asc(tools::Column::Name)
+        .distinct()
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|t| Tool {
+            name: t.name,
+            description: t.description,
+            approval_tier: t.approval_tier,
+            prompt_section: t.prompt_section,
+        })
+        .collect();
+    Ok(Some((
+        row.id,
+        Agent {
+            name: row.name,
+            identity: row.identity,
+            soul: row.soul,
+            soul_version: row.soul_version,
+            prompt_template: row.prompt_template,
+            template_version: row.template_version,
+            operating_model: row.operating_model.unwrap_or_default(),
+            interaction_learning: row.interaction_learning.unwrap_or_default(),
+            tools,
+        },
+    )))
+}
+
+/// Every live channel.
+pub async fn channels(db: &impl ConnectionTrait) -> Result<Channels, DbErr> {
+    let rows = channels::Entity::find()
+        .filter(channels::Column::DeletedAt.is_null())
+        .all(db)
+        .await?;
+    Ok(Channels::new(
+        rows.into_iter()
+            .map(|c| Channel {
+                name: c.name,
+                guidance: c.guidance,
+                include_operating_model: c.include_operating_model,
+                include_interaction_learning: c.include_interaction_learning,
+                include_session_section: c.include_session_section,
+            })
+            .collect(),
+    ))
+}
+
+/// The user's active instructions for an agent, if any.
+pub async fn user_instructions(
+    db: &impl ConnectionTrait,
+    agent_id: i32,
+    user_id: &str,
+) -> Result<Option<String>, DbErr> {
+    use user_agent_prompt_customizations::Column;
+    Ok(user_agent_prompt_customizations::Entity::find()
+        .filter(Column::AgentId.eq(agent_id))
+        .filter(Column::UserId.eq(user_id))
+        .filter(Column::IsActive.eq(true))
+        .filter(Column::DeletedAt.is_null())
+        .one(db)
+        .await?
+        .map(|row| row.instructions))
+}
