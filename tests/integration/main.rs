@@ -2,5 +2,6 @@
 
 mod canonicalization;
 mod migrate;
+mod prompt;
 mod seed;
 mod template_parity;
