@@ -258,3 +258,128 @@ fn invalid_utf8_and_oversized_templates_are_refused() {
         stderr(&out)
     );
 }
+
+async fn seeded_sqlite() -> TestDb {
+    let db = TestDb::sqlite().await;
+    for args in [&["migrate", "up"][..], &["seed"]] {
+        let out = loadout(&db.url, args);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    db
+}
+
+const AT: [&str; 4] = ["--at", "2026-11-21T08:30:00Z", "--tz", "Europe/Berlin"];
+
+fn prompt(db: &TestDb, extra: &[&str]) -> Output {
+    let mut args = vec!["prompt", "render", "--agent", "assistant"];
+    args.extend_from_slice(extra);
+    loadout(&db.url, &args)
+}
+
+#[tokio::test]
+async fn prompt_render_prints_the_seeded_prompt_and_the_builtin_one_without_a_template() {
+    let db = seeded_sqlite().await;
+    let web = prompt(&db, &[&["--channel", "web"][..], &AT].concat());
+    assert!(web.status.success(), "{}", stderr(&web));
+    let text = stdout(&web);
+    assert!(text.starts_with("You are Assistant, "), "{text}");
+    assert!(text.contains("Saturday 21 November 2026, 09:30 (Europe/Berlin, UTC+01:00)"));
+    assert!(text.contains("## How you work\n"));
+
+    let json = prompt(&db, &[&["--channel", "web", "--json"][..], &AT].concat());
+    let rendered: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
+    assert_eq!(rendered["provenance"]["source"], "template");
+    assert_eq!(rendered["provenance"]["channel"], "web");
+    assert_eq!(rendered["text"], text.as_str());
+
+    db.conn
+        .execute_unprepared("UPDATE agent_configurations SET prompt_template = NULL")
+        .await
+        .expect("clear the template");
+    let builtin = prompt(&db, &[&["--channel", "web", "--json"][..], &AT].concat());
+    let rendered: serde_json::Value = serde_json::from_slice(&builtin.stdout).expect("json");
+    assert_eq!(rendered["provenance"]["source"], "builtin");
+    assert!(
+        rendered["text"]
+            .as_str()
+            .expect("text")
+            .contains("## How you work\n")
+    );
+
+    let scheduled = prompt(&db, &[&["--channel", "scheduled"][..], &AT].concat());
+    assert!(scheduled.status.success(), "{}", stderr(&scheduled));
+    assert!(!stdout(&scheduled).contains("## How you work"));
+}
+
+#[tokio::test]
+async fn prompt_render_takes_memory_notes_and_the_users_instructions() {
+    let db = seeded_sqlite().await;
+    db.conn
+        .execute_unprepared(
+            "INSERT INTO user_agent_prompt_customizations (user_id, agent_id, instructions, is_active, created_at, updated_at) \
+             SELECT 'u-1', id, 'Always answer in French.', true, '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z' FROM agent_configurations",
+        )
+        .await
+        .expect("insert instructions");
+    let args = [
+        &["--channel", "telegram", "--user", "u-1"][..],
+        &[
+            "--memory-note",
+            "Has a cat called Miso.",
+            "--memory-note",
+            "Runs on Tuesdays.",
+        ],
+        &["--last-message-at", "2026-11-01T10:00:00Z"],
+        &AT,
+    ]
+    .concat();
+    let out = prompt(&db, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("## User instructions\nAlways answer in French.\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("- Has a cat called Miso.\n- Runs on Tuesdays.\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("## Welcome back\nThe user's last message was 2 weeks ago"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn prompt_render_refuses_bad_input_with_one_clear_line() {
+    let db = seeded_sqlite().await;
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--channel", "sms"],
+            "error: unknown channel \"sms\"; known channels: heartbeat, scheduled, session_open, telegram, web\n",
+        ),
+        (
+            &["--channel", "web", "--tz", "Mars/Olympus"],
+            "unknown time zone \"Mars/Olympus\"; use an IANA name such as Europe/Berlin",
+        ),
+        (
+            &["--channel", "web", "--at", "yesterday"],
+            "not an RFC 3339 instant",
+        ),
+    ];
+    for (args, expected) in cases {
+        let out = prompt(&db, args);
+        assert!(!out.status.success(), "{args:?} must fail");
+        assert!(stdout(&out).is_empty(), "{args:?} printed a prompt");
+        assert!(
+            stderr(&out).contains(expected),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    let out = loadout(
+        &db.url,
+        &["prompt", "render", "--agent", "nobody", "--channel", "web"],
+    );
+    assert_eq!(stderr(&out), "error: no agent named \"nobody\"\n");
+}

@@ -76,7 +76,10 @@ async fn render(db: &TestDb, channel: &str, with_user_data: bool) -> builder::Re
         context.user_instructions = load::user_instructions(&db.conn, agent_id, USER)
             .await
             .expect("instructions");
-        assert!(context.user_instructions.is_some(), "instructions were stored");
+        assert!(
+            context.user_instructions.is_some(),
+            "instructions were stored"
+        );
         context.last_message_at = Some(instant("2026-11-18T19:10:00Z"));
     }
     builder::build_agent_prompt(&agent, channels.get(channel).expect("channel"), &context)
