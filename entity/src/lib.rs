@@ -3,14 +3,20 @@
 
 pub mod agent_configurations;
 pub mod agent_tools;
+pub mod api_keys;
 pub mod channels;
+pub mod loadout_state;
+pub mod prompt_versions;
 pub mod tools;
 pub mod user_agent_prompt_customizations;
 
 pub mod prelude {
     pub use super::agent_configurations::Entity as AgentConfigurations;
     pub use super::agent_tools::Entity as AgentTools;
+    pub use super::api_keys::Entity as ApiKeys;
     pub use super::channels::Entity as Channels;
+    pub use super::loadout_state::Entity as LoadoutState;
+    pub use super::prompt_versions::Entity as PromptVersions;
     pub use super::tools::Entity as Tools;
     pub use super::user_agent_prompt_customizations::Entity as UserAgentPromptCustomizations;
 }

@@ -7,6 +7,7 @@ pub use sea_orm_migration::prelude::*;
 mod m20260224_000001_create_base_schema;
 pub mod m20260224_000002_canonicalize_tool_registry;
 pub mod m20260301_000003_channels_and_prompt_sections;
+mod m20260310_000004_keys_versions_generation;
 
 /// Every migration, oldest first.
 pub struct Migrator;
@@ -18,6 +19,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20260224_000001_create_base_schema::Migration),
             Box::new(m20260224_000002_canonicalize_tool_registry::Migration),
             Box::new(m20260301_000003_channels_and_prompt_sections::Migration),
+            Box::new(m20260310_000004_keys_versions_generation::Migration),
         ]
     }
 }

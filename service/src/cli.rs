@@ -37,6 +37,23 @@ pub enum Command {
     },
     /// Create the default agent and its tool links where absent; never overwrites edits.
     Seed,
+    /// Serve the HTTP API. Migrates and seeds first unless --no-migrate.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, env = "LOADOUT_BIND", default_value = "127.0.0.1:8080")]
+        bind: std::net::SocketAddr,
+        /// Do not migrate or seed on start; refuse to start on an unmigrated database instead.
+        #[arg(long)]
+        no_migrate: bool,
+        /// Largest prompt template accepted, in bytes.
+        #[arg(long, env = "LOADOUT_MAX_TEMPLATE_BYTES", default_value_t = crate::template_cli::DEFAULT_MAX_TEMPLATE_BYTES)]
+        max_template_bytes: usize,
+    },
+    /// Create, list or revoke API keys (directly on the database).
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
     /// Render an agent's prompt from the database.
     Prompt {
         #[command(subcommand)]
@@ -50,6 +67,55 @@ pub enum Command {
         #[arg(long, env = "LOADOUT_MAX_TEMPLATE_BYTES", global = true, default_value_t = crate::template_cli::DEFAULT_MAX_TEMPLATE_BYTES)]
         max_template_bytes: usize,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Create a key; it is printed once, alone on the last line of stdout.
+    Create {
+        #[arg(long, value_enum)]
+        role: crate::keys::Role,
+        /// A unique name: 1 to 64 of a-z, 0-9, '-', '_', '.'.
+        #[arg(long)]
+        name: String,
+    },
+    /// One line per key: name, role, prefix, created, revoked (never the key).
+    List,
+    /// Revoke a key by name; requests with it get 401 from then on.
+    Revoke { name: String },
+}
+
+async fn keys(db: &sea_orm::DatabaseConnection, command: KeysCommand) -> anyhow::Result<()> {
+    use sea_orm::TransactionTrait;
+    match command {
+        KeysCommand::Create { role, name } => {
+            let key = crate::keys::create(db, &name, role).await?;
+            println!("created {role} key {name:?}; it is shown once, store it now:");
+            println!("{key}");
+        }
+        KeysCommand::List => {
+            for k in crate::keys::list(db).await? {
+                let revoked = k
+                    .revoked_at
+                    .map_or_else(|| "-".to_owned(), |t| t.to_rfc3339());
+                println!(
+                    "{}\t{}\tlo_{}\t{}\t{revoked}",
+                    k.name,
+                    k.role,
+                    k.prefix,
+                    k.created_at.to_rfc3339()
+                );
+            }
+        }
+        KeysCommand::Revoke { name } => {
+            let txn = db.begin().await?;
+            crate::keys::revoke(&txn, &name).await?;
+            crate::generation::bump(&txn).await?;
+            txn.commit().await?;
+            println!("revoked key {name:?}");
+        }
+    }
+    Ok(())
 }
 
 /// Runs a parsed command line.
@@ -73,6 +139,21 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             db.close().await.ok();
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Serve {
+            bind,
+            no_migrate,
+            max_template_bytes,
+        } => {
+            crate::serve::run(&cli.database_url, bind, no_migrate, max_template_bytes).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Keys { command } => {
+            let db = db::connect(&cli.database_url).await?;
+            migrate::ensure_current(&db).await?;
+            let result = keys(&db, command).await;
+            db.close().await.ok();
+            result.map(|()| ExitCode::SUCCESS)
         }
         Command::Prompt { command } => {
             let db = db::connect(&cli.database_url).await?;

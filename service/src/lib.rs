@@ -3,9 +3,14 @@
 pub mod catalog;
 pub mod cli;
 pub mod db;
+pub mod generation;
+pub mod http;
+pub mod keys;
 pub mod migrate;
 pub mod prompt;
 pub mod prompt_cli;
 pub mod seed;
+pub mod serve;
 pub mod telemetry;
 pub mod template_cli;
+pub mod tool_formats;

@@ -77,6 +77,24 @@ pub async fn status(db: &DatabaseConnection) -> anyhow::Result<Vec<MigrationStat
         .collect())
 }
 
+/// Fails unless every migration this binary knows is applied and no unknown one is.
+pub async fn ensure_current(db: &DatabaseConnection) -> anyhow::Result<()> {
+    refuse_unknown_migrations(db).await?;
+    let pending: Vec<String> = status(db)
+        .await?
+        .into_iter()
+        .filter(|m| !m.applied)
+        .map(|m| m.name)
+        .collect();
+    if !pending.is_empty() {
+        bail!(
+            "the database is not migrated (pending: {}); run `loadout migrate up`",
+            pending.join(", ")
+        );
+    }
+    Ok(())
+}
+
 /// A database migrated by a newer loadout must not be touched by this one.
 async fn refuse_unknown_migrations(db: &DatabaseConnection) -> anyhow::Result<()> {
     let known: Vec<String> = Migrator::migrations()

@@ -4,7 +4,7 @@ use std::fmt;
 
 use anyhow::Context;
 use chrono::Utc;
-use entity::{agent_configurations, agent_tools, channels, tools};
+use entity::{agent_configurations, agent_tools, channels, prompt_versions, tools};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
     Set, TransactionTrait,
@@ -130,6 +130,23 @@ async fn seed(db: &impl ConnectionTrait, seeds: &Seeds) -> anyhow::Result<SeedRe
     .insert(db)
     .await?
     .id;
+    for (kind, body) in [
+        ("soul", Some(agent.soul.clone())),
+        ("template", Some(agent.prompt_template.clone())),
+    ] {
+        prompt_versions::ActiveModel {
+            agent_id: Set(agent_id),
+            kind: Set(kind.to_owned()),
+            version: Set(1),
+            body: Set(body),
+            forced: Set(false),
+            author: Set("seed".to_owned()),
+            created_at: Set(now),
+            ..Default::default()
+        }
+        .insert(db)
+        .await?;
+    }
 
     for tool_id in tool_ids {
         let linked = agent_tools::Entity::find()

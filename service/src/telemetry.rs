@@ -16,7 +16,9 @@ pub fn init(format: LogFormat) {
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,sea_orm_migration=warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, never into files or collectors.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     // A second init (tests) is harmless: the first subscriber stays.
     let _ = match format {
         LogFormat::Text => builder.try_init(),

@@ -1,6 +1,7 @@
 //! Integration tests: one binary, so the workspace links once.
 
 mod canonicalization;
+mod http;
 mod migrate;
 mod prompt;
 mod seed;

@@ -9,9 +9,20 @@ use sea_orm::{
 };
 
 use super::builder::{Agent, Channel, Channels, Tool};
+use crate::tool_formats::ToolDef;
 
 /// An agent by name, with its active tools, or `None` if there is no live agent of that name.
 pub async fn agent(db: &impl ConnectionTrait, name: &str) -> Result<Option<(i32, Agent)>, DbErr> {
+    Ok(agent_with_tool_defs(db, name)
+        .await?
+        .map(|(id, agent, _)| (id, agent)))
+}
+
+/// Like [`agent`], plus the active tools' definitions (with schemas) for the tools endpoints.
+pub async fn agent_with_tool_defs(
+    db: &impl ConnectionTrait,
+    name: &str,
+) -> Result<Option<(i32, Agent, Vec<ToolDef>)>, DbErr> {
     let Some(row) = agent_configurations::Entity::find()
         .filter(agent_configurations::Column::Name.eq(name))
         .filter(agent_configurations::Column::DeletedAt.is_null())
@@ -20,7 +31,7 @@ pub async fn agent(db: &impl ConnectionTrait, name: &str) -> Result<Option<(i32,
     else {
         return Ok(None);
     };
-    let tools = tools::Entity::find()
+    let rows = tools::Entity::find()
         .inner_join(agent_tools::Entity)
         .filter(agent_tools::Column::AgentId.eq(row.id))
         .filter(agent_tools::Column::IsActive.eq(true))
@@ -30,7 +41,17 @@ pub async fn agent(db: &impl ConnectionTrait, name: &str) -> Result<Option<(i32,
         .order_by_asc(tools::Column::Name)
         .distinct()
         .all(db)
-        .await?
+        .await?;
+    let defs = rows
+        .iter()
+        .map(|t| ToolDef {
+            name: t.name.clone(),
+            description: t.description.clone(),
+            approval_tier: t.approval_tier.clone(),
+            parameters: t.parameters.clone(),
+        })
+        .collect();
+    let tools = rows
         .into_iter()
         .map(|t| Tool {
             name: t.name,
@@ -52,6 +73,7 @@ pub async fn agent(db: &impl ConnectionTrait, name: &str) -> Result<Option<(i32,
             interaction_learning: row.interaction_learning.unwrap_or_default(),
             tools,
         },
+        defs,
     )))
 }
 

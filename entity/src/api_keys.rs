@@ -1,0 +1,31 @@
+//! `api_keys`: who may call the HTTP API. Only a SHA-256 hash of each key is kept.
+
+use sea_orm::entity::prelude::*;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, Serialize, Deserialize)]
+#[sea_orm(table_name = "api_keys")]
+pub struct Model {
+    #[sea_orm(primary_key)]
+    pub id: i32,
+    #[sea_orm(unique)]
+    pub name: String,
+    /// `admin` or `agent`.
+    pub role: String,
+    /// The public part of the key, used to find the row; not secret.
+    #[sea_orm(unique)]
+    pub prefix: String,
+    /// Lowercase hex SHA-256 of the whole key.
+    pub key_hash: String,
+    /// Reserved for multi-tenancy: a key will carry its tenant.
+    pub tenant_id: Option<String>,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+    pub revoked_at: Option<DateTimeUtc>,
+    pub deleted_at: Option<DateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

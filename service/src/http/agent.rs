@@ -1,0 +1,342 @@
+//! What agents call: their prompt, their tools, or both in one round trip.
+//! Any valid key may read; every response carries a strong `ETag` and answers a
+//! matching `If-None-Match` with 304 and no body.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::cache::LoadedAgent;
+use super::error::{ApiError, ApiResult};
+use super::{AnyKey, AppState};
+use crate::prompt::builder::{self, Channels};
+use crate::prompt::load;
+use crate::tool_formats::{self, Format};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/agents/{agent}/prompt", get(get_prompt))
+        .route("/v1/agents/{agent}/prompt/render", post(render_prompt))
+        .route("/v1/agents/{agent}/tools", get(get_tools))
+        .route("/v1/agents/{agent}/loadout", get(get_loadout))
+}
+
+/// `[a-z0-9][a-z0-9._-]{0,63}`: agent, channel and key names.
+pub fn check_name(what: &str, name: &str) -> ApiResult<()> {
+    if crate::keys::valid_name(name) {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "{what} name {name:?} is not valid: use 1 to 64 of a-z, 0-9, '-', '_' and '.'"
+        )))
+    }
+}
+
+/// A user id: 1 to 128 characters, no control characters.
+pub fn check_user_id(user: &str) -> ApiResult<()> {
+    if user.is_empty() || user.chars().count() > 128 || user.chars().any(char::is_control) {
+        return Err(ApiError::bad_request(
+            "user_id must be 1 to 128 characters without control characters",
+        ));
+    }
+    Ok(())
+}
+
+fn parse_tz(tz: Option<&str>) -> ApiResult<Tz> {
+    match tz {
+        None => Ok(Tz::UTC),
+        Some(name) => name.parse().map_err(|_| {
+            ApiError::bad_request(format!(
+                "unknown time zone {name:?}; use an IANA name such as Europe/Berlin"
+            ))
+        }),
+    }
+}
+
+fn query<T>(query: Result<Query<T>, QueryRejection>) -> ApiResult<T> {
+    query
+        .map(|Query(q)| q)
+        .map_err(|e| ApiError::bad_request(format!("bad query string: {}", e.body_text())))
+}
+
+/// Parses a JSON body, mapping every failure to the one error shape (413 included).
+pub fn json_body<T: serde::de::DeserializeOwned>(
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<T> {
+    let bytes = body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!(
+                    "request bodies are limited to {} bytes",
+                    super::MAX_BODY_BYTES
+                ),
+            )
+        } else {
+            ApiError::bad_request(e.body_text())
+        }
+    })?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))
+}
+
+/// The agent, from the cache or the database; 404 when there is no live agent of that name.
+pub async fn agent(state: &AppState, name: &str) -> ApiResult<Arc<LoadedAgent>> {
+    check_name("agent", name)?;
+    let generation = state.cache.generation();
+    let found = match state.cache.agent(name, generation) {
+        Some(found) => found,
+        None => {
+            let found = load::agent_with_tool_defs(&state.db, name)
+                .await?
+                .map(|(id, agent, tools)| Arc::new(LoadedAgent { id, agent, tools }));
+            state.cache.put_agent(name, generation, found.clone());
+            found
+        }
+    };
+    found.ok_or_else(|| ApiError::not_found(format!("no agent named {name:?}")))
+}
+
+pub async fn channels(state: &AppState) -> ApiResult<Arc<Channels>> {
+    let generation = state.cache.generation();
+    if let Some(channels) = state.cache.channels(generation) {
+        return Ok(channels);
+    }
+    let channels = Arc::new(load::channels(&state.db).await?);
+    state.cache.put_channels(generation, channels.clone());
+    Ok(channels)
+}
+
+async fn instructions(state: &AppState, agent_id: i32, user: &str) -> ApiResult<Option<String>> {
+    let generation = state.cache.generation();
+    let found = match state.cache.instructions(agent_id, user, generation) {
+        Some(found) => found,
+        None => {
+            let found: Option<Arc<str>> = load::user_instructions(&state.db, agent_id, user)
+                .await?
+                .map(Into::into);
+            state
+                .cache
+                .put_instructions(agent_id, user, generation, found.clone());
+            found
+        }
+    };
+    Ok(found.map(|s| s.to_string()))
+}
+
+/// Everything a render takes besides the agent.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RenderRequest {
+    pub channel: String,
+    #[serde(default)]
+    pub user_id: Option<String>,
+    #[serde(default)]
+    pub tz: Option<String>,
+    #[serde(default)]
+    pub memory_notes: Vec<String>,
+    #[serde(default)]
+    pub last_message_at: Option<DateTime<Utc>>,
+}
+
+const MAX_MEMORY_NOTES: usize = 200;
+
+/// Renders `agent`'s prompt; the JSON that the prompt endpoints return.
+pub async fn render(
+    state: &AppState,
+    agent: &LoadedAgent,
+    request: RenderRequest,
+) -> ApiResult<Value> {
+    check_name("channel", &request.channel)?;
+    let tz = parse_tz(request.tz.as_deref())?;
+    if let Some(user) = &request.user_id {
+        check_user_id(user)?;
+    }
+    if request.memory_notes.len() > MAX_MEMORY_NOTES {
+        return Err(ApiError::bad_request(format!(
+            "at most {MAX_MEMORY_NOTES} memory notes"
+        )));
+    }
+    let channels = channels(state).await?;
+    let channel = channels.get(&request.channel).map_err(|e| {
+        ApiError::not_found(e.to_string()).with_details(json!({"known_channels": e.known}))
+    })?;
+    let user_instructions = match &request.user_id {
+        Some(user) => instructions(state, agent.id, user).await?,
+        None => None,
+    };
+    let context = builder::Context {
+        now: state.clock.now(),
+        time_zone: tz,
+        memory_notes: request.memory_notes,
+        user_instructions,
+        last_message_at: request.last_message_at,
+    };
+    let rendered =
+        builder::build_agent_prompt(&agent.agent, channel, &context).map_err(ApiError::internal)?;
+    Ok(json!({
+        "agent": agent.agent.name,
+        "text": rendered.text,
+        "provenance": rendered.provenance,
+    }))
+}
+
+/// A JSON response with a strong ETag, or 304 when the client already has it.
+pub fn with_etag(headers: &HeaderMap, body: &Value) -> Response {
+    let bytes = match serde_json::to_vec(body) {
+        Ok(bytes) => bytes,
+        Err(e) => return ApiError::internal(e).into_response(),
+    };
+    let digest = crate::keys::hash_bytes(&bytes);
+    let etag = format!("\"{}\"", &digest[..32]);
+    let matches = headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|tag| {
+            let tag = tag.trim();
+            tag == "*" || tag == etag
+        });
+    let etag_value = HeaderValue::from_str(&etag).unwrap_or(HeaderValue::from_static("\"\""));
+    if matches {
+        return (StatusCode::NOT_MODIFIED, [(header::ETAG, etag_value)]).into_response();
+    }
+    (
+        [
+            (header::ETAG, etag_value),
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        ],
+        bytes,
+    )
+        .into_response()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PromptQuery {
+    channel: String,
+    user_id: Option<String>,
+    tz: Option<String>,
+}
+
+async fn get_prompt(
+    State(state): State<AppState>,
+    _key: AnyKey,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    q: Result<Query<PromptQuery>, QueryRejection>,
+) -> ApiResult<Response> {
+    let q = query(q)?;
+    let agent = agent(&state, &name).await?;
+    let body = render(
+        &state,
+        &agent,
+        RenderRequest {
+            channel: q.channel,
+            user_id: q.user_id,
+            tz: q.tz,
+            ..Default::default()
+        },
+    )
+    .await?;
+    Ok(with_etag(&headers, &body))
+}
+
+async fn render_prompt(
+    State(state): State<AppState>,
+    _key: AnyKey,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let request: RenderRequest = json_body(body)?;
+    let agent = agent(&state, &name).await?;
+    let body = render(&state, &agent, request).await?;
+    Ok(with_etag(&headers, &body))
+}
+
+fn parse_format(format: Option<&str>) -> ApiResult<Format> {
+    format
+        .unwrap_or("openai")
+        .parse()
+        .map_err(|e: tool_formats::UnknownFormat| ApiError::bad_request(e.to_string()))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolsQuery {
+    format: Option<String>,
+}
+
+async fn get_tools(
+    State(state): State<AppState>,
+    _key: AnyKey,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    q: Result<Query<ToolsQuery>, QueryRejection>,
+) -> ApiResult<Response> {
+    let q = query(q)?;
+    let format = parse_format(q.format.as_deref())?;
+    let agent = agent(&state, &name).await?;
+    let body = json!({
+        "agent": agent.agent.name,
+        "format": format,
+        "tools": tool_formats::render(&agent.tools, format),
+    });
+    Ok(with_etag(&headers, &body))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoadoutQuery {
+    channel: String,
+    format: Option<String>,
+    user_id: Option<String>,
+    tz: Option<String>,
+}
+
+async fn get_loadout(
+    State(state): State<AppState>,
+    _key: AnyKey,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    q: Result<Query<LoadoutQuery>, QueryRejection>,
+) -> ApiResult<Response> {
+    let q = query(q)?;
+    let format = parse_format(q.format.as_deref())?;
+    let agent = agent(&state, &name).await?;
+    let prompt = render(
+        &state,
+        &agent,
+        RenderRequest {
+            channel: q.channel,
+            user_id: q.user_id,
+            tz: q.tz,
+            ..Default::default()
+        },
+    )
+    .await?;
+    let body = json!({
+        "agent": agent.agent.name,
+        "prompt": {"text": prompt["text"], "provenance": prompt["provenance"]},
+        "format": format,
+        "tools": tool_formats::render(&agent.tools, format),
+    });
+    Ok(with_etag(&headers, &body))
+}

@@ -1,0 +1,182 @@
+//! What the hot path reads, cached by configuration generation.
+//!
+//! Every entry is stamped with the generation that was current *before* its rows
+//! were read. A write bumps the generation in its own transaction and, on this
+//! process, raises [`Cache::generation`] right after the commit; other processes
+//! learn the new value from [`Cache::poll`] within one poll interval. An entry whose
+//! stamp is older than the current generation is a miss, so no write can leave a
+//! stale entry behind: at worst an entry read after a commit is stamped too old and
+//! is read again.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use crate::keys::Principal;
+use crate::prompt::builder::{Agent, Channels};
+
+/// An agent with its database id, as loaded for rendering.
+#[derive(Debug)]
+pub struct LoadedAgent {
+    pub id: i32,
+    pub agent: Agent,
+    /// The agent's active tools with their schemas, sorted by name.
+    pub tools: Vec<crate::tool_formats::ToolDef>,
+}
+
+/// One generation-stamped map.
+struct Stamped<K, V> {
+    entries: RwLock<HashMap<K, (i64, V)>>,
+}
+
+impl<K: Eq + Hash, V: Clone> Stamped<K, V> {
+    fn new() -> Self {
+        Self {
+            entries: RwLock::new(HashMap::new()),
+        }
+    }
+
+    fn get<Q>(&self, key: &Q, generation: i64) -> Option<V>
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Eq + Hash + ?Sized,
+    {
+        let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
+        entries
+            .get(key)
+            .filter(|(stamp, _)| *stamp >= generation)
+            .map(|(_, v)| v.clone())
+    }
+
+    fn put(&self, key: K, stamp: i64, value: V) {
+        let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
+        // Old generations are dead weight; drop them when the map grows.
+        if entries.len() >= 4096 {
+            entries.retain(|_, (s, _)| *s >= stamp);
+        }
+        match entries.get(&key) {
+            Some((existing, _)) if *existing > stamp => {}
+            _ => {
+                entries.insert(key, (stamp, value));
+            }
+        }
+    }
+}
+
+/// Per-process cache of agents, channels, user instructions and keys.
+pub struct Cache {
+    generation: AtomicI64,
+    agents: Stamped<String, Option<Arc<LoadedAgent>>>,
+    channels: Stamped<(), Arc<Channels>>,
+    instructions: Stamped<(i32, String), Option<Arc<str>>>,
+    keys: Stamped<String, Option<Principal>>,
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+}
+
+impl Cache {
+    pub fn new(generation: i64) -> Self {
+        Self {
+            generation: AtomicI64::new(generation),
+            agents: Stamped::new(),
+            channels: Stamped::new(),
+            instructions: Stamped::new(),
+            keys: Stamped::new(),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
+    }
+
+    /// The newest generation this process knows of.
+    pub fn generation(&self) -> i64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Records a generation seen in the database (after a local commit, or by the poller).
+    pub fn observe(&self, generation: i64) {
+        self.generation.fetch_max(generation, Ordering::AcqRel);
+    }
+
+    fn count<T>(&self, found: Option<T>) -> Option<T> {
+        let counter = if found.is_some() {
+            &self.hits
+        } else {
+            &self.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        found
+    }
+
+    pub fn agent(&self, name: &str, generation: i64) -> Option<Option<Arc<LoadedAgent>>> {
+        self.count(self.agents.get(name, generation))
+    }
+
+    pub fn put_agent(&self, name: &str, stamp: i64, agent: Option<Arc<LoadedAgent>>) {
+        self.agents.put(name.to_owned(), stamp, agent);
+    }
+
+    pub fn channels(&self, generation: i64) -> Option<Arc<Channels>> {
+        self.count(self.channels.get(&(), generation))
+    }
+
+    pub fn put_channels(&self, stamp: i64, channels: Arc<Channels>) {
+        self.channels.put((), stamp, channels);
+    }
+
+    pub fn instructions(
+        &self,
+        agent_id: i32,
+        user: &str,
+        generation: i64,
+    ) -> Option<Option<Arc<str>>> {
+        self.count(
+            self.instructions
+                .get(&(agent_id, user.to_owned()), generation),
+        )
+    }
+
+    pub fn put_instructions(&self, agent_id: i32, user: &str, stamp: i64, text: Option<Arc<str>>) {
+        self.instructions
+            .put((agent_id, user.to_owned()), stamp, text);
+    }
+
+    /// Keys are cached by their hash, never by the key itself.
+    pub fn key(&self, key_hash: &str, generation: i64) -> Option<Option<Principal>> {
+        self.count(self.keys.get(key_hash, generation))
+    }
+
+    pub fn put_key(&self, key_hash: String, stamp: i64, principal: Option<Principal>) {
+        self.keys.put(key_hash, stamp, principal);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_older_than_the_generation_is_a_miss() {
+        let cache = Cache::new(5);
+        cache.put_instructions(1, "u", 5, Some("hi".into()));
+        assert_eq!(cache.instructions(1, "u", 5), Some(Some("hi".into())));
+        cache.observe(6);
+        assert_eq!(cache.instructions(1, "u", cache.generation()), None);
+    }
+
+    #[test]
+    fn a_late_writer_cannot_replace_a_newer_entry() {
+        let cache = Cache::new(7);
+        cache.put_instructions(1, "u", 7, Some("new".into()));
+        cache.put_instructions(1, "u", 6, Some("old".into()));
+        assert_eq!(cache.instructions(1, "u", 7), Some(Some("new".into())));
+    }
+
+    #[test]
+    fn the_generation_never_goes_back() {
+        let cache = Cache::new(3);
+        cache.observe(9);
+        cache.observe(4);
+        assert_eq!(cache.generation(), 9);
+    }
+}

@@ -1,0 +1,223 @@
+//! The HTTP API (axum 0.8): agents read prompts and tools, admins edit them.
+//!
+//! Handlers validate at the edge (names, channels, sizes) before any query, answer
+//! every failure with [`error::ApiError`]'s one JSON shape, and read through the
+//! generation-stamped [`cache::Cache`], so an accepted write is visible to the very
+//! next request on this process and within one poll interval on every other.
+
+pub mod admin;
+pub mod agent;
+pub mod cache;
+pub mod error;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use sea_orm::DatabaseConnection;
+
+use crate::keys::{self, Principal, Role};
+use crate::prompt::builder::Clock;
+use cache::Cache;
+use error::ApiError;
+
+/// Request bodies larger than this get 413.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// How often a process checks the database generation for other processes' writes.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Shared by every handler.
+#[derive(Clone)]
+pub struct AppState(Arc<Inner>);
+
+pub struct Inner {
+    pub db: DatabaseConnection,
+    pub cache: Cache,
+    pub clock: Arc<dyn Clock>,
+    pub max_template_bytes: usize,
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Inner;
+
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+impl AppState {
+    /// Reads the current generation so the cache starts in step with the database.
+    pub async fn new(
+        db: DatabaseConnection,
+        clock: Arc<dyn Clock>,
+        max_template_bytes: usize,
+    ) -> Result<Self, sea_orm::DbErr> {
+        let generation = crate::generation::current(&db).await?;
+        Ok(Self(Arc::new(Inner {
+            db,
+            cache: Cache::new(generation),
+            clock,
+            max_template_bytes,
+        })))
+    }
+
+    /// Polls the database generation until the state is dropped everywhere else.
+    pub fn spawn_generation_poller(&self) -> tokio::task::JoinHandle<()> {
+        let weak = Arc::downgrade(&self.0);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(POLL_INTERVAL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(state) = weak.upgrade() else { return };
+                match crate::generation::current(&state.db).await {
+                    Ok(generation) => state.cache.observe(generation),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot read the configuration generation")
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// The whole API.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/ready", get(ready))
+        .merge(agent::routes())
+        .merge(admin::routes())
+        .fallback(|| async { ApiError::not_found("no such route") })
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn(trace))
+        .with_state(state)
+}
+
+async fn health() -> impl IntoResponse {
+    axum::Json(serde_json::json!({"status": "ok"}))
+}
+
+/// Ready when the database answers and every migration is applied.
+async fn ready(State(state): State<AppState>) -> Response {
+    match crate::migrate::ensure_current(&state.db).await {
+        Ok(()) => axum::Json(serde_json::json!({"status": "ready"})).into_response(),
+        Err(e) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            format!("{e:#}"),
+        )
+        .into_response(),
+    }
+}
+
+static REQUEST_SEQ: AtomicU64 = AtomicU64::new(1);
+
+/// One span per request with an id (echoed as `x-request-id`), and one log line with
+/// the status and latency. Never the body: prompts and keys stay out of logs.
+async fn trace(request: Request, next: Next) -> Response {
+    let id = REQUEST_SEQ.fetch_add(1, Ordering::Relaxed);
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let span = tracing::info_span!("request", id, %method, %path);
+    let started = Instant::now();
+    let mut response = {
+        let _enter = span.enter();
+        next.run(request).await
+    };
+    let micros = started.elapsed().as_micros();
+    span.in_scope(|| {
+        tracing::info!(
+            status = response.status().as_u16(),
+            latency_us = micros as u64,
+            "served"
+        );
+    });
+    if let Ok(value) = HeaderValue::from_str(&id.to_string()) {
+        response.headers_mut().insert("x-request-id", value);
+    }
+    response
+}
+
+/// The caller, from `Authorization: Bearer <key>`; any role.
+pub struct AnyKey(pub Principal);
+
+/// The caller, who must hold an admin key.
+pub struct AdminKey(pub Principal);
+
+async fn principal(parts: &Parts, state: &AppState) -> Result<Principal, ApiError> {
+    let presented = parts
+        .headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .ok_or_else(ApiError::unauthorized)?;
+    let key_hash = keys::hash(presented);
+    let generation = state.cache.generation();
+    let found = match state.cache.key(&key_hash, generation) {
+        Some(found) => found,
+        None => {
+            let found = keys::authenticate(&state.db, presented).await?;
+            state.cache.put_key(key_hash, generation, found.clone());
+            found
+        }
+    };
+    found.ok_or_else(ApiError::unauthorized)
+}
+
+impl FromRequestParts<AppState> for AnyKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        principal(parts, state).await.map(AnyKey)
+    }
+}
+
+impl FromRequestParts<AppState> for AdminKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let principal = principal(parts, state).await?;
+        if principal.role != Role::Admin {
+            return Err(ApiError::forbidden());
+        }
+        Ok(AdminKey(principal))
+    }
+}
+
+/// Waits for SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::warn!(error = %e, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down: finishing in-flight requests");
+}

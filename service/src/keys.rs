@@ -1,0 +1,279 @@
+//! API keys: `lo_<prefix>_<secret>`, stored only as a SHA-256 hash.
+//!
+//! The prefix (12 hex digits, random) is public and finds the row; the secret
+//! (32 random bytes) never leaves the creator's terminal. Keys are 256-bit random
+//! values, so one SHA-256 is enough (a slow password hash guards low-entropy
+//! secrets, which these are not). The stored and presented hashes are compared
+//! in constant time. Revoking sets `revoked_at`; rows are never deleted.
+
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use entity::api_keys;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, PaginatorTrait,
+    QueryFilter, QueryOrder, Set,
+};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+/// What a key may do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Everything, including edits.
+    Admin,
+    /// Read prompts and tools.
+    Agent,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Admin => "admin",
+            Role::Agent => "agent",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        match text {
+            "admin" => Some(Role::Admin),
+            "agent" => Some(Role::Agent),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The caller behind a valid key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Principal {
+    pub key_name: String,
+    pub role: Role,
+    pub tenant_id: Option<String>,
+}
+
+/// One key as `keys list` shows it: never the secret or the hash.
+#[derive(Clone, Debug, Serialize)]
+pub struct KeyInfo {
+    pub name: String,
+    pub role: String,
+    pub prefix: String,
+    pub created_at: DateTime<Utc>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    #[error(
+        "key name {0:?} is not valid: use 1 to 64 of a-z, 0-9, '-', '_' and '.', starting with a letter or digit"
+    )]
+    InvalidName(String),
+    #[error("a key named {0:?} already exists")]
+    NameTaken(String),
+    #[error("no key named {0:?}")]
+    NotFound(String),
+    #[error("the system random number generator failed: {0}")]
+    Random(String),
+    #[error(transparent)]
+    Db(#[from] DbErr),
+}
+
+/// `[a-z0-9][a-z0-9._-]{0,63}`.
+pub fn valid_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 64
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes.iter().all(|&b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.')
+        })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    out
+}
+
+/// Lowercase hex SHA-256 of a presented key.
+pub fn hash(key: &str) -> String {
+    hash_bytes(key.as_bytes())
+}
+
+/// Lowercase hex SHA-256 of any bytes (also the ETag digest).
+pub fn hash_bytes(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+/// Equality that takes the same time wherever the inputs differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
+/// The prefix of a well-formed key, without touching the database.
+fn prefix_of(key: &str) -> Option<&str> {
+    let rest = key.strip_prefix("lo_")?;
+    let (prefix, secret) = rest.split_once('_')?;
+    let hexish = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+    (hexish(prefix, 12) && hexish(secret, 64)).then_some(prefix)
+}
+
+/// Creates a key and returns it; this is the only time the whole key exists.
+pub async fn create(db: &impl ConnectionTrait, name: &str, role: Role) -> Result<String, KeyError> {
+    if !valid_name(name) {
+        return Err(KeyError::InvalidName(name.to_owned()));
+    }
+    let taken = api_keys::Entity::find()
+        .filter(api_keys::Column::Name.eq(name))
+        .one(db)
+        .await?
+        .is_some();
+    if taken {
+        return Err(KeyError::NameTaken(name.to_owned()));
+    }
+    let mut random = [0u8; 6 + 32];
+    getrandom::fill(&mut random).map_err(|e| KeyError::Random(e.to_string()))?;
+    let prefix = hex(&random[..6]);
+    let key = format!("lo_{prefix}_{}", hex(&random[6..]));
+    let now = Utc::now();
+    api_keys::ActiveModel {
+        name: Set(name.to_owned()),
+        role: Set(role.as_str().to_owned()),
+        prefix: Set(prefix),
+        key_hash: Set(hash(&key)),
+        tenant_id: Set(None),
+        created_at: Set(now),
+        updated_at: Set(now),
+        revoked_at: Set(None),
+        deleted_at: Set(None),
+        ..Default::default()
+    }
+    .insert(db)
+    .await?;
+    Ok(key)
+}
+
+/// Every key, oldest first.
+pub async fn list(db: &impl ConnectionTrait) -> Result<Vec<KeyInfo>, DbErr> {
+    Ok(api_keys::Entity::find()
+        .filter(api_keys::Column::DeletedAt.is_null())
+        .order_by_asc(api_keys::Column::Id)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|k| KeyInfo {
+            name: k.name,
+            role: k.role,
+            prefix: k.prefix,
+            created_at: k.created_at,
+            revoked_at: k.revoked_at,
+        })
+        .collect())
+}
+
+/// Revokes a key by name. Revoking a revoked key is not an error.
+pub async fn revoke(db: &impl ConnectionTrait, name: &str) -> Result<(), KeyError> {
+    let row = api_keys::Entity::find()
+        .filter(api_keys::Column::Name.eq(name))
+        .filter(api_keys::Column::DeletedAt.is_null())
+        .one(db)
+        .await?
+        .ok_or_else(|| KeyError::NotFound(name.to_owned()))?;
+    if row.revoked_at.is_none() {
+        let now = Utc::now();
+        let mut active: api_keys::ActiveModel = row.into();
+        active.revoked_at = Set(Some(now));
+        active.updated_at = Set(now);
+        active.update(db).await?;
+    }
+    Ok(())
+}
+
+/// Keys that can still be used.
+pub async fn count_usable(db: &impl ConnectionTrait) -> Result<u64, DbErr> {
+    api_keys::Entity::find()
+        .filter(api_keys::Column::RevokedAt.is_null())
+        .filter(api_keys::Column::DeletedAt.is_null())
+        .count(db)
+        .await
+}
+
+/// The principal behind a presented key, or `None` for a malformed, unknown or revoked key.
+pub async fn authenticate(
+    db: &impl ConnectionTrait,
+    presented: &str,
+) -> Result<Option<Principal>, DbErr> {
+    let Some(prefix) = prefix_of(presented) else {
+        return Ok(None);
+    };
+    let Some(row) = api_keys::Entity::find()
+        .filter(api_keys::Column::Prefix.eq(prefix))
+        .filter(api_keys::Column::RevokedAt.is_null())
+        .filter(api_keys::Column::DeletedAt.is_null())
+        .one(db)
+        .await?
+    else {
+        return Ok(None);
+    };
+    if !constant_time_eq(hash(presented).as_bytes(), row.key_hash.as_bytes()) {
+        return Ok(None);
+    }
+    Ok(Role::parse(&row.role).map(|role| Principal {
+        key_name: row.name,
+        role,
+        tenant_id: row.tenant_id,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked() {
+        for good in ["admin", "bootstrap-admin", "ci.agent_2", "0x"] {
+            assert!(valid_name(good), "{good}");
+        }
+        for bad in ["", "Admin", "-x", "has space", "é", &"a".repeat(65)] {
+            assert!(!valid_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn only_well_formed_keys_have_a_prefix() {
+        let key = format!("lo_{}_{}", "a1".repeat(6), "0f".repeat(32));
+        assert_eq!(prefix_of(&key), Some("a1a1a1a1a1a1"));
+        assert_eq!(prefix_of("lo_short_x"), None);
+        assert_eq!(prefix_of(&key.replace("lo_", "xx_")), None);
+        assert_eq!(prefix_of(&format!("{key}0")), None);
+    }
+
+    #[test]
+    fn hashes_are_sha256_hex() {
+        assert_eq!(
+            hash("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+
+    #[test]
+    fn constant_time_eq_compares_whole_slices() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"ab"));
+    }
+}

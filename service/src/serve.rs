@@ -1,0 +1,70 @@
+//! `loadout serve`: migrate and seed (unless told not to), make sure an admin key
+//! exists, then serve the API until SIGINT or SIGTERM, finishing in-flight requests.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use crate::http::{self, AppState};
+use crate::keys::{self, Role};
+use crate::prompt::builder::SystemClock;
+use crate::{catalog::Seeds, db, migrate, seed};
+
+pub async fn run(
+    database_url: &str,
+    bind: SocketAddr,
+    no_migrate: bool,
+    max_template_bytes: usize,
+) -> anyhow::Result<()> {
+    {
+        // Its own pool: prepared statements cached before a migration's ALTER TABLE
+        // must not serve requests afterwards.
+        let db = db::connect(database_url).await?;
+        if no_migrate {
+            migrate::ensure_current(&db).await?;
+        } else {
+            migrate::up(&db).await?;
+            let report = seed::run(&db, &Seeds::embedded()?).await?;
+            tracing::info!(%report, "migrated and seeded");
+        }
+        bootstrap_admin_key(&db).await?;
+        db.close().await.ok();
+    }
+
+    let db = db::connect(database_url).await?;
+    let state = AppState::new(db, Arc::new(SystemClock), max_template_bytes)
+        .await
+        .context("cannot read the configuration generation")?;
+    let poller = state.spawn_generation_poller();
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .with_context(|| format!("cannot listen on {bind}"))?;
+    let local = listener.local_addr().unwrap_or(bind);
+    tracing::info!(address = %local, "listening");
+    eprintln!("loadout listening on http://{local}");
+    axum::serve(listener, http::router(state))
+        .with_graceful_shutdown(http::shutdown_signal())
+        .await
+        .context("the server failed")?;
+    poller.abort();
+    Ok(())
+}
+
+/// On the very first start there is no key at all: create an admin key, print it
+/// once on stdout (alone on the last line), and say so.
+async fn bootstrap_admin_key(db: &sea_orm::DatabaseConnection) -> anyhow::Result<()> {
+    if keys::count_usable(db).await? > 0 {
+        return Ok(());
+    }
+    let existing: Vec<String> = keys::list(db).await?.into_iter().map(|k| k.name).collect();
+    let name = std::iter::once("admin".to_owned())
+        .chain((2..).map(|n| format!("admin-{n}")))
+        .find(|n| !existing.contains(n))
+        .unwrap_or_else(|| "admin".to_owned());
+    let key = keys::create(db, &name, Role::Admin).await?;
+    println!("No usable API key existed, so an admin key named {name:?} was created.");
+    println!("It is shown only this once; store it now (loadout keys create makes more):");
+    println!("{key}");
+    Ok(())
+}

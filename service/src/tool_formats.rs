@@ -1,0 +1,842 @@
+//! An agent's tools in the three wire formats LLM clients expect: OpenAI Chat
+//! Completions function tools (strict mode), Anthropic Messages API tools and an
+//! MCP `tools/list` result.
+//!
+//! Pure functions over [`ToolDef`]: no database, no I/O. Output is deterministic:
+//! tools are sorted by name and `serde_json` objects keep their keys sorted.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+/// One tool as the agent holds it.
+#[derive(Clone, Debug)]
+pub struct ToolDef {
+    /// `verb_resource`, e.g. `get_tasks`.
+    pub name: String,
+    /// The model-facing description.
+    pub description: String,
+    /// `"auto"`, `"user_configurable"` or `"requires_approval"`; any other value is
+    /// treated as `"requires_approval"` by [`ToolDef::approval_tier`].
+    pub approval_tier: String,
+    /// A JSON Schema object describing the tool's input.
+    pub parameters: Value,
+}
+
+/// The approval tier of a tool, parsed leniently from [`ToolDef::approval_tier`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApprovalTier {
+    /// Runs immediately.
+    Auto,
+    /// The user decides whether it needs approval.
+    UserConfigurable,
+    /// Always proposed, never run directly.
+    RequiresApproval,
+}
+
+impl ToolDef {
+    /// The parsed tier; anything unrecognised is the safest tier,
+    /// [`ApprovalTier::RequiresApproval`].
+    pub fn approval_tier(&self) -> ApprovalTier {
+        match self.approval_tier.as_str() {
+            "auto" => ApprovalTier::Auto,
+            "user_configurable" => ApprovalTier::UserConfigurable,
+            _ => ApprovalTier::RequiresApproval,
+        }
+    }
+}
+
+/// A wire format for [`render`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// OpenAI Chat Completions function tools, strict mode.
+    Openai,
+    /// Anthropic Messages API tools.
+    Anthropic,
+    /// The result of an MCP `tools/list` call.
+    Mcp,
+}
+
+impl Format {
+    /// The lowercase name, as accepted by [`Format::from_str`].
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Format::Openai => "openai",
+            Format::Anthropic => "anthropic",
+            Format::Mcp => "mcp",
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// [`Format::from_str`] was given a name it does not know.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown format {0:?}; use openai, anthropic or mcp")]
+pub struct UnknownFormat(pub String);
+
+impl FromStr for Format {
+    type Err = UnknownFormat;
+
+    /// Exactly `openai`, `anthropic` or `mcp` (case-sensitive, like the serde form).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "openai" => Ok(Format::Openai),
+            "anthropic" => Ok(Format::Anthropic),
+            "mcp" => Ok(Format::Mcp),
+            other => Err(UnknownFormat(other.to_owned())),
+        }
+    }
+}
+
+/// Renders `tools` in `format`, sorted by name whatever the input order.
+///
+/// - [`Format::Openai`] gives an array of `{"type": "function", "function": {"name",
+///   "description", "parameters", "strict": true}}`, the parameters passed through
+///   [`strict_schema`];
+/// - [`Format::Anthropic`] gives an array of `{"name", "description", "input_schema"}`;
+/// - [`Format::Mcp`] gives `{"tools": [{"name", "description", "inputSchema",
+///   "annotations", "_meta": {"approval_tier"}}]}`, see [`annotations`].
+pub fn render(tools: &[ToolDef], format: Format) -> Value {
+    let mut sorted: Vec<&ToolDef> = tools.iter().collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    match format {
+        Format::Openai => Value::Array(sorted.into_iter().map(openai_tool).collect()),
+        Format::Anthropic => Value::Array(sorted.into_iter().map(anthropic_tool).collect()),
+        Format::Mcp => json!({ "tools": sorted.into_iter().map(mcp_tool).collect::<Vec<_>>() }),
+    }
+}
+
+fn openai_tool(tool: &ToolDef) -> Value {
+    json!({
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": strict_schema(&tool.parameters),
+            "strict": true,
+        },
+    })
+}
+
+fn anthropic_tool(tool: &ToolDef) -> Value {
+    json!({
+        "name": tool.name,
+        "description": tool.description,
+        "input_schema": tool.parameters,
+    })
+}
+
+fn mcp_tool(tool: &ToolDef) -> Value {
+    json!({
+        "name": tool.name,
+        "description": tool.description,
+        "inputSchema": tool.parameters,
+        "annotations": annotations(&tool.name).to_json(),
+        "_meta": { "approval_tier": tool.approval_tier },
+    })
+}
+
+/// MCP tool annotations (`title` and the behaviour hints), serialised in camelCase.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Annotations {
+    /// The name with `_` as spaces and the first letter capitalised: `Get tasks`.
+    pub title: String,
+    /// The tool does not change anything.
+    pub read_only_hint: bool,
+    /// The tool may remove or overwrite data.
+    pub destructive_hint: bool,
+    /// Calling it twice with the same input has the same effect as once.
+    pub idempotent_hint: bool,
+    /// The tool reaches outside the service; always `false` here.
+    pub open_world_hint: bool,
+}
+
+impl Annotations {
+    /// The same object `serde_json::to_value` would give, without a fallible call.
+    fn to_json(&self) -> Value {
+        json!({
+            "title": self.title,
+            "readOnlyHint": self.read_only_hint,
+            "destructiveHint": self.destructive_hint,
+            "idempotentHint": self.idempotent_hint,
+            "openWorldHint": self.open_world_hint,
+        })
+    }
+}
+
+/// The MCP annotations for a tool, from the verb before the first `_` of its name
+/// (the whole name when there is none):
+///
+/// | verb            | readOnly | destructive | idempotent |
+/// |-----------------|----------|-------------|------------|
+/// | `get`, `search` | true     | false       | true       |
+/// | `delete`        | false    | true        | true       |
+/// | `set`, `link`   | false    | false       | true       |
+/// | `update`        | false    | false       | false      |
+/// | `create`        | false    | false       | false      |
+/// | anything else   | false    | true        | false      |
+///
+/// Unknown verbs get the most conservative hints. `openWorldHint` is always `false`.
+pub fn annotations(name: &str) -> Annotations {
+    let verb = name.split('_').next().unwrap_or(name);
+    let (read_only, destructive, idempotent) = match verb {
+        "get" | "search" => (true, false, true),
+        "delete" => (false, true, true),
+        "set" | "link" => (false, false, true),
+        "update" | "create" => (false, false, false),
+        _ => (false, true, false),
+    };
+    Annotations {
+        title: title(name),
+        read_only_hint: read_only,
+        destructive_hint: destructive,
+        idempotent_hint: idempotent,
+        open_world_hint: false,
+    }
+}
+
+fn title(name: &str) -> String {
+    let spaced = name.replace('_', " ");
+    let mut chars = spaced.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+/// The schema rewritten for OpenAI strict mode; the input is not modified.
+///
+/// Every object schema (`type` is or includes `"object"`, or it has `properties`)
+/// found at the root or under `properties`, `items` (schema or array),
+/// `prefixItems`, `anyOf`/`oneOf`/`allOf`, `$defs`/`definitions` or a schema-valued
+/// `additionalProperties` gets:
+///
+/// - `"additionalProperties": false`;
+/// - `"properties": {}` if it had none;
+/// - `"required"` listing every property: the names already required, in their
+///   original order, then the others in `properties` order. Required names that
+///   are not properties are dropped, since strict mode cannot satisfy them.
+///
+/// A property that was not required becomes nullable so that the model can still
+/// leave it out by sending `null`:
+///
+/// - `"type": "T"` becomes `["T", "null"]`, and an array `type` gets `"null"` appended;
+/// - an `enum` without `null` gets `null` appended (alongside the `type` change);
+/// - a schema with neither `type` nor `enum` (only `anyOf`, `$ref`, ...), or with a
+///   non-null `const`, is wrapped as `{"anyOf": [original, {"type": "null"}]}`.
+///
+/// A property that already accepts `null` is left alone, as are boolean schemas.
+/// Already-strict schemas come back unchanged.
+pub fn strict_schema(schema: &Value) -> Value {
+    let mut out = schema.clone();
+    make_strict(&mut out);
+    out
+}
+
+fn make_strict(schema: &mut Value) {
+    let Value::Object(obj) = schema else {
+        return;
+    };
+
+    for key in ["properties", "$defs", "definitions"] {
+        if let Some(Value::Object(children)) = obj.get_mut(key) {
+            children.values_mut().for_each(make_strict);
+        }
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(child) = obj.get_mut(key) {
+            match child {
+                Value::Array(members) => members.iter_mut().for_each(make_strict),
+                other => make_strict(other),
+            }
+        }
+    }
+    for key in ["prefixItems", "anyOf", "oneOf", "allOf"] {
+        if let Some(Value::Array(members)) = obj.get_mut(key) {
+            members.iter_mut().for_each(make_strict);
+        }
+    }
+
+    if is_object_schema(obj) {
+        strict_object(obj);
+    }
+}
+
+fn is_object_schema(obj: &Map<String, Value>) -> bool {
+    let typed_object = match obj.get("type") {
+        Some(Value::String(t)) => t == "object",
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == "object"),
+        _ => false,
+    };
+    typed_object || obj.contains_key("properties")
+}
+
+fn strict_object(obj: &mut Map<String, Value>) {
+    let mut properties = match obj.remove("properties") {
+        Some(Value::Object(p)) => p,
+        _ => Map::new(),
+    };
+    let was_required: Vec<String> = match obj.get("required") {
+        Some(Value::Array(names)) => names
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|n| properties.contains_key(*n))
+            .map(str::to_owned)
+            .collect(),
+        _ => Vec::new(),
+    };
+
+    let mut required: Vec<String> = Vec::with_capacity(properties.len());
+    for name in &was_required {
+        if !required.contains(name) {
+            required.push(name.clone());
+        }
+    }
+    for (name, prop) in properties.iter_mut() {
+        if !was_required.contains(name) {
+            make_nullable(prop);
+            required.push(name.clone());
+        }
+    }
+
+    obj.insert("properties".to_owned(), Value::Object(properties));
+    obj.insert(
+        "required".to_owned(),
+        Value::Array(required.into_iter().map(Value::String).collect()),
+    );
+    obj.insert("additionalProperties".to_owned(), Value::Bool(false));
+}
+
+fn make_nullable(prop: &mut Value) {
+    let Value::Object(obj) = prop else {
+        return;
+    };
+    if accepts_null(obj) {
+        return;
+    }
+    let has_const = obj.get("const").is_some_and(|c| !c.is_null());
+    let has_type = matches!(obj.get("type"), Some(Value::String(_) | Value::Array(_)));
+    let has_enum = matches!(obj.get("enum"), Some(Value::Array(_)));
+    if has_const || (!has_type && !has_enum) {
+        let original = std::mem::take(prop);
+        *prop = json!({ "anyOf": [original, { "type": "null" }] });
+        return;
+    }
+    if let Some(t) = obj.get_mut("type") {
+        match t {
+            Value::String(name) => {
+                let name = std::mem::take(name);
+                *t = json!([name, "null"]);
+            }
+            Value::Array(types) if !types.iter().any(|t| t == "null") => {
+                types.push(Value::from("null"));
+            }
+            _ => {}
+        }
+    }
+    if let Some(Value::Array(values)) = obj.get_mut("enum")
+        && !values.iter().any(Value::is_null)
+    {
+        values.push(Value::Null);
+    }
+}
+
+/// Whether the schema, at its own level, already lets `null` through.
+fn accepts_null(obj: &Map<String, Value>) -> bool {
+    let type_ok = match obj.get("type") {
+        Some(Value::String(t)) => t == "null",
+        Some(Value::Array(ts)) => ts.iter().any(|t| t == "null"),
+        _ => false,
+    };
+    let enum_ok = match obj.get("enum") {
+        Some(Value::Array(values)) => values.iter().any(Value::is_null),
+        _ => false,
+    };
+    let const_ok = obj.get("const").is_some_and(Value::is_null);
+    let union_ok = ["anyOf", "oneOf"].iter().any(|key| match obj.get(*key) {
+        Some(Value::Array(members)) => members
+            .iter()
+            .any(|m| m.as_object().is_some_and(accepts_null)),
+        _ => false,
+    });
+
+    let has_type = obj.contains_key("type");
+    let has_enum = obj.contains_key("enum");
+    let has_const = obj.contains_key("const");
+    if has_type || has_enum || has_const {
+        (!has_type || type_ok) && (!has_enum || enum_ok) && (!has_const || const_ok)
+    } else {
+        union_ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(name: &str, tier: &str, parameters: Value) -> ToolDef {
+        ToolDef {
+            name: name.to_owned(),
+            description: format!("{name} description"),
+            approval_tier: tier.to_owned(),
+            parameters,
+        }
+    }
+
+    /// Copy of `create_tasks` from the catalog, trimmed: already strict.
+    fn catalog_schema() -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "tasks": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "title": { "type": "string" },
+                            "due_date": { "type": ["string", "null"] }
+                        },
+                        "required": ["title", "due_date"],
+                        "additionalProperties": false
+                    }
+                }
+            },
+            "required": ["tasks"],
+            "additionalProperties": false
+        })
+    }
+
+    #[test]
+    fn strict_schema_rewrites_nested_objects() {
+        let input = json!({
+            "type": "object",
+            "properties": {
+                "batch": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "id": { "type": "string" },
+                            "note": { "type": "string", "description": "optional" },
+                            "tags": { "type": "array", "items": { "type": "string" } }
+                        },
+                        "required": ["id"]
+                    }
+                },
+                "dry_run": { "type": "boolean" }
+            },
+            "required": ["batch"]
+        });
+        let before = input.clone();
+
+        let out = strict_schema(&input);
+
+        assert_eq!(
+            out,
+            json!({
+                "type": "object",
+                "properties": {
+                    "batch": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "id": { "type": "string" },
+                                "note": { "type": ["string", "null"], "description": "optional" },
+                                "tags": { "type": ["array", "null"], "items": { "type": "string" } }
+                            },
+                            "required": ["id", "note", "tags"],
+                            "additionalProperties": false
+                        }
+                    },
+                    "dry_run": { "type": ["boolean", "null"] }
+                },
+                "required": ["batch", "dry_run"],
+                "additionalProperties": false
+            })
+        );
+        assert_eq!(input, before, "the input must not be mutated");
+    }
+
+    #[test]
+    fn strict_schema_leaves_an_already_strict_schema_alone() {
+        let schema = catalog_schema();
+        assert_eq!(strict_schema(&schema), schema);
+    }
+
+    #[test]
+    fn strict_schema_is_a_no_op_on_every_catalog_schema() {
+        let seeds = crate::catalog::Seeds::embedded().expect("embedded seeds parse");
+        for t in &seeds.catalog.tools {
+            let schema = t.schema_json();
+            assert_eq!(strict_schema(&schema), schema, "{}", t.name);
+        }
+    }
+
+    #[test]
+    fn every_catalog_verb_has_specific_annotations() {
+        let seeds = crate::catalog::Seeds::embedded().expect("embedded seeds parse");
+        let fallback = annotations("zzz_unknown");
+        for verb in &seeds.catalog.vocabulary {
+            let a = annotations(&format!("{verb}_things"));
+            let hints = (a.read_only_hint, a.destructive_hint, a.idempotent_hint);
+            let conservative = (
+                fallback.read_only_hint,
+                fallback.destructive_hint,
+                fallback.idempotent_hint,
+            );
+            assert_ne!(
+                hints, conservative,
+                "verb {verb} falls through to the default"
+            );
+        }
+    }
+
+    #[test]
+    fn strict_schema_makes_optional_enums_nullable() {
+        let input = json!({
+            "type": "object",
+            "properties": {
+                "priority": { "type": "string", "enum": ["low", "high"] },
+                "status": { "enum": ["open", "done"] },
+                "colour": { "type": ["string", "null"], "enum": ["red", null] }
+            }
+        });
+        assert_eq!(
+            strict_schema(&input),
+            json!({
+                "type": "object",
+                "properties": {
+                    "priority": { "type": ["string", "null"], "enum": ["low", "high", null] },
+                    "status": { "enum": ["open", "done", null] },
+                    "colour": { "type": ["string", "null"], "enum": ["red", null] }
+                },
+                "required": ["colour", "priority", "status"],
+                "additionalProperties": false
+            })
+        );
+    }
+
+    #[test]
+    fn strict_schema_wraps_untyped_optional_properties() {
+        let input = json!({
+            "type": "object",
+            "properties": {
+                "a_ref": { "$ref": "#/$defs/thing" },
+                "b_union": { "anyOf": [{ "type": "string" }, { "type": "integer" }] },
+                "c_nullable_union": { "anyOf": [{ "type": "string" }, { "type": "null" }] },
+                "d_const": { "type": "string", "const": "x" }
+            },
+            "$defs": {
+                "thing": { "properties": { "x": { "type": "integer" } } }
+            }
+        });
+        assert_eq!(
+            strict_schema(&input),
+            json!({
+                "type": "object",
+                "properties": {
+                    "a_ref": { "anyOf": [{ "$ref": "#/$defs/thing" }, { "type": "null" }] },
+                    "b_union": { "anyOf": [
+                        { "anyOf": [{ "type": "string" }, { "type": "integer" }] },
+                        { "type": "null" }
+                    ] },
+                    "c_nullable_union": { "anyOf": [{ "type": "string" }, { "type": "null" }] },
+                    "d_const": { "anyOf": [{ "type": "string", "const": "x" }, { "type": "null" }] }
+                },
+                "required": ["a_ref", "b_union", "c_nullable_union", "d_const"],
+                "additionalProperties": false,
+                "$defs": {
+                    "thing": {
+                        "properties": { "x": { "type": ["integer", "null"] } },
+                        "required": ["x"],
+                        "additionalProperties": false
+                    }
+                }
+            })
+        );
+    }
+
+    #[test]
+    fn strict_schema_reaches_every_subschema_keyword() {
+        let loose = || json!({ "type": "object", "properties": { "k": { "type": "string" } } });
+        let strict = || {
+            json!({
+                "type": "object",
+                "properties": { "k": { "type": ["string", "null"] } },
+                "required": ["k"],
+                "additionalProperties": false
+            })
+        };
+        let input = json!({
+            "anyOf": [loose()],
+            "oneOf": [loose()],
+            "allOf": [loose()],
+            "definitions": { "d": loose() },
+            "prefixItems": [loose()],
+            "items": [loose()],
+            "additionalProperties": loose()
+        });
+        assert_eq!(
+            strict_schema(&input),
+            json!({
+                "anyOf": [strict()],
+                "oneOf": [strict()],
+                "allOf": [strict()],
+                "definitions": { "d": strict() },
+                "prefixItems": [strict()],
+                "items": [strict()],
+                "additionalProperties": strict()
+            })
+        );
+    }
+
+    #[test]
+    fn strict_schema_fills_in_empty_objects_and_drops_unknown_required() {
+        assert_eq!(
+            strict_schema(&json!({ "type": "object" })),
+            json!({
+                "type": "object",
+                "properties": {},
+                "required": [],
+                "additionalProperties": false
+            })
+        );
+        assert_eq!(
+            strict_schema(&json!({
+                "type": ["object", "null"],
+                "properties": { "a": { "type": "string" } },
+                "required": ["ghost", "a", "a"],
+                "additionalProperties": true
+            })),
+            json!({
+                "type": ["object", "null"],
+                "properties": { "a": { "type": "string" } },
+                "required": ["a"],
+                "additionalProperties": false
+            })
+        );
+        // Non-object schemas pass through untouched.
+        let scalar = json!({ "type": "string", "maxLength": 3 });
+        assert_eq!(strict_schema(&scalar), scalar);
+        assert_eq!(strict_schema(&json!(true)), json!(true));
+    }
+
+    fn two_tools_reversed() -> Vec<ToolDef> {
+        vec![
+            tool(
+                "get_tasks",
+                "auto",
+                json!({ "type": "object", "properties": { "limit": { "type": "integer" } } }),
+            ),
+            tool("delete_tasks", "requires_approval", catalog_schema()),
+        ]
+    }
+
+    #[test]
+    fn renders_openai() {
+        assert_eq!(
+            render(&two_tools_reversed(), Format::Openai),
+            json!([
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "delete_tasks",
+                        "description": "delete_tasks description",
+                        "parameters": catalog_schema(),
+                        "strict": true
+                    }
+                },
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "get_tasks",
+                        "description": "get_tasks description",
+                        "parameters": {
+                            "type": "object",
+                            "properties": { "limit": { "type": ["integer", "null"] } },
+                            "required": ["limit"],
+                            "additionalProperties": false
+                        },
+                        "strict": true
+                    }
+                }
+            ])
+        );
+    }
+
+    #[test]
+    fn renders_anthropic() {
+        assert_eq!(
+            render(&two_tools_reversed(), Format::Anthropic),
+            json!([
+                {
+                    "name": "delete_tasks",
+                    "description": "delete_tasks description",
+                    "input_schema": catalog_schema()
+                },
+                {
+                    "name": "get_tasks",
+                    "description": "get_tasks description",
+                    "input_schema": {
+                        "type": "object",
+                        "properties": { "limit": { "type": "integer" } }
+                    }
+                }
+            ])
+        );
+    }
+
+    #[test]
+    fn renders_mcp() {
+        assert_eq!(
+            render(&two_tools_reversed(), Format::Mcp),
+            json!({
+                "tools": [
+                    {
+                        "name": "delete_tasks",
+                        "description": "delete_tasks description",
+                        "inputSchema": catalog_schema(),
+                        "annotations": {
+                            "title": "Delete tasks",
+                            "readOnlyHint": false,
+                            "destructiveHint": true,
+                            "idempotentHint": true,
+                            "openWorldHint": false
+                        },
+                        "_meta": { "approval_tier": "requires_approval" }
+                    },
+                    {
+                        "name": "get_tasks",
+                        "description": "get_tasks description",
+                        "inputSchema": {
+                            "type": "object",
+                            "properties": { "limit": { "type": "integer" } }
+                        },
+                        "annotations": {
+                            "title": "Get tasks",
+                            "readOnlyHint": true,
+                            "destructiveHint": false,
+                            "idempotentHint": true,
+                            "openWorldHint": false
+                        },
+                        "_meta": { "approval_tier": "auto" }
+                    }
+                ]
+            })
+        );
+    }
+
+    #[test]
+    fn renders_empty_input() {
+        assert_eq!(render(&[], Format::Openai), json!([]));
+        assert_eq!(render(&[], Format::Anthropic), json!([]));
+        assert_eq!(render(&[], Format::Mcp), json!({ "tools": [] }));
+    }
+
+    #[test]
+    fn mcp_meta_keeps_the_tier_as_stored() {
+        let out = render(&[tool("get_x", "weird", json!({}))], Format::Mcp);
+        assert_eq!(
+            out["tools"][0]["_meta"],
+            json!({ "approval_tier": "weird" })
+        );
+    }
+
+    #[test]
+    fn approval_tier_defaults_to_requires_approval() {
+        let tier = |t: &str| tool("get_x", t, json!({})).approval_tier();
+        assert_eq!(tier("auto"), ApprovalTier::Auto);
+        assert_eq!(tier("user_configurable"), ApprovalTier::UserConfigurable);
+        assert_eq!(tier("requires_approval"), ApprovalTier::RequiresApproval);
+        assert_eq!(tier("Auto"), ApprovalTier::RequiresApproval);
+        assert_eq!(tier(""), ApprovalTier::RequiresApproval);
+    }
+
+    #[test]
+    fn annotation_table() {
+        // (name, title, readOnly, destructive, idempotent)
+        let cases = [
+            ("get_tasks", "Get tasks", true, false, true),
+            ("search_gmail", "Search gmail", true, false, true),
+            ("delete_memories", "Delete memories", false, true, true),
+            ("set_project", "Set project", false, false, true),
+            ("update_tasks", "Update tasks", false, false, false),
+            ("create_reminders", "Create reminders", false, false, false),
+            ("link_memories", "Link memories", false, false, true),
+            ("purge_everything", "Purge everything", false, true, false),
+            ("get", "Get", true, false, true),
+            ("getter_things", "Getter things", false, true, false),
+            ("", "", false, true, false),
+        ];
+        for (name, title, read_only, destructive, idempotent) in cases {
+            assert_eq!(
+                annotations(name),
+                Annotations {
+                    title: title.to_owned(),
+                    read_only_hint: read_only,
+                    destructive_hint: destructive,
+                    idempotent_hint: idempotent,
+                    open_world_hint: false,
+                },
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn annotations_serialise_in_camel_case() {
+        let a = annotations("get_context_info");
+        let expected = json!({
+            "title": "Get context info",
+            "readOnlyHint": true,
+            "destructiveHint": false,
+            "idempotentHint": true,
+            "openWorldHint": false
+        });
+        assert_eq!(serde_json::to_value(&a).expect("serialises"), expected);
+        assert_eq!(a.to_json(), expected);
+    }
+
+    #[test]
+    fn format_parses_and_displays() {
+        for (text, format) in [
+            ("openai", Format::Openai),
+            ("anthropic", Format::Anthropic),
+            ("mcp", Format::Mcp),
+        ] {
+            assert_eq!(text.parse::<Format>(), Ok(format));
+            assert_eq!(format.to_string(), text);
+            assert_eq!(
+                serde_json::to_value(format).expect("serialises"),
+                json!(text)
+            );
+        }
+    }
+
+    #[test]
+    fn format_rejects_unknown_names() {
+        for bad in ["gemini", "OpenAI", " mcp", ""] {
+            let err = bad.parse::<Format>().expect_err(bad);
+            assert_eq!(err, UnknownFormat(bad.to_owned()));
+            assert_eq!(
+                err.to_string(),
+                format!("unknown format {bad:?}; use openai, anthropic or mcp")
+            );
+        }
+        assert_eq!(
+            "x".parse::<Format>().map_err(|e| e.to_string()),
+            Err(r#"unknown format "x"; use openai, anthropic or mcp"#.to_owned())
+        );
+    }
+}

@@ -1,0 +1,370 @@
+//! The real router over a real, migrated and seeded database, on both backends.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use loadout::catalog::Seeds;
+use loadout::http::{AppState, router};
+use loadout::keys::{self, Role};
+use loadout::prompt::builder::FixedClock;
+use loadout_tests::{TestDb, db_test};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+struct Api {
+    db: TestDb,
+    state: AppState,
+    admin: String,
+    agent: String,
+}
+
+struct Reply {
+    status: StatusCode,
+    etag: Option<String>,
+    body: Value,
+}
+
+impl Api {
+    async fn new(db: TestDb) -> Api {
+        let db = db.migrated().await;
+        loadout::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
+            .await
+            .expect("seed");
+        let admin = keys::create(&db.conn, "test-admin", Role::Admin)
+            .await
+            .expect("admin key");
+        let agent = keys::create(&db.conn, "test-agent", Role::Agent)
+            .await
+            .expect("agent key");
+        let state = app_state(&db).await;
+        Api {
+            db,
+            state,
+            admin,
+            agent,
+        }
+    }
+
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        key: Option<&str>,
+        body: Option<Value>,
+    ) -> Reply {
+        self.send(
+            method,
+            path,
+            key,
+            body.map(|b| b.to_string().into_bytes()),
+            None,
+        )
+        .await
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        key: Option<&str>,
+        body: Option<Vec<u8>>,
+        if_none_match: Option<&str>,
+    ) -> Reply {
+        send(&self.state, method, path, key, body, if_none_match).await
+    }
+
+    async fn get(&self, path: &str) -> Reply {
+        self.call(Method::GET, path, Some(&self.agent), None).await
+    }
+}
+
+async fn app_state(db: &TestDb) -> AppState {
+    let now = "2026-11-21T08:30:00Z".parse().expect("instant");
+    AppState::new(db.reconnect().await, Arc::new(FixedClock(now)), 262_144)
+        .await
+        .expect("state")
+}
+
+async fn send(
+    state: &AppState,
+    method: Method,
+    path: &str,
+    key: Option<&str>,
+    body: Option<Vec<u8>>,
+    if_none_match: Option<&str>,
+) -> Reply {
+    let mut request = Request::builder().method(method).uri(path);
+    if let Some(key) = key {
+        request = request.header(header::AUTHORIZATION, format!("Bearer {key}"));
+    }
+    if let Some(tag) = if_none_match {
+        request = request.header(header::IF_NONE_MATCH, tag);
+    }
+    let request = request
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(body.map_or_else(Body::empty, Body::from))
+        .expect("request");
+    let response = router(state.clone())
+        .oneshot(request)
+        .await
+        .expect("infallible");
+    let status = response.status();
+    let etag = response
+        .headers()
+        .get(header::ETAG)
+        .map(|v| v.to_str().expect("ascii").to_owned());
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .expect("body");
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&bytes)))
+    };
+    Reply { status, etag, body }
+}
+
+fn error_code(reply: &Reply) -> &str {
+    reply.body["error"]["code"]
+        .as_str()
+        .unwrap_or_else(|| panic!("not an error: {}", reply.body))
+}
+
+db_test! {
+    async fn an_agent_key_reads_every_channels_prompt_and_its_tools(db) {
+        let api = Api::new(db).await;
+        for channel in ["web", "telegram", "scheduled", "heartbeat", "session_open"] {
+            let reply = api.get(&format!("/v1/agents/assistant/prompt?channel={channel}&tz=Europe/Berlin")).await;
+            assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+            assert_eq!(reply.body["provenance"]["channel"], channel);
+            assert_eq!(reply.body["provenance"]["source"], "template");
+            // The API serves exactly what the builder snapshots hold.
+            let golden = std::fs::read_to_string(format!(
+                "{}/tests/integration/snapshots/integration__prompt__{channel}__template__bare.snap",
+                env!("CARGO_MANIFEST_DIR")
+            )).expect("golden file");
+            let golden = golden.splitn(3, "---\n").nth(2).expect("snapshot body");
+            assert_eq!(reply.body["text"].as_str().expect("text").trim_end(), golden.trim_end(), "{channel}");
+        }
+        let web = api.get("/v1/agents/assistant/prompt?channel=web").await;
+        insta::assert_json_snapshot!("prompt_web_provenance", web.body["provenance"]);
+        for format in ["openai", "anthropic", "mcp"] {
+            let reply = api.get(&format!("/v1/agents/assistant/tools?format={format}")).await;
+            assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+            insta::assert_json_snapshot!(format!("tools_{format}"), reply.body);
+        }
+        let loadout = api.get("/v1/agents/assistant/loadout?channel=web&format=openai").await;
+        assert_eq!(loadout.status, StatusCode::OK);
+        assert_eq!(loadout.body["prompt"]["text"], web.body["text"]);
+        assert_eq!(loadout.body["tools"].as_array().expect("tools").len(), 23);
+    }
+}
+
+db_test! {
+    async fn keys_roles_and_revocation_are_enforced(db) {
+        let api = Api::new(db).await;
+        let path = "/v1/agents/assistant/prompt?channel=web";
+        assert_eq!(api.call(Method::GET, path, None, None).await.status, StatusCode::UNAUTHORIZED);
+        let forged = format!("{}0", &api.agent[..api.agent.len() - 1]);
+        let reply = api.call(Method::GET, path, Some(&forged), None).await;
+        assert_eq!((reply.status, error_code(&reply)), (StatusCode::UNAUTHORIZED, "unauthorized"));
+        let reply = api.call(Method::GET, "/v1/agents", Some(&api.agent), None).await;
+        assert_eq!((reply.status, error_code(&reply)), (StatusCode::FORBIDDEN, "forbidden"));
+        assert_eq!(api.call(Method::GET, "/v1/agents", Some(&api.admin), None).await.status, StatusCode::OK);
+        // Open without a key.
+        assert_eq!(api.call(Method::GET, "/health", None, None).await.status, StatusCode::OK);
+        assert_eq!(api.call(Method::GET, "/ready", None, None).await.status, StatusCode::OK);
+
+        // The key works (and is cached), then is revoked the way `loadout keys revoke` does it.
+        assert_eq!(api.get(path).await.status, StatusCode::OK);
+        let txn = sea_orm::TransactionTrait::begin(&api.db.conn).await.expect("txn");
+        keys::revoke(&txn, "test-agent").await.expect("revoke");
+        loadout::generation::bump(&txn).await.expect("bump");
+        txn.commit().await.expect("commit");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let poller = api.state.spawn_generation_poller();
+        while api.get(path).await.status != StatusCode::UNAUTHORIZED {
+            assert!(Instant::now() < deadline, "a revoked key kept working");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        poller.abort();
+    }
+}
+
+db_test! {
+    async fn an_unchanged_prompt_answers_304_and_a_template_edit_is_seen_by_the_next_fetch(db) {
+        let api = Api::new(db).await;
+        let path = "/v1/agents/assistant/prompt?channel=web";
+        let first = api.get(path).await;
+        let etag = first.etag.clone().expect("etag");
+        let again = api.send(Method::GET, path, Some(&api.agent), None, Some(&etag)).await;
+        assert_eq!(again.status, StatusCode::NOT_MODIFIED);
+        assert_eq!(again.body, Value::Null);
+
+        let put = api.call(Method::PUT, "/v1/agents/assistant/prompt-template", Some(&api.admin),
+            Some(json!({"template": "Be brief on $channel_guidance", "expected_version": 1}))).await;
+        assert_eq!(put.status, StatusCode::OK, "{}", put.body);
+        assert_eq!(put.body["version"], 2);
+
+        let next = api.send(Method::GET, path, Some(&api.agent), None, Some(&etag)).await;
+        assert_eq!(next.status, StatusCode::OK);
+        assert_ne!(next.etag.as_deref(), Some(etag.as_str()));
+        assert!(next.body["text"].as_str().expect("text").starts_with("Be brief on The user is chatting"));
+        assert_eq!(next.body["provenance"]["template_version"], 2);
+
+        let cleared = api.call(Method::DELETE, "/v1/agents/assistant/prompt-template", Some(&api.admin), None).await;
+        assert_eq!(cleared.status, StatusCode::OK, "{}", cleared.body);
+        let builtin = api.get(path).await;
+        assert_eq!(builtin.body["provenance"]["source"], "builtin");
+        assert_eq!(builtin.body["text"], first.body["text"]);
+
+        let restored = api.call(Method::POST, "/v1/agents/assistant/prompt-template/versions/2/restore", Some(&api.admin), None).await;
+        assert_eq!(restored.body["version"], 4, "{}", restored.body);
+        let versions = api.call(Method::GET, "/v1/agents/assistant/prompt-template/versions", Some(&api.admin), None).await;
+        let listed: Vec<(i64, String, Value)> = versions.body["versions"].as_array().expect("versions").iter()
+            .map(|v| (v["version"].as_i64().expect("n"), v["author"].as_str().expect("author").to_owned(), v["template"].clone()))
+            .collect();
+        assert_eq!(listed, [
+            (1, "seed".to_owned(), json!(Seeds::embedded().expect("seeds").assistant.prompt_template)),
+            (2, "test-admin".to_owned(), json!("Be brief on $channel_guidance")),
+            (3, "test-admin".to_owned(), Value::Null),
+            (4, "test-admin".to_owned(), json!("Be brief on $channel_guidance")),
+        ]);
+    }
+}
+
+db_test! {
+    async fn template_writes_are_linted_and_versioned(db) {
+        let api = Api::new(db).await;
+        let path = "/v1/agents/assistant/prompt-template";
+        let typo = api.call(Method::PUT, path, Some(&api.admin), Some(json!({"template": "Hi $sou1"}))).await;
+        assert_eq!((typo.status, error_code(&typo)), (StatusCode::UNPROCESSABLE_ENTITY, "lint_failed"));
+        assert_eq!(typo.body["error"]["details"]["problems"][0]["code"], "unknown_placeholder");
+
+        let forced = api.call(Method::PUT, path, Some(&api.admin), Some(json!({"template": "Hi $sou1", "force": true}))).await;
+        assert_eq!(forced.status, StatusCode::OK, "{}", forced.body);
+        assert_eq!(forced.body["forced"], true);
+
+        let warned = api.call(Method::PUT, path, Some(&api.admin), Some(json!({"template": "Costs $5 $soul"}))).await;
+        assert_eq!(warned.status, StatusCode::OK);
+        assert_eq!(warned.body["warnings"][0]["code"], "invalid_placeholder");
+
+        let stale = api.call(Method::PUT, path, Some(&api.admin), Some(json!({"template": "x", "expected_version": 2}))).await;
+        assert_eq!((stale.status, error_code(&stale)), (StatusCode::CONFLICT, "conflict"));
+        assert_eq!(stale.body["error"]["details"]["current_version"], 3);
+    }
+}
+
+db_test! {
+    async fn bad_requests_get_one_error_shape_and_change_nothing(db) {
+        let api = Api::new(db).await;
+        let before = loadout_tests::dump::rows(&api.db).await;
+        let path = "/v1/agents/assistant/prompt-template";
+        let big = vec![b'a'; 1024 * 1024 + 1];
+        let reply = api.send(Method::PUT, path, Some(&api.admin), Some(big), None).await;
+        assert_eq!((reply.status, error_code(&reply)), (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"));
+        let reply = api.send(Method::PUT, path, Some(&api.admin), Some(b"{\"template\":".to_vec()), None).await;
+        assert_eq!((reply.status, error_code(&reply)), (StatusCode::BAD_REQUEST, "bad_request"));
+        assert!(reply.body["error"]["message"].as_str().expect("message").contains("malformed JSON"));
+        let reply = api.call(Method::PATCH, "/v1/agents/assistant", Some(&api.admin), Some(json!({"soul": "x", "id": 9}))).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
+        let reply = api.call(Method::PATCH, "/v1/agents/assistant", Some(&api.admin), Some(json!({"soul_version": 9}))).await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
+        let reply = api.get("/v1/agents/nobody/prompt?channel=web").await;
+        assert_eq!((reply.status, error_code(&reply)), (StatusCode::NOT_FOUND, "not_found"));
+        let reply = api.get("/v1/agents/assistant/prompt?channel=sms").await;
+        assert_eq!(reply.status, StatusCode::NOT_FOUND);
+        assert_eq!(reply.body["error"]["details"]["known_channels"][0], "heartbeat");
+        let reply = api.get("/v1/agents/Bad%20Name/prompt?channel=web").await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+        let reply = api.get("/v1/agents/assistant/prompt?channel=web&tz=Mars/Base").await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+        let reply = api.get("/v1/agents/assistant/tools?format=xml").await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+        loadout_tests::dump::assert_same(&loadout_tests::dump::rows(&api.db).await, &before);
+    }
+}
+
+db_test! {
+    async fn soul_edits_are_versioned_and_user_instructions_reach_the_prompt(db) {
+        let api = Api::new(db).await;
+        let reply = api.call(Method::PATCH, "/v1/agents/assistant", Some(&api.admin),
+            Some(json!({"soul": "Be terse.", "expected_soul_version": 1}))).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        assert_eq!(reply.body["soul_version"], 2);
+        let stale = api.call(Method::PATCH, "/v1/agents/assistant", Some(&api.admin),
+            Some(json!({"soul": "Be verbose.", "expected_soul_version": 1}))).await;
+        assert_eq!(stale.status, StatusCode::CONFLICT);
+
+        let put = api.call(Method::PUT, "/v1/agents/assistant/users/u-42/instructions", Some(&api.admin),
+            Some(json!({"instructions": "Reply in Spanish."}))).await;
+        assert_eq!(put.status, StatusCode::OK, "{}", put.body);
+        let prompt = api.get("/v1/agents/assistant/prompt?channel=telegram&user_id=u-42").await;
+        let text = prompt.body["text"].as_str().expect("text");
+        assert!(text.contains("\nBe terse.\n"), "{text}");
+        assert!(text.contains("## User instructions\nReply in Spanish.\n"), "{text}");
+        assert_eq!(prompt.body["provenance"]["soul_version"], 2);
+
+        let off = api.call(Method::PUT, "/v1/agents/assistant/users/u-42/instructions", Some(&api.admin),
+            Some(json!({"instructions": null}))).await;
+        assert_eq!(off.status, StatusCode::OK);
+        let prompt = api.get("/v1/agents/assistant/prompt?channel=telegram&user_id=u-42").await;
+        assert!(!prompt.body["text"].as_str().expect("text").contains("Reply in Spanish."));
+    }
+}
+
+/// Two processes' worth of state (own pools, own caches, own pollers) on one database:
+/// a write through one is served by the other once its poller sees the generation.
+async fn a_write_on_one_replica_reaches_the_other(db: TestDb) {
+    let api = Api::new(db).await;
+    let other = app_state(&api.db).await;
+    let poller = other.spawn_generation_poller();
+    let path = "/v1/agents/assistant/prompt?channel=web";
+    let warm = send(&other, Method::GET, path, Some(&api.agent), None, None).await;
+    assert_eq!(warm.body["provenance"]["template_version"], 1);
+
+    let written = Instant::now();
+    let put = api
+        .call(
+            Method::PUT,
+            "/v1/agents/assistant/prompt-template",
+            Some(&api.admin),
+            Some(json!({"template": "Replica check: $soul"})),
+        )
+        .await;
+    assert_eq!(put.status, StatusCode::OK);
+    loop {
+        let seen = send(&other, Method::GET, path, Some(&api.agent), None, None).await;
+        if seen.body["provenance"]["template_version"] == 2 {
+            assert!(
+                seen.body["text"]
+                    .as_str()
+                    .expect("text")
+                    .starts_with("Replica check: ")
+            );
+            break;
+        }
+        // Generous: the figure that matters (≤ 1 s) is measured by bench/, not asserted here.
+        assert!(
+            written.elapsed() < Duration::from_secs(20),
+            "the other replica never saw the write"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    poller.abort();
+}
+
+#[tokio::test]
+async fn a_write_on_one_postgres_replica_reaches_the_other() {
+    if let Some(db) = TestDb::postgres().await {
+        a_write_on_one_replica_reaches_the_other(db).await;
+    }
+}
+
+#[tokio::test]
+async fn a_write_on_one_sqlite_replica_reaches_the_other() {
+    a_write_on_one_replica_reaches_the_other(TestDb::sqlite().await).await;
+}
