@@ -12,6 +12,7 @@ db_test! {
             ("m20260224_000001_create_base_schema", true),
             ("m20260224_000002_canonicalize_tool_registry", true),
             ("m20260301_000003_channels_and_prompt_sections", true),
+            ("m20260310_000004_keys_versions_generation", true),
         ]);
     }
 }
@@ -61,7 +62,7 @@ db_test! {
         loadout_tests::legacy::load(&db.conn).await;
         Migrator::up(&db.conn, Some(1)).await.expect("canonicalize");
         let before = loadout_tests::dump::rows(&db).await;
-        Migrator::up(&db.conn, None).await.expect("channels");
+        Migrator::up(&db.conn, Some(1)).await.expect("channels");
 
         let after = loadout_tests::dump::rows(&db).await;
         let channels: Vec<&str> = after["channels"].as_array().expect("channels").iter()
