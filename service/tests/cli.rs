@@ -384,3 +384,123 @@ async fn prompt_render_refuses_bad_input_with_one_clear_line() {
     );
     assert_eq!(stderr(&out), "error: no agent named \"nobody\"\n");
 }
+
+/// A bare HTTP/1.1 GET over a TcpStream: status line and body.
+fn http_get(addr: &str, path: &str, key: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("write");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read");
+    let (head, body) = response.split_once("\r\n\r\n").expect("head and body");
+    (
+        head.lines().next().unwrap_or_default().to_owned(),
+        body.to_owned(),
+    )
+}
+
+#[tokio::test]
+async fn serve_migrates_seeds_prints_an_admin_key_and_stops_cleanly_on_sigterm() {
+    use std::io::{BufRead, BufReader};
+    let db = TestDb::sqlite().await;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loadout"))
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .env("DATABASE_URL", &db.url)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn serve");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    while !line.contains("listening on http://") {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).expect("read stderr") > 0,
+            "serve exited early"
+        );
+    }
+    let addr = line
+        .trim()
+        .rsplit("http://")
+        .next()
+        .expect("address")
+        .to_owned();
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut printed = Vec::new();
+    for _ in 0..3 {
+        let mut l = String::new();
+        out.read_line(&mut l).expect("read stdout");
+        printed.push(l.trim_end().to_owned());
+    }
+    assert!(printed[0].contains("admin key"), "{printed:?}");
+    let key = &printed[2];
+    assert!(key.starts_with("lo_"), "{printed:?}");
+
+    let (status, body) = http_get(&addr, "/v1/agents/assistant/prompt?channel=scheduled", key);
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+    assert!(body.contains("\"source\":\"template\""), "{body}");
+
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let exit = child.wait().expect("wait");
+    assert!(exit.success(), "serve exited with {exit}");
+
+    // A second start finds a usable key and prints none.
+    let out = loadout(&db.url, &["keys", "list"]);
+    assert_eq!(stdout(&out).lines().count(), 1, "{}", stdout(&out));
+}
+
+#[tokio::test]
+async fn keys_create_prints_the_key_alone_on_the_last_line_and_revoke_disables_it() {
+    let db = TestDb::sqlite().await.migrated().await;
+    let out = loadout(
+        &db.url,
+        &["keys", "create", "--role", "agent", "--name", "bot"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let key = text.lines().last().expect("a last line");
+    assert!(
+        key.starts_with("lo_") && key.len() == 3 + 12 + 1 + 64,
+        "{text}"
+    );
+    let principal = loadout::keys::authenticate(&db.conn, key)
+        .await
+        .expect("query");
+    assert_eq!(principal.map(|p| p.role), Some(loadout::keys::Role::Agent));
+
+    let listed = stdout(&loadout(&db.url, &["keys", "list"]));
+    assert!(listed.starts_with("bot\tagent\tlo_"), "{listed}");
+    assert!(
+        !listed.contains(&key[16..]),
+        "the secret must never be listed"
+    );
+
+    let again = loadout(
+        &db.url,
+        &["keys", "create", "--role", "admin", "--name", "bot"],
+    );
+    assert_eq!(
+        stderr(&again),
+        "error: a key named \"bot\" already exists\n"
+    );
+    assert!(
+        loadout(&db.url, &["keys", "revoke", "bot"])
+            .status
+            .success()
+    );
+    assert_eq!(
+        loadout::keys::authenticate(&db.conn, key)
+            .await
+            .expect("query"),
+        None
+    );
+}
