@@ -42,6 +42,9 @@ pub enum Command {
         /// Address to listen on.
         #[arg(long, env = "LOADOUT_BIND", default_value = "127.0.0.1:8080")]
         bind: std::net::SocketAddr,
+        /// Also serve `/metrics`, without a key, on this address (e.g. 127.0.0.1:9090).
+        #[arg(long, env = "LOADOUT_METRICS_BIND")]
+        metrics_bind: Option<std::net::SocketAddr>,
         /// Do not migrate or seed on start; refuse to start on an unmigrated database instead.
         #[arg(long)]
         no_migrate: bool,
@@ -142,10 +145,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Serve {
             bind,
+            metrics_bind,
             no_migrate,
             max_template_bytes,
         } => {
-            crate::serve::run(&cli.database_url, bind, no_migrate, max_template_bytes).await?;
+            let options = crate::serve::Options {
+                bind,
+                metrics_bind,
+                no_migrate,
+                max_template_bytes,
+            };
+            crate::serve::run(&cli.database_url, options).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Keys { command } => {

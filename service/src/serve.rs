@@ -11,12 +11,22 @@ use crate::keys::{self, Role};
 use crate::prompt::builder::SystemClock;
 use crate::{catalog::Seeds, db, migrate, seed};
 
-pub async fn run(
-    database_url: &str,
-    bind: SocketAddr,
-    no_migrate: bool,
-    max_template_bytes: usize,
-) -> anyhow::Result<()> {
+/// `serve`'s flags.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub bind: SocketAddr,
+    pub metrics_bind: Option<SocketAddr>,
+    pub no_migrate: bool,
+    pub max_template_bytes: usize,
+}
+
+pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
+    let Options {
+        bind,
+        metrics_bind,
+        no_migrate,
+        max_template_bytes,
+    } = options;
     {
         // Its own pool: prepared statements cached before a migration's ALTER TABLE
         // must not serve requests afterwards.
@@ -37,6 +47,24 @@ pub async fn run(
         .await
         .context("cannot read the configuration generation")?;
     let poller = state.spawn_generation_poller();
+    let metrics = match metrics_bind {
+        Some(address) => {
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .with_context(|| format!("cannot listen on {address} for metrics"))?;
+            eprintln!(
+                "loadout metrics on http://{}/metrics",
+                listener.local_addr().unwrap_or(address)
+            );
+            let router = http::metrics_router(state.clone());
+            Some(tokio::spawn(async move {
+                if let Err(e) = axum::serve(listener, router).await {
+                    tracing::error!(error = %e, "the metrics server failed");
+                }
+            }))
+        }
+        None => None,
+    };
     let listener = tokio::net::TcpListener::bind(bind)
         .await
         .with_context(|| format!("cannot listen on {bind}"))?;
@@ -48,6 +76,9 @@ pub async fn run(
         .await
         .context("the server failed")?;
     poller.abort();
+    if let Some(metrics) = metrics {
+        metrics.abort();
+    }
     Ok(())
 }
 

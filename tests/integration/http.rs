@@ -368,3 +368,114 @@ async fn a_write_on_one_postgres_replica_reaches_the_other() {
 async fn a_write_on_one_sqlite_replica_reaches_the_other() {
     a_write_on_one_replica_reaches_the_other(TestDb::sqlite().await).await;
 }
+
+db_test! {
+    async fn tools_are_created_by_the_vocabulary_edited_linked_and_soft_deleted(db) {
+        let api = Api::new(db).await;
+        let admin = Some(api.admin.as_str());
+        let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false});
+        let bad = api.call(Method::POST, "/v1/tools", admin,
+            Some(json!({"name": "fetch_weather", "description": "Weather.", "approval_tier": "auto", "parameters": schema}))).await;
+        assert_eq!((bad.status, error_code(&bad)), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_tool_name"));
+        assert!(bad.body["error"]["message"].as_str().expect("message").contains("not a canonical verb"));
+        let no_tier = api.call(Method::POST, "/v1/tools", admin,
+            Some(json!({"name": "get_weather", "description": "Weather.", "parameters": schema}))).await;
+        assert_eq!(no_tier.status, StatusCode::BAD_REQUEST, "the tier is required: {}", no_tier.body);
+        let not_schema = api.call(Method::POST, "/v1/tools", admin,
+            Some(json!({"name": "get_weather", "description": "Weather.", "approval_tier": "auto", "parameters": {"type": "string"}}))).await;
+        assert_eq!(error_code(&not_schema), "invalid_schema");
+
+        let created = api.call(Method::POST, "/v1/tools", admin,
+            Some(json!({"name": "get_weather", "description": "Weather for a city.", "approval_tier": "auto",
+                        "parameters": schema, "prompt_section": "Use get_weather for forecasts."}))).await;
+        assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+        let again = api.call(Method::POST, "/v1/tools", admin,
+            Some(json!({"name": "get_weather", "description": "x", "approval_tier": "auto", "parameters": schema}))).await;
+        assert_eq!(again.status, StatusCode::CONFLICT);
+
+        let tools_path = "/v1/agents/assistant/tools?format=anthropic";
+        let names = |reply: &Reply| reply.body["tools"].as_array().expect("tools").iter()
+            .map(|t| t["name"].as_str().expect("name").to_owned()).collect::<Vec<_>>();
+        assert!(!names(&api.get(tools_path).await).contains(&"get_weather".to_owned()));
+        let attached = api.call(Method::PUT, "/v1/agents/assistant/links/get_weather", admin, None).await;
+        assert_eq!(attached.status, StatusCode::OK, "{}", attached.body);
+        assert!(names(&api.get(tools_path).await).contains(&"get_weather".to_owned()));
+        let prompt = api.get("/v1/agents/assistant/prompt?channel=web").await;
+        assert!(prompt.body["text"].as_str().expect("text").contains("Use get_weather for forecasts."));
+
+        let edited = api.call(Method::PATCH, "/v1/tools/get_weather", admin, Some(json!({"approval_tier": "requires_approval"}))).await;
+        assert_eq!(edited.body["approval_tier"], "requires_approval");
+        let mass = api.call(Method::PATCH, "/v1/tools/get_weather", admin, Some(json!({"deleted_at": null}))).await;
+        assert_eq!(mass.status, StatusCode::BAD_REQUEST);
+
+        let deleted = api.call(Method::DELETE, "/v1/tools/get_weather", admin, None).await;
+        assert_eq!(deleted.status, StatusCode::OK);
+        assert!(!names(&api.get(tools_path).await).contains(&"get_weather".to_owned()));
+        assert_eq!(api.call(Method::GET, "/v1/tools/get_weather", admin, None).await.status, StatusCode::NOT_FOUND);
+        let rows = loadout_tests::dump::rows(&api.db).await;
+        let row = rows["tools"].as_array().expect("tools").iter().find(|t| t["name"] == "get_weather").expect("row kept");
+        assert!(!row["deleted_at"].is_null(), "soft-deleted, not removed");
+        let links = api.call(Method::GET, "/v1/agents/assistant/links", admin, None).await;
+        let link = links.body["links"].as_array().expect("links").iter().find(|l| l["tool"] == "get_weather").expect("link kept").clone();
+        assert_eq!(link["active"], false);
+    }
+}
+
+db_test! {
+    async fn channel_guidance_edits_reach_the_next_prompt(db) {
+        let api = Api::new(db).await;
+        let admin = Some(api.admin.as_str());
+        let listed = api.call(Method::GET, "/v1/channels", admin, None).await;
+        assert_eq!(listed.body["channels"].as_array().expect("channels").len(), 5);
+        let edited = api.call(Method::PATCH, "/v1/channels/heartbeat", admin,
+            Some(json!({"guidance": "Only speak up for overdue tasks.", "include_operating_model": true}))).await;
+        assert_eq!(edited.status, StatusCode::OK, "{}", edited.body);
+        let prompt = api.get("/v1/agents/assistant/prompt?channel=heartbeat").await;
+        let text = prompt.body["text"].as_str().expect("text");
+        assert!(text.contains("## Channel\nOnly speak up for overdue tasks.\n"), "{text}");
+        assert!(text.contains("## How you work\n"), "{text}");
+        assert_eq!(api.call(Method::GET, "/v1/channels/sms", admin, None).await.status, StatusCode::NOT_FOUND);
+    }
+}
+
+db_test! {
+    async fn preview_renders_a_candidate_for_every_channel_and_saves_nothing(db) {
+        let api = Api::new(db).await;
+        let before = loadout_tests::dump::rows(&api.db).await;
+        let reply = api.call(Method::POST, "/v1/agents/assistant/prompt/preview", Some(&api.admin),
+            Some(json!({"template": "[$channel_guidance] $sou1"}))).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        let renders = reply.body["renders"].as_array().expect("renders");
+        assert_eq!(renders.len(), 5);
+        assert!(renders.iter().all(|r| r["text"].as_str().expect("text").ends_with("] $sou1")));
+        assert_eq!(reply.body["lint"][0]["code"], "unknown_placeholder");
+        let one = api.call(Method::POST, "/v1/agents/assistant/prompt/preview", Some(&api.admin),
+            Some(json!({"template": null, "channel": "scheduled"}))).await;
+        assert_eq!(one.body["renders"][0]["source"], "builtin");
+        loadout_tests::dump::assert_same(&loadout_tests::dump::rows(&api.db).await, &before);
+    }
+}
+
+db_test! {
+    async fn metrics_need_an_admin_key_and_count_requests_by_route(db) {
+        let api = Api::new(db).await;
+        api.get("/v1/agents/assistant/prompt?channel=web").await;
+        api.get("/v1/agents/assistant/prompt?channel=web").await;
+        api.get("/v1/agents/assistant/prompt?channel=sms").await;
+        assert_eq!(api.call(Method::GET, "/metrics", Some(&api.agent), None).await.status, StatusCode::FORBIDDEN);
+        let request = Request::builder().uri("/metrics")
+            .header(header::AUTHORIZATION, format!("Bearer {}", api.admin))
+            .body(Body::empty()).expect("request");
+        let response = router(api.state.clone()).oneshot(request).await.expect("infallible");
+        assert_eq!(response.status(), StatusCode::OK);
+        let text = String::from_utf8(axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body").to_vec()).expect("utf-8");
+        assert!(text.contains("loadout_http_requests_total{route=\"/v1/agents/{agent}/prompt\",method=\"GET\",status=\"200\"} 2\n"), "{text}");
+        assert!(text.contains("loadout_http_requests_total{route=\"/v1/agents/{agent}/prompt\",method=\"GET\",status=\"404\"} 1\n"), "{text}");
+        assert!(text.contains("loadout_cache_hits_total "), "{text}");
+
+        let open = loadout::http::metrics_router(api.state.clone())
+            .oneshot(Request::builder().uri("/metrics").body(Body::empty()).expect("request"))
+            .await.expect("infallible");
+        assert_eq!(open.status(), StatusCode::OK);
+    }
+}

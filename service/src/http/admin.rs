@@ -48,6 +48,7 @@ pub fn routes() -> Router<AppState> {
             "/v1/agents/{agent}/prompt-template/versions/{version}/restore",
             post(restore_version),
         )
+        .route("/v1/agents/{agent}/prompt/preview", post(preview))
         .route(
             "/v1/agents/{agent}/users/{user_id}/instructions",
             get(get_instructions).put(put_instructions),
@@ -57,7 +58,7 @@ pub fn routes() -> Router<AppState> {
 const TEMPLATE: &str = "template";
 const SOUL: &str = "soul";
 
-async fn agent_row(
+pub(super) async fn agent_row(
     db: &impl ConnectionTrait,
     name: &str,
 ) -> ApiResult<agent_configurations::Model> {
@@ -86,7 +87,7 @@ fn agent_json(row: &agent_configurations::Model) -> Value {
 }
 
 /// Commits, then lets this process see the write at once.
-async fn commit(state: &AppState, txn: DatabaseTransaction) -> ApiResult<()> {
+pub(super) async fn commit(state: &AppState, txn: DatabaseTransaction) -> ApiResult<()> {
     let generation = crate::generation::bump(&txn).await?;
     txn.commit().await?;
     state.cache.observe(generation);
@@ -570,4 +571,72 @@ async fn put_instructions(
         axum::Json(json!({"agent": row.name, "user_id": user, "instructions": put.instructions}))
             .into_response(),
     )
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PreviewRequest {
+    /// The candidate; `null` previews the built-in assembly.
+    template: Option<String>,
+    /// One channel, or every channel when absent.
+    channel: Option<String>,
+    user_id: Option<String>,
+    tz: Option<String>,
+    #[serde(default)]
+    memory_notes: Vec<String>,
+    last_message_at: Option<chrono::DateTime<Utc>>,
+}
+
+/// Renders a template that is not saved, with its lint report; nothing is written.
+async fn preview(
+    State(state): State<AppState>,
+    _key: AdminKey,
+    Path(name): Path<String>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let request: PreviewRequest = json_body(body)?;
+    if let Some(text) = &request.template
+        && text.len() > state.max_template_bytes
+    {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "template_too_large",
+            format!(
+                "the template is {} bytes; the limit is {} bytes",
+                text.len(),
+                state.max_template_bytes
+            ),
+        ));
+    }
+    let loaded = super::agent::agent(&state, &name).await?;
+    let candidate = loaded.clone_with_template(request.template.clone());
+    let problems = match &request.template {
+        Some(text) => lint::lint(text, &lint_tool_names(&state.db).await?),
+        None => Vec::new(),
+    };
+    let names: Vec<String> = match &request.channel {
+        Some(channel) => vec![channel.clone()],
+        None => super::agent::channels(&state)
+            .await?
+            .names()
+            .map(str::to_owned)
+            .collect(),
+    };
+    let mut rendered = Vec::with_capacity(names.len());
+    for channel in names {
+        let one = super::agent::render(
+            &state,
+            &candidate,
+            super::agent::RenderRequest {
+                channel,
+                user_id: request.user_id.clone(),
+                tz: request.tz.clone(),
+                memory_notes: request.memory_notes.clone(),
+                last_message_at: request.last_message_at,
+            },
+        )
+        .await?;
+        rendered.push(json!({"channel": one["provenance"]["channel"], "text": one["text"], "source": one["provenance"]["source"]}));
+    }
+    Ok(axum::Json(json!({"agent": name, "lint": problems, "renders": rendered})).into_response())
 }

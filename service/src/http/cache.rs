@@ -25,6 +25,19 @@ pub struct LoadedAgent {
     pub tools: Vec<crate::tool_formats::ToolDef>,
 }
 
+impl LoadedAgent {
+    /// A copy whose prompt template is `template`, for previews.
+    pub fn clone_with_template(&self, template: Option<String>) -> LoadedAgent {
+        let mut agent = self.agent.clone();
+        agent.prompt_template = template;
+        LoadedAgent {
+            id: self.id,
+            agent,
+            tools: self.tools.clone(),
+        }
+    }
+}
+
 /// One generation-stamped map.
 struct Stamped<K, V> {
     entries: RwLock<HashMap<K, (i64, V)>>,

@@ -9,13 +9,15 @@ pub mod admin;
 pub mod agent;
 pub mod cache;
 pub mod error;
+pub mod metrics;
+pub mod registry;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, FromRequestParts, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRequestParts, MatchedPath, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -40,6 +42,7 @@ pub struct AppState(Arc<Inner>);
 pub struct Inner {
     pub db: DatabaseConnection,
     pub cache: Cache,
+    pub metrics: metrics::Metrics,
     pub clock: Arc<dyn Clock>,
     pub max_template_bytes: usize,
 }
@@ -63,6 +66,7 @@ impl AppState {
         Ok(Self(Arc::new(Inner {
             db,
             cache: Cache::new(generation),
+            metrics: metrics::Metrics::default(),
             clock,
             max_template_bytes,
         })))
@@ -88,17 +92,46 @@ impl AppState {
     }
 }
 
-/// The whole API.
+/// The whole API. `/metrics` needs an admin key here; see [`metrics_router`].
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/ready", get(ready))
+        .route(
+            "/metrics",
+            get(
+                |State(state): State<AppState>, _key: AdminKey| async move { metrics_text(&state) },
+            ),
+        )
         .merge(agent::routes())
         .merge(admin::routes())
+        .merge(registry::routes())
         .fallback(|| async { ApiError::not_found("no such route") })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(middleware::from_fn(trace))
+        .layer(middleware::from_fn_with_state(state.clone(), trace))
         .with_state(state)
+}
+
+/// `/metrics` alone and open, for a separate `--metrics-bind` address that only
+/// the scraper can reach.
+pub fn metrics_router(state: AppState) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            get(|State(state): State<AppState>| async move { metrics_text(&state) }),
+        )
+        .with_state(state)
+}
+
+fn metrics_text(state: &AppState) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4"),
+        )],
+        state.metrics.render(&state.cache),
+    )
+        .into_response()
 }
 
 async fn health() -> impl IntoResponse {
@@ -122,17 +155,26 @@ static REQUEST_SEQ: AtomicU64 = AtomicU64::new(1);
 
 /// One span per request with an id (echoed as `x-request-id`), and one log line with
 /// the status and latency. Never the body: prompts and keys stay out of logs.
-async fn trace(request: Request, next: Next) -> Response {
+async fn trace(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let id = REQUEST_SEQ.fetch_add(1, Ordering::Relaxed);
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("unmatched", |m| m.as_str())
+        .to_owned();
     let span = tracing::info_span!("request", id, %method, %path);
     let started = Instant::now();
     let mut response = {
         let _enter = span.enter();
         next.run(request).await
     };
-    let micros = started.elapsed().as_micros();
+    let elapsed = started.elapsed();
+    state
+        .metrics
+        .record(&route, method.as_str(), response.status().as_u16(), elapsed);
+    let micros = elapsed.as_micros();
     span.in_scope(|| {
         tracing::info!(
             status = response.status().as_u16(),

@@ -1,0 +1,173 @@
+//! Prometheus text metrics, kept by hand: a request counter by route, method and
+//! status, a latency histogram by route and method, and the cache's hits and misses.
+//! Routes are axum's matched path templates (`/v1/agents/{agent}/prompt`), so label
+//! cardinality is bounded by the route table, never by what clients send.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::cache::Cache;
+
+/// Histogram bucket bounds, in seconds.
+const BUCKETS: [f64; 12] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+
+#[derive(Default)]
+struct Histogram {
+    counts: [u64; BUCKETS.len()],
+    count: u64,
+    sum: f64,
+}
+
+#[derive(Default)]
+struct Series {
+    requests: BTreeMap<(String, String, u16), u64>,
+    latency: BTreeMap<(String, String), Histogram>,
+}
+
+/// Request metrics for one process.
+#[derive(Default)]
+pub struct Metrics {
+    series: Mutex<Series>,
+}
+
+impl Metrics {
+    pub fn record(&self, route: &str, method: &str, status: u16, elapsed: Duration) {
+        let seconds = elapsed.as_secs_f64();
+        let mut series = self.series.lock().unwrap_or_else(|e| e.into_inner());
+        *series
+            .requests
+            .entry((route.to_owned(), method.to_owned(), status))
+            .or_default() += 1;
+        let histogram = series
+            .latency
+            .entry((route.to_owned(), method.to_owned()))
+            .or_default();
+        histogram.count += 1;
+        histogram.sum += seconds;
+        for (bound, count) in BUCKETS.iter().zip(histogram.counts.iter_mut()) {
+            if seconds <= *bound {
+                *count += 1;
+            }
+        }
+    }
+
+    /// The exposition text (format 0.0.4).
+    pub fn render(&self, cache: &Cache) -> String {
+        let series = self.series.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = String::new();
+        out.push_str("# HELP loadout_http_requests_total HTTP requests served.\n");
+        out.push_str("# TYPE loadout_http_requests_total counter\n");
+        for ((route, method, status), n) in &series.requests {
+            _ = writeln!(
+                out,
+                "loadout_http_requests_total{{route=\"{}\",method=\"{}\",status=\"{status}\"}} {n}",
+                escape(route),
+                escape(method)
+            );
+        }
+        out.push_str("# HELP loadout_http_request_duration_seconds Time to serve a request.\n");
+        out.push_str("# TYPE loadout_http_request_duration_seconds histogram\n");
+        for ((route, method), h) in &series.latency {
+            let labels = format!("route=\"{}\",method=\"{}\"", escape(route), escape(method));
+            for (bound, count) in BUCKETS.iter().zip(h.counts) {
+                _ = writeln!(
+                    out,
+                    "loadout_http_request_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {count}"
+                );
+            }
+            _ = writeln!(
+                out,
+                "loadout_http_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
+                h.count
+            );
+            _ = writeln!(
+                out,
+                "loadout_http_request_duration_seconds_sum{{{labels}}} {}",
+                h.sum
+            );
+            _ = writeln!(
+                out,
+                "loadout_http_request_duration_seconds_count{{{labels}}} {}",
+                h.count
+            );
+        }
+        for (name, help, value) in [
+            (
+                "loadout_cache_hits_total",
+                "Cache lookups answered from memory.",
+                cache.hits.load(Ordering::Relaxed),
+            ),
+            (
+                "loadout_cache_misses_total",
+                "Cache lookups that went to the database.",
+                cache.misses.load(Ordering::Relaxed),
+            ),
+        ] {
+            _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
+            );
+        }
+        _ = writeln!(
+            out,
+            "# HELP loadout_config_generation The configuration generation this process serves.\n# TYPE loadout_config_generation gauge\nloadout_config_generation {}",
+            cache.generation()
+        );
+        out
+    }
+}
+
+/// Label values escape `\`, `"` and newlines.
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_and_latencies_are_exposed_by_route() {
+        let metrics = Metrics::default();
+        let cache = Cache::new(3);
+        metrics.record(
+            "/v1/agents/{agent}/prompt",
+            "GET",
+            200,
+            Duration::from_micros(700),
+        );
+        metrics.record(
+            "/v1/agents/{agent}/prompt",
+            "GET",
+            200,
+            Duration::from_millis(30),
+        );
+        metrics.record(
+            "/v1/agents/{agent}/prompt",
+            "GET",
+            404,
+            Duration::from_micros(100),
+        );
+        let text = metrics.render(&cache);
+        assert!(text.contains("loadout_http_requests_total{route=\"/v1/agents/{agent}/prompt\",method=\"GET\",status=\"200\"} 2\n"), "{text}");
+        assert!(text.contains("status=\"404\"} 1\n"));
+        assert!(text.contains("le=\"0.0005\"} 1\n"), "{text}");
+        assert!(text.contains("le=\"0.001\"} 2\n"), "{text}");
+        assert!(text.contains("le=\"0.05\"} 3\n"), "{text}");
+        assert!(text.contains("le=\"+Inf\"} 3\n"));
+        assert!(text.contains("loadout_config_generation 3\n"));
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}
