@@ -479,3 +479,26 @@ db_test! {
         assert_eq!(open.status(), StatusCode::OK);
     }
 }
+
+db_test! {
+    async fn agents_are_created_served_and_soft_deleted(db) {
+        let api = Api::new(db).await;
+        let admin = Some(api.admin.as_str());
+        let body = json!({"name": "researcher", "identity": {"display_name": "Researcher"}, "soul": "Dig deep.",
+                          "prompt_template": "$identity\n$soul\n$channel_guidance"});
+        let created = api.call(Method::POST, "/v1/agents", admin, Some(body.clone())).await;
+        assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
+        assert_eq!(api.call(Method::POST, "/v1/agents", admin, Some(body)).await.status, StatusCode::CONFLICT);
+        let prompt = api.get("/v1/agents/researcher/prompt?channel=web").await;
+        assert!(prompt.body["text"].as_str().expect("text").starts_with("You are Researcher.\nDig deep.\nThe user is chatting"), "{}", prompt.body);
+        let tools = api.get("/v1/agents/researcher/tools?format=openai").await;
+        assert_eq!(tools.body["tools"], json!([]));
+
+        let deleted = api.call(Method::DELETE, "/v1/agents/researcher", admin, None).await;
+        assert_eq!(deleted.status, StatusCode::OK);
+        assert_eq!(api.get("/v1/agents/researcher/prompt?channel=web").await.status, StatusCode::NOT_FOUND);
+        let rows = loadout_tests::dump::rows(&api.db).await;
+        let row = rows["agent_configurations"].as_array().expect("agents").iter().find(|a| a["name"] == "researcher").expect("row kept");
+        assert!(!row["deleted_at"].is_null());
+    }
+}

@@ -30,8 +30,11 @@ use crate::prompt::lint;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/v1/agents", get(list_agents))
-        .route("/v1/agents/{agent}", get(get_agent).patch(update_agent))
+        .route("/v1/agents", get(list_agents).post(create_agent))
+        .route(
+            "/v1/agents/{agent}",
+            get(get_agent).patch(update_agent).delete(delete_agent),
+        )
         .route(
             "/v1/agents/{agent}/prompt-template",
             get(get_template).put(put_template).delete(delete_template),
@@ -111,6 +114,130 @@ async fn get_agent(
 ) -> ApiResult<Response> {
     let row = agent_row(&state.db, &name).await?;
     Ok(axum::Json(agent_json(&row)).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewAgent {
+    name: String,
+    identity: Value,
+    soul: String,
+    prompt_template: Option<String>,
+    operating_model: Option<String>,
+    interaction_learning: Option<String>,
+}
+
+async fn create_agent(
+    State(state): State<AppState>,
+    AdminKey(who): AdminKey,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult<Response> {
+    let new: NewAgent = json_body(body)?;
+    check_name("agent", &new.name)?;
+    if !new.identity.is_object() {
+        return Err(ApiError::unprocessable(
+            "invalid_identity",
+            "identity must be a JSON object (display_name, role, description)",
+        ));
+    }
+    check_text("soul", &new.soul)?;
+    for text in [&new.operating_model, &new.interaction_learning]
+        .into_iter()
+        .flatten()
+    {
+        check_text("section", text)?;
+    }
+    let mut warnings = Vec::new();
+    if let Some(template) = &new.prompt_template {
+        if template.len() > state.max_template_bytes {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "template_too_large",
+                format!(
+                    "the template is {} bytes; the limit is {} bytes",
+                    template.len(),
+                    state.max_template_bytes
+                ),
+            ));
+        }
+        warnings = lint::lint(template, &lint_tool_names(&state.db).await?);
+        if lint::has_errors(&warnings) {
+            return Err(ApiError::unprocessable(
+                "lint_failed",
+                "the template has lint errors; fix them, or create the agent without a template and save it with \"force\": true",
+            )
+            .with_details(json!({ "problems": warnings })));
+        }
+    }
+    let txn = state.db.begin().await?;
+    let taken = agent_configurations::Entity::find()
+        .filter(agent_configurations::Column::Name.eq(new.name.as_str()))
+        .one(&txn)
+        .await?;
+    if taken.is_some() {
+        return Err(ApiError::conflict(format!(
+            "an agent named {:?} exists (or existed: names of deleted agents stay taken)",
+            new.name
+        )));
+    }
+    let now = Utc::now();
+    let saved = agent_configurations::ActiveModel {
+        name: Set(new.name),
+        identity: Set(new.identity),
+        soul: Set(new.soul.clone()),
+        prompt_template: Set(new.prompt_template.clone()),
+        operating_model: Set(new.operating_model),
+        interaction_learning: Set(new.interaction_learning),
+        soul_version: Set(1),
+        template_version: Set(1),
+        created_at: Set(now),
+        updated_at: Set(now),
+        deleted_at: Set(None),
+        ..Default::default()
+    }
+    .insert(&txn)
+    .await?;
+    record_version(
+        &txn,
+        saved.id,
+        SOUL,
+        1,
+        Some(new.soul),
+        false,
+        &who.key_name,
+    )
+    .await?;
+    record_version(
+        &txn,
+        saved.id,
+        TEMPLATE,
+        1,
+        new.prompt_template,
+        false,
+        &who.key_name,
+    )
+    .await?;
+    commit(&state, txn).await?;
+    let mut body = agent_json(&saved);
+    body["warnings"] = json!(warnings);
+    Ok((StatusCode::CREATED, axum::Json(body)).into_response())
+}
+
+/// Soft delete: `deleted_at` is set and the agent disappears from every endpoint.
+async fn delete_agent(
+    State(state): State<AppState>,
+    _key: AdminKey,
+    Path(name): Path<String>,
+) -> ApiResult<Response> {
+    let txn = state.db.begin().await?;
+    let row = agent_row(&txn, &name).await?;
+    let now = Utc::now();
+    let mut active: agent_configurations::ActiveModel = row.into();
+    active.deleted_at = Set(Some(now));
+    active.updated_at = Set(now);
+    let saved = active.update(&txn).await?;
+    commit(&state, txn).await?;
+    Ok(axum::Json(agent_json(&saved)).into_response())
 }
 
 /// The fields an admin may change; anything else (ids, versions, timestamps) is refused.
