@@ -121,8 +121,9 @@ async fn send(
     let body = if bytes.is_empty() {
         Value::Null
     } else {
+        // Every endpoint answers JSON but /metrics, which is Prometheus text.
         serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&bytes)))
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
     };
     Reply { status, etag, body }
 }
@@ -168,7 +169,10 @@ db_test! {
         let api = Api::new(db).await;
         let path = "/v1/agents/assistant/prompt?channel=web";
         assert_eq!(api.call(Method::GET, path, None, None).await.status, StatusCode::UNAUTHORIZED);
-        let forged = format!("{}0", &api.agent[..api.agent.len() - 1]);
+        // Same prefix, another secret: flip the last hex digit.
+        let last = if api.agent.ends_with('0') { '1' } else { '0' };
+        let forged = format!("{}{last}", &api.agent[..api.agent.len() - 1]);
+        assert_ne!(forged, api.agent);
         let reply = api.call(Method::GET, path, Some(&forged), None).await;
         assert_eq!((reply.status, error_code(&reply)), (StatusCode::UNAUTHORIZED, "unauthorized"));
         let reply = api.call(Method::GET, "/v1/agents", Some(&api.agent), None).await;
@@ -500,5 +504,64 @@ db_test! {
         let rows = loadout_tests::dump::rows(&api.db).await;
         let row = rows["agent_configurations"].as_array().expect("agents").iter().find(|a| a["name"] == "researcher").expect("row kept");
         assert!(!row["deleted_at"].is_null());
+    }
+}
+
+db_test! {
+    async fn every_route_is_in_the_openapi_document_and_every_documented_route_is_served(db) {
+        let api = Api::new(db).await;
+        let spec = api.call(Method::GET, "/openapi.json", None, None).await;
+        assert_eq!(spec.status, StatusCode::OK);
+        assert!(spec.body["openapi"].as_str().expect("version").starts_with("3."));
+        let paths = spec.body["paths"].as_object().expect("paths");
+        let mut operations = Vec::new();
+        for (path, item) in paths {
+            for method in ["get", "post", "put", "patch", "delete"] {
+                if item.get(method).is_some() {
+                    operations.push((method.to_uppercase(), path.clone()));
+                }
+            }
+        }
+        // The routes, as a person reads them in the README; the spec must hold exactly these.
+        let mut expected: Vec<(String, String)> = [
+            "GET /health", "GET /ready", "GET /metrics", "GET /openapi.json",
+            "GET /v1/agents/{agent}/prompt", "POST /v1/agents/{agent}/prompt/render",
+            "GET /v1/agents/{agent}/tools", "GET /v1/agents/{agent}/loadout",
+            "GET /v1/agents", "POST /v1/agents", "GET /v1/agents/{agent}", "PATCH /v1/agents/{agent}",
+            "DELETE /v1/agents/{agent}", "GET /v1/agents/{agent}/prompt-template",
+            "PUT /v1/agents/{agent}/prompt-template", "DELETE /v1/agents/{agent}/prompt-template",
+            "GET /v1/agents/{agent}/prompt-template/versions",
+            "GET /v1/agents/{agent}/prompt-template/versions/{version}",
+            "POST /v1/agents/{agent}/prompt-template/versions/{version}/restore",
+            "POST /v1/agents/{agent}/prompt/preview",
+            "GET /v1/agents/{agent}/users/{user_id}/instructions",
+            "PUT /v1/agents/{agent}/users/{user_id}/instructions",
+            "GET /v1/tools", "POST /v1/tools", "GET /v1/tools/{tool}", "PATCH /v1/tools/{tool}",
+            "DELETE /v1/tools/{tool}", "GET /v1/agents/{agent}/links",
+            "PUT /v1/agents/{agent}/links/{tool}", "DELETE /v1/agents/{agent}/links/{tool}",
+            "GET /v1/channels", "GET /v1/channels/{channel}", "PATCH /v1/channels/{channel}",
+        ].iter().map(|r| { let (m, p) = r.split_once(' ').expect("method path"); (m.to_owned(), p.to_owned()) }).collect();
+        expected.sort();
+        operations.sort();
+        assert_eq!(operations, expected);
+
+        // Each documented operation reaches a handler (never the fallback), read-only ones
+        // with 2xx. Reads first and deletes last, so nothing is gone before it is read.
+        let rank = |m: &str| match m { "GET" => 0, "DELETE" => 2, _ => 1 };
+        operations.sort_by_key(|(m, p)| (rank(m), p.clone()));
+        for (method, path) in &operations {
+            let concrete = path.replace("{agent}", "assistant").replace("{tool}", "get_tasks")
+                .replace("{channel}", "web").replace("{user_id}", "u-1").replace("{version}", "1");
+            let concrete = match concrete.as_str() {
+                "/v1/agents/assistant/prompt" | "/v1/agents/assistant/loadout" => format!("{concrete}?channel=web"),
+                _ => concrete,
+            };
+            let reply = api.call(Method::from_bytes(method.as_bytes()).expect("method"), &concrete, Some(&api.admin), None).await;
+            let fallback = reply.body["error"]["message"] == "no such route";
+            assert!(!fallback && reply.status != StatusCode::METHOD_NOT_ALLOWED, "{method} {concrete}: {} {}", reply.status, reply.body);
+            if method == "GET" {
+                assert!(reply.status.is_success(), "{method} {concrete}: {} {}", reply.status, reply.body);
+            }
+        }
     }
 }

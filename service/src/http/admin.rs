@@ -6,13 +6,11 @@
 
 use std::collections::BTreeSet;
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use chrono::Utc;
 use entity::{agent_configurations, prompt_versions, tools, user_agent_prompt_customizations};
 use sea_orm::sea_query::Expr;
@@ -22,40 +20,24 @@ use sea_orm::{
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::agent::{check_name, check_user_id, json_body};
 use super::error::{ApiError, ApiResult};
 use super::{AdminKey, AppState};
 use crate::prompt::lint;
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/agents", get(list_agents).post(create_agent))
-        .route(
-            "/v1/agents/{agent}",
-            get(get_agent).patch(update_agent).delete(delete_agent),
-        )
-        .route(
-            "/v1/agents/{agent}/prompt-template",
-            get(get_template).put(put_template).delete(delete_template),
-        )
-        .route(
-            "/v1/agents/{agent}/prompt-template/versions",
-            get(list_versions),
-        )
-        .route(
-            "/v1/agents/{agent}/prompt-template/versions/{version}",
-            get(get_version),
-        )
-        .route(
-            "/v1/agents/{agent}/prompt-template/versions/{version}/restore",
-            post(restore_version),
-        )
-        .route("/v1/agents/{agent}/prompt/preview", post(preview))
-        .route(
-            "/v1/agents/{agent}/users/{user_id}/instructions",
-            get(get_instructions).put(put_instructions),
-        )
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_agents, create_agent))
+        .routes(routes!(get_agent, update_agent, delete_agent))
+        .routes(routes!(get_template, put_template, delete_template))
+        .routes(routes!(list_versions))
+        .routes(routes!(get_version))
+        .routes(routes!(restore_version))
+        .routes(routes!(preview))
+        .routes(routes!(get_instructions, put_instructions))
 }
 
 const TEMPLATE: &str = "template";
@@ -97,6 +79,7 @@ pub(super) async fn commit(state: &AppState, txn: DatabaseTransaction) -> ApiRes
     Ok(())
 }
 
+#[utoipa::path(get, path = "/v1/agents", tag = "admin", summary = "List agents (admin)", responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn list_agents(State(state): State<AppState>, _key: AdminKey) -> ApiResult<Response> {
     let rows = agent_configurations::Entity::find()
         .filter(agent_configurations::Column::DeletedAt.is_null())
@@ -107,6 +90,7 @@ async fn list_agents(State(state): State<AppState>, _key: AdminKey) -> ApiResult
     Ok(axum::Json(json!({ "agents": agents })).into_response())
 }
 
+#[utoipa::path(get, path = "/v1/agents/{agent}", tag = "admin", summary = "One agent with soul, template and versions (admin)", params(("agent" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn get_agent(
     State(state): State<AppState>,
     _key: AdminKey,
@@ -127,6 +111,7 @@ struct NewAgent {
     interaction_learning: Option<String>,
 }
 
+#[utoipa::path(post, path = "/v1/agents", tag = "admin", summary = "Create an agent (admin)", responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn create_agent(
     State(state): State<AppState>,
     AdminKey(who): AdminKey,
@@ -224,6 +209,7 @@ async fn create_agent(
 }
 
 /// Soft delete: `deleted_at` is set and the agent disappears from every endpoint.
+#[utoipa::path(delete, path = "/v1/agents/{agent}", tag = "admin", summary = "Soft-delete an agent (admin)", params(("agent" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn delete_agent(
     State(state): State<AppState>,
     _key: AdminKey,
@@ -268,6 +254,7 @@ fn check_text(what: &str, text: &str) -> ApiResult<()> {
     Ok(())
 }
 
+#[utoipa::path(patch, path = "/v1/agents/{agent}", tag = "admin", summary = "Update identity, soul or sections (admin; soul versioned)", params(("agent" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn update_agent(
     State(state): State<AppState>,
     AdminKey(who): AdminKey,
@@ -404,6 +391,7 @@ fn version_json(v: &prompt_versions::Model) -> Value {
     })
 }
 
+#[utoipa::path(get, path = "/v1/agents/{agent}/prompt-template", tag = "admin", summary = "The current template and its version (admin)", params(("agent" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn get_template(
     State(state): State<AppState>,
     _key: AdminKey,
@@ -506,6 +494,7 @@ async fn save_template(
     .into_response())
 }
 
+#[utoipa::path(put, path = "/v1/agents/{agent}/prompt-template", tag = "admin", summary = "Save a template: lint, version check, new version (admin)", params(("agent" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn put_template(
     State(state): State<AppState>,
     AdminKey(who): AdminKey,
@@ -531,6 +520,7 @@ struct ExpectedVersion {
 }
 
 /// Back to the built-in assembly; recorded as a version with no template.
+#[utoipa::path(delete, path = "/v1/agents/{agent}/prompt-template", tag = "admin", summary = "Back to the built-in assembly, as a new version (admin)", params(("agent" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn delete_template(
     State(state): State<AppState>,
     AdminKey(who): AdminKey,
@@ -563,6 +553,7 @@ async fn versions(
         .await?)
 }
 
+#[utoipa::path(get, path = "/v1/agents/{agent}/prompt-template/versions", tag = "admin", summary = "Template history (admin)", params(("agent" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn list_versions(
     State(state): State<AppState>,
     _key: AdminKey,
@@ -598,6 +589,7 @@ async fn one_version(
     Ok((row, found))
 }
 
+#[utoipa::path(get, path = "/v1/agents/{agent}/prompt-template/versions/{version}", tag = "admin", summary = "One template version (admin)", params(("agent" = String, Path), ("version" = i32, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn get_version(
     State(state): State<AppState>,
     _key: AdminKey,
@@ -608,6 +600,7 @@ async fn get_version(
 }
 
 /// A new version equal to version `n` (history is never rewritten).
+#[utoipa::path(post, path = "/v1/agents/{agent}/prompt-template/versions/{version}/restore", tag = "admin", summary = "A new version equal to an old one (admin)", params(("agent" = String, Path), ("version" = i32, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn restore_version(
     State(state): State<AppState>,
     AdminKey(who): AdminKey,
@@ -625,6 +618,7 @@ async fn restore_version(
     .await
 }
 
+#[utoipa::path(get, path = "/v1/agents/{agent}/users/{user_id}/instructions", tag = "admin", summary = "A user's instructions for the agent (admin)", params(("agent" = String, Path), ("user_id" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn get_instructions(
     State(state): State<AppState>,
     _key: AdminKey,
@@ -646,6 +640,7 @@ struct InstructionsPut {
     instructions: Option<String>,
 }
 
+#[utoipa::path(put, path = "/v1/agents/{agent}/users/{user_id}/instructions", tag = "admin", summary = "Set or switch off a user's instructions (admin)", params(("agent" = String, Path), ("user_id" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn put_instructions(
     State(state): State<AppState>,
     _key: AdminKey,
@@ -715,6 +710,7 @@ struct PreviewRequest {
 }
 
 /// Renders a template that is not saved, with its lint report; nothing is written.
+#[utoipa::path(post, path = "/v1/agents/{agent}/prompt/preview", tag = "admin", summary = "Render an unsaved template for one or every channel, with its lint report (admin)", params(("agent" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn preview(
     State(state): State<AppState>,
     _key: AdminKey,

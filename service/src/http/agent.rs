@@ -4,17 +4,17 @@
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::cache::LoadedAgent;
 use super::error::{ApiError, ApiResult};
@@ -23,12 +23,12 @@ use crate::prompt::builder::{self, Channels};
 use crate::prompt::load;
 use crate::tool_formats::{self, Format};
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/agents/{agent}/prompt", get(get_prompt))
-        .route("/v1/agents/{agent}/prompt/render", post(render_prompt))
-        .route("/v1/agents/{agent}/tools", get(get_tools))
-        .route("/v1/agents/{agent}/loadout", get(get_loadout))
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(get_prompt))
+        .routes(routes!(render_prompt))
+        .routes(routes!(get_tools))
+        .routes(routes!(get_loadout))
 }
 
 /// `[a-z0-9][a-z0-9._-]{0,63}`: agent, channel and key names.
@@ -235,6 +235,7 @@ struct PromptQuery {
     tz: Option<String>,
 }
 
+#[utoipa::path(get, path = "/v1/agents/{agent}/prompt", tag = "agents", summary = "The agent's rendered prompt for a channel (any key; ETag)", params(("agent" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn get_prompt(
     State(state): State<AppState>,
     _key: AnyKey,
@@ -258,6 +259,7 @@ async fn get_prompt(
     Ok(with_etag(&headers, &body))
 }
 
+#[utoipa::path(post, path = "/v1/agents/{agent}/prompt/render", tag = "agents", summary = "Render with memory notes and session data in the body (any key; ETag)", params(("agent" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn render_prompt(
     State(state): State<AppState>,
     _key: AnyKey,
@@ -284,6 +286,7 @@ struct ToolsQuery {
     format: Option<String>,
 }
 
+#[utoipa::path(get, path = "/v1/agents/{agent}/tools", tag = "agents", summary = "The agent's active tools as OpenAI, Anthropic or MCP definitions (any key; ETag)", params(("agent" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn get_tools(
     State(state): State<AppState>,
     _key: AnyKey,
@@ -311,6 +314,7 @@ struct LoadoutQuery {
     tz: Option<String>,
 }
 
+#[utoipa::path(get, path = "/v1/agents/{agent}/loadout", tag = "agents", summary = "Prompt and tools in one response (any key; ETag)", params(("agent" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn get_loadout(
     State(state): State<AppState>,
     _key: AnyKey,

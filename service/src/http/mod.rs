@@ -22,8 +22,9 @@ use axum::http::request::Parts;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use sea_orm::DatabaseConnection;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::keys::{self, Principal, Role};
 use crate::prompt::builder::Clock;
@@ -92,24 +93,67 @@ impl AppState {
     }
 }
 
-/// The whole API. `/metrics` needs an admin key here; see [`metrics_router`].
+/// The whole API, and its OpenAPI description: every route is registered through
+/// `utoipa_axum::routes!`, so a route cannot exist without being in the spec.
+/// `/metrics` needs an admin key here; see [`metrics_router`].
 pub fn router(state: AppState) -> Router {
-    Router::new()
-        .route("/health", get(health))
-        .route("/ready", get(ready))
-        .route(
-            "/metrics",
-            get(
-                |State(state): State<AppState>, _key: AdminKey| async move { metrics_text(&state) },
-            ),
-        )
-        .merge(agent::routes())
-        .merge(admin::routes())
-        .merge(registry::routes())
+    let (router, _spec) = api_routes().split_for_parts();
+    router
         .fallback(|| async { ApiError::not_found("no such route") })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(state.clone(), trace))
         .with_state(state)
+}
+
+/// The OpenAPI description of every route (what `/openapi.json` serves).
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    api_routes().split_for_parts().1
+}
+
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(title = "loadout", description = "Each LLM agent's tools and prompt, served from a database."),
+    components(schemas()),
+    modifiers(&BearerAuth),
+    security(("bearer" = []))
+)]
+struct ApiDoc;
+
+/// Declares the `Authorization: Bearer lo_...` scheme.
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+fn api_routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(<ApiDoc as utoipa::OpenApi>::openapi())
+        .routes(routes!(health))
+        .routes(routes!(ready))
+        .routes(routes!(metrics))
+        .routes(routes!(openapi_json))
+        .merge(agent::routes())
+        .merge(admin::routes())
+        .merge(registry::routes())
+}
+
+static SPEC: std::sync::LazyLock<utoipa::openapi::OpenApi> = std::sync::LazyLock::new(openapi);
+
+#[utoipa::path(get, path = "/openapi.json", tag = "operations", summary = "This OpenAPI description (no key)", security(()), responses((status = 200, description = "OpenAPI 3.1 JSON")))]
+async fn openapi_json() -> Response {
+    axum::Json(&*SPEC).into_response()
+}
+
+#[utoipa::path(get, path = "/metrics", tag = "operations", summary = "Prometheus metrics (admin key, or open on --metrics-bind)", responses((status = 200, description = "Prometheus text")))]
+async fn metrics(State(state): State<AppState>, _key: AdminKey) -> Response {
+    metrics_text(&state)
 }
 
 /// `/metrics` alone and open, for a separate `--metrics-bind` address that only
@@ -118,7 +162,7 @@ pub fn metrics_router(state: AppState) -> Router {
     Router::new()
         .route(
             "/metrics",
-            get(|State(state): State<AppState>| async move { metrics_text(&state) }),
+            axum::routing::get(|State(state): State<AppState>| async move { metrics_text(&state) }),
         )
         .with_state(state)
 }
@@ -134,11 +178,13 @@ fn metrics_text(state: &AppState) -> Response {
         .into_response()
 }
 
+#[utoipa::path(get, path = "/health", tag = "operations", summary = "Liveness (no key)", security(()), responses((status = 200, description = "ok")))]
 async fn health() -> impl IntoResponse {
     axum::Json(serde_json::json!({"status": "ok"}))
 }
 
 /// Ready when the database answers and every migration is applied.
+#[utoipa::path(get, path = "/ready", tag = "operations", summary = "Readiness: database reachable, migrations current (no key)", security(()), responses((status = 200, description = "ready"), (status = 503, description = "not ready")))]
 async fn ready(State(state): State<AppState>) -> Response {
     match crate::migrate::ensure_current(&state.db).await {
         Ok(()) => axum::Json(serde_json::json!({"status": "ready"})).into_response(),

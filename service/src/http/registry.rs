@@ -1,13 +1,11 @@
 //! Admin endpoints for the tool registry, agent ↔ tool links and channels.
 //! Deletes are soft; every write bumps the configuration generation.
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use chrono::Utc;
 use entity::{agent_tools, channels, tools};
 use sea_orm::sea_query::Expr;
@@ -17,29 +15,22 @@ use sea_orm::{
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use super::admin::{agent_row, commit};
 use super::agent::{check_name, json_body};
 use super::error::{ApiError, ApiResult};
 use super::{AdminKey, AppState};
 
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1/tools", get(list_tools).post(create_tool))
-        .route(
-            "/v1/tools/{tool}",
-            get(get_tool).patch(update_tool).delete(delete_tool),
-        )
-        .route("/v1/agents/{agent}/links", get(list_links))
-        .route(
-            "/v1/agents/{agent}/links/{tool}",
-            axum::routing::put(attach).delete(detach),
-        )
-        .route("/v1/channels", get(list_channels))
-        .route(
-            "/v1/channels/{channel}",
-            get(get_channel).patch(update_channel),
-        )
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_tools, create_tool))
+        .routes(routes!(get_tool, update_tool, delete_tool))
+        .routes(routes!(list_links))
+        .routes(routes!(attach, detach))
+        .routes(routes!(list_channels))
+        .routes(routes!(get_channel, update_channel))
 }
 
 const VERBS: [&str; 7] = ["get", "create", "update", "delete", "search", "set", "link"];
@@ -148,6 +139,7 @@ struct ToolFilter {
     active: Option<bool>,
 }
 
+#[utoipa::path(get, path = "/v1/tools", tag = "registry", summary = "List tools, optionally by active state (admin)", responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn list_tools(
     State(state): State<AppState>,
     _key: AdminKey,
@@ -167,6 +159,7 @@ async fn list_tools(
     Ok(axum::Json(json!({ "tools": listed })).into_response())
 }
 
+#[utoipa::path(get, path = "/v1/tools/{tool}", tag = "registry", summary = "One tool (admin)", params(("tool" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn get_tool(
     State(state): State<AppState>,
     _key: AdminKey,
@@ -213,6 +206,7 @@ fn check_description(text: &str) -> ApiResult<()> {
     Ok(())
 }
 
+#[utoipa::path(post, path = "/v1/tools", tag = "registry", summary = "Create a tool: verb vocabulary, required tier, JSON Schema (admin)", responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn create_tool(
     State(state): State<AppState>,
     _key: AdminKey,
@@ -269,6 +263,7 @@ struct ToolUpdate {
     is_active: Option<bool>,
 }
 
+#[utoipa::path(patch, path = "/v1/tools/{tool}", tag = "registry", summary = "Update description, tier, schema, prompt section or active (admin)", params(("tool" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn update_tool(
     State(state): State<AppState>,
     _key: AdminKey,
@@ -310,6 +305,7 @@ async fn update_tool(
 }
 
 /// Soft delete: the row stays with `deleted_at` set, and its agent links are switched off.
+#[utoipa::path(delete, path = "/v1/tools/{tool}", tag = "registry", summary = "Soft-delete a tool and switch off its links (admin)", params(("tool" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn delete_tool(
     State(state): State<AppState>,
     _key: AdminKey,
@@ -334,6 +330,7 @@ async fn delete_tool(
     Ok(axum::Json(tool_json(&saved)).into_response())
 }
 
+#[utoipa::path(get, path = "/v1/agents/{agent}/links", tag = "registry", summary = "The agent's tool links (admin)", params(("agent" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn list_links(
     State(state): State<AppState>,
     _key: AdminKey,
@@ -403,6 +400,7 @@ async fn set_link(state: &AppState, agent: &str, tool: &str, on: bool) -> ApiRes
     Ok(axum::Json(json!({"agent": agent.name, "tool": tool.name, "active": on})).into_response())
 }
 
+#[utoipa::path(put, path = "/v1/agents/{agent}/links/{tool}", tag = "registry", summary = "Attach a tool to an agent (admin)", params(("agent" = String, Path), ("tool" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn attach(
     State(state): State<AppState>,
     _key: AdminKey,
@@ -412,6 +410,7 @@ async fn attach(
 }
 
 /// Switches the link off; the row stays.
+#[utoipa::path(delete, path = "/v1/agents/{agent}/links/{tool}", tag = "registry", summary = "Switch a link off; the row stays (admin)", params(("agent" = String, Path), ("tool" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn detach(
     State(state): State<AppState>,
     _key: AdminKey,
@@ -442,6 +441,7 @@ async fn channel_row(db: &impl ConnectionTrait, name: &str) -> ApiResult<channel
         .ok_or_else(|| ApiError::not_found(format!("no channel named {name:?}")))
 }
 
+#[utoipa::path(get, path = "/v1/channels", tag = "registry", summary = "List channels (admin)", responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn list_channels(State(state): State<AppState>, _key: AdminKey) -> ApiResult<Response> {
     let rows = channels::Entity::find()
         .filter(channels::Column::DeletedAt.is_null())
@@ -452,6 +452,7 @@ async fn list_channels(State(state): State<AppState>, _key: AdminKey) -> ApiResu
     Ok(axum::Json(json!({ "channels": listed })).into_response())
 }
 
+#[utoipa::path(get, path = "/v1/channels/{channel}", tag = "registry", summary = "One channel (admin)", params(("channel" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn get_channel(
     State(state): State<AppState>,
     _key: AdminKey,
@@ -470,6 +471,7 @@ struct ChannelUpdate {
     include_session_section: Option<bool>,
 }
 
+#[utoipa::path(patch, path = "/v1/channels/{channel}", tag = "registry", summary = "Update a channel's guidance and sections (admin)", params(("channel" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn update_channel(
     State(state): State<AppState>,
     _key: AdminKey,
