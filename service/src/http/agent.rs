@@ -192,39 +192,84 @@ pub async fn render(
     }))
 }
 
+/// A serialised JSON body and its strong ETag, ready to send (and to cache).
+#[derive(Clone, Debug)]
+pub struct Encoded {
+    body: Bytes,
+    etag: HeaderValue,
+}
+
+impl Encoded {
+    pub fn new(body: &Value) -> ApiResult<Self> {
+        let bytes = serde_json::to_vec(body).map_err(ApiError::internal)?;
+        let digest = crate::keys::hash_bytes(&bytes);
+        let etag =
+            HeaderValue::from_str(&format!("\"{}\"", &digest[..32])).map_err(ApiError::internal)?;
+        Ok(Self {
+            body: Bytes::from(bytes),
+            etag,
+        })
+    }
+
+    /// 200 with the body, or 304 when `If-None-Match` holds this ETag (or `*`).
+    pub fn respond(self, headers: &HeaderMap) -> Response {
+        let etag = self.etag.to_str().unwrap_or_default();
+        let matches = headers
+            .get_all(header::IF_NONE_MATCH)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|tag| {
+                let tag = tag.trim();
+                tag == "*" || tag == etag
+            });
+        if matches {
+            return (StatusCode::NOT_MODIFIED, [(header::ETAG, self.etag)]).into_response();
+        }
+        (
+            [
+                (header::ETAG, self.etag),
+                (
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                ),
+                (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+            ],
+            self.body,
+        )
+            .into_response()
+    }
+}
+
 /// A JSON response with a strong ETag, or 304 when the client already has it.
 pub fn with_etag(headers: &HeaderMap, body: &Value) -> Response {
-    let bytes = match serde_json::to_vec(body) {
-        Ok(bytes) => bytes,
-        Err(e) => return ApiError::internal(e).into_response(),
-    };
-    let digest = crate::keys::hash_bytes(&bytes);
-    let etag = format!("\"{}\"", &digest[..32]);
-    let matches = headers
-        .get_all(header::IF_NONE_MATCH)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|tag| {
-            let tag = tag.trim();
-            tag == "*" || tag == etag
-        });
-    let etag_value = HeaderValue::from_str(&etag).unwrap_or(HeaderValue::from_static("\"\""));
-    if matches {
-        return (StatusCode::NOT_MODIFIED, [(header::ETAG, etag_value)]).into_response();
+    match Encoded::new(body) {
+        Ok(encoded) => encoded.respond(headers),
+        Err(e) => e.into_response(),
     }
-    (
-        [
-            (header::ETAG, etag_value),
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            ),
-            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-        ],
-        bytes,
-    )
-        .into_response()
+}
+
+/// Serves a GET from the response cache, or builds, encodes and caches it. `key`
+/// must name everything the body depends on besides the configuration generation
+/// (which stamps the entry) and the minute (which is part of the key, because the
+/// prompt shows the current time to the minute).
+async fn cached(
+    state: &AppState,
+    headers: &HeaderMap,
+    key: String,
+    build: impl std::future::Future<Output = ApiResult<Value>>,
+) -> ApiResult<Response> {
+    let generation = state.cache.generation();
+    if let Some(hit) = state.cache.response(&key, generation) {
+        return Ok(hit.respond(headers));
+    }
+    let encoded = Encoded::new(&build.await?)?;
+    state.cache.put_response(key, generation, encoded.clone());
+    Ok(encoded.respond(headers))
+}
+
+fn minute(state: &AppState) -> i64 {
+    state.clock.now().timestamp().div_euclid(60)
 }
 
 #[derive(Debug, Deserialize)]
@@ -244,19 +289,28 @@ async fn get_prompt(
     q: Result<Query<PromptQuery>, QueryRejection>,
 ) -> ApiResult<Response> {
     let q = query(q)?;
-    let agent = agent(&state, &name).await?;
-    let body = render(
-        &state,
-        &agent,
-        RenderRequest {
-            channel: q.channel,
-            user_id: q.user_id,
-            tz: q.tz,
-            ..Default::default()
-        },
-    )
-    .await?;
-    Ok(with_etag(&headers, &body))
+    let key = format!(
+        "prompt\0{name}\0{}\0{}\0{}\0{}",
+        q.channel,
+        q.user_id.as_deref().unwrap_or("\u{1}"),
+        q.tz.as_deref().unwrap_or("\u{1}"),
+        minute(&state)
+    );
+    cached(&state, &headers, key, async {
+        let agent = agent(&state, &name).await?;
+        render(
+            &state,
+            &agent,
+            RenderRequest {
+                channel: q.channel,
+                user_id: q.user_id,
+                tz: q.tz,
+                ..Default::default()
+            },
+        )
+        .await
+    })
+    .await
 }
 
 #[utoipa::path(post, path = "/v1/agents/{agent}/prompt/render", tag = "agents", summary = "Render with memory notes and session data in the body (any key; ETag)", params(("agent" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
@@ -296,13 +350,16 @@ async fn get_tools(
 ) -> ApiResult<Response> {
     let q = query(q)?;
     let format = parse_format(q.format.as_deref())?;
-    let agent = agent(&state, &name).await?;
-    let body = json!({
-        "agent": agent.agent.name,
-        "format": format,
-        "tools": tool_formats::render(&agent.tools, format),
-    });
-    Ok(with_etag(&headers, &body))
+    let key = format!("tools\0{name}\0{format}");
+    cached(&state, &headers, key, async {
+        let agent = agent(&state, &name).await?;
+        Ok(json!({
+            "agent": agent.agent.name,
+            "format": format,
+            "tools": tool_formats::render(&agent.tools, format),
+        }))
+    })
+    .await
 }
 
 #[derive(Debug, Deserialize)]
@@ -324,23 +381,32 @@ async fn get_loadout(
 ) -> ApiResult<Response> {
     let q = query(q)?;
     let format = parse_format(q.format.as_deref())?;
-    let agent = agent(&state, &name).await?;
-    let prompt = render(
-        &state,
-        &agent,
-        RenderRequest {
-            channel: q.channel,
-            user_id: q.user_id,
-            tz: q.tz,
-            ..Default::default()
-        },
-    )
-    .await?;
-    let body = json!({
-        "agent": agent.agent.name,
-        "prompt": {"text": prompt["text"], "provenance": prompt["provenance"]},
-        "format": format,
-        "tools": tool_formats::render(&agent.tools, format),
-    });
-    Ok(with_etag(&headers, &body))
+    let key = format!(
+        "loadout\0{name}\0{}\0{format}\0{}\0{}\0{}",
+        q.channel,
+        q.user_id.as_deref().unwrap_or("\u{1}"),
+        q.tz.as_deref().unwrap_or("\u{1}"),
+        minute(&state)
+    );
+    cached(&state, &headers, key, async {
+        let agent = agent(&state, &name).await?;
+        let prompt = render(
+            &state,
+            &agent,
+            RenderRequest {
+                channel: q.channel,
+                user_id: q.user_id,
+                tz: q.tz,
+                ..Default::default()
+            },
+        )
+        .await?;
+        Ok(json!({
+            "agent": agent.agent.name,
+            "prompt": {"text": prompt["text"], "provenance": prompt["provenance"]},
+            "format": format,
+            "tools": tool_formats::render(&agent.tools, format),
+        }))
+    })
+    .await
 }

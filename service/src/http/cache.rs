@@ -38,6 +38,9 @@ impl LoadedAgent {
     }
 }
 
+/// Entries per map before it is pruned.
+const CAPACITY: usize = 4096;
+
 /// One generation-stamped map.
 struct Stamped<K, V> {
     entries: RwLock<HashMap<K, (i64, V)>>,
@@ -64,9 +67,13 @@ impl<K: Eq + Hash, V: Clone> Stamped<K, V> {
 
     fn put(&self, key: K, stamp: i64, value: V) {
         let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
-        // Old generations are dead weight; drop them when the map grows.
-        if entries.len() >= 4096 {
+        // Old generations are dead weight; drop them when the map grows, and start
+        // over if it is still full (old minutes, many users): memory stays bounded.
+        if entries.len() >= CAPACITY {
             entries.retain(|_, (s, _)| *s >= stamp);
+            if entries.len() >= CAPACITY {
+                entries.clear();
+            }
         }
         match entries.get(&key) {
             Some((existing, _)) if *existing > stamp => {}
@@ -84,6 +91,7 @@ pub struct Cache {
     channels: Stamped<(), Arc<Channels>>,
     instructions: Stamped<(i32, String), Option<Arc<str>>>,
     keys: Stamped<String, Option<Principal>>,
+    responses: Stamped<String, super::agent::Encoded>,
     pub hits: AtomicU64,
     pub misses: AtomicU64,
 }
@@ -96,6 +104,7 @@ impl Cache {
             channels: Stamped::new(),
             instructions: Stamped::new(),
             keys: Stamped::new(),
+            responses: Stamped::new(),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
@@ -154,6 +163,15 @@ impl Cache {
             .put((agent_id, user.to_owned()), stamp, text);
     }
 
+    /// A whole encoded GET response, keyed by everything it depends on.
+    pub fn response(&self, key: &str, generation: i64) -> Option<super::agent::Encoded> {
+        self.count(self.responses.get(key, generation))
+    }
+
+    pub fn put_response(&self, key: String, stamp: i64, response: super::agent::Encoded) {
+        self.responses.put(key, stamp, response);
+    }
+
     /// Keys are cached by their hash, never by the key itself.
     pub fn key(&self, key_hash: &str, generation: i64) -> Option<Option<Principal>> {
         self.count(self.keys.get(key_hash, generation))
@@ -183,6 +201,17 @@ mod tests {
         cache.put_instructions(1, "u", 7, Some("new".into()));
         cache.put_instructions(1, "u", 6, Some("old".into()));
         assert_eq!(cache.instructions(1, "u", 7), Some(Some("new".into())));
+    }
+
+    #[test]
+    fn a_map_never_grows_past_its_capacity() {
+        let map: Stamped<u32, u32> = Stamped::new();
+        for i in 0..(CAPACITY as u32 * 3) {
+            map.put(i, 1, i);
+        }
+        let len = map.entries.read().map(|e| e.len()).unwrap_or(usize::MAX);
+        assert!(len <= CAPACITY, "{len}");
+        assert_eq!(map.get(&(CAPACITY as u32 * 3 - 1), 1), Some(CAPACITY as u32 * 3 - 1));
     }
 
     #[test]

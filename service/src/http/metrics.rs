@@ -23,10 +23,32 @@ struct Histogram {
     sum: f64,
 }
 
+/// Per route: requests by (method, status) and a latency histogram by method.
+#[derive(Default)]
+struct RouteSeries {
+    requests: BTreeMap<(&'static str, u16), u64>,
+    latency: BTreeMap<&'static str, Histogram>,
+}
+
+/// Routes are looked up by `&str`, so recording a request allocates only the
+/// first time a route is seen.
 #[derive(Default)]
 struct Series {
-    requests: BTreeMap<(String, String, u16), u64>,
-    latency: BTreeMap<(String, String), Histogram>,
+    routes: BTreeMap<String, RouteSeries>,
+}
+
+/// Standard methods as static strings; anything else is `OTHER`.
+fn method_label(method: &str) -> &'static str {
+    match method {
+        "GET" => "GET",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "PATCH" => "PATCH",
+        "DELETE" => "DELETE",
+        "HEAD" => "HEAD",
+        "OPTIONS" => "OPTIONS",
+        _ => "OTHER",
+    }
 }
 
 /// Request metrics for one process.
@@ -38,15 +60,18 @@ pub struct Metrics {
 impl Metrics {
     pub fn record(&self, route: &str, method: &str, status: u16, elapsed: Duration) {
         let seconds = elapsed.as_secs_f64();
+        let method = method_label(method);
         let mut series = self.series.lock().unwrap_or_else(|e| e.into_inner());
-        *series
-            .requests
-            .entry((route.to_owned(), method.to_owned(), status))
-            .or_default() += 1;
-        let histogram = series
-            .latency
-            .entry((route.to_owned(), method.to_owned()))
-            .or_default();
+        if !series.routes.contains_key(route) {
+            series
+                .routes
+                .insert(route.to_owned(), RouteSeries::default());
+        }
+        let Some(route) = series.routes.get_mut(route) else {
+            return;
+        };
+        *route.requests.entry((method, status)).or_default() += 1;
+        let histogram = route.latency.entry(method).or_default();
         histogram.count += 1;
         histogram.sum += seconds;
         for (bound, count) in BUCKETS.iter().zip(histogram.counts.iter_mut()) {
@@ -62,18 +87,23 @@ impl Metrics {
         let mut out = String::new();
         out.push_str("# HELP loadout_http_requests_total HTTP requests served.\n");
         out.push_str("# TYPE loadout_http_requests_total counter\n");
-        for ((route, method, status), n) in &series.requests {
-            _ = writeln!(
-                out,
-                "loadout_http_requests_total{{route=\"{}\",method=\"{}\",status=\"{status}\"}} {n}",
-                escape(route),
-                escape(method)
-            );
+        for (route, stats) in &series.routes {
+            for ((method, status), n) in &stats.requests {
+                _ = writeln!(
+                    out,
+                    "loadout_http_requests_total{{route=\"{}\",method=\"{method}\",status=\"{status}\"}} {n}",
+                    escape(route)
+                );
+            }
         }
         out.push_str("# HELP loadout_http_request_duration_seconds Time to serve a request.\n");
         out.push_str("# TYPE loadout_http_request_duration_seconds histogram\n");
-        for ((route, method), h) in &series.latency {
-            let labels = format!("route=\"{}\",method=\"{}\"", escape(route), escape(method));
+        let latencies = series
+            .routes
+            .iter()
+            .flat_map(|(route, stats)| stats.latency.iter().map(move |(m, h)| (route, m, h)));
+        for (route, method, h) in latencies {
+            let labels = format!("route=\"{}\",method=\"{method}\"", escape(route));
             for (bound, count) in BUCKETS.iter().zip(h.counts) {
                 _ = writeln!(
                     out,
