@@ -8,6 +8,7 @@
 #
 # Needs: wrk (apt-get install wrk), curl, python3, PostgreSQL on 127.0.0.1:5432 (trust).
 # Usage, from the repository root: bench/load.sh [seconds]
+# BENCH_LOG=info measures with the per-request log line on (default: warn, off).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH="${1:-10}"
@@ -28,7 +29,7 @@ BIN=target/release/loadout
 # start NAME URL PORT [extra serve flags]: starts serve, waits until it listens; prints its admin key if it made one.
 start() {
   local name=$1 url=$2 port=$3; shift 3
-  RUST_LOG=warn DATABASE_URL="$url" "$BIN" serve --bind "127.0.0.1:$port" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
+  RUST_LOG="${BENCH_LOG:-warn}" DATABASE_URL="$url" "$BIN" serve --bind "127.0.0.1:$port" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
   PIDS+=($!)
   for _ in $(seq 1 100); do grep -q "listening" "$WORK/$name.err" 2>/dev/null && return; sleep 0.1; done
   echo "bench: $name did not start" >&2; cat "$WORK/$name.err" >&2; exit 1
@@ -46,8 +47,11 @@ load() {
 import re, sys
 label, text = sys.argv[1], open(sys.argv[2]).read()
 def ms(v):
-    n, unit = re.match(r"([\d.]+)(us|ms|s)", v).groups()
-    return float(n) * {"us": 0.001, "ms": 1, "s": 1000}[unit]
+    m = re.match(r"([\d.]+)(us|ms|s|m)", v)
+    if m is None:
+        sys.exit(f"cannot read wrk latency {v!r}:\n{text}")
+    n, unit = m.groups()
+    return float(n) * {"us": 0.001, "ms": 1, "s": 1000, "m": 60000}[unit]
 rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
 p50 = ms(re.search(r"50%\s+(\S+)", text).group(1))
 p99 = ms(re.search(r"99%\s+(\S+)", text).group(1))
