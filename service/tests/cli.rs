@@ -385,13 +385,14 @@ async fn prompt_render_refuses_bad_input_with_one_clear_line() {
     assert_eq!(stderr(&out), "error: no agent named \"nobody\"\n");
 }
 
-/// A bare HTTP/1.1 GET over a TcpStream: status line and body.
-fn http_get(addr: &str, path: &str, key: &str) -> (String, String) {
+/// A bare HTTP/1.1 request over a TcpStream: status line and body.
+fn http(addr: &str, method: &str, path: &str, key: &str, body: &str) -> (String, String) {
     use std::io::{Read, Write};
     let mut stream = std::net::TcpStream::connect(addr).expect("connect");
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
     )
     .expect("write");
     let mut response = String::new();
@@ -403,13 +404,21 @@ fn http_get(addr: &str, path: &str, key: &str) -> (String, String) {
     )
 }
 
-#[tokio::test]
-async fn serve_migrates_seeds_prints_an_admin_key_and_stops_cleanly_on_sigterm() {
+fn http_get(addr: &str, path: &str, key: &str) -> (String, String) {
+    http(addr, "GET", path, key, "")
+}
+
+/// Starts `loadout serve` on a free port; returns the child, its address and what it printed on stdout first.
+fn spawn_serve(
+    url: &str,
+    extra: &[&str],
+    stdout_lines: usize,
+) -> (std::process::Child, String, Vec<String>) {
     use std::io::{BufRead, BufReader};
-    let db = TestDb::sqlite().await;
     let mut child = Command::new(env!("CARGO_BIN_EXE_loadout"))
         .args(["serve", "--bind", "127.0.0.1:0"])
-        .env("DATABASE_URL", &db.url)
+        .args(extra)
+        .env("DATABASE_URL", url)
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -432,11 +441,66 @@ async fn serve_migrates_seeds_prints_an_admin_key_and_stops_cleanly_on_sigterm()
         .to_owned();
     let mut out = BufReader::new(child.stdout.take().expect("stdout"));
     let mut printed = Vec::new();
-    for _ in 0..3 {
+    for _ in 0..stdout_lines {
         let mut l = String::new();
         out.read_line(&mut l).expect("read stdout");
         printed.push(l.trim_end().to_owned());
     }
+    (child, addr, printed)
+}
+
+fn stop(mut child: std::process::Child) {
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let exit = child.wait().expect("wait");
+    assert!(exit.success(), "serve exited with {exit}");
+}
+
+#[tokio::test]
+async fn two_serve_processes_on_one_postgres_see_each_others_writes() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let (first, first_addr, printed) = spawn_serve(&db.url, &[], 3);
+    let admin = printed[2].clone();
+    let (second, second_addr, _) = spawn_serve(&db.url, &["--no-migrate"], 0);
+    let path = "/v1/agents/assistant/prompt?channel=web";
+    let (status, warm) = http_get(&second_addr, path, &admin);
+    assert_eq!(status, "HTTP/1.1 200 OK", "{warm}");
+    assert!(warm.contains("\"template_version\":1"), "{warm}");
+
+    let (status, body) = http(
+        &first_addr,
+        "PUT",
+        "/v1/agents/assistant/prompt-template",
+        &admin,
+        r#"{"template": "Written through the first process. $soul"}"#,
+    );
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+    let written = std::time::Instant::now();
+    loop {
+        let (_, seen) = http_get(&second_addr, path, &admin);
+        if seen.contains("Written through the first process.") {
+            break;
+        }
+        // Generous on purpose: the ≤ 1 s figure is measured by bench/load.sh, not asserted here.
+        assert!(
+            written.elapsed() < std::time::Duration::from_secs(20),
+            "the second process never saw the write"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    stop(second);
+    stop(first);
+}
+
+#[tokio::test]
+async fn serve_migrates_seeds_prints_an_admin_key_and_stops_cleanly_on_sigterm() {
+    let db = TestDb::sqlite().await;
+    let (child, addr, printed) = spawn_serve(&db.url, &[], 3);
     assert!(printed[0].contains("admin key"), "{printed:?}");
     let key = &printed[2];
     assert!(key.starts_with("lo_"), "{printed:?}");
@@ -445,15 +509,9 @@ async fn serve_migrates_seeds_prints_an_admin_key_and_stops_cleanly_on_sigterm()
     assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
     assert!(body.contains("\"source\":\"template\""), "{body}");
 
-    let killed = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(killed.success());
-    let exit = child.wait().expect("wait");
-    assert!(exit.success(), "serve exited with {exit}");
+    stop(child);
 
-    // A second start finds a usable key and prints none.
+    // Exactly one key was made, and it is listed without its secret.
     let out = loadout(&db.url, &["keys", "list"]);
     assert_eq!(stdout(&out).lines().count(), 1, "{}", stdout(&out));
 }

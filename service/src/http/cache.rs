@@ -211,7 +211,10 @@ mod tests {
         }
         let len = map.entries.read().map(|e| e.len()).unwrap_or(usize::MAX);
         assert!(len <= CAPACITY, "{len}");
-        assert_eq!(map.get(&(CAPACITY as u32 * 3 - 1), 1), Some(CAPACITY as u32 * 3 - 1));
+        assert_eq!(
+            map.get(&(CAPACITY as u32 * 3 - 1), 1),
+            Some(CAPACITY as u32 * 3 - 1)
+        );
     }
 
     #[test]
