@@ -756,6 +756,7 @@ async fn preview(
                 tz: request.tz.clone(),
                 memory_notes: request.memory_notes.clone(),
                 last_message_at: request.last_message_at,
+                now: None,
             },
         )
         .await?;

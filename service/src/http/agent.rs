@@ -148,6 +148,9 @@ pub struct RenderRequest {
     pub memory_notes: Vec<String>,
     #[serde(default)]
     pub last_message_at: Option<DateTime<Utc>>,
+    /// Render as of this instant; the clock's now when absent. Never from a body.
+    #[serde(skip)]
+    pub now: Option<DateTime<Utc>>,
 }
 
 const MAX_MEMORY_NOTES: usize = 200;
@@ -177,7 +180,7 @@ pub async fn render(
         None => None,
     };
     let context = builder::Context {
-        now: state.clock.now(),
+        now: request.now.unwrap_or_else(|| state.clock.now()),
         time_zone: tz,
         memory_notes: request.memory_notes,
         user_instructions,
@@ -268,8 +271,9 @@ async fn cached(
     Ok(encoded.respond(headers))
 }
 
-fn minute(state: &AppState) -> i64 {
-    state.clock.now().timestamp().div_euclid(60)
+/// The minute a render belongs to: part of a cached prompt's key.
+fn minute(now: DateTime<Utc>) -> i64 {
+    now.timestamp().div_euclid(60)
 }
 
 #[derive(Debug, Deserialize)]
@@ -289,12 +293,13 @@ async fn get_prompt(
     q: Result<Query<PromptQuery>, QueryRejection>,
 ) -> ApiResult<Response> {
     let q = query(q)?;
+    let now = state.clock.now();
     let key = format!(
         "prompt\0{name}\0{}\0{}\0{}\0{}",
         q.channel,
         q.user_id.as_deref().unwrap_or("\u{1}"),
         q.tz.as_deref().unwrap_or("\u{1}"),
-        minute(&state)
+        minute(now)
     );
     cached(&state, &headers, key, async {
         let agent = agent(&state, &name).await?;
@@ -305,6 +310,7 @@ async fn get_prompt(
                 channel: q.channel,
                 user_id: q.user_id,
                 tz: q.tz,
+                now: Some(now),
                 ..Default::default()
             },
         )
@@ -381,12 +387,13 @@ async fn get_loadout(
 ) -> ApiResult<Response> {
     let q = query(q)?;
     let format = parse_format(q.format.as_deref())?;
+    let now = state.clock.now();
     let key = format!(
         "loadout\0{name}\0{}\0{format}\0{}\0{}\0{}",
         q.channel,
         q.user_id.as_deref().unwrap_or("\u{1}"),
         q.tz.as_deref().unwrap_or("\u{1}"),
-        minute(&state)
+        minute(now)
     );
     cached(&state, &headers, key, async {
         let agent = agent(&state, &name).await?;
@@ -397,6 +404,7 @@ async fn get_loadout(
                 channel: q.channel,
                 user_id: q.user_id,
                 tz: q.tz,
+                now: Some(now),
                 ..Default::default()
             },
         )
