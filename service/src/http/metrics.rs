@@ -1,5 +1,5 @@
-//! Prometheus text metrics, kept by hand: a request counter by route, method and
-//! status, a latency histogram by route and method, and the cache's hits and misses.
+//! Prometheus text metrics, kept by hand: a request counter and a latency histogram
+//! by route, method and status, and the cache's hits and misses.
 //! Routes are axum's matched path templates (`/v1/agents/{agent}/prompt`), so label
 //! cardinality is bounded by the route table, never by what clients send.
 
@@ -23,11 +23,11 @@ struct Histogram {
     sum: f64,
 }
 
-/// Per route: requests by (method, status) and a latency histogram by method.
+/// Per route: requests and a latency histogram by (method, status).
 #[derive(Default)]
 struct RouteSeries {
     requests: BTreeMap<(&'static str, u16), u64>,
-    latency: BTreeMap<&'static str, Histogram>,
+    latency: BTreeMap<(&'static str, u16), Histogram>,
 }
 
 /// Routes are looked up by `&str`, so recording a request allocates only the
@@ -71,7 +71,7 @@ impl Metrics {
             return;
         };
         *route.requests.entry((method, status)).or_default() += 1;
-        let histogram = route.latency.entry(method).or_default();
+        let histogram = route.latency.entry((method, status)).or_default();
         histogram.count += 1;
         histogram.sum += seconds;
         for (bound, count) in BUCKETS.iter().zip(histogram.counts.iter_mut()) {
@@ -101,9 +101,12 @@ impl Metrics {
         let latencies = series
             .routes
             .iter()
-            .flat_map(|(route, stats)| stats.latency.iter().map(move |(m, h)| (route, m, h)));
-        for (route, method, h) in latencies {
-            let labels = format!("route=\"{}\",method=\"{method}\"", escape(route));
+            .flat_map(|(route, stats)| stats.latency.iter().map(move |(k, h)| (route, k, h)));
+        for (route, (method, status), h) in latencies {
+            let labels = format!(
+                "route=\"{}\",method=\"{method}\",status=\"{status}\"",
+                escape(route)
+            );
             for (bound, count) in BUCKETS.iter().zip(h.counts) {
                 _ = writeln!(
                     out,
@@ -189,10 +192,24 @@ mod tests {
         let text = metrics.render(&cache);
         assert!(text.contains("loadout_http_requests_total{route=\"/v1/agents/{agent}/prompt\",method=\"GET\",status=\"200\"} 2\n"), "{text}");
         assert!(text.contains("status=\"404\"} 1\n"));
-        assert!(text.contains("le=\"0.0005\"} 1\n"), "{text}");
-        assert!(text.contains("le=\"0.001\"} 2\n"), "{text}");
-        assert!(text.contains("le=\"0.05\"} 3\n"), "{text}");
-        assert!(text.contains("le=\"+Inf\"} 3\n"));
+        let ok = "route=\"/v1/agents/{agent}/prompt\",method=\"GET\",status=\"200\"";
+        assert!(
+            text.contains(&format!("_bucket{{{ok},le=\"0.0005\"}} 0\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("_bucket{{{ok},le=\"0.001\"}} 1\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("_bucket{{{ok},le=\"0.05\"}} 2\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("_bucket{{{ok},le=\"+Inf\"}} 2\n")),
+            "{text}"
+        );
+        assert!(text.contains("status=\"404\",le=\"0.0005\"} 1\n"), "{text}");
         assert!(text.contains("loadout_config_generation 3\n"));
     }
 
