@@ -67,6 +67,9 @@ pub struct CatalogTool {
     pub tier: String,
     pub description: String,
     pub prompt_section: String,
+    /// A singular resource (one per user): create_/update_ need not take a list.
+    #[serde(default)]
+    pub singular: bool,
     /// JSON Schema as JSON text (checked to parse by [`Catalog::parse`]).
     pub schema: String,
 }

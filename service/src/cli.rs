@@ -45,12 +45,24 @@ pub enum Command {
         /// Also serve `/metrics`, without a key, on this address (e.g. 127.0.0.1:9090).
         #[arg(long, env = "LOADOUT_METRICS_BIND")]
         metrics_bind: Option<std::net::SocketAddr>,
+        /// Start even when `loadout check` finds errors (each is logged as a warning).
+        #[arg(long)]
+        allow_drift: bool,
         /// Do not migrate or seed on start; refuse to start on an unmigrated database instead.
         #[arg(long)]
         no_migrate: bool,
         /// Largest prompt template accepted, in bytes.
         #[arg(long, env = "LOADOUT_MAX_TEMPLATE_BYTES", default_value_t = crate::template_cli::DEFAULT_MAX_TEMPLATE_BYTES)]
         max_template_bytes: usize,
+    },
+    /// Check that the database agrees with the catalog and the code; exit 1 on errors.
+    Check {
+        /// A catalog file of the `seeds/catalog.toml` format instead of the embedded one.
+        #[arg(long)]
+        catalog: Option<std::path::PathBuf>,
+        /// Report format: lines for people, or the JSON report for machines.
+        #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
+        format: CheckFormat,
     },
     /// Create, list or revoke API keys (directly on the database).
     Keys {
@@ -70,6 +82,27 @@ pub enum Command {
         #[arg(long, env = "LOADOUT_MAX_TEMPLATE_BYTES", global = true, default_value_t = crate::template_cli::DEFAULT_MAX_TEMPLATE_BYTES)]
         max_template_bytes: usize,
     },
+}
+
+/// `loadout check --format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CheckFormat {
+    Text,
+    Json,
+}
+
+/// Reads a catalog file, or the embedded one.
+pub fn load_catalog(path: Option<&std::path::Path>) -> anyhow::Result<crate::catalog::Catalog> {
+    use anyhow::Context;
+    match path {
+        None => Ok(crate::catalog::Seeds::embedded()?.catalog),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the catalog {}", path.display()))?;
+            crate::catalog::Catalog::parse(&text)
+                .with_context(|| format!("the catalog {} is not valid", path.display()))
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -146,17 +179,37 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve {
             bind,
             metrics_bind,
+            allow_drift,
             no_migrate,
             max_template_bytes,
         } => {
             let options = crate::serve::Options {
                 bind,
                 metrics_bind,
+                allow_drift,
                 no_migrate,
                 max_template_bytes,
             };
             crate::serve::run(&cli.database_url, options).await?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Check { catalog, format } => {
+            let catalog = load_catalog(catalog.as_deref())?;
+            let db = db::connect(&cli.database_url).await?;
+            migrate::ensure_current(&db).await?;
+            let report =
+                crate::check::run(&db, &catalog, &crate::executors::Executors::compiled_in()).await;
+            db.close().await.ok();
+            let report = report?;
+            match format {
+                CheckFormat::Text => print!("{}", report.text()),
+                CheckFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+            }
+            Ok(if report.ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
         Command::Keys { command } => {
             let db = db::connect(&cli.database_url).await?;

@@ -1,8 +1,10 @@
 //! loadout: each LLM agent's tools and prompt, held in a database and served over HTTP.
 
 pub mod catalog;
+pub mod check;
 pub mod cli;
 pub mod db;
+pub mod executors;
 pub mod generation;
 pub mod http;
 pub mod keys;

@@ -16,6 +16,7 @@ use crate::{catalog::Seeds, db, migrate, seed};
 pub struct Options {
     pub bind: SocketAddr,
     pub metrics_bind: Option<SocketAddr>,
+    pub allow_drift: bool,
     pub no_migrate: bool,
     pub max_template_bytes: usize,
 }
@@ -24,6 +25,7 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
     let Options {
         bind,
         metrics_bind,
+        allow_drift,
         no_migrate,
         max_template_bytes,
     } = options;
@@ -38,6 +40,7 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
             let report = seed::run(&db, &Seeds::embedded()?).await?;
             tracing::info!(%report, "migrated and seeded");
         }
+        check_registry(&db, allow_drift).await?;
         bootstrap_admin_key(&db).await?;
         db.close().await.ok();
     }
@@ -78,6 +81,30 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
     poller.abort();
     if let Some(metrics) = metrics {
         metrics.abort();
+    }
+    Ok(())
+}
+
+/// The same check as `loadout check`: errors stop the start unless `allow_drift`.
+async fn check_registry(db: &sea_orm::DatabaseConnection, allow_drift: bool) -> anyhow::Result<()> {
+    let catalog = Seeds::embedded()?.catalog;
+    let report =
+        crate::check::run(db, &catalog, &crate::executors::Executors::compiled_in()).await?;
+    for problem in &report.problems {
+        match problem.severity {
+            crate::check::Severity::Warning => tracing::warn!(%problem, "registry check"),
+            crate::check::Severity::Error if allow_drift => {
+                tracing::warn!(%problem, "registry check (allowed by --allow-drift)");
+            }
+            crate::check::Severity::Error => {}
+        }
+    }
+    if !report.ok && !allow_drift {
+        eprint!("{}", report.text());
+        anyhow::bail!(
+            "the registry check found {} errors (listed above); fix them, or start with --allow-drift",
+            report.errors
+        );
     }
     Ok(())
 }

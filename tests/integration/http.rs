@@ -380,7 +380,7 @@ db_test! {
         let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false});
         let bad = api.call(Method::POST, "/v1/tools", admin,
             Some(json!({"name": "fetch_weather", "description": "Weather.", "approval_tier": "auto", "parameters": schema}))).await;
-        assert_eq!((bad.status, error_code(&bad)), (StatusCode::UNPROCESSABLE_ENTITY, "invalid_tool_name"));
+        assert_eq!((bad.status, error_code(&bad)), (StatusCode::UNPROCESSABLE_ENTITY, "name_outside_vocabulary"));
         assert!(bad.body["error"]["message"].as_str().expect("message").contains("not a canonical verb"));
         let no_tier = api.call(Method::POST, "/v1/tools", admin,
             Some(json!({"name": "get_weather", "description": "Weather.", "parameters": schema}))).await;
@@ -540,6 +540,7 @@ db_test! {
             "DELETE /v1/tools/{tool}", "GET /v1/agents/{agent}/links",
             "PUT /v1/agents/{agent}/links/{tool}", "DELETE /v1/agents/{agent}/links/{tool}",
             "GET /v1/channels", "GET /v1/channels/{channel}", "PATCH /v1/channels/{channel}",
+            "GET /v1/registry/check",
         ].iter().map(|r| { let (m, p) = r.split_once(' ').expect("method path"); (m.to_owned(), p.to_owned()) }).collect();
         expected.sort();
         operations.sort();

@@ -29,83 +29,47 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(get_tool, update_tool, delete_tool))
         .routes(routes!(list_links))
         .routes(routes!(attach, detach))
+        .routes(routes!(registry_check))
         .routes(routes!(list_channels))
         .routes(routes!(get_channel, update_channel))
 }
 
-const VERBS: [&str; 7] = ["get", "create", "update", "delete", "search", "set", "link"];
-const TIERS: [&str; 3] = ["auto", "user_configurable", "requires_approval"];
 const TYPES: [&str; 3] = ["builtin", "api", "mcp"];
 
-/// Why a tool name breaks the vocabulary, or `None` when it follows it.
-pub fn name_problem(name: &str) -> Option<String> {
-    let Some((verb, resource)) = name.split_once('_') else {
-        return Some(format!(
-            "{name:?} has no verb: names are verb_resource, the verb one of {}",
-            VERBS.join(", ")
-        ));
-    };
-    if !VERBS.contains(&verb) {
-        return Some(format!(
-            "{verb:?} is not a canonical verb; use one of {}",
-            VERBS.join(", ")
-        ));
-    }
-    let snake = !resource.is_empty()
-        && resource.len() <= 60
-        && resource.split('_').all(|part| {
-            !part.is_empty()
-                && part
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+/// Refuses a definition the registry check would report as an error (422 with every problem).
+fn check_definition(name: &str, tier: &str, schema: &Value) -> ApiResult<()> {
+    let singular = crate::catalog::Seeds::embedded()
+        .map(|seeds| {
+            seeds
+                .catalog
+                .tools
+                .iter()
+                .any(|t| t.name == name && t.singular)
         })
-        && resource.as_bytes()[0].is_ascii_lowercase();
-    if !snake {
-        return Some(format!(
-            "the resource {resource:?} must be snake_case: lowercase letters and digits in words joined by '_', starting with a letter"
-        ));
-    }
-    None
+        .unwrap_or(false);
+    let problems = crate::check::definition_problems(name, tier, schema, singular);
+    let Some((code, message, _)) = problems.first() else {
+        return Ok(());
+    };
+    let details: Vec<Value> = problems
+        .iter()
+        .map(|(code, message, hint)| json!({"code": code, "message": message, "hint": hint}))
+        .collect();
+    Err(ApiError::unprocessable(code, message.clone()).with_details(json!({ "problems": details })))
 }
 
-fn check_tier(tier: &str) -> ApiResult<()> {
-    if TIERS.contains(&tier) {
-        Ok(())
-    } else {
-        Err(ApiError::unprocessable(
-            "invalid_tier",
-            format!("approval_tier must be one of {}", TIERS.join(", ")),
-        ))
-    }
-}
-
-/// A tool schema must be a JSON Schema object: `{"type": "object", ...}`, with
-/// `properties` an object and `required` a list of strings when present.
-fn check_schema(schema: &Value) -> ApiResult<()> {
-    let fail = |why: &str| {
-        Err(ApiError::unprocessable(
-            "invalid_schema",
-            format!("parameters must be a JSON Schema object: {why}"),
-        ))
-    };
-    let Some(object) = schema.as_object() else {
-        return fail("not a JSON object");
-    };
-    if object.get("type") != Some(&json!("object")) {
-        return fail("\"type\" must be \"object\"");
-    }
-    if object.get("properties").is_some_and(|p| !p.is_object()) {
-        return fail("\"properties\" must be an object");
-    }
-    if let Some(required) = object.get("required") {
-        let strings = required
-            .as_array()
-            .is_some_and(|r| r.iter().all(Value::is_string));
-        if !strings {
-            return fail("\"required\" must be a list of property names");
-        }
-    }
-    Ok(())
+#[utoipa::path(get, path = "/v1/registry/check", tag = "registry", summary = "The `loadout check` report as JSON (admin)", responses((status = 200, description = "JSON; errors use the one error shape")))]
+async fn registry_check(State(state): State<AppState>, _key: AdminKey) -> ApiResult<Response> {
+    let catalog = crate::catalog::Seeds::embedded()
+        .map_err(ApiError::internal)?
+        .catalog;
+    let report = crate::check::run(
+        &state.db,
+        &catalog,
+        &crate::executors::Executors::compiled_in(),
+    )
+    .await?;
+    Ok(axum::Json(report).into_response())
 }
 
 fn tool_json(t: &tools::Model) -> Value {
@@ -213,13 +177,10 @@ async fn create_tool(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let new: NewTool = json_body(body)?;
-    if let Some(why) = name_problem(&new.name) {
-        return Err(ApiError::unprocessable("invalid_tool_name", why));
-    }
+    check_name("tool", &new.name)?;
     check_type(&new.tool_type)?;
-    check_tier(&new.approval_tier)?;
     check_description(&new.description)?;
-    check_schema(&new.parameters)?;
+    check_definition(&new.name, &new.approval_tier, &new.parameters)?;
     let txn = state.db.begin().await?;
     let exists = tools::Entity::find()
         .filter(tools::Column::Name.eq(new.name.as_str()))
@@ -274,14 +235,17 @@ async fn update_tool(
     if let Some(text) = &update.description {
         check_description(text)?;
     }
-    if let Some(tier) = &update.approval_tier {
-        check_tier(tier)?;
-    }
-    if let Some(schema) = &update.parameters {
-        check_schema(schema)?;
-    }
     let txn = state.db.begin().await?;
     let row = tool_row(&txn, &name).await?;
+    // The tool as it would be after the update must pass the registry check.
+    check_definition(
+        &row.name,
+        update
+            .approval_tier
+            .as_deref()
+            .unwrap_or(&row.approval_tier),
+        update.parameters.as_ref().unwrap_or(&row.parameters),
+    )?;
     let mut active: tools::ActiveModel = row.into();
     if let Some(text) = update.description {
         active.description = Set(text);
@@ -512,32 +476,4 @@ async fn update_channel(
     let saved = active.update(&txn).await?;
     commit(&state, txn).await?;
     Ok(axum::Json(channel_json(&saved)).into_response())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::name_problem;
-
-    #[test]
-    fn tool_names_follow_the_vocabulary() {
-        for good in [
-            "get_tasks",
-            "link_memories",
-            "search_gmail_threads",
-            "set_project2",
-        ] {
-            assert_eq!(name_problem(good), None, "{good}");
-        }
-        for (bad, why) in [
-            ("tasks", "has no verb"),
-            ("fetch_tasks", "not a canonical verb"),
-            ("get_", "snake_case"),
-            ("get_Tasks", "snake_case"),
-            ("get_tasks__x", "snake_case"),
-            ("get_2tasks", "snake_case"),
-        ] {
-            let problem = name_problem(bad).unwrap_or_default();
-            assert!(problem.contains(why), "{bad}: {problem}");
-        }
-    }
 }

@@ -84,8 +84,8 @@ pub fn lint(text: &str, tools: &ToolNames) -> Vec<Problem> {
             }
         }
     }
-    for (offset, word) in words(text) {
-        if tools.inactive.contains(word) && !tools.active.contains(word) {
+    for (offset, word) in inactive_mentions(text, tools) {
+        {
             let (line, column) = template::line_col(text, offset);
             problems.push(Problem {
                 severity: Severity::Warning,
@@ -98,6 +98,14 @@ pub fn lint(text: &str, tools: &ToolNames) -> Vec<Problem> {
     }
     problems.sort_by_key(|p| (p.line, p.column, p.severity));
     problems
+}
+
+/// Words of `text` that name a tool known to be inactive (and not also active), with offsets.
+pub fn inactive_mentions<'t>(
+    text: &'t str,
+    tools: &'t ToolNames,
+) -> impl Iterator<Item = (usize, &'t str)> {
+    words(text).filter(|(_, word)| tools.inactive.contains(*word) && !tools.active.contains(*word))
 }
 
 /// True when the report holds an error.
