@@ -381,15 +381,33 @@ pub fn check(
     // Each active tool on its own.
     let active: Vec<&tools::Model> = tools.iter().filter(|t| is_active(t)).collect();
     for tool in &active {
+        // A warning, not an error: admins add their own tools through the API (and the
+        // canonicalization keeps custom tools such as get_weather). Every other rule
+        // still applies to them, and a team that wants this strict keeps its own
+        // catalog (`--catalog FILE`).
         if !catalog_names.contains(tool.name.as_str()) {
-            problem(
-                Severity::Error,
-                "tool",
-                &tool.name,
-                "not_in_catalog",
-                "is active in the database but not in the catalog".into(),
-                "add it to the catalog, or deactivate it".into(),
-            );
+            let retired = catalog.deactivated.contains(&tool.name)
+                || catalog.renamed.contains_key(&tool.name);
+            if retired {
+                problem(
+                    Severity::Error,
+                    "tool",
+                    &tool.name,
+                    "retired_tool_active",
+                    "is active in the database but the catalog retired or renamed it".into(),
+                    "run `loadout migrate up` (the canonicalization deactivates it)".into(),
+                );
+            } else {
+                problem(
+                    Severity::Warning,
+                    "tool",
+                    &tool.name,
+                    "not_in_catalog",
+                    "is active in the database but not in the catalog".into(),
+                    "add it to the catalog (or to your own, --catalog FILE), or deactivate it"
+                        .into(),
+                );
+            }
         }
         for (code, message, hint) in definition_problems(
             &tool.name,
@@ -456,18 +474,28 @@ pub fn check(
         }
     }
 
-    // Tool names that must not appear in prompts.
-    let active_names: BTreeSet<String> = active.iter().map(|t| t.name.clone()).collect();
+    // Tool names that must not appear in prompts: inactive ones, and every name the
+    // catalog retired or renamed, even where the database still has it active.
+    let retired: BTreeSet<String> = catalog
+        .deactivated
+        .iter()
+        .chain(catalog.renamed.keys())
+        .cloned()
+        .collect();
+    let active_names: BTreeSet<String> = active
+        .iter()
+        .map(|t| t.name.clone())
+        .filter(|n| !retired.contains(n))
+        .collect();
     let names = lint::ToolNames {
-        active: active_names.clone(),
         inactive: tools
             .iter()
             .filter(|t| !is_active(t))
             .map(|t| t.name.clone())
-            .chain(catalog.deactivated.iter().cloned())
-            .chain(catalog.renamed.keys().cloned())
             .filter(|n| !active_names.contains(n))
+            .chain(retired.iter().cloned())
             .collect(),
+        active: active_names,
     };
     let stale_mentions = |text: &str| -> BTreeSet<String> {
         lint::inactive_mentions(text, &names)
@@ -482,7 +510,9 @@ pub fn check(
                     "tool",
                     &tool.name,
                     "prompt_names_inactive_tool",
-                    format!("its prompt section names {name}, which is not an active tool"),
+                    format!(
+                        "its prompt section names {name}, which is not an active tool (or is retired in the catalog)"
+                    ),
                     "rewrite the prompt section with the canonical tool name".into(),
                 );
             }
@@ -498,8 +528,13 @@ pub fn check(
                 "agent",
                 &agent.name,
                 "prompt_names_inactive_tool",
-                format!("its soul names {name}, which is not an active tool"),
-                "edit the soul (PATCH /v1/agents/{agent}) to use the canonical name".into(),
+                format!(
+                    "its soul names {name}, which is not an active tool (or is retired in the catalog)"
+                ),
+                format!(
+                    "edit the soul (PATCH /v1/agents/{}) to use the canonical name",
+                    agent.name
+                ),
             );
         }
         if let Some(template) = &agent.prompt_template {
@@ -509,7 +544,9 @@ pub fn check(
                     "agent",
                     &agent.name,
                     "prompt_names_inactive_tool",
-                    format!("its prompt template names {name}, which is not an active tool"),
+                    format!(
+                        "its prompt template names {name}, which is not an active tool (or is retired in the catalog)"
+                    ),
                     "edit the template to use the canonical name".into(),
                 );
             }

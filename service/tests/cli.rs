@@ -562,3 +562,59 @@ async fn keys_create_prints_the_key_alone_on_the_last_line_and_revoke_disables_i
         None
     );
 }
+
+#[tokio::test]
+async fn check_passes_a_fresh_database_and_prints_counts_and_json() {
+    let db = seeded_sqlite().await;
+    let out = loadout(&db.url, &["check"]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    assert!(
+        stdout(&out).ends_with("checked 23 catalog tools, 23 tools (23 active), 1 agents, 23 active links: 0 errors, 22 warnings\n"),
+        "{}",
+        stdout(&out)
+    );
+    let json = loadout(&db.url, &["check", "--format", "json"]);
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).expect("json");
+    assert_eq!(report["ok"], true);
+    assert_eq!(report["checked"]["active_tools"], 23);
+    assert_eq!(report["problems"][0]["code"], "not_connected");
+
+    let missing = loadout(
+        &db.url,
+        &["check", "--catalog", "/nonexistent/catalog.toml"],
+    );
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        stderr(&missing).starts_with("error: cannot read the catalog /nonexistent/catalog.toml"),
+        "{}",
+        stderr(&missing)
+    );
+}
+
+#[tokio::test]
+async fn check_and_serve_refuse_a_drifted_database_unless_drift_is_allowed() {
+    let db = seeded_sqlite().await;
+    db.conn
+        .execute_unprepared("UPDATE tools SET approval_tier = '' WHERE name = 'get_tasks'")
+        .await
+        .expect("plant drift");
+    let out = loadout(&db.url, &["check"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).contains("error: tool get_tasks: approval tier \"\" is not one of auto, user_configurable, requires_approval [missing_tier]"), "{}", stdout(&out));
+
+    let refused = Command::new(env!("CARGO_BIN_EXE_loadout"))
+        .args(["serve", "--bind", "127.0.0.1:0"])
+        .env("DATABASE_URL", &db.url)
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("run serve");
+    assert_eq!(refused.status.code(), Some(1));
+    let err = stderr(&refused);
+    assert!(err.contains("[missing_tier]"), "{err}");
+    assert!(err.contains("error: the registry check found 1 errors (listed above); fix them, or start with --allow-drift"), "{err}");
+
+    let (child, addr, _) = spawn_serve(&db.url, &["--allow-drift"], 3);
+    let (status, _) = http_get(&addr, "/health", "-");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    stop(child);
+}

@@ -385,6 +385,15 @@ db_test! {
         let no_tier = api.call(Method::POST, "/v1/tools", admin,
             Some(json!({"name": "get_weather", "description": "Weather.", "parameters": schema}))).await;
         assert_eq!(no_tier.status, StatusCode::BAD_REQUEST, "the tier is required: {}", no_tier.body);
+        let loose = json!({"type": "object", "properties": {"city": {"type": "string"}}});
+        let not_strict = api.call(Method::POST, "/v1/tools", admin,
+            Some(json!({"name": "get_weather", "description": "Weather.", "approval_tier": "auto", "parameters": loose}))).await;
+        assert_eq!((not_strict.status, error_code(&not_strict)), (StatusCode::UNPROCESSABLE_ENTITY, "schema_not_strict"));
+        let single = json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"], "additionalProperties": false});
+        let not_list = api.call(Method::PATCH, "/v1/tools/delete_tasks", admin, Some(json!({"parameters": single}))).await;
+        assert_eq!((not_list.status, error_code(&not_list)), (StatusCode::UNPROCESSABLE_ENTITY, "schema_not_a_list"));
+        let report = api.call(Method::GET, "/v1/registry/check", admin, None).await;
+        assert_eq!((report.body["ok"].clone(), report.body["errors"].clone()), (json!(true), json!(0)), "{}", report.body);
         let not_schema = api.call(Method::POST, "/v1/tools", admin,
             Some(json!({"name": "get_weather", "description": "Weather.", "approval_tier": "auto", "parameters": {"type": "string"}}))).await;
         assert_eq!(error_code(&not_schema), "invalid_schema");

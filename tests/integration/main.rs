@@ -1,6 +1,7 @@
 //! Integration tests: one binary, so the workspace links once.
 
 mod canonicalization;
+mod check;
 mod http;
 mod migrate;
 mod prompt;
