@@ -9,8 +9,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use entity::{agent_configurations, agent_tools, tools};
-use sea_orm::{ConnectionTrait, DbErr, EntityTrait};
+use entity::{agent_configurations, agent_tools, prompt_versions, tools};
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -315,16 +315,27 @@ pub async fn run(
     let tools = tools::Entity::find().all(db).await?;
     let agents = agent_configurations::Entity::find().all(db).await?;
     let links = agent_tools::Entity::find().all(db).await?;
-    Ok(check(catalog, executors, &tools, &agents, &links))
+    let forced: BTreeSet<(i32, i32)> = prompt_versions::Entity::find()
+        .filter(prompt_versions::Column::Kind.eq("template"))
+        .filter(prompt_versions::Column::Forced.eq(true))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|v| (v.agent_id, v.version))
+        .collect();
+    Ok(check(catalog, executors, &tools, &agents, &links, &forced))
 }
 
-/// The rules, on rows already read.
+/// The rules, on rows already read. `forced_templates` holds `(agent id, version)` of
+/// template versions an admin saved with `force: true`: the current one's problems
+/// are reported as warnings, because forcing was an explicit, recorded decision.
 pub fn check(
     catalog: &Catalog,
     executors: &Executors,
     tools: &[tools::Model],
     agents: &[agent_configurations::Model],
     links: &[agent_tools::Model],
+    forced_templates: &BTreeSet<(i32, i32)>,
 ) -> Report {
     let mut problems = Vec::new();
     let mut problem = |severity, kind, subject: &str, code, message: String, hint: String| {
@@ -354,7 +365,18 @@ pub fn check(
 
     // The catalog against the database.
     for tool in &catalog.tools {
+        let deleted = tools
+            .iter()
+            .any(|t| t.name == tool.name && t.deleted_at.is_some());
         match by_name.get(tool.name.as_str()) {
+            None if deleted => problem(
+                Severity::Error,
+                "tool",
+                &tool.name,
+                "catalog_tool_deleted",
+                "is in the catalog but soft-deleted in the database".into(),
+                "restore the row (clear deleted_at), or retire the tool in the catalog".into(),
+            ),
             None => problem(
                 Severity::Error,
                 "tool",
@@ -538,9 +560,14 @@ pub fn check(
             );
         }
         if let Some(template) = &agent.prompt_template {
+            let severity = if forced_templates.contains(&(agent.id, agent.template_version)) {
+                Severity::Warning
+            } else {
+                Severity::Error
+            };
             for name in stale_mentions(template) {
                 problem(
-                    Severity::Error,
+                    severity,
                     "agent",
                     &agent.name,
                     "prompt_names_inactive_tool",
@@ -555,7 +582,7 @@ pub fn check(
                 .filter(|p| p.severity == lint::Severity::Error)
             {
                 problem(
-                    Severity::Error,
+                    severity,
                     "agent",
                     &agent.name,
                     "template_lint_error",

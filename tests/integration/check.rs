@@ -222,7 +222,10 @@ db_test! {
         // A fresh connection: pooled statements prepared before the ALTERs would misread rows.
         let conn = db.reconnect().await;
         let catalog = Seeds::embedded().expect("seeds").catalog;
-        let report = check::run(&conn, &catalog, &Executors::compiled_in()).await.expect("check");
+        let tools = tools::Entity::find().all(&conn).await.expect("tools");
+        let agents = agent_configurations::Entity::find().all(&conn).await.expect("agents");
+        let links = agent_tools::Entity::find().all(&conn).await.expect("links");
+        let report = check::check(&catalog, &Executors::compiled_in(), &tools, &agents, &links, &Default::default());
         assert!(!report.ok);
         insta::assert_snapshot!("legacy_registry", report.text());
     }

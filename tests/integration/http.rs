@@ -575,3 +575,30 @@ db_test! {
         }
     }
 }
+
+db_test! {
+    async fn admin_writes_that_would_fail_loadout_check_are_refused_and_roll_back(db) {
+        let api = Api::new(db).await;
+        let admin = Some(api.admin.as_str());
+        let before = loadout_tests::dump::rows(&api.db).await;
+
+        let retired = api.call(Method::PATCH, "/v1/agents/assistant", admin, Some(json!({"soul": "Call read_memory first."}))).await;
+        assert_eq!((retired.status, error_code(&retired)), (StatusCode::UNPROCESSABLE_ENTITY, "registry_check_failed"), "{}", retired.body);
+        assert_eq!(retired.body["error"]["details"]["problems"][0]["code"], "prompt_names_inactive_tool");
+
+        let gone = api.call(Method::DELETE, "/v1/tools/get_tasks", admin, None).await;
+        assert_eq!((gone.status, error_code(&gone)), (StatusCode::UNPROCESSABLE_ENTITY, "registry_check_failed"));
+        assert_eq!(gone.body["error"]["details"]["problems"][0]["code"], "catalog_tool_deleted");
+
+        let template = api.call(Method::PUT, "/v1/agents/assistant/prompt-template", admin, Some(json!({"template": "$soul Use store_memory."}))).await;
+        assert_eq!(error_code(&template), "registry_check_failed", "{}", template.body);
+        // Nothing was written: every refusal rolled back.
+        loadout_tests::dump::assert_same(&loadout_tests::dump::rows(&api.db).await, &before);
+
+        // Forcing is an explicit, recorded decision: the check reports it as a warning.
+        let forced = api.call(Method::PUT, "/v1/agents/assistant/prompt-template", admin, Some(json!({"template": "$soul Use store_memory.", "force": true}))).await;
+        assert_eq!(forced.status, StatusCode::OK, "{}", forced.body);
+        let report = api.call(Method::GET, "/v1/registry/check", admin, None).await;
+        assert_eq!(report.body["errors"], 0, "{}", report.body);
+    }
+}

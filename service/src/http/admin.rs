@@ -71,10 +71,72 @@ fn agent_json(row: &agent_configurations::Model) -> Value {
     })
 }
 
-/// Commits, then lets this process see the write at once.
-pub(super) async fn commit(state: &AppState, txn: DatabaseTransaction) -> ApiResult<()> {
-    let generation = crate::generation::bump(&txn).await?;
-    txn.commit().await?;
+/// An admin write in progress: its transaction, and the registry check's errors as
+/// they were before it, so that [`commit`] can refuse a write that adds one.
+pub(super) struct Write {
+    txn: DatabaseTransaction,
+    errors_before: BTreeSet<(&'static str, String, String)>,
+}
+
+impl std::ops::Deref for Write {
+    type Target = DatabaseTransaction;
+
+    fn deref(&self) -> &DatabaseTransaction {
+        &self.txn
+    }
+}
+
+async fn check_errors(
+    db: &impl ConnectionTrait,
+) -> ApiResult<(
+    crate::check::Report,
+    BTreeSet<(&'static str, String, String)>,
+)> {
+    let catalog = crate::catalog::Seeds::embedded()
+        .map_err(ApiError::internal)?
+        .catalog;
+    let report =
+        crate::check::run(db, &catalog, &crate::executors::Executors::compiled_in()).await?;
+    let errors = report
+        .problems
+        .iter()
+        .filter(|p| p.severity == crate::check::Severity::Error)
+        .map(|p| (p.code, p.subject.clone(), p.message.clone()))
+        .collect();
+    Ok((report, errors))
+}
+
+/// Opens a write's transaction and notes the registry check's errors before it.
+pub(super) async fn begin(state: &AppState) -> ApiResult<Write> {
+    let txn = state.db.begin().await?;
+    let (_, errors_before) = check_errors(&txn).await?;
+    Ok(Write { txn, errors_before })
+}
+
+/// Refuses the write (422, rolled back) if it would add a `loadout check` error, so the
+/// API can never create drift that `serve` or CI would then reject; otherwise bumps the
+/// generation, commits, and lets this process see the write at once.
+pub(super) async fn commit(state: &AppState, write: Write) -> ApiResult<()> {
+    let (report, errors_after) = check_errors(&write.txn).await?;
+    let added: Vec<&crate::check::Problem> = report
+        .problems
+        .iter()
+        .filter(|p| p.severity == crate::check::Severity::Error)
+        .filter(|p| {
+            !write
+                .errors_before
+                .contains(&(p.code, p.subject.clone(), p.message.clone()))
+        })
+        .collect();
+    debug_assert!(added.len() <= errors_after.len());
+    if let Some(first) = added.first() {
+        let message = format!("this change would make `loadout check` fail: {first}");
+        let details = json!({ "problems": added });
+        write.txn.rollback().await?;
+        return Err(ApiError::unprocessable("registry_check_failed", message).with_details(details));
+    }
+    let generation = crate::generation::bump(&write.txn).await?;
+    write.txn.commit().await?;
     state.cache.observe(generation);
     Ok(())
 }
@@ -154,10 +216,10 @@ async fn create_agent(
             .with_details(json!({ "problems": warnings })));
         }
     }
-    let txn = state.db.begin().await?;
+    let txn = begin(&state).await?;
     let taken = agent_configurations::Entity::find()
         .filter(agent_configurations::Column::Name.eq(new.name.as_str()))
-        .one(&txn)
+        .one(&*txn)
         .await?;
     if taken.is_some() {
         return Err(ApiError::conflict(format!(
@@ -180,7 +242,7 @@ async fn create_agent(
         deleted_at: Set(None),
         ..Default::default()
     }
-    .insert(&txn)
+    .insert(&*txn)
     .await?;
     record_version(
         &txn,
@@ -215,13 +277,13 @@ async fn delete_agent(
     _key: AdminKey,
     Path(name): Path<String>,
 ) -> ApiResult<Response> {
-    let txn = state.db.begin().await?;
-    let row = agent_row(&txn, &name).await?;
+    let txn = begin(&state).await?;
+    let row = agent_row(&*txn, &name).await?;
     let now = Utc::now();
     let mut active: agent_configurations::ActiveModel = row.into();
     active.deleted_at = Set(Some(now));
     active.updated_at = Set(now);
-    let saved = active.update(&txn).await?;
+    let saved = active.update(&*txn).await?;
     commit(&state, txn).await?;
     Ok(axum::Json(agent_json(&saved)).into_response())
 }
@@ -288,8 +350,8 @@ async fn update_agent(
             check_text(what, text)?;
         }
     }
-    let txn = state.db.begin().await?;
-    let row = agent_row(&txn, &name).await?;
+    let txn = begin(&state).await?;
+    let row = agent_row(&*txn, &name).await?;
     if let Some(expected) = update.expected_soul_version
         && expected != row.soul_version
     {
@@ -323,7 +385,7 @@ async fn update_agent(
         .await?;
     }
     active.updated_at = Set(now);
-    let saved = active.update(&txn).await?;
+    let saved = active.update(&*txn).await?;
     commit(&state, txn).await?;
     Ok(axum::Json(agent_json(&saved)).into_response())
 }
@@ -448,9 +510,11 @@ async fn save_template(
             .with_details(json!({ "problems": problems })));
         }
     }
-    let forced = force && lint::has_errors(&problems);
-    let txn = state.db.begin().await?;
-    let row = agent_row(&txn, name).await?;
+    // Recorded whenever asked for: it also lets `loadout check` report this version's
+    // problems as warnings (an explicit decision, not drift).
+    let forced = force;
+    let txn = begin(state).await?;
+    let row = agent_row(&*txn, name).await?;
     if let Some(expected) = expected_version
         && expected != row.template_version
     {
@@ -473,7 +537,7 @@ async fn save_template(
         )
         .filter(agent_configurations::Column::Id.eq(row.id))
         .filter(agent_configurations::Column::TemplateVersion.eq(row.template_version))
-        .exec(&txn)
+        .exec(&*txn)
         .await?;
     if updated.rows_affected != 1 {
         return Err(stale(
@@ -613,7 +677,8 @@ async fn restore_version(
         &name,
         found.body,
         Some(row.template_version),
-        true,
+        // As forced as the version it copies: lint and the check apply again otherwise.
+        found.forced,
     )
     .await
 }
@@ -653,12 +718,12 @@ async fn put_instructions(
         check_text("instructions", text)?;
     }
     use user_agent_prompt_customizations as uapc;
-    let txn = state.db.begin().await?;
-    let row = agent_row(&txn, &name).await?;
+    let txn = begin(&state).await?;
+    let row = agent_row(&*txn, &name).await?;
     let existing = uapc::Entity::find()
         .filter(uapc::Column::AgentId.eq(row.id))
         .filter(uapc::Column::UserId.eq(user.as_str()))
-        .one(&txn)
+        .one(&*txn)
         .await?;
     let now = Utc::now();
     match (existing, &put.instructions) {
@@ -670,7 +735,7 @@ async fn put_instructions(
             active.is_active = Set(text.is_some());
             active.deleted_at = Set(None);
             active.updated_at = Set(now);
-            active.update(&txn).await?;
+            active.update(&*txn).await?;
         }
         (None, Some(text)) => {
             uapc::ActiveModel {
@@ -683,7 +748,7 @@ async fn put_instructions(
                 deleted_at: Set(None),
                 ..Default::default()
             }
-            .insert(&txn)
+            .insert(&*txn)
             .await?;
         }
         (None, None) => {}

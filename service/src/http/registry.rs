@@ -11,7 +11,6 @@ use entity::{agent_tools, channels, tools};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
-    TransactionTrait,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -181,10 +180,10 @@ async fn create_tool(
     check_type(&new.tool_type)?;
     check_description(&new.description)?;
     check_definition(&new.name, &new.approval_tier, &new.parameters)?;
-    let txn = state.db.begin().await?;
+    let txn = super::admin::begin(&state).await?;
     let exists = tools::Entity::find()
         .filter(tools::Column::Name.eq(new.name.as_str()))
-        .one(&txn)
+        .one(&*txn)
         .await?;
     if let Some(existing) = exists {
         let how = if existing.deleted_at.is_some() {
@@ -208,7 +207,7 @@ async fn create_tool(
         deleted_at: Set(None),
         ..Default::default()
     }
-    .insert(&txn)
+    .insert(&*txn)
     .await?;
     commit(&state, txn).await?;
     Ok((StatusCode::CREATED, axum::Json(tool_json(&saved))).into_response())
@@ -235,8 +234,8 @@ async fn update_tool(
     if let Some(text) = &update.description {
         check_description(text)?;
     }
-    let txn = state.db.begin().await?;
-    let row = tool_row(&txn, &name).await?;
+    let txn = super::admin::begin(&state).await?;
+    let row = tool_row(&*txn, &name).await?;
     // The tool as it would be after the update must pass the registry check.
     check_definition(
         &row.name,
@@ -263,7 +262,7 @@ async fn update_tool(
         active.is_active = Set(on);
     }
     active.updated_at = Set(Utc::now());
-    let saved = active.update(&txn).await?;
+    let saved = active.update(&*txn).await?;
     commit(&state, txn).await?;
     Ok(axum::Json(tool_json(&saved)).into_response())
 }
@@ -275,21 +274,21 @@ async fn delete_tool(
     _key: AdminKey,
     Path(name): Path<String>,
 ) -> ApiResult<Response> {
-    let txn = state.db.begin().await?;
-    let row = tool_row(&txn, &name).await?;
+    let txn = super::admin::begin(&state).await?;
+    let row = tool_row(&*txn, &name).await?;
     let now = Utc::now();
     agent_tools::Entity::update_many()
         .col_expr(agent_tools::Column::IsActive, Expr::value(false))
         .col_expr(agent_tools::Column::UpdatedAt, Expr::value(now))
         .filter(agent_tools::Column::ToolId.eq(row.id))
         .filter(agent_tools::Column::IsActive.eq(true))
-        .exec(&txn)
+        .exec(&*txn)
         .await?;
     let mut active: tools::ActiveModel = row.into();
     active.is_active = Set(false);
     active.deleted_at = Set(Some(now));
     active.updated_at = Set(now);
-    let saved = active.update(&txn).await?;
+    let saved = active.update(&*txn).await?;
     commit(&state, txn).await?;
     Ok(axum::Json(tool_json(&saved)).into_response())
 }
@@ -323,14 +322,14 @@ async fn list_links(
 }
 
 async fn set_link(state: &AppState, agent: &str, tool: &str, on: bool) -> ApiResult<Response> {
-    let txn = state.db.begin().await?;
-    let agent = agent_row(&txn, agent).await?;
-    let tool = tool_row(&txn, tool).await?;
+    let txn = super::admin::begin(state).await?;
+    let agent = agent_row(&*txn, agent).await?;
+    let tool = tool_row(&*txn, tool).await?;
     let now = Utc::now();
     let existing = agent_tools::Entity::find()
         .filter(agent_tools::Column::AgentId.eq(agent.id))
         .filter(agent_tools::Column::ToolId.eq(tool.id))
-        .one(&txn)
+        .one(&*txn)
         .await?;
     match existing {
         Some(link) => {
@@ -338,7 +337,7 @@ async fn set_link(state: &AppState, agent: &str, tool: &str, on: bool) -> ApiRes
             active.is_active = Set(on);
             active.deleted_at = Set(None);
             active.updated_at = Set(now);
-            active.update(&txn).await?;
+            active.update(&*txn).await?;
         }
         None if on => {
             agent_tools::ActiveModel {
@@ -350,7 +349,7 @@ async fn set_link(state: &AppState, agent: &str, tool: &str, on: bool) -> ApiRes
                 deleted_at: Set(None),
                 ..Default::default()
             }
-            .insert(&txn)
+            .insert(&*txn)
             .await?;
         }
         None => {
@@ -454,8 +453,8 @@ async fn update_channel(
             "guidance is limited to 65536 bytes",
         ));
     }
-    let txn = state.db.begin().await?;
-    let row = channel_row(&txn, &name).await?;
+    let txn = super::admin::begin(&state).await?;
+    let row = channel_row(&*txn, &name).await?;
     let mut active: channels::ActiveModel = row.into();
     if let Some(text) = update.description {
         active.description = Set(text);
@@ -473,7 +472,7 @@ async fn update_channel(
         active.include_session_section = Set(on);
     }
     active.updated_at = Set(Utc::now());
-    let saved = active.update(&txn).await?;
+    let saved = active.update(&*txn).await?;
     commit(&state, txn).await?;
     Ok(axum::Json(channel_json(&saved)).into_response())
 }
