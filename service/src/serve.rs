@@ -90,14 +90,20 @@ async fn check_registry(db: &sea_orm::DatabaseConnection, allow_drift: bool) -> 
     let catalog = Seeds::embedded()?.catalog;
     let report =
         crate::check::run(db, &catalog, &crate::executors::Executors::compiled_in()).await?;
-    for problem in &report.problems {
-        match problem.severity {
-            crate::check::Severity::Warning => tracing::warn!(%problem, "registry check"),
-            crate::check::Severity::Error if allow_drift => {
-                tracing::warn!(%problem, "registry check (allowed by --allow-drift)");
-            }
-            crate::check::Severity::Error => {}
+    if allow_drift {
+        for problem in report
+            .problems
+            .iter()
+            .filter(|p| p.severity == crate::check::Severity::Error)
+        {
+            tracing::warn!(%problem, "registry check (allowed by --allow-drift)");
         }
+    }
+    if report.warnings > 0 {
+        tracing::info!(
+            warnings = report.warnings,
+            "registry check found warnings; `loadout check` lists them"
+        );
     }
     if !report.ok && !allow_drift {
         eprint!("{}", report.text());
