@@ -7,8 +7,11 @@ pub mod api_keys;
 pub mod channels;
 pub mod loadout_state;
 pub mod prompt_versions;
+pub mod proposal_events;
+pub mod proposals;
 pub mod tools;
 pub mod user_agent_prompt_customizations;
+pub mod user_tool_preferences;
 
 pub mod prelude {
     pub use super::agent_configurations::Entity as AgentConfigurations;
@@ -17,6 +20,9 @@ pub mod prelude {
     pub use super::channels::Entity as Channels;
     pub use super::loadout_state::Entity as LoadoutState;
     pub use super::prompt_versions::Entity as PromptVersions;
+    pub use super::proposal_events::Entity as ProposalEvents;
+    pub use super::proposals::Entity as Proposals;
     pub use super::tools::Entity as Tools;
     pub use super::user_agent_prompt_customizations::Entity as UserAgentPromptCustomizations;
+    pub use super::user_tool_preferences::Entity as UserToolPreferences;
 }

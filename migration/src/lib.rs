@@ -8,6 +8,7 @@ mod m20260224_000001_create_base_schema;
 pub mod m20260224_000002_canonicalize_tool_registry;
 pub mod m20260301_000003_channels_and_prompt_sections;
 mod m20260310_000004_keys_versions_generation;
+mod m20260320_000005_proposal_ledger;
 
 /// Every migration, oldest first.
 pub struct Migrator;
@@ -20,6 +21,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20260224_000002_canonicalize_tool_registry::Migration),
             Box::new(m20260301_000003_channels_and_prompt_sections::Migration),
             Box::new(m20260310_000004_keys_versions_generation::Migration),
+            Box::new(m20260320_000005_proposal_ledger::Migration),
         ]
     }
 }

@@ -11,6 +11,7 @@ pub mod keys;
 pub mod migrate;
 pub mod prompt;
 pub mod prompt_cli;
+pub mod proposals;
 pub mod seed;
 pub mod serve;
 pub mod telemetry;

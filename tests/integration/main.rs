@@ -5,5 +5,6 @@ mod check;
 mod http;
 mod migrate;
 mod prompt;
+mod proposals;
 mod seed;
 mod template_parity;

@@ -1,0 +1,532 @@
+//! The proposal ledger: durable state for write tool calls that wait for a user.
+//!
+//! States: `proposed` → `approved` → `executing` → `succeeded` | `failed`;
+//! `proposed` → `declined`; `proposed` → `expired`; `failed` → `executing` (retry).
+//! Every transition is one conditional `UPDATE ... WHERE id AND tenant_id AND state IN
+//! (...)` whose affected-row count says whether this caller won, plus an append-only
+//! event, in one transaction. The UPDATE comes first in its transaction, so on SQLite
+//! the write lock is taken up front and concurrent callers queue instead of failing
+//! to upgrade a read lock. Only the caller whose UPDATE moved a proposal into
+//! `executing` may run its executor: that is the exactly-once guarantee.
+//!
+//! The HTTP endpoints and the executors that use this arrive with the rest of the
+//! proposals issue; this module is the ledger they stand on.
+
+use chrono::{DateTime, TimeDelta, Utc};
+use entity::{proposal_events, proposals};
+use sea_orm::sea_query::{Expr, ExprTrait};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait,
+    QueryFilter, QueryOrder, Set, TransactionTrait,
+};
+use serde::Serialize;
+use serde_json::Value;
+
+/// A proposal's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    Proposed,
+    Approved,
+    Executing,
+    Succeeded,
+    Failed,
+    Declined,
+    Expired,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Proposed => "proposed",
+            State::Approved => "approved",
+            State::Executing => "executing",
+            State::Succeeded => "succeeded",
+            State::Failed => "failed",
+            State::Declined => "declined",
+            State::Expired => "expired",
+        }
+    }
+}
+
+/// Why a ledger call did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    /// No such proposal for this tenant (another tenant's proposal looks the same).
+    #[error("no such proposal")]
+    NotFound,
+    /// The proposal is in a state this call cannot move it from.
+    #[error("the proposal is {state}")]
+    Conflict {
+        state: String,
+        proposal: Box<proposals::Model>,
+    },
+    #[error(transparent)]
+    Db(#[from] DbErr),
+}
+
+/// SHA-256 of the arguments' canonical JSON (object keys sorted), bound to a proposal.
+pub fn arguments_hash(arguments: &Value) -> String {
+    // serde_json's Map keeps keys sorted (no `preserve_order`), so this is canonical.
+    crate::keys::hash_bytes(arguments.to_string().as_bytes())
+}
+
+/// What a new proposal holds.
+#[derive(Clone, Debug)]
+pub struct NewProposal {
+    pub tenant_id: String,
+    pub agent_id: i32,
+    pub tool_id: i32,
+    pub tool_name: String,
+    pub user_id: Option<String>,
+    pub conversation_id: String,
+    pub message_id: Option<String>,
+    pub arguments: Value,
+    pub description: String,
+    pub preview: Value,
+    pub idempotency_key: Option<String>,
+    pub request_hash: Option<String>,
+    /// How long it may wait for a decision before it expires.
+    pub ttl: TimeDelta,
+    pub max_attempts: i32,
+}
+
+async fn event(
+    db: &impl ConnectionTrait,
+    proposal: &proposals::Model,
+    from: Option<&str>,
+    to: State,
+    actor: &str,
+    detail: Option<Value>,
+    at: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    proposal_events::ActiveModel {
+        proposal_id: Set(proposal.id),
+        tenant_id: Set(proposal.tenant_id.clone()),
+        from_state: Set(from.map(str::to_owned)),
+        to_state: Set(to.as_str().to_owned()),
+        actor: Set(actor.to_owned()),
+        detail: Set(detail),
+        at: Set(at),
+        ..Default::default()
+    }
+    .insert(db)
+    .await
+    .map(drop)
+}
+
+/// Records a new proposal in state `proposed`, with its creation event.
+pub async fn create(
+    db: &DatabaseConnection,
+    new: NewProposal,
+    actor: &str,
+    now: DateTime<Utc>,
+) -> Result<proposals::Model, DbErr> {
+    let txn = db.begin().await?;
+    let row = proposals::ActiveModel {
+        tenant_id: Set(new.tenant_id),
+        agent_id: Set(new.agent_id),
+        tool_id: Set(new.tool_id),
+        tool_name: Set(new.tool_name),
+        user_id: Set(new.user_id),
+        conversation_id: Set(new.conversation_id),
+        message_id: Set(new.message_id),
+        arguments_hash: Set(arguments_hash(&new.arguments)),
+        arguments: Set(new.arguments),
+        description: Set(new.description),
+        preview: Set(new.preview),
+        state: Set(State::Proposed.as_str().to_owned()),
+        attempts: Set(0),
+        max_attempts: Set(new.max_attempts),
+        result: Set(None),
+        outcome_unknown: Set(false),
+        idempotency_key: Set(new.idempotency_key),
+        request_hash: Set(new.request_hash),
+        expires_at: Set(now + new.ttl),
+        lease_until: Set(None),
+        created_at: Set(now),
+        updated_at: Set(now),
+        ..Default::default()
+    }
+    .insert(&txn)
+    .await?;
+    event(&txn, &row, None, State::Proposed, actor, None, now).await?;
+    txn.commit().await?;
+    Ok(row)
+}
+
+/// A proposal of this tenant.
+pub async fn get(
+    db: &impl ConnectionTrait,
+    tenant: &str,
+    id: i32,
+) -> Result<proposals::Model, LedgerError> {
+    proposals::Entity::find_by_id(id)
+        .filter(proposals::Column::TenantId.eq(tenant))
+        .one(db)
+        .await?
+        .ok_or(LedgerError::NotFound)
+}
+
+/// A proposal's events, oldest first.
+pub async fn events(
+    db: &impl ConnectionTrait,
+    tenant: &str,
+    id: i32,
+) -> Result<Vec<proposal_events::Model>, LedgerError> {
+    get(db, tenant, id).await?;
+    Ok(proposal_events::Entity::find()
+        .filter(proposal_events::Column::ProposalId.eq(id))
+        .filter(proposal_events::Column::TenantId.eq(tenant))
+        .order_by_asc(proposal_events::Column::Id)
+        .all(db)
+        .await?)
+}
+
+/// Extra columns a transition sets besides `state` and `updated_at`.
+type Set_ = Vec<(proposals::Column, sea_orm::sea_query::SimpleExpr)>;
+
+/// The conditional move `from` → `to`. `Ok(Some(row))` when this caller made it;
+/// `Ok(None)` when the proposal exists but was not in `from`.
+/// Which proposal a transition is for, who makes it and when.
+struct Step<'a> {
+    tenant: &'a str,
+    id: i32,
+    actor: &'a str,
+    now: DateTime<Utc>,
+}
+
+async fn transition(
+    db: &DatabaseConnection,
+    step: &Step<'_>,
+    from: &[State],
+    to: State,
+    extra: Set_,
+    detail: Option<Value>,
+) -> Result<Option<proposals::Model>, LedgerError> {
+    let Step {
+        tenant,
+        id,
+        actor,
+        now,
+    } = *step;
+    let txn = db.begin().await?;
+    let mut update = proposals::Entity::update_many()
+        .col_expr(proposals::Column::State, Expr::value(to.as_str()))
+        .col_expr(proposals::Column::UpdatedAt, Expr::value(now));
+    for (column, value) in extra {
+        update = update.col_expr(column, value);
+    }
+    let moved = update
+        .filter(proposals::Column::Id.eq(id))
+        .filter(proposals::Column::TenantId.eq(tenant))
+        .filter(proposals::Column::State.is_in(from.iter().map(|s| s.as_str())))
+        .exec(&txn)
+        .await?
+        .rows_affected;
+    let row = get(&txn, tenant, id).await?;
+    if moved != 1 {
+        txn.rollback().await?;
+        return Ok(None);
+    }
+    // The previous state is whichever of `from` the row was in; with one element it is exact.
+    let previous = (from.len() == 1).then(|| from[0].as_str());
+    event(&txn, &row, previous, to, actor, detail, now).await?;
+    txn.commit().await?;
+    Ok(Some(row))
+}
+
+fn conflict(row: proposals::Model) -> LedgerError {
+    LedgerError::Conflict {
+        state: row.state.clone(),
+        proposal: Box::new(row),
+    }
+}
+
+/// `proposed` → `declined`.
+pub async fn decline(
+    db: &DatabaseConnection,
+    tenant: &str,
+    id: i32,
+    actor: &str,
+    now: DateTime<Utc>,
+) -> Result<proposals::Model, LedgerError> {
+    match transition(
+        db,
+        &Step {
+            tenant,
+            id,
+            actor,
+            now,
+        },
+        &[State::Proposed],
+        State::Declined,
+        vec![],
+        None,
+    )
+    .await?
+    {
+        Some(row) => Ok(row),
+        None => Err(conflict(get(db, tenant, id).await?)),
+    }
+}
+
+/// What an approval leads to.
+#[derive(Debug)]
+pub enum Approval {
+    /// This caller moved the proposal into `executing` and must run the executor once,
+    /// with idempotency key `{id}:{attempts}`.
+    Run(proposals::Model),
+    /// Already approved, executing or done: returned as it is; nothing runs.
+    AsItIs(proposals::Model),
+}
+
+/// `proposed` → `approved` → `executing` (two events). Of any number of concurrent
+/// approvals exactly one gets [`Approval::Run`].
+pub async fn approve(
+    db: &DatabaseConnection,
+    tenant: &str,
+    id: i32,
+    actor: &str,
+    now: DateTime<Utc>,
+    lease: TimeDelta,
+) -> Result<Approval, LedgerError> {
+    if transition(
+        db,
+        &Step {
+            tenant,
+            id,
+            actor,
+            now,
+        },
+        &[State::Proposed],
+        State::Approved,
+        vec![],
+        None,
+    )
+    .await?
+    .is_none()
+    {
+        let row = get(db, tenant, id).await?;
+        return match row.state.as_str() {
+            "approved" | "executing" | "succeeded" => Ok(Approval::AsItIs(row)),
+            _ => Err(conflict(row)),
+        };
+    }
+    claim(db, tenant, id, State::Approved, actor, now, lease).await
+}
+
+/// `from` → `executing`, counting the attempt and taking the lease.
+async fn claim(
+    db: &DatabaseConnection,
+    tenant: &str,
+    id: i32,
+    from: State,
+    actor: &str,
+    now: DateTime<Utc>,
+    lease: TimeDelta,
+) -> Result<Approval, LedgerError> {
+    let extra: Set_ = vec![
+        (
+            proposals::Column::Attempts,
+            Expr::col(proposals::Column::Attempts).add(1),
+        ),
+        (proposals::Column::LeaseUntil, Expr::value(now + lease)),
+    ];
+    match transition(
+        db,
+        &Step {
+            tenant,
+            id,
+            actor,
+            now,
+        },
+        &[from],
+        State::Executing,
+        extra,
+        None,
+    )
+    .await?
+    {
+        Some(row) => Ok(Approval::Run(row)),
+        None => Ok(Approval::AsItIs(get(db, tenant, id).await?)),
+    }
+}
+
+/// `failed` → `executing`, while attempts remain.
+pub async fn retry(
+    db: &DatabaseConnection,
+    tenant: &str,
+    id: i32,
+    actor: &str,
+    now: DateTime<Utc>,
+    lease: TimeDelta,
+) -> Result<proposals::Model, LedgerError> {
+    let row = get(db, tenant, id).await?;
+    if row.state != State::Failed.as_str()
+        || row.attempts >= row.max_attempts
+        || row.outcome_unknown
+    {
+        return Err(conflict(row));
+    }
+    match claim(db, tenant, id, State::Failed, actor, now, lease).await? {
+        Approval::Run(row) => Ok(row),
+        Approval::AsItIs(row) => Err(conflict(row)),
+    }
+}
+
+/// An execution's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct Outcome {
+    pub success: bool,
+    /// The executor's structured result, or `{error, retryable}` on failure.
+    pub result: Value,
+}
+
+/// `executing` → `succeeded` | `failed`, only for the attempt that was claimed.
+pub async fn finish(
+    db: &DatabaseConnection,
+    tenant: &str,
+    id: i32,
+    attempt: i32,
+    outcome: Outcome,
+    now: DateTime<Utc>,
+) -> Result<proposals::Model, LedgerError> {
+    let to = if outcome.success {
+        State::Succeeded
+    } else {
+        State::Failed
+    };
+    let txn = db.begin().await?;
+    let moved = proposals::Entity::update_many()
+        .col_expr(proposals::Column::State, Expr::value(to.as_str()))
+        .col_expr(
+            proposals::Column::Result,
+            Expr::value(outcome.result.clone()),
+        )
+        .col_expr(
+            proposals::Column::LeaseUntil,
+            Expr::value(Option::<DateTime<Utc>>::None),
+        )
+        .col_expr(proposals::Column::UpdatedAt, Expr::value(now))
+        .filter(proposals::Column::Id.eq(id))
+        .filter(proposals::Column::TenantId.eq(tenant))
+        .filter(proposals::Column::State.eq(State::Executing.as_str()))
+        .filter(proposals::Column::Attempts.eq(attempt))
+        .exec(&txn)
+        .await?
+        .rows_affected;
+    let row = get(&txn, tenant, id).await?;
+    if moved != 1 {
+        txn.rollback().await?;
+        return Err(conflict(row));
+    }
+    event(
+        &txn,
+        &row,
+        Some(State::Executing.as_str()),
+        to,
+        "executor",
+        Some(outcome.result),
+        now,
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(row)
+}
+
+/// Proposals found orphaned by [`sweep`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Orphans {
+    /// Were `executing` past their lease: now `failed` with `outcome_unknown`.
+    pub failed: Vec<i32>,
+    /// Are `approved` but were never claimed within a lease: reported, left as they are.
+    pub approved: Vec<i32>,
+    /// Were `proposed` past their expiry: now `expired`.
+    pub expired: Vec<i32>,
+}
+
+/// Crash safety and expiry, for every tenant: an `executing` proposal past its lease
+/// is failed with `outcome_unknown` (never re-run automatically); an `approved` one
+/// older than `lease` is reported; a `proposed` one past `expires_at` expires.
+pub async fn sweep(
+    db: &DatabaseConnection,
+    now: DateTime<Utc>,
+    lease: TimeDelta,
+) -> Result<Orphans, DbErr> {
+    let mut orphans = Orphans::default();
+    let dead = proposals::Entity::find()
+        .filter(proposals::Column::State.eq(State::Executing.as_str()))
+        .filter(proposals::Column::LeaseUntil.lt(now))
+        .all(db)
+        .await?;
+    for row in dead {
+        let unknown = serde_json::json!({"error": "the execution was interrupted; its outcome is unknown", "retryable": false});
+        let extra: Set_ = vec![
+            (proposals::Column::OutcomeUnknown, Expr::value(true)),
+            (proposals::Column::Result, Expr::value(unknown)),
+            (
+                proposals::Column::LeaseUntil,
+                Expr::value(Option::<DateTime<Utc>>::None),
+            ),
+        ];
+        let moved = transition(
+            db,
+            &Step {
+                tenant: &row.tenant_id,
+                id: row.id,
+                actor: "sweeper",
+                now,
+            },
+            &[State::Executing],
+            State::Failed,
+            extra,
+            None,
+        )
+        .await
+        .map_err(|e| match e {
+            LedgerError::Db(e) => e,
+            other => DbErr::Custom(other.to_string()),
+        })?;
+        if moved.is_some() {
+            orphans.failed.push(row.id);
+        }
+    }
+    orphans.approved = proposals::Entity::find()
+        .filter(proposals::Column::State.eq(State::Approved.as_str()))
+        .filter(proposals::Column::UpdatedAt.lt(now - lease))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|row| row.id)
+        .collect();
+    let due = proposals::Entity::find()
+        .filter(proposals::Column::State.eq(State::Proposed.as_str()))
+        .filter(proposals::Column::ExpiresAt.lt(now))
+        .all(db)
+        .await?;
+    for row in due {
+        let moved = transition(
+            db,
+            &Step {
+                tenant: &row.tenant_id,
+                id: row.id,
+                actor: "sweeper",
+                now,
+            },
+            &[State::Proposed],
+            State::Expired,
+            vec![],
+            None,
+        )
+        .await
+        .map_err(|e| match e {
+            LedgerError::Db(e) => e,
+            other => DbErr::Custom(other.to_string()),
+        })?;
+        if moved.is_some() {
+            orphans.expired.push(row.id);
+        }
+    }
+    Ok(orphans)
+}
