@@ -69,6 +69,11 @@ pub enum Command {
         #[command(subcommand)]
         command: KeysCommand,
     },
+    /// Inspect the proposal ledger.
+    Proposals {
+        #[command(subcommand)]
+        command: ProposalsCommand,
+    },
     /// Render an agent's prompt from the database.
     Prompt {
         #[command(subcommand)]
@@ -103,6 +108,16 @@ pub fn load_catalog(path: Option<&std::path::Path>) -> anyhow::Result<crate::cat
                 .with_context(|| format!("the catalog {} is not valid", path.display()))
         }
     }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProposalsCommand {
+    /// List orphans: `executing` past their lease, `approved` but never claimed. Changes nothing.
+    Orphans {
+        /// How long an execution may hold its lease, in seconds.
+        #[arg(long, default_value_t = 300)]
+        lease_seconds: i64,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -210,6 +225,31 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             } else {
                 ExitCode::FAILURE
             })
+        }
+        Command::Proposals {
+            command: ProposalsCommand::Orphans { lease_seconds },
+        } => {
+            let db = db::connect(&cli.database_url).await?;
+            migrate::ensure_current(&db).await?;
+            let lease = chrono::TimeDelta::try_seconds(lease_seconds)
+                .filter(|l| *l > chrono::TimeDelta::zero())
+                .ok_or_else(|| {
+                    anyhow::anyhow!("--lease-seconds must be a positive number of seconds")
+                })?;
+            let found = crate::proposals::orphans(&db, chrono::Utc::now(), lease).await;
+            db.close().await.ok();
+            for p in found? {
+                println!(
+                    "{}\t{}\t{}\t{}\tattempt {}\t{}",
+                    p.id,
+                    p.tenant_id,
+                    p.state,
+                    p.tool_name,
+                    p.attempts,
+                    p.updated_at.to_rfc3339()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
         }
         Command::Keys { command } => {
             let db = db::connect(&cli.database_url).await?;

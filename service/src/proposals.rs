@@ -446,6 +446,33 @@ pub struct Orphans {
     pub expired: Vec<i32>,
 }
 
+/// Lists orphans without changing anything: `executing` past their lease and
+/// `approved` older than `lease` (what `loadout proposals orphans` prints).
+pub async fn orphans(
+    db: &impl ConnectionTrait,
+    now: DateTime<Utc>,
+    lease: TimeDelta,
+) -> Result<Vec<proposals::Model>, DbErr> {
+    use sea_orm::Condition;
+    proposals::Entity::find()
+        .filter(
+            Condition::any()
+                .add(
+                    Condition::all()
+                        .add(proposals::Column::State.eq(State::Executing.as_str()))
+                        .add(proposals::Column::LeaseUntil.lt(now)),
+                )
+                .add(
+                    Condition::all()
+                        .add(proposals::Column::State.eq(State::Approved.as_str()))
+                        .add(proposals::Column::UpdatedAt.lt(now - lease)),
+                ),
+        )
+        .order_by_asc(proposals::Column::Id)
+        .all(db)
+        .await
+}
+
 /// Crash safety and expiry, for every tenant: an `executing` proposal past its lease
 /// is failed with `outcome_unknown` (never re-run automatically); an `approved` one
 /// older than `lease` is reported; a `proposed` one past `expires_at` expires.

@@ -50,6 +50,7 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
         .await
         .context("cannot read the configuration generation")?;
     let poller = state.spawn_generation_poller();
+    let sweeper = state.spawn_proposal_sweeper();
     let metrics = match metrics_bind {
         Some(address) => {
             let listener = tokio::net::TcpListener::bind(address)
@@ -79,6 +80,7 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
         .await
         .context("the server failed")?;
     poller.abort();
+    sweeper.abort();
     if let Some(metrics) = metrics {
         metrics.abort();
     }

@@ -619,3 +619,32 @@ async fn check_and_serve_refuse_a_drifted_database_unless_drift_is_allowed() {
     assert_eq!(status, "HTTP/1.1 200 OK");
     stop(child);
 }
+
+#[tokio::test]
+async fn proposals_orphans_lists_a_dead_execution_without_changing_it() {
+    let db = seeded_sqlite().await;
+    db.conn
+        .execute_unprepared(
+            "INSERT INTO proposals (tenant_id, agent_id, tool_id, tool_name, conversation_id, arguments, arguments_hash, description, preview, state, attempts, max_attempts, outcome_unknown, expires_at, lease_until, created_at, updated_at) \
+             SELECT 't1', a.id, t.id, t.name, 'c-1', '{}', 'h', 'Delete tasks', '[]', 'executing', 1, 3, false, \
+                    '2030-01-01T00:00:00+00:00', '2026-01-01T00:05:00+00:00', '2026-01-01T00:00:00+00:00', '2026-01-01T00:00:00+00:00' \
+             FROM agent_configurations a, tools t WHERE a.name = 'assistant' AND t.name = 'delete_tasks'",
+        )
+        .await
+        .expect("plant an orphan");
+    let out = loadout(&db.url, &["proposals", "orphans"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listed = stdout(&out);
+    assert!(
+        listed
+            .starts_with("1\tt1\texecuting\tdelete_tasks\tattempt 1\t2026-01-01T00:00:00+00:00\n"),
+        "{listed}"
+    );
+    let again = stdout(&loadout(&db.url, &["proposals", "orphans"]));
+    assert_eq!(again, listed, "listing changes nothing");
+    let bad = loadout(&db.url, &["proposals", "orphans", "--lease-seconds", "0"]);
+    assert_eq!(
+        stderr(&bad),
+        "error: --lease-seconds must be a positive number of seconds\n"
+    );
+}

@@ -201,3 +201,25 @@ fn the_arguments_hash_ignores_key_order() {
         proposals::arguments_hash(&json!({"b": 2}))
     );
 }
+
+db_test! {
+    async fn the_servers_sweeper_fails_a_dead_execution_and_counts_it(db) {
+        let db = seeded(db).await;
+        let long_ago = Utc::now() - TimeDelta::hours(1);
+        let p = propose(&db, "t1", long_ago).await;
+        proposals::approve(&db.conn, "t1", p.id, "approver", long_ago, LEASE).await.expect("approve");
+        let state = loadout::http::AppState::new(db.reconnect().await, std::sync::Arc::new(loadout::prompt::builder::SystemClock), 262_144)
+            .await.expect("state");
+        let sweeper = state.spawn_proposal_sweeper();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while proposals::get(&db.conn, "t1", p.id).await.expect("row").state != "failed" {
+            assert!(std::time::Instant::now() < deadline, "the sweeper never ran");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        sweeper.abort();
+        let text = state.metrics.render(&state.cache);
+        assert!(text.contains("loadout_proposal_orphans_failed_total 1\n"), "{text}");
+        let row = proposals::get(&db.conn, "t1", p.id).await.expect("row");
+        assert!(row.outcome_unknown);
+    }
+}

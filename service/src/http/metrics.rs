@@ -51,10 +51,16 @@ fn method_label(method: &str) -> &'static str {
     }
 }
 
-/// Request metrics for one process.
+/// Request metrics for one process, and what its proposal sweeper found.
 #[derive(Default)]
 pub struct Metrics {
     series: Mutex<Series>,
+    /// Executions found dead past their lease and failed with outcome unknown.
+    pub orphans_failed: std::sync::atomic::AtomicU64,
+    /// Approved proposals never claimed within a lease, at the last sweep.
+    pub orphans_approved: std::sync::atomic::AtomicU64,
+    /// Proposals expired undecided.
+    pub proposals_expired: std::sync::atomic::AtomicU64,
 }
 
 impl Metrics {
@@ -144,6 +150,32 @@ impl Metrics {
             _ = writeln!(
                 out,
                 "# HELP {name} {help}\n# TYPE {name} counter\n{name} {value}"
+            );
+        }
+        for (name, kind, help, value) in [
+            (
+                "loadout_proposal_orphans_failed_total",
+                "counter",
+                "Executions found dead past their lease and failed with outcome unknown.",
+                &self.orphans_failed,
+            ),
+            (
+                "loadout_proposal_orphans_approved",
+                "gauge",
+                "Approved proposals never claimed within a lease, at the last sweep.",
+                &self.orphans_approved,
+            ),
+            (
+                "loadout_proposals_expired_total",
+                "counter",
+                "Proposals that expired undecided.",
+                &self.proposals_expired,
+            ),
+        ] {
+            _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}",
+                value.load(Ordering::Relaxed)
             );
         }
         _ = writeln!(

@@ -33,6 +33,10 @@ use error::ApiError;
 
 /// Request bodies larger than this get 413.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// How long an execution may run before the sweeper presumes its process dead.
+pub const PROPOSAL_LEASE: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
+/// How often the proposal sweeper runs.
+pub const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
 /// How often a process checks the database generation for other processes' writes.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
 
@@ -71,6 +75,36 @@ impl AppState {
             clock,
             max_template_bytes,
         })))
+    }
+
+    /// Sweeps the proposal ledger now and every [`SWEEP_INTERVAL`]: dead executions fail
+    /// with outcome unknown, stuck approvals are counted, undecided proposals expire.
+    pub fn spawn_proposal_sweeper(&self) -> tokio::task::JoinHandle<()> {
+        let weak = Arc::downgrade(&self.0);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(SWEEP_INTERVAL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(state) = weak.upgrade() else { return };
+                let now = state.clock.now();
+                match crate::proposals::sweep(&state.db, now, PROPOSAL_LEASE).await {
+                    Ok(found) => {
+                        let m = &state.metrics;
+                        m.orphans_failed
+                            .fetch_add(found.failed.len() as u64, Ordering::Relaxed);
+                        m.orphans_approved
+                            .store(found.approved.len() as u64, Ordering::Relaxed);
+                        m.proposals_expired
+                            .fetch_add(found.expired.len() as u64, Ordering::Relaxed);
+                        if !found.failed.is_empty() || !found.approved.is_empty() {
+                            tracing::warn!(failed = ?found.failed, approved = ?found.approved, "orphaned proposals (`loadout proposals orphans` lists them)");
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "cannot sweep the proposal ledger"),
+                }
+            }
+        })
     }
 
     /// Polls the database generation until the state is dropped everywhere else.
