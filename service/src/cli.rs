@@ -129,8 +129,11 @@ pub enum KeysCommand {
         /// A unique name: 1 to 64 of a-z, 0-9, '-', '_', '.'.
         #[arg(long)]
         name: String,
+        /// The tenant whose runtime data (proposals) the key works on; `default` if omitted.
+        #[arg(long)]
+        tenant: Option<String>,
     },
-    /// One line per key: name, role, prefix, created, revoked (never the key).
+    /// One line per key: name, role, prefix, tenant, created, revoked (never the key).
     List,
     /// Revoke a key by name; requests with it get 401 from then on.
     Revoke { name: String },
@@ -139,8 +142,8 @@ pub enum KeysCommand {
 async fn keys(db: &sea_orm::DatabaseConnection, command: KeysCommand) -> anyhow::Result<()> {
     use sea_orm::TransactionTrait;
     match command {
-        KeysCommand::Create { role, name } => {
-            let key = crate::keys::create(db, &name, role).await?;
+        KeysCommand::Create { role, name, tenant } => {
+            let key = crate::keys::create_for_tenant(db, &name, role, tenant.as_deref()).await?;
             println!("created {role} key {name:?}; it is shown once, store it now:");
             println!("{key}");
         }

@@ -37,3 +37,144 @@ impl Executors {
         self.connectors.contains(tool)
     }
 }
+
+/// One tool call to carry out.
+#[derive(Clone, Debug)]
+pub struct Call {
+    pub tenant: String,
+    pub agent_id: i32,
+    pub user_id: Option<String>,
+    pub tool: String,
+    pub arguments: serde_json::Value,
+    /// `{proposal_id}:{attempt}`: executors must treat a repeat as the same call.
+    pub idempotency_key: String,
+}
+
+/// Why a call cannot run now (answered with 424).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{tool} is not connected: {why}")]
+pub struct NotRunnable {
+    pub tool: String,
+    pub why: String,
+}
+
+impl Executors {
+    /// Whether a call of `tool` (of type `tool_type`) can run now.
+    pub fn runnable(&self, tool: &str, tool_type: &str) -> Result<(), NotRunnable> {
+        let ok = match tool_type {
+            "builtin" => self.has_builtin(tool),
+            _ => self.has_connector(tool),
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(NotRunnable {
+                tool: tool.to_owned(),
+                why: match tool_type {
+                    "builtin" => "this build has no executor for it".to_owned(),
+                    other => format!("no connector is configured for this {other} tool"),
+                },
+            })
+        }
+    }
+
+    /// Runs a call in its own task with a timeout. A failure, timeout or panic becomes
+    /// `{success: false, result: {error, retryable}}` with a sanitised message; it never
+    /// affects another call.
+    pub async fn run(
+        &self,
+        db: &sea_orm::DatabaseConnection,
+        call: Call,
+        timeout: std::time::Duration,
+    ) -> crate::proposals::Outcome {
+        let db = db.clone();
+        let task = tokio::spawn(async move { run_builtin(&db, &call).await });
+        let abort = task.abort_handle();
+        match tokio::time::timeout(timeout, task).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(join)) => {
+                tracing::error!(panicked = join.is_panic(), "an executor failed");
+                failure("the executor failed unexpectedly", false)
+            }
+            Err(_) => {
+                abort.abort();
+                failure("the executor timed out", true)
+            }
+        }
+    }
+}
+
+fn failure(error: &str, retryable: bool) -> crate::proposals::Outcome {
+    crate::proposals::Outcome {
+        success: false,
+        result: serde_json::json!({"error": error, "retryable": retryable}),
+    }
+}
+
+async fn run_builtin(db: &sea_orm::DatabaseConnection, call: &Call) -> crate::proposals::Outcome {
+    match call.tool.as_str() {
+        "update_instructions" => update_instructions(db, call).await,
+        other => failure(&format!("no builtin executor for {other}"), false),
+    }
+}
+
+/// Replaces the user's standing instructions for the agent, so the next rendered
+/// prompt shows them; bumps the configuration generation in the same transaction.
+async fn update_instructions(
+    db: &sea_orm::DatabaseConnection,
+    call: &Call,
+) -> crate::proposals::Outcome {
+    use entity::user_agent_prompt_customizations as uapc;
+    use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set, TransactionTrait};
+    let Some(user) = call.user_id.as_deref() else {
+        return failure("update_instructions needs the call's user_id", false);
+    };
+    let Some(text) = call.arguments.get("instructions").and_then(|v| v.as_str()) else {
+        return failure("update_instructions needs \"instructions\" text", false);
+    };
+    let write = async {
+        let txn = db.begin().await?;
+        let now = chrono::Utc::now();
+        let existing = uapc::Entity::find()
+            .filter(uapc::Column::AgentId.eq(call.agent_id))
+            .filter(uapc::Column::UserId.eq(user))
+            .one(&txn)
+            .await?;
+        match existing {
+            Some(row) => {
+                let mut active: uapc::ActiveModel = row.into();
+                active.instructions = Set(text.to_owned());
+                active.is_active = Set(true);
+                active.deleted_at = Set(None);
+                active.updated_at = Set(now);
+                active.update(&txn).await?;
+            }
+            None => {
+                uapc::ActiveModel {
+                    user_id: Set(user.to_owned()),
+                    agent_id: Set(call.agent_id),
+                    instructions: Set(text.to_owned()),
+                    is_active: Set(true),
+                    created_at: Set(now),
+                    updated_at: Set(now),
+                    deleted_at: Set(None),
+                    ..Default::default()
+                }
+                .insert(&txn)
+                .await?;
+            }
+        }
+        crate::generation::bump(&txn).await?;
+        txn.commit().await
+    };
+    match write.await {
+        Ok(()) => crate::proposals::Outcome {
+            success: true,
+            result: serde_json::json!({"updated": true}),
+        },
+        Err(e) => {
+            tracing::error!(error = %e, "update_instructions could not write");
+            failure("the instructions could not be saved; try again", true)
+        }
+    }
+}

@@ -23,15 +23,21 @@ use sha2::{Digest, Sha256};
 pub enum Role {
     /// Everything, including edits.
     Admin,
-    /// Read prompts and tools.
+    /// Read prompts and tools; propose tool calls.
     Agent,
+    /// Approve, decline, retry and read its tenant's proposals; nothing else.
+    Approver,
 }
+
+/// The tenant of a key created without one.
+pub const DEFAULT_TENANT: &str = "default";
 
 impl Role {
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Admin => "admin",
             Role::Agent => "agent",
+            Role::Approver => "approver",
         }
     }
 
@@ -39,6 +45,7 @@ impl Role {
         match text {
             "admin" => Some(Role::Admin),
             "agent" => Some(Role::Agent),
+            "approver" => Some(Role::Approver),
             _ => None,
         }
     }
@@ -58,12 +65,20 @@ pub struct Principal {
     pub tenant_id: Option<String>,
 }
 
+impl Principal {
+    /// The tenant every object this key touches belongs to; never taken from a request.
+    pub fn tenant(&self) -> &str {
+        self.tenant_id.as_deref().unwrap_or(DEFAULT_TENANT)
+    }
+}
+
 /// One key as `keys list` shows it: never the secret or the hash.
 #[derive(Clone, Debug, Serialize)]
 pub struct KeyInfo {
     pub name: String,
     pub role: String,
     pub prefix: String,
+    pub tenant: String,
     pub created_at: DateTime<Utc>,
     pub revoked_at: Option<DateTime<Utc>>,
 }
@@ -74,6 +89,10 @@ pub enum KeyError {
         "key name {0:?} is not valid: use 1 to 64 of a-z, 0-9, '-', '_' and '.', starting with a letter or digit"
     )]
     InvalidName(String),
+    #[error(
+        "tenant {0:?} is not valid: use 1 to 64 of a-z, 0-9, '-', '_' and '.', starting with a letter or digit"
+    )]
+    InvalidTenant(String),
     #[error("a key named {0:?} already exists")]
     NameTaken(String),
     #[error("no key named {0:?}")]
@@ -134,8 +153,23 @@ fn prefix_of(key: &str) -> Option<&str> {
 
 /// Creates a key and returns it; this is the only time the whole key exists.
 pub async fn create(db: &impl ConnectionTrait, name: &str, role: Role) -> Result<String, KeyError> {
+    create_for_tenant(db, name, role, None).await
+}
+
+/// Creates a key of `tenant` (the default tenant when `None`) and returns it.
+pub async fn create_for_tenant(
+    db: &impl ConnectionTrait,
+    name: &str,
+    role: Role,
+    tenant: Option<&str>,
+) -> Result<String, KeyError> {
     if !valid_name(name) {
         return Err(KeyError::InvalidName(name.to_owned()));
+    }
+    if let Some(tenant) = tenant
+        && !valid_name(tenant)
+    {
+        return Err(KeyError::InvalidTenant(tenant.to_owned()));
     }
     let taken = api_keys::Entity::find()
         .filter(api_keys::Column::Name.eq(name))
@@ -155,7 +189,7 @@ pub async fn create(db: &impl ConnectionTrait, name: &str, role: Role) -> Result
         role: Set(role.as_str().to_owned()),
         prefix: Set(prefix),
         key_hash: Set(hash(&key)),
-        tenant_id: Set(None),
+        tenant_id: Set(tenant.map(str::to_owned)),
         created_at: Set(now),
         updated_at: Set(now),
         revoked_at: Set(None),
@@ -179,6 +213,7 @@ pub async fn list(db: &impl ConnectionTrait) -> Result<Vec<KeyInfo>, DbErr> {
             name: k.name,
             role: k.role,
             prefix: k.prefix,
+            tenant: k.tenant_id.unwrap_or_else(|| DEFAULT_TENANT.to_owned()),
             created_at: k.created_at,
             revoked_at: k.revoked_at,
         })

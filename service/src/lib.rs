@@ -12,6 +12,7 @@ pub mod migrate;
 pub mod prompt;
 pub mod prompt_cli;
 pub mod proposals;
+pub mod schema;
 pub mod seed;
 pub mod serve;
 pub mod telemetry;

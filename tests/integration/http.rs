@@ -550,6 +550,10 @@ db_test! {
             "PUT /v1/agents/{agent}/links/{tool}", "DELETE /v1/agents/{agent}/links/{tool}",
             "GET /v1/channels", "GET /v1/channels/{channel}", "PATCH /v1/channels/{channel}",
             "GET /v1/registry/check",
+            "POST /v1/agents/{agent}/tool-calls", "GET /v1/proposals/{id}",
+            "GET /v1/conversations/{conversation_id}/proposals", "POST /v1/proposals/{id}/approve",
+            "POST /v1/proposals/{id}/decline", "POST /v1/proposals/{id}/retry",
+            "PUT /v1/users/{user_id}/tools/{tool}/preference",
         ].iter().map(|r| { let (m, p) = r.split_once(' ').expect("method path"); (m.to_owned(), p.to_owned()) }).collect();
         expected.sort();
         operations.sort();
@@ -557,10 +561,15 @@ db_test! {
 
         // Each documented operation reaches a handler (never the fallback), read-only ones
         // with 2xx. Reads first and deletes last, so nothing is gone before it is read.
+        // One proposal exists, so the proposal routes have something to read.
+        let proposal = api.call(Method::POST, "/v1/agents/assistant/tool-calls", Some(&api.admin),
+            Some(json!({"tool": "update_instructions", "arguments": {"instructions": "x"}, "conversation_id": "c-1", "user_id": "u-1"}))).await;
+        assert_eq!(proposal.body["proposal_id"], 1, "{}", proposal.body);
         let rank = |m: &str| match m { "GET" => 0, "DELETE" => 2, _ => 1 };
         operations.sort_by_key(|(m, p)| (rank(m), p.clone()));
         for (method, path) in &operations {
             let concrete = path.replace("{agent}", "assistant").replace("{tool}", "get_tasks")
+                .replace("{id}", "1").replace("{conversation_id}", "c-1")
                 .replace("{channel}", "web").replace("{user_id}", "u-1").replace("{version}", "1");
             let concrete = match concrete.as_str() {
                 "/v1/agents/assistant/prompt" | "/v1/agents/assistant/loadout" => format!("{concrete}?channel=web"),

@@ -18,7 +18,7 @@ use utoipa_axum::routes;
 
 use super::cache::LoadedAgent;
 use super::error::{ApiError, ApiResult};
-use super::{AnyKey, AppState};
+use super::{AgentKey, AppState};
 use crate::prompt::builder::{self, Channels};
 use crate::prompt::load;
 use crate::tool_formats::{self, Format};
@@ -287,7 +287,7 @@ struct PromptQuery {
 #[utoipa::path(get, path = "/v1/agents/{agent}/prompt", tag = "agents", summary = "The agent's rendered prompt for a channel (any key; ETag)", params(("agent" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn get_prompt(
     State(state): State<AppState>,
-    _key: AnyKey,
+    _key: AgentKey,
     Path(name): Path<String>,
     headers: HeaderMap,
     q: Result<Query<PromptQuery>, QueryRejection>,
@@ -322,7 +322,7 @@ async fn get_prompt(
 #[utoipa::path(post, path = "/v1/agents/{agent}/prompt/render", tag = "agents", summary = "Render with memory notes and session data in the body (any key; ETag)", params(("agent" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn render_prompt(
     State(state): State<AppState>,
-    _key: AnyKey,
+    _key: AgentKey,
     Path(name): Path<String>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
@@ -349,7 +349,7 @@ struct ToolsQuery {
 #[utoipa::path(get, path = "/v1/agents/{agent}/tools", tag = "agents", summary = "The agent's active tools as OpenAI, Anthropic or MCP definitions (any key; ETag)", params(("agent" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn get_tools(
     State(state): State<AppState>,
-    _key: AnyKey,
+    _key: AgentKey,
     Path(name): Path<String>,
     headers: HeaderMap,
     q: Result<Query<ToolsQuery>, QueryRejection>,
@@ -380,7 +380,7 @@ struct LoadoutQuery {
 #[utoipa::path(get, path = "/v1/agents/{agent}/loadout", tag = "agents", summary = "Prompt and tools in one response (any key; ETag)", params(("agent" = String, Path)), responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn get_loadout(
     State(state): State<AppState>,
-    _key: AnyKey,
+    _key: AgentKey,
     Path(name): Path<String>,
     headers: HeaderMap,
     q: Result<Query<LoadoutQuery>, QueryRejection>,

@@ -48,7 +48,7 @@ impl ApiError {
         Self::new(
             StatusCode::FORBIDDEN,
             "forbidden",
-            "this key's role may not do this; an admin key is required",
+            "this key's role may not do this",
         )
     }
 

@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod agent;
 pub mod cache;
+pub mod calls;
 pub mod error;
 pub mod metrics;
 pub mod registry;
@@ -176,6 +177,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(agent::routes())
         .merge(admin::routes())
         .merge(registry::routes())
+        .merge(calls::routes())
 }
 
 static SPEC: std::sync::LazyLock<utoipa::openapi::OpenApi> = std::sync::LazyLock::new(openapi);
@@ -268,8 +270,11 @@ async fn trace(State(state): State<AppState>, request: Request, next: Next) -> R
     response
 }
 
-/// The caller, from `Authorization: Bearer <key>`; any role.
-pub struct AnyKey(pub Principal);
+/// The caller, holding an agent or admin key (approver keys read proposals only).
+pub struct AgentKey(pub Principal);
+
+/// The caller, holding an approver or admin key.
+pub struct ApproverKey(pub Principal);
 
 /// The caller, who must hold an admin key.
 pub struct AdminKey(pub Principal);
@@ -295,11 +300,27 @@ async fn principal(parts: &Parts, state: &AppState) -> Result<Principal, ApiErro
     found.ok_or_else(ApiError::unauthorized)
 }
 
-impl FromRequestParts<AppState> for AnyKey {
+impl FromRequestParts<AppState> for AgentKey {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        principal(parts, state).await.map(AnyKey)
+        let principal = principal(parts, state).await?;
+        if !matches!(principal.role, Role::Agent | Role::Admin) {
+            return Err(ApiError::forbidden());
+        }
+        Ok(AgentKey(principal))
+    }
+}
+
+impl FromRequestParts<AppState> for ApproverKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let principal = principal(parts, state).await?;
+        if !matches!(principal.role, Role::Approver | Role::Admin) {
+            return Err(ApiError::forbidden());
+        }
+        Ok(ApproverKey(principal))
     }
 }
 

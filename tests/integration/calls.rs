@@ -1,0 +1,209 @@
+//! Tool calls through the HTTP API: proposals, approval, the builtin executor,
+//! preferences, validation, idempotency and tenant isolation, on both backends.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use loadout::catalog::Seeds;
+use loadout::http::{AppState, router};
+use loadout::keys::{self, Role};
+use loadout::prompt::builder::SystemClock;
+use loadout_tests::{TestDb, db_test};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+struct Api {
+    state: AppState,
+    agent: String,
+    approver: String,
+    other_approver: String,
+}
+
+impl Api {
+    async fn new(db: TestDb) -> (TestDb, Api) {
+        let db = db.migrated().await;
+        loadout::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
+            .await
+            .expect("seed");
+        let agent = keys::create_for_tenant(&db.conn, "agent-a", Role::Agent, Some("acme"))
+            .await
+            .expect("key");
+        let approver =
+            keys::create_for_tenant(&db.conn, "approver-a", Role::Approver, Some("acme"))
+                .await
+                .expect("key");
+        let other_approver =
+            keys::create_for_tenant(&db.conn, "approver-b", Role::Approver, Some("globex"))
+                .await
+                .expect("key");
+        let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144)
+            .await
+            .expect("state");
+        (
+            db,
+            Api {
+                state,
+                agent,
+                approver,
+                other_approver,
+            },
+        )
+    }
+
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        key: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::AUTHORIZATION, format!("Bearer {key}"))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body.map_or_else(Body::empty, |b| Body::from(b.to_string())))
+            .expect("request");
+        let response = router(self.state.clone())
+            .oneshot(request)
+            .await
+            .expect("infallible");
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        (
+            status,
+            if bytes.is_empty() {
+                Value::Null
+            } else {
+                serde_json::from_slice(&bytes).expect("json")
+            },
+        )
+    }
+
+    async fn tool_call(&self, body: Value) -> (StatusCode, Value) {
+        self.call(
+            Method::POST,
+            "/v1/agents/assistant/tool-calls",
+            &self.agent,
+            Some(body),
+        )
+        .await
+    }
+}
+
+fn instructions_call(text: &str) -> Value {
+    json!({"tool": "update_instructions", "arguments": {"instructions": text}, "conversation_id": "conv-1", "user_id": "u-1"})
+}
+
+db_test! {
+    async fn an_approved_update_instructions_reaches_the_next_prompt(db) {
+        let (_db, api) = Api::new(db).await;
+        let (status, proposed) = api.tool_call(instructions_call("Always answer in French.")).await;
+        assert_eq!(status, StatusCode::OK, "{proposed}");
+        assert_eq!(proposed["status"], "proposed_for_approval");
+        assert_eq!(proposed["description"], "Update instructions: Always answer in French.");
+        let id = proposed["proposal_id"].as_i64().expect("id");
+
+        let (_, listed) = api.call(Method::GET, "/v1/conversations/conv-1/proposals", &api.approver, None).await;
+        assert_eq!(listed["proposals"][0]["state"], "proposed");
+
+        let (status, approved) = api.call(Method::POST, &format!("/v1/proposals/{id}/approve"), &api.approver, None).await;
+        assert_eq!(status, StatusCode::OK, "{approved}");
+        assert_eq!((approved["state"].clone(), approved["attempts"].clone()), (json!("succeeded"), json!(1)));
+        let (_, again) = api.call(Method::POST, &format!("/v1/proposals/{id}/approve"), &api.approver, None).await;
+        assert_eq!(again["attempts"], 1, "a second approval runs nothing");
+
+        let (_, prompt) = api.call(Method::GET, "/v1/agents/assistant/prompt?channel=web&user_id=u-1", &api.agent, None).await;
+        assert!(prompt["text"].as_str().expect("text").contains("## User instructions\nAlways answer in French.\n"), "{prompt}");
+
+        let (_, detail) = api.call(Method::GET, &format!("/v1/proposals/{id}"), &api.approver, None).await;
+        let moves: Vec<(Value, Value)> = detail["events"].as_array().expect("events").iter().map(|e| (e["from"].clone(), e["to"].clone())).collect();
+        assert_eq!(moves, [
+            (Value::Null, json!("proposed")),
+            (json!("proposed"), json!("approved")),
+            (json!("approved"), json!("executing")),
+            (json!("executing"), json!("succeeded")),
+        ]);
+    }
+}
+
+db_test! {
+    async fn a_users_preference_lets_a_user_configurable_tool_run_at_once(db) {
+        let (_db, api) = Api::new(db).await;
+        let (status, _) = api.call(Method::PUT, "/v1/users/u-1/tools/update_instructions/preference", &api.approver, Some(json!({"auto_approve": true}))).await;
+        assert_eq!(status, StatusCode::OK);
+        let (status, ran) = api.tool_call(instructions_call("Be brief.")).await;
+        assert_eq!(status, StatusCode::OK, "{ran}");
+        assert_eq!(ran["status"], "succeeded");
+        assert_eq!(ran["result"], json!({"updated": true}));
+        let (status, refused) = api.call(Method::PUT, "/v1/users/u-1/tools/get_tasks/preference", &api.approver, Some(json!({"auto_approve": true}))).await;
+        assert_eq!((status, refused["error"]["code"].clone()), (StatusCode::UNPROCESSABLE_ENTITY, json!("not_user_configurable")));
+    }
+}
+
+db_test! {
+    async fn tools_without_a_connector_are_424_and_their_proposals_wait(db) {
+        let (_db, api) = Api::new(db).await;
+        let (status, refused) = api.tool_call(json!({"tool": "get_tasks", "arguments": {"id": null, "status": null, "priority": null, "due_before": null, "limit": null}, "conversation_id": "c"})).await;
+        assert_eq!((status, refused["error"]["code"].clone()), (StatusCode::FAILED_DEPENDENCY, json!("not_connected")), "{refused}");
+        let (status, proposed) = api.tool_call(json!({"tool": "delete_tasks", "arguments": {"ids": ["t1"]}, "conversation_id": "c"})).await;
+        assert_eq!(status, StatusCode::OK, "{proposed}");
+        let id = proposed["proposal_id"].as_i64().expect("id");
+        let (status, body) = api.call(Method::POST, &format!("/v1/proposals/{id}/approve"), &api.approver, None).await;
+        assert_eq!((status, body["error"]["code"].clone()), (StatusCode::FAILED_DEPENDENCY, json!("not_connected")));
+        let (_, still) = api.call(Method::GET, &format!("/v1/proposals/{id}"), &api.approver, None).await;
+        assert_eq!(still["state"], "proposed");
+        let (status, declined) = api.call(Method::POST, &format!("/v1/proposals/{id}/decline"), &api.approver, None).await;
+        assert_eq!((status, declined["state"].clone()), (StatusCode::OK, json!("declined")));
+        let (status, conflict) = api.call(Method::POST, &format!("/v1/proposals/{id}/decline"), &api.approver, None).await;
+        assert_eq!((status, conflict["error"]["details"]["state"].clone()), (StatusCode::CONFLICT, json!("declined")));
+    }
+}
+
+db_test! {
+    async fn arguments_are_validated_and_idempotency_keys_are_honoured(db) {
+        let (_db, api) = Api::new(db).await;
+        let (status, bad) = api.tool_call(json!({"tool": "delete_tasks", "arguments": {"ids": ["t1"], "force": true}, "conversation_id": "c"})).await;
+        assert_eq!((status, bad["error"]["details"]["path"].clone()), (StatusCode::UNPROCESSABLE_ENTITY, json!("$.force")));
+        let (status, bad) = api.tool_call(json!({"tool": "delete_tasks", "arguments": {"ids": [7]}, "conversation_id": "c"})).await;
+        assert_eq!((status, bad["error"]["details"]["path"].clone()), (StatusCode::UNPROCESSABLE_ENTITY, json!("$.ids[0]")));
+        let (status, _) = api.tool_call(json!({"tool": "get_weather", "arguments": {}, "conversation_id": "c"})).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+
+        let mut call = json!({"tool": "delete_tasks", "arguments": {"ids": ["t1"]}, "conversation_id": "c", "idempotency_key": "k-1"});
+        let (_, first) = api.tool_call(call.clone()).await;
+        let (_, second) = api.tool_call(call.clone()).await;
+        assert_eq!(first, second);
+        call["arguments"] = json!({"ids": ["t2"]});
+        let (status, _) = api.tool_call(call).await;
+        assert_eq!(status, StatusCode::CONFLICT);
+    }
+}
+
+db_test! {
+    async fn tenants_and_roles_are_kept_apart(db) {
+        let (_db, api) = Api::new(db).await;
+        let (_, proposed) = api.tool_call(instructions_call("x")).await;
+        let id = proposed["proposal_id"].as_i64().expect("id");
+        for (method, path) in [
+            (Method::GET, format!("/v1/proposals/{id}")),
+            (Method::POST, format!("/v1/proposals/{id}/approve")),
+            (Method::POST, format!("/v1/proposals/{id}/decline")),
+            (Method::POST, format!("/v1/proposals/{id}/retry")),
+        ] {
+            let (status, _) = api.call(method.clone(), &path, &api.other_approver, None).await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "{method} {path} across tenants");
+        }
+        let (_, other_list) = api.call(Method::GET, "/v1/conversations/conv-1/proposals", &api.other_approver, None).await;
+        assert_eq!(other_list["proposals"], json!([]));
+        let (status, _) = api.call(Method::POST, &format!("/v1/proposals/{id}/approve"), &api.agent, None).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "an agent key cannot approve");
+        let (status, _) = api.call(Method::GET, "/v1/agents/assistant/prompt?channel=web", &api.approver, None).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "an approver key reads proposals only");
+        let (status, _) = api.call(Method::GET, "/v1/proposals/not-a-number", &api.approver, None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+    }
+}
