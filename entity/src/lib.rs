@@ -5,6 +5,7 @@ pub mod agent_configurations;
 pub mod agent_tools;
 pub mod api_keys;
 pub mod channels;
+pub mod connectors;
 pub mod loadout_state;
 pub mod prompt_versions;
 pub mod proposal_events;

@@ -19,6 +19,8 @@ pub struct Model {
     /// JSON Schema of the tool's arguments.
     pub parameters: Json,
     pub prompt_section: Option<String>,
+    /// The connector an `api` tool's calls go to; `None` = not connected.
+    pub connector_id: Option<i32>,
     pub is_active: bool,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,

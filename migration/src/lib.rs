@@ -9,6 +9,7 @@ pub mod m20260224_000002_canonicalize_tool_registry;
 pub mod m20260301_000003_channels_and_prompt_sections;
 mod m20260310_000004_keys_versions_generation;
 mod m20260320_000005_proposal_ledger;
+mod m20260401_000006_connectors;
 
 /// Every migration, oldest first.
 pub struct Migrator;
@@ -22,6 +23,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20260301_000003_channels_and_prompt_sections::Migration),
             Box::new(m20260310_000004_keys_versions_generation::Migration),
             Box::new(m20260320_000005_proposal_ledger::Migration),
+            Box::new(m20260401_000006_connectors::Migration),
         ]
     }
 }

@@ -45,6 +45,9 @@ pub enum Command {
         /// Also serve `/metrics`, without a key, on this address (e.g. 127.0.0.1:9090).
         #[arg(long, env = "LOADOUT_METRICS_BIND")]
         metrics_bind: Option<std::net::SocketAddr>,
+        /// Private or loopback IPs connectors may reach (comma-separated), e.g. 127.0.0.1.
+        #[arg(long, env = "LOADOUT_CONNECTOR_ALLOW", value_delimiter = ',')]
+        connector_allow: Vec<std::net::IpAddr>,
         /// Start even when `loadout check` finds errors (each is logged as a warning).
         #[arg(long)]
         allow_drift: bool,
@@ -197,6 +200,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve {
             bind,
             metrics_bind,
+            connector_allow,
             allow_drift,
             no_migrate,
             max_template_bytes,
@@ -204,6 +208,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let options = crate::serve::Options {
                 bind,
                 metrics_bind,
+                connector_allow,
                 allow_drift,
                 no_migrate,
                 max_template_bytes,
@@ -215,8 +220,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let catalog = load_catalog(catalog.as_deref())?;
             let db = db::connect(&cli.database_url).await?;
             migrate::ensure_current(&db).await?;
-            let report =
-                crate::check::run(&db, &catalog, &crate::executors::Executors::compiled_in()).await;
+            let report = crate::check::run(
+                &db,
+                &catalog,
+                &crate::executors::Executors::load(&db, Vec::new()).await?,
+            )
+            .await;
             db.close().await.ok();
             let report = report?;
             match format {

@@ -3,7 +3,10 @@
 //! The proposals issue fills this in; today the registry knows loadout's own builtin
 //! (`update_instructions`: loadout owns users' instructions) and no connectors.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use crate::connector::Connector;
 
 /// Builtin tools this build can execute.
 pub const BUILTIN: [&str; 1] = ["update_instructions"];
@@ -12,7 +15,10 @@ pub const BUILTIN: [&str; 1] = ["update_instructions"];
 #[derive(Clone, Debug, Default)]
 pub struct Executors {
     builtin: BTreeSet<String>,
-    connectors: BTreeSet<String>,
+    /// Tool name → the connector its calls go to.
+    connectors: BTreeMap<String, Connector>,
+    /// Addresses connectors may reach although they are private or loopback.
+    allow: Vec<IpAddr>,
 }
 
 impl Executors {
@@ -20,13 +26,43 @@ impl Executors {
     pub fn compiled_in() -> Self {
         Self {
             builtin: BUILTIN.iter().map(|s| (*s).to_owned()).collect(),
-            connectors: BTreeSet::new(),
+            connectors: BTreeMap::new(),
+            allow: Vec::new(),
         }
     }
 
-    /// Declares a connector for a tool (used by connectors and by tests).
-    pub fn connect(&mut self, tool: &str) {
-        self.connectors.insert(tool.to_owned());
+    /// The builtins plus every live tool ↔ connector binding in the database.
+    pub async fn load(
+        db: &impl sea_orm::ConnectionTrait,
+        allow: Vec<IpAddr>,
+    ) -> Result<Self, sea_orm::DbErr> {
+        use entity::{connectors, tools};
+        use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+        let mut executors = Self::compiled_in();
+        executors.allow = allow;
+        let bound = tools::Entity::find()
+            .filter(tools::Column::ConnectorId.is_not_null())
+            .filter(tools::Column::DeletedAt.is_null())
+            .all(db)
+            .await?;
+        let live: BTreeMap<i32, connectors::Model> = connectors::Entity::find()
+            .filter(connectors::Column::DeletedAt.is_null())
+            .all(db)
+            .await?
+            .into_iter()
+            .map(|c| (c.id, c))
+            .collect();
+        for tool in bound {
+            if let Some(c) = tool.connector_id.and_then(|id| live.get(&id)) {
+                executors.connectors.insert(tool.name, connector_of(c));
+            }
+        }
+        Ok(executors)
+    }
+
+    /// Binds a tool to a connector (for tests and embedding).
+    pub fn connect(&mut self, tool: &str, connector: Connector) {
+        self.connectors.insert(tool.to_owned(), connector);
     }
 
     pub fn has_builtin(&self, tool: &str) -> bool {
@@ -34,7 +70,7 @@ impl Executors {
     }
 
     pub fn has_connector(&self, tool: &str) -> bool {
-        self.connectors.contains(tool)
+        self.connectors.contains_key(tool)
     }
 }
 
@@ -88,7 +124,19 @@ impl Executors {
         timeout: std::time::Duration,
     ) -> crate::proposals::Outcome {
         let db = db.clone();
-        let task = tokio::spawn(async move { run_builtin(&db, &call).await });
+        let connector = self.connectors.get(&call.tool).cloned();
+        let allow = self.allow.clone();
+        let timeout = connector.as_ref().map_or(timeout, |c| {
+            c.timeout.min(timeout) + std::time::Duration::from_millis(100)
+        });
+        let task = tokio::spawn(async move {
+            match connector {
+                Some(c) => {
+                    crate::connector::call(&c, &allow, &call.arguments, &call.idempotency_key).await
+                }
+                None => run_builtin(&db, &call).await,
+            }
+        });
         let abort = task.abort_handle();
         match tokio::time::timeout(timeout, task).await {
             Ok(Ok(outcome)) => outcome,
@@ -176,5 +224,24 @@ async fn update_instructions(
             tracing::error!(error = %e, "update_instructions could not write");
             failure("the instructions could not be saved; try again", true)
         }
+    }
+}
+
+fn connector_of(row: &entity::connectors::Model) -> Connector {
+    let headers = row
+        .headers
+        .as_object()
+        .map(|h| {
+            h.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default();
+    Connector {
+        name: row.name.clone(),
+        url: row.url.clone(),
+        method: row.method.clone(),
+        headers,
+        timeout: std::time::Duration::from_millis(u64::try_from(row.timeout_ms).unwrap_or(30_000)),
     }
 }

@@ -3,6 +3,7 @@
 pub mod catalog;
 pub mod check;
 pub mod cli;
+pub mod connector;
 pub mod db;
 pub mod executors;
 pub mod generation;

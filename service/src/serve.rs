@@ -16,6 +16,7 @@ use crate::{catalog::Seeds, db, migrate, seed};
 pub struct Options {
     pub bind: SocketAddr,
     pub metrics_bind: Option<SocketAddr>,
+    pub connector_allow: Vec<std::net::IpAddr>,
     pub allow_drift: bool,
     pub no_migrate: bool,
     pub max_template_bytes: usize,
@@ -25,6 +26,7 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
     let Options {
         bind,
         metrics_bind,
+        connector_allow,
         allow_drift,
         no_migrate,
         max_template_bytes,
@@ -46,9 +48,14 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
     }
 
     let db = db::connect(database_url).await?;
-    let state = AppState::new(db, Arc::new(SystemClock), max_template_bytes)
-        .await
-        .context("cannot read the configuration generation")?;
+    let state = AppState::with_connector_allow(
+        db,
+        Arc::new(SystemClock),
+        max_template_bytes,
+        connector_allow,
+    )
+    .await
+    .context("cannot read the configuration generation")?;
     let poller = state.spawn_generation_poller();
     let sweeper = state.spawn_proposal_sweeper();
     let metrics = match metrics_bind {
@@ -90,8 +97,12 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
 /// The same check as `loadout check`: errors stop the start unless `allow_drift`.
 async fn check_registry(db: &sea_orm::DatabaseConnection, allow_drift: bool) -> anyhow::Result<()> {
     let catalog = Seeds::embedded()?.catalog;
-    let report =
-        crate::check::run(db, &catalog, &crate::executors::Executors::compiled_in()).await?;
+    let report = crate::check::run(
+        db,
+        &catalog,
+        &crate::executors::Executors::load(db, Vec::new()).await?,
+    )
+    .await?;
     if allow_drift {
         for problem in report
             .problems

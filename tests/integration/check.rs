@@ -216,6 +216,7 @@ db_test! {
             "ALTER TABLE agent_configurations ADD COLUMN interaction_learning TEXT",
             "ALTER TABLE agent_configurations ADD COLUMN soul_version INTEGER NOT NULL DEFAULT 1",
             "ALTER TABLE agent_configurations ADD COLUMN template_version INTEGER NOT NULL DEFAULT 1",
+            "ALTER TABLE tools ADD COLUMN connector_id INTEGER",
         ] {
             sea_orm::ConnectionTrait::execute_unprepared(&db.conn, sql).await.expect("alter");
         }

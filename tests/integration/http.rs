@@ -554,6 +554,9 @@ db_test! {
             "GET /v1/conversations/{conversation_id}/proposals", "POST /v1/proposals/{id}/approve",
             "POST /v1/proposals/{id}/decline", "POST /v1/proposals/{id}/retry",
             "PUT /v1/users/{user_id}/tools/{tool}/preference",
+            "GET /v1/connectors", "POST /v1/connectors", "GET /v1/connectors/{connector}",
+            "PATCH /v1/connectors/{connector}", "DELETE /v1/connectors/{connector}",
+            "PUT /v1/tools/{tool}/connector",
         ].iter().map(|r| { let (m, p) = r.split_once(' ').expect("method path"); (m.to_owned(), p.to_owned()) }).collect();
         expected.sort();
         operations.sort();
@@ -565,11 +568,15 @@ db_test! {
         let proposal = api.call(Method::POST, "/v1/agents/assistant/tool-calls", Some(&api.admin),
             Some(json!({"tool": "update_instructions", "arguments": {"instructions": "x"}, "conversation_id": "c-1", "user_id": "u-1"}))).await;
         assert_eq!(proposal.body["proposal_id"], 1, "{}", proposal.body);
+        // And one connector (a public address literal: saving it resolves nothing).
+        let connector = api.call(Method::POST, "/v1/connectors", Some(&api.admin),
+            Some(json!({"name": "backend", "url": "http://93.184.216.34/hook"}))).await;
+        assert_eq!(connector.status, StatusCode::CREATED, "{}", connector.body);
         let rank = |m: &str| match m { "GET" => 0, "DELETE" => 2, _ => 1 };
         operations.sort_by_key(|(m, p)| (rank(m), p.clone()));
         for (method, path) in &operations {
             let concrete = path.replace("{agent}", "assistant").replace("{tool}", "get_tasks")
-                .replace("{id}", "1").replace("{conversation_id}", "c-1")
+                .replace("{id}", "1").replace("{conversation_id}", "c-1").replace("{connector}", "backend")
                 .replace("{channel}", "web").replace("{user_id}", "u-1").replace("{version}", "1");
             let concrete = match concrete.as_str() {
                 "/v1/agents/assistant/prompt" | "/v1/agents/assistant/loadout" => format!("{concrete}?channel=web"),

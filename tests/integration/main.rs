@@ -3,6 +3,7 @@
 mod calls;
 mod canonicalization;
 mod check;
+mod connectors;
 mod http;
 mod migrate;
 mod prompt;

@@ -14,6 +14,7 @@ db_test! {
             ("m20260301_000003_channels_and_prompt_sections", true),
             ("m20260310_000004_keys_versions_generation", true),
             ("m20260320_000005_proposal_ledger", true),
+            ("m20260401_000006_connectors", true),
         ]);
     }
 }

@@ -95,8 +95,12 @@ async fn check_errors(
     let catalog = crate::catalog::Seeds::embedded()
         .map_err(ApiError::internal)?
         .catalog;
-    let report =
-        crate::check::run(db, &catalog, &crate::executors::Executors::compiled_in()).await?;
+    let report = crate::check::run(
+        db,
+        &catalog,
+        &crate::executors::Executors::load(db, Vec::new()).await?,
+    )
+    .await?;
     let errors = report
         .problems
         .iter()

@@ -21,7 +21,7 @@ use utoipa_axum::routes;
 use super::agent::{check_name, check_user_id, json_body};
 use super::error::{ApiError, ApiResult};
 use super::{AgentKey, AppState, ApproverKey, PROPOSAL_LEASE};
-use crate::executors::{Call, Executors};
+use crate::executors::Call;
 use crate::proposals::{self, Approval, LedgerError, NewProposal};
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -175,7 +175,7 @@ async fn execute(
     claimed: rows::Model,
     tool_type: &str,
 ) -> ApiResult<rows::Model> {
-    let executors = Executors::compiled_in();
+    let executors = state.executors().await?;
     if let Err(e) = executors.runnable(&claimed.tool_name, tool_type) {
         // Claimed but not runnable (a connector vanished between checks): fail it, retryable.
         let outcome = proposals::Outcome {
@@ -321,7 +321,12 @@ async fn tool_call(
         },
         _ => false,
     };
-    if auto && let Err(e) = Executors::compiled_in().runnable(&tool.name, &tool.tool_type) {
+    if auto
+        && let Err(e) = state
+            .executors()
+            .await?
+            .runnable(&tool.name, &tool.tool_type)
+    {
         return Err(ApiError::new(
             StatusCode::FAILED_DEPENDENCY,
             "not_connected",
@@ -452,7 +457,7 @@ async fn approve(
         .map_err(ledger_error)?;
     let kind = tool_type(&state, row.tool_id).await?;
     if row.state == "proposed"
-        && let Err(e) = Executors::compiled_in().runnable(&row.tool_name, &kind)
+        && let Err(e) = state.executors().await?.runnable(&row.tool_name, &kind)
     {
         // The proposal stays `proposed`: it can be approved once the tool is connected.
         return Err(ApiError::new(
@@ -502,7 +507,7 @@ async fn retry(
         .await
         .map_err(ledger_error)?;
     let kind = tool_type(&state, row.tool_id).await?;
-    if let Err(e) = Executors::compiled_in().runnable(&row.tool_name, &kind) {
+    if let Err(e) = state.executors().await?.runnable(&row.tool_name, &kind) {
         return Err(ApiError::new(
             StatusCode::FAILED_DEPENDENCY,
             "not_connected",

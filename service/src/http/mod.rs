@@ -9,6 +9,7 @@ pub mod admin;
 pub mod agent;
 pub mod cache;
 pub mod calls;
+pub mod connectors;
 pub mod error;
 pub mod metrics;
 pub mod registry;
@@ -51,6 +52,8 @@ pub struct Inner {
     pub metrics: metrics::Metrics,
     pub clock: Arc<dyn Clock>,
     pub max_template_bytes: usize,
+    /// Private or loopback addresses connectors may reach (`--connector-allow`).
+    pub connector_allow: Vec<std::net::IpAddr>,
 }
 
 impl std::ops::Deref for AppState {
@@ -68,6 +71,16 @@ impl AppState {
         clock: Arc<dyn Clock>,
         max_template_bytes: usize,
     ) -> Result<Self, sea_orm::DbErr> {
+        Self::with_connector_allow(db, clock, max_template_bytes, Vec::new()).await
+    }
+
+    /// Like [`AppState::new`], letting connectors reach the given private addresses.
+    pub async fn with_connector_allow(
+        db: DatabaseConnection,
+        clock: Arc<dyn Clock>,
+        max_template_bytes: usize,
+        connector_allow: Vec<std::net::IpAddr>,
+    ) -> Result<Self, sea_orm::DbErr> {
         let generation = crate::generation::current(&db).await?;
         Ok(Self(Arc::new(Inner {
             db,
@@ -75,7 +88,13 @@ impl AppState {
             metrics: metrics::Metrics::default(),
             clock,
             max_template_bytes,
+            connector_allow,
         })))
+    }
+
+    /// The executors as the database binds them now.
+    pub async fn executors(&self) -> Result<crate::executors::Executors, sea_orm::DbErr> {
+        crate::executors::Executors::load(&self.db, self.connector_allow.clone()).await
     }
 
     /// Sweeps the proposal ledger now and every [`SWEEP_INTERVAL`]: dead executions fail
@@ -178,6 +197,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(admin::routes())
         .merge(registry::routes())
         .merge(calls::routes())
+        .merge(connectors::routes())
 }
 
 static SPEC: std::sync::LazyLock<utoipa::openapi::OpenApi> = std::sync::LazyLock::new(openapi);

@@ -65,7 +65,7 @@ async fn registry_check(State(state): State<AppState>, _key: AdminKey) -> ApiRes
     let report = crate::check::run(
         &state.db,
         &catalog,
-        &crate::executors::Executors::compiled_in(),
+        &crate::executors::Executors::load(&state.db, Vec::new()).await?,
     )
     .await?;
     Ok(axum::Json(report).into_response())

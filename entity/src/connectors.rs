@@ -1,0 +1,29 @@
+//! `connectors`: an HTTP endpoint that carries out `api` tool calls.
+
+use sea_orm::entity::prelude::*;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, Serialize, Deserialize)]
+#[sea_orm(table_name = "connectors")]
+pub struct Model {
+    #[sea_orm(primary_key)]
+    pub id: i32,
+    #[sea_orm(unique)]
+    pub name: String,
+    /// `api` (HTTP); `mcp` comes later.
+    pub kind: String,
+    pub url: String,
+    /// `POST` or `PUT`.
+    pub method: String,
+    /// Header name → value. Secrets: never returned by the API, never logged.
+    pub headers: Json,
+    pub timeout_ms: i32,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+    pub deleted_at: Option<DateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,268 @@
+//! The HTTP connector against a real local HTTP server started by each test:
+//! exactly-once delivery with an idempotency header, failures and retries,
+//! timeouts, refused connections, concurrency, URL checks and write-only secrets.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode, header};
+use loadout::catalog::Seeds;
+use loadout::http::{AppState, router};
+use loadout::keys::{self, Role};
+use loadout::prompt::builder::SystemClock;
+use loadout_tests::{TestDb, db_test};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+/// What the target server received: (path, idempotency key, body).
+type Received = Arc<Mutex<Vec<(String, String, Value)>>>;
+
+/// A real HTTP server on 127.0.0.1: `/ok` 200, `/boom` 500, `/nope` 400, `/slow` answers after 3 s.
+async fn target() -> (String, Received) {
+    let received: Received = Arc::default();
+    let log = received.clone();
+    let app = axum::Router::new().route(
+        "/{kind}",
+        axum::routing::post(
+            move |axum::extract::Path(kind): axum::extract::Path<String>,
+                  headers: HeaderMap,
+                  body: axum::body::Bytes| {
+                let log = log.clone();
+                async move {
+                    let key = headers
+                        .get("idempotency-key")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("")
+                        .to_owned();
+                    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    log.lock().expect("log").push((kind.clone(), key, body));
+                    match kind.as_str() {
+                        "ok" => (StatusCode::OK, axum::Json(json!({"done": true}))),
+                        "boom" => (
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            axum::Json(json!({"trace": "secret internals"})),
+                        ),
+                        "nope" => (StatusCode::BAD_REQUEST, axum::Json(json!({"why": "bad"}))),
+                        _ => {
+                            tokio::time::sleep(Duration::from_secs(3)).await;
+                            (StatusCode::OK, axum::Json(json!({})))
+                        }
+                    }
+                }
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move { axum::serve(listener, app).await.ok() });
+    (format!("http://{address}"), received)
+}
+
+struct Api {
+    _db: TestDb,
+    state: AppState,
+    admin: String,
+    agent: String,
+}
+
+impl Api {
+    async fn new(db: TestDb, allow: bool) -> Api {
+        let db = db.migrated().await;
+        loadout::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
+            .await
+            .expect("seed");
+        let admin = keys::create(&db.conn, "admin", Role::Admin)
+            .await
+            .expect("key");
+        let agent = keys::create(&db.conn, "agent", Role::Agent)
+            .await
+            .expect("key");
+        let allow = if allow {
+            vec!["127.0.0.1".parse().expect("ip")]
+        } else {
+            Vec::new()
+        };
+        let state = AppState::with_connector_allow(
+            db.reconnect().await,
+            Arc::new(SystemClock),
+            262_144,
+            allow,
+        )
+        .await
+        .expect("state");
+        Api {
+            _db: db,
+            state,
+            admin,
+            agent,
+        }
+    }
+
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        key: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::AUTHORIZATION, format!("Bearer {key}"))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body.map_or_else(Body::empty, |b| Body::from(b.to_string())))
+            .expect("request");
+        let response = router(self.state.clone())
+            .oneshot(request)
+            .await
+            .expect("infallible");
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
+        (
+            status,
+            if bytes.is_empty() {
+                Value::Null
+            } else {
+                serde_json::from_slice(&bytes).expect("json")
+            },
+        )
+    }
+
+    /// Creates connector `name` at `url` and binds `delete_tasks` to it.
+    async fn connect(&self, name: &str, url: &str, timeout_ms: i32) {
+        let (status, body) = self.call(Method::POST, "/v1/connectors", &self.admin,
+            Some(json!({"name": name, "url": url, "headers": {"authorization": "Bearer backend-secret"}, "timeout_ms": timeout_ms}))).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let (status, body) = self
+            .call(
+                Method::PUT,
+                "/v1/tools/delete_tasks/connector",
+                &self.admin,
+                Some(json!({"connector": name})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+
+    async fn propose(&self) -> i64 {
+        let (status, body) = self.call(Method::POST, "/v1/agents/assistant/tool-calls", &self.agent,
+            Some(json!({"tool": "delete_tasks", "arguments": {"ids": ["t1", "t2"]}, "conversation_id": "c"}))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body["proposal_id"].as_i64().expect("id")
+    }
+
+    async fn approve(&self, id: i64) -> Value {
+        let (status, body) = self
+            .call(
+                Method::POST,
+                &format!("/v1/proposals/{id}/approve"),
+                &self.admin,
+                None,
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        body
+    }
+}
+
+db_test! {
+    async fn an_approved_call_reaches_the_server_exactly_once_with_its_idempotency_key(db) {
+        let (url, received) = target().await;
+        let api = Api::new(db, true).await;
+        api.connect("backend", &format!("{url}/ok"), 5_000).await;
+        let id = api.propose().await;
+        let done = api.approve(id).await;
+        assert_eq!(done["state"], "succeeded", "{done}");
+        assert_eq!(done["result"], json!({"done": true}));
+        api.approve(id).await;
+        let got = received.lock().expect("log").clone();
+        assert_eq!(got, [("ok".to_owned(), format!("{id}:1"), json!({"ids": ["t1", "t2"]}))]);
+
+        let (_, listed) = api.call(Method::GET, "/v1/connectors/backend", &api.admin, None).await;
+        assert_eq!(listed["headers"], json!(["authorization"]), "header values are write-only");
+        assert!(!listed.to_string().contains("backend-secret"));
+        let (_, report) = api.call(Method::GET, "/v1/registry/check", &api.admin, None).await;
+        assert_eq!(report["warnings"], 21, "delete_tasks is connected now: {report}");
+    }
+}
+
+db_test! {
+    async fn a_500_is_retryable_a_400_is_not_and_retry_runs_a_second_attempt(db) {
+        let (url, received) = target().await;
+        let api = Api::new(db, true).await;
+        api.connect("backend", &format!("{url}/boom"), 5_000).await;
+        let id = api.propose().await;
+        let failed = api.approve(id).await;
+        assert_eq!(failed["state"], "failed");
+        assert_eq!(failed["result"], json!({"error": "the connector failed (HTTP 500)", "retryable": true}));
+        let (status, retried) = api.call(Method::POST, &format!("/v1/proposals/{id}/retry"), &api.admin, None).await;
+        assert_eq!((status, retried["attempts"].clone()), (StatusCode::OK, json!(2)), "{retried}");
+        let keys: Vec<String> = received.lock().expect("log").iter().map(|(_, k, _)| k.clone()).collect();
+        assert_eq!(keys, [format!("{id}:1"), format!("{id}:2")]);
+
+        let (_, _) = api.call(Method::PATCH, "/v1/connectors/backend", &api.admin, Some(json!({"url": format!("{url}/nope")}))).await;
+        let id = api.propose().await;
+        let refused = api.approve(id).await;
+        assert_eq!(refused["result"], json!({"error": "the connector refused the call (HTTP 400)", "retryable": false}));
+    }
+}
+
+db_test! {
+    async fn timeouts_and_refused_connections_fail_retryably(db) {
+        let (url, _) = target().await;
+        let api = Api::new(db, true).await;
+        api.connect("slow", &format!("{url}/slow"), 200).await;
+        let id = api.propose().await;
+        let timed_out = api.approve(id).await;
+        assert_eq!(timed_out["result"], json!({"error": "the connector timed out", "retryable": true}), "{timed_out}");
+
+        let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let dead = closed.local_addr().expect("address");
+        drop(closed);
+        let (_, _) = api.call(Method::PATCH, "/v1/connectors/slow", &api.admin, Some(json!({"url": format!("http://{dead}/ok")}))).await;
+        let id = api.propose().await;
+        let refused = api.approve(id).await;
+        assert_eq!(refused["result"], json!({"error": "the connector could not be reached", "retryable": true}));
+    }
+}
+
+db_test! {
+    async fn fifty_concurrent_approvals_reach_the_server_once(db) {
+        let (url, received) = target().await;
+        let api = Api::new(db, true).await;
+        api.connect("backend", &format!("{url}/ok"), 5_000).await;
+        let id = api.propose().await;
+        let mut calls = Vec::new();
+        for _ in 0..50 {
+            let state = api.state.clone();
+            let admin = api.admin.clone();
+            calls.push(tokio::spawn(async move {
+                let request = Request::builder().method(Method::POST).uri(format!("/v1/proposals/{id}/approve"))
+                    .header(header::AUTHORIZATION, format!("Bearer {admin}")).body(Body::empty()).expect("request");
+                router(state).oneshot(request).await.expect("infallible").status()
+            }));
+        }
+        for call in calls {
+            let status = call.await.expect("join");
+            assert!(status == StatusCode::OK || status == StatusCode::CONFLICT, "{status}");
+        }
+        assert_eq!(received.lock().expect("log").len(), 1, "exactly one execution");
+    }
+}
+
+db_test! {
+    async fn private_addresses_are_refused_unless_allow_listed(db) {
+        let api = Api::new(db, false).await;
+        for url in ["http://127.0.0.1:9/ok", "http://10.0.0.1/ok", "http://169.254.169.254/latest/meta-data", "https://example.com/"] {
+            let (status, body) = api.call(Method::POST, "/v1/connectors", &api.admin, Some(json!({"name": "x", "url": url}))).await;
+            assert_eq!((status, body["error"]["code"].clone()), (StatusCode::UNPROCESSABLE_ENTITY, json!("url_refused")), "{url}: {body}");
+        }
+        let (status, body) = api.call(Method::PUT, "/v1/tools/update_instructions/connector", &api.admin, Some(json!({"connector": null}))).await;
+        assert_eq!((status, body["error"]["code"].clone()), (StatusCode::UNPROCESSABLE_ENTITY, json!("not_an_api_tool")));
+    }
+}
