@@ -48,6 +48,9 @@ pub enum Command {
         /// Private or loopback IPs connectors may reach (comma-separated), e.g. 127.0.0.1.
         #[arg(long, env = "LOADOUT_CONNECTOR_ALLOW", value_delimiter = ',')]
         connector_allow: Vec<std::net::IpAddr>,
+        /// How long a tool execution may run before the proposal sweeper presumes it dead.
+        #[arg(long, env = "LOADOUT_PROPOSAL_LEASE_SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u32).range(1..))]
+        proposal_lease_seconds: u32,
         /// Start even when `loadout check` finds errors (each is logged as a warning).
         #[arg(long)]
         allow_drift: bool,
@@ -201,6 +204,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             bind,
             metrics_bind,
             connector_allow,
+            proposal_lease_seconds,
             allow_drift,
             no_migrate,
             max_template_bytes,
@@ -209,6 +213,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 bind,
                 metrics_bind,
                 connector_allow,
+                proposal_lease: chrono::TimeDelta::seconds(i64::from(proposal_lease_seconds)),
                 allow_drift,
                 no_migrate,
                 max_template_bytes,

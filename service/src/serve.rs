@@ -17,6 +17,7 @@ pub struct Options {
     pub bind: SocketAddr,
     pub metrics_bind: Option<SocketAddr>,
     pub connector_allow: Vec<std::net::IpAddr>,
+    pub proposal_lease: chrono::TimeDelta,
     pub allow_drift: bool,
     pub no_migrate: bool,
     pub max_template_bytes: usize,
@@ -27,6 +28,7 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
         bind,
         metrics_bind,
         connector_allow,
+        proposal_lease,
         allow_drift,
         no_migrate,
         max_template_bytes,
@@ -55,7 +57,8 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
         connector_allow,
     )
     .await
-    .context("cannot read the configuration generation")?;
+    .context("cannot read the configuration generation")?
+    .with_proposal_lease(proposal_lease);
     let poller = state.spawn_generation_poller();
     let sweeper = state.spawn_proposal_sweeper();
     let metrics = match metrics_bind {

@@ -649,3 +649,96 @@ async fn proposals_orphans_lists_a_dead_execution_without_changing_it() {
         "error: --lease-seconds must be a positive number of seconds\n"
     );
 }
+
+#[tokio::test]
+async fn a_process_killed_mid_execution_leaves_a_proposal_the_sweeper_fails_as_outcome_unknown() {
+    let db = seeded_sqlite().await;
+    // A backend that accepts connections and never answers: the execution hangs.
+    let backend = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let backend_addr = backend.local_addr().expect("address");
+    let (accepted_tx, accepted_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in backend.incoming().flatten() {
+            held.push(stream);
+            accepted_tx.send(()).ok();
+        }
+    });
+
+    let flags = [
+        "--connector-allow",
+        "127.0.0.1",
+        "--proposal-lease-seconds",
+        "1",
+    ];
+    let (mut first, addr, printed) = spawn_serve(&db.url, &flags, 3);
+    let key = printed[2].clone();
+    let connector = format!(
+        r#"{{"name": "backend", "url": "http://{backend_addr}/hook", "timeout_ms": 60000}}"#
+    );
+    assert_eq!(
+        http(&addr, "POST", "/v1/connectors", &key, &connector).0,
+        "HTTP/1.1 201 Created"
+    );
+    let bind = r#"{"connector": "backend"}"#;
+    assert_eq!(
+        http(&addr, "PUT", "/v1/tools/delete_tasks/connector", &key, bind).0,
+        "HTTP/1.1 200 OK"
+    );
+    let call = r#"{"tool": "delete_tasks", "arguments": {"ids": ["t1"]}, "conversation_id": "c"}"#;
+    let (status, body) = http(&addr, "POST", "/v1/agents/assistant/tool-calls", &key, call);
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+    assert!(body.contains("\"proposal_id\":1"), "{body}");
+
+    let (approve_addr, approve_key) = (addr.clone(), key.clone());
+    let approving = std::thread::spawn(move || {
+        // Never answered: the process dies under it.
+        let _ = std::panic::catch_unwind(|| {
+            http(
+                &approve_addr,
+                "POST",
+                "/v1/proposals/1/approve",
+                &approve_key,
+                "",
+            )
+        });
+    });
+    accepted_rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the execution reached the backend");
+    first.kill().expect("kill -9 the server mid-execution");
+    first.wait().expect("reap");
+    approving.join().ok();
+
+    std::thread::sleep(std::time::Duration::from_millis(1500)); // past the 1 s lease
+    let orphans = stdout(&loadout(
+        &db.url,
+        &["proposals", "orphans", "--lease-seconds", "1"],
+    ));
+    assert!(
+        orphans.starts_with("1\tdefault\texecuting\tdelete_tasks\tattempt 1\t"),
+        "{orphans}"
+    );
+
+    let (second, addr, _) = spawn_serve(&db.url, &flags, 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (_, proposal) = http_get(&addr, "/v1/proposals/1", &key);
+        if proposal.contains("\"state\":\"failed\"") {
+            assert!(proposal.contains("\"outcome_unknown\":true"), "{proposal}");
+            assert!(proposal.contains("its outcome is unknown"), "{proposal}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sweeper never failed the orphan: {proposal}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (status, retry) = http(&addr, "POST", "/v1/proposals/1/retry", &key, "");
+    assert_eq!(
+        status, "HTTP/1.1 409 Conflict",
+        "an unknown outcome is never re-run: {retry}"
+    );
+    stop(second);
+}

@@ -20,7 +20,7 @@ use utoipa_axum::routes;
 
 use super::agent::{check_name, check_user_id, json_body};
 use super::error::{ApiError, ApiResult};
-use super::{AgentKey, AppState, ApproverKey, PROPOSAL_LEASE};
+use super::{AgentKey, AppState, ApproverKey};
 use crate::executors::Call;
 use crate::proposals::{self, Approval, LedgerError, NewProposal};
 
@@ -373,9 +373,16 @@ async fn tool_call(
     if !auto {
         return Ok(axum::Json(call_response(&created)).into_response());
     }
-    let ran = match proposals::approve(&state.db, &tenant, created.id, "auto", now, PROPOSAL_LEASE)
-        .await
-        .map_err(ledger_error)?
+    let ran = match proposals::approve(
+        &state.db,
+        &tenant,
+        created.id,
+        "auto",
+        now,
+        state.proposal_lease,
+    )
+    .await
+    .map_err(ledger_error)?
     {
         Approval::Run(claimed) => execute(&state, claimed, &tool.tool_type).await?,
         Approval::AsItIs(row) => row,
@@ -472,7 +479,7 @@ async fn approve(
         id,
         &who.key_name,
         Utc::now(),
-        PROPOSAL_LEASE,
+        state.proposal_lease,
     )
     .await
     .map_err(ledger_error)?
@@ -520,7 +527,7 @@ async fn retry(
         id,
         &who.key_name,
         Utc::now(),
-        PROPOSAL_LEASE,
+        state.proposal_lease,
     )
     .await
     .map_err(ledger_error)?;

@@ -35,7 +35,7 @@ use error::ApiError;
 
 /// Request bodies larger than this get 413.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
-/// How long an execution may run before the sweeper presumes its process dead.
+/// How long an execution may run before the sweeper presumes its process dead (default).
 pub const PROPOSAL_LEASE: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
 /// How often the proposal sweeper runs.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
@@ -54,6 +54,8 @@ pub struct Inner {
     pub max_template_bytes: usize,
     /// Private or loopback addresses connectors may reach (`--connector-allow`).
     pub connector_allow: Vec<std::net::IpAddr>,
+    /// How long an execution may hold a proposal before the sweeper presumes it dead.
+    pub proposal_lease: chrono::TimeDelta,
 }
 
 impl std::ops::Deref for AppState {
@@ -89,7 +91,17 @@ impl AppState {
             clock,
             max_template_bytes,
             connector_allow,
+            proposal_lease: PROPOSAL_LEASE,
         })))
+    }
+
+    /// The same state with another execution lease (`serve --proposal-lease-seconds`).
+    /// Call before the state is shared.
+    pub fn with_proposal_lease(mut self, lease: chrono::TimeDelta) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.0) {
+            inner.proposal_lease = lease;
+        }
+        self
     }
 
     /// The executors as the database binds them now.
@@ -108,7 +120,7 @@ impl AppState {
                 tick.tick().await;
                 let Some(state) = weak.upgrade() else { return };
                 let now = state.clock.now();
-                match crate::proposals::sweep(&state.db, now, PROPOSAL_LEASE).await {
+                match crate::proposals::sweep(&state.db, now, state.proposal_lease).await {
                     Ok(found) => {
                         let m = &state.metrics;
                         m.orphans_failed
