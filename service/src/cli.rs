@@ -51,6 +51,10 @@ pub enum Command {
         /// How long a tool execution may run before the proposal sweeper presumes it dead.
         #[arg(long, env = "LOADOUT_PROPOSAL_LEASE_SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u32).range(1..))]
         proposal_lease_seconds: u32,
+        /// How long a proposal of a tier waits for a decision, e.g. requires_approval=3600;
+        /// repeatable; 86400 (24 h) for any tier not given.
+        #[arg(long = "proposal-ttl", env = "LOADOUT_PROPOSAL_TTL", value_delimiter = ',', value_parser = parse_ttl)]
+        proposal_ttls: Vec<(String, u32)>,
         /// Start even when `loadout check` finds errors (each is logged as a warning).
         #[arg(long)]
         allow_drift: bool,
@@ -93,6 +97,24 @@ pub enum Command {
         #[arg(long, env = "LOADOUT_MAX_TEMPLATE_BYTES", global = true, default_value_t = crate::template_cli::DEFAULT_MAX_TEMPLATE_BYTES)]
         max_template_bytes: usize,
     },
+}
+
+fn parse_ttl(text: &str) -> Result<(String, u32), String> {
+    let (tier, seconds) = text
+        .split_once('=')
+        .ok_or_else(|| "expected TIER=SECONDS, e.g. requires_approval=3600".to_owned())?;
+    if !crate::check::TIERS.contains(&tier) {
+        return Err(format!(
+            "unknown tier {tier:?}; use one of {}",
+            crate::check::TIERS.join(", ")
+        ));
+    }
+    let seconds: u32 = seconds
+        .parse()
+        .ok()
+        .filter(|s| *s > 0)
+        .ok_or_else(|| format!("{seconds:?} is not a positive number of seconds"))?;
+    Ok((tier.to_owned(), seconds))
 }
 
 /// `loadout check --format`.
@@ -205,6 +227,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             metrics_bind,
             connector_allow,
             proposal_lease_seconds,
+            proposal_ttls,
             allow_drift,
             no_migrate,
             max_template_bytes,
@@ -214,6 +237,10 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 metrics_bind,
                 connector_allow,
                 proposal_lease: chrono::TimeDelta::seconds(i64::from(proposal_lease_seconds)),
+                proposal_ttls: proposal_ttls
+                    .into_iter()
+                    .map(|(tier, s)| (tier, chrono::TimeDelta::seconds(i64::from(s))))
+                    .collect(),
                 allow_drift,
                 no_migrate,
                 max_template_bytes,

@@ -18,6 +18,7 @@ pub struct Options {
     pub metrics_bind: Option<SocketAddr>,
     pub connector_allow: Vec<std::net::IpAddr>,
     pub proposal_lease: chrono::TimeDelta,
+    pub proposal_ttls: std::collections::BTreeMap<String, chrono::TimeDelta>,
     pub allow_drift: bool,
     pub no_migrate: bool,
     pub max_template_bytes: usize,
@@ -29,6 +30,7 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
         metrics_bind,
         connector_allow,
         proposal_lease,
+        proposal_ttls,
         allow_drift,
         no_migrate,
         max_template_bytes,
@@ -58,7 +60,8 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
     )
     .await
     .context("cannot read the configuration generation")?
-    .with_proposal_lease(proposal_lease);
+    .with_proposal_lease(proposal_lease)
+    .with_proposal_ttls(proposal_ttls);
     let poller = state.spawn_generation_poller();
     let sweeper = state.spawn_proposal_sweeper();
     let metrics = match metrics_bind {

@@ -207,3 +207,22 @@ db_test! {
         assert_eq!(status, StatusCode::NOT_FOUND);
     }
 }
+
+db_test! {
+    async fn proposals_expire_after_their_tiers_ttl(db) {
+        let (db, api) = Api::new(db).await;
+        let ttls = [("requires_approval".to_owned(), chrono::TimeDelta::hours(1))].into_iter().collect();
+        let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144).await.expect("state").with_proposal_ttls(ttls);
+        let api = Api { state, ..api };
+        let (_, short) = api.tool_call(json!({"tool": "delete_tasks", "arguments": {"ids": ["t1"]}, "conversation_id": "c"})).await;
+        let (_, long) = api.tool_call(instructions_call("x")).await;
+        async fn lifetime(api: &Api, body: &Value) -> chrono::TimeDelta {
+            let id = body["proposal_id"].as_i64().expect("id");
+            let (_, p) = api.call(Method::GET, &format!("/v1/proposals/{id}"), &api.approver, None).await;
+            let at = |k: &str| chrono::DateTime::parse_from_rfc3339(p[k].as_str().expect(k)).expect("time");
+            at("expires_at") - at("created_at")
+        }
+        assert_eq!(lifetime(&api, &short).await, chrono::TimeDelta::hours(1));
+        assert_eq!(lifetime(&api, &long).await, chrono::TimeDelta::hours(24));
+    }
+}

@@ -10,7 +10,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use chrono::{TimeDelta, Utc};
+use chrono::Utc;
 use entity::{agent_tools, proposals as rows, tools, user_tool_preferences};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
 use serde::Deserialize;
@@ -37,8 +37,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// How long an execution may take.
 const EXECUTION_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long a proposal waits for a decision.
-const PROPOSAL_TTL: TimeDelta = TimeDelta::hours(24);
 const MAX_ATTEMPTS: i32 = 3;
 
 fn ledger_error(error: LedgerError) -> ApiError {
@@ -353,7 +351,7 @@ async fn tool_call(
                 .idempotency_key
                 .as_ref()
                 .map(|_| request_hash.clone()),
-            ttl: PROPOSAL_TTL,
+            ttl: state.proposal_ttl(&tool.approval_tier),
             max_attempts: MAX_ATTEMPTS,
         },
         &who.key_name,

@@ -37,6 +37,8 @@ use error::ApiError;
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// How long an execution may run before the sweeper presumes its process dead (default).
 pub const PROPOSAL_LEASE: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
+/// How long a proposal waits for a decision unless configured per tier.
+pub const DEFAULT_PROPOSAL_TTL: chrono::TimeDelta = chrono::TimeDelta::hours(24);
 /// How often the proposal sweeper runs.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
 /// How often a process checks the database generation for other processes' writes.
@@ -56,6 +58,8 @@ pub struct Inner {
     pub connector_allow: Vec<std::net::IpAddr>,
     /// How long an execution may hold a proposal before the sweeper presumes it dead.
     pub proposal_lease: chrono::TimeDelta,
+    /// How long a proposal waits for a decision, by approval tier (default 24 h).
+    pub proposal_ttls: std::collections::BTreeMap<String, chrono::TimeDelta>,
 }
 
 impl std::ops::Deref for AppState {
@@ -92,7 +96,28 @@ impl AppState {
             max_template_bytes,
             connector_allow,
             proposal_lease: PROPOSAL_LEASE,
+            proposal_ttls: std::collections::BTreeMap::new(),
         })))
+    }
+
+    /// The same state with per-tier proposal lifetimes (`serve --proposal-ttl TIER=SECONDS`).
+    /// Call before the state is shared.
+    pub fn with_proposal_ttls(
+        mut self,
+        ttls: std::collections::BTreeMap<String, chrono::TimeDelta>,
+    ) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.0) {
+            inner.proposal_ttls = ttls;
+        }
+        self
+    }
+
+    /// How long a proposal of a tool of `tier` waits for a decision.
+    pub fn proposal_ttl(&self, tier: &str) -> chrono::TimeDelta {
+        self.proposal_ttls
+            .get(tier)
+            .copied()
+            .unwrap_or(DEFAULT_PROPOSAL_TTL)
     }
 
     /// The same state with another execution lease (`serve --proposal-lease-seconds`).
