@@ -212,13 +212,15 @@ db_test! {
             .await.expect("state");
         let sweeper = state.spawn_proposal_sweeper();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-        while proposals::get(&db.conn, "t1", p.id).await.expect("row").state != "failed" {
-            assert!(std::time::Instant::now() < deadline, "the sweeper never ran");
+        // The row turns `failed` inside the sweep; the counter moves when the sweep returns.
+        let counted = |text: &str| text.contains("loadout_proposal_orphans_failed_total 1\n");
+        while proposals::get(&db.conn, "t1", p.id).await.expect("row").state != "failed"
+            || !counted(&state.metrics.render(&state.cache))
+        {
+            assert!(std::time::Instant::now() < deadline, "the sweeper never ran: {}", state.metrics.render(&state.cache));
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         sweeper.abort();
-        let text = state.metrics.render(&state.cache);
-        assert!(text.contains("loadout_proposal_orphans_failed_total 1\n"), "{text}");
         let row = proposals::get(&db.conn, "t1", p.id).await.expect("row");
         assert!(row.outcome_unknown);
     }
