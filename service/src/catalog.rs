@@ -19,6 +19,16 @@ pub struct Seeds {
 }
 
 impl Seeds {
+    /// The compiled-in copy, parsed once per process (the HTTP handlers read it on
+    /// every admin write). Parsing is tested, so an error here is a build defect.
+    pub fn shared() -> anyhow::Result<&'static Self> {
+        static SHARED: std::sync::OnceLock<Result<Seeds, String>> = std::sync::OnceLock::new();
+        SHARED
+            .get_or_init(|| Self::embedded().map_err(|e| format!("{e:#}")))
+            .as_ref()
+            .map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
     /// The copy compiled into this binary.
     pub fn embedded() -> anyhow::Result<Self> {
         Ok(Self {

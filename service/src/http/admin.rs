@@ -92,12 +92,12 @@ async fn check_errors(
     crate::check::Report,
     BTreeSet<(&'static str, String, String)>,
 )> {
-    let catalog = crate::catalog::Seeds::embedded()
+    let catalog = &crate::catalog::Seeds::shared()
         .map_err(ApiError::internal)?
         .catalog;
     let report = crate::check::run(
         db,
-        &catalog,
+        catalog,
         &crate::executors::Executors::load(db, Vec::new()).await?,
     )
     .await?;
@@ -200,17 +200,7 @@ async fn create_agent(
     }
     let mut warnings = Vec::new();
     if let Some(template) = &new.prompt_template {
-        if template.len() > state.max_template_bytes {
-            return Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "template_too_large",
-                format!(
-                    "the template is {} bytes; the limit is {} bytes",
-                    template.len(),
-                    state.max_template_bytes
-                ),
-            ));
-        }
+        check_template_size(&state, template)?;
         warnings = lint::lint(template, &lint_tool_names(&state.db).await?);
         if lint::has_errors(&warnings) {
             return Err(ApiError::unprocessable(
@@ -305,6 +295,22 @@ struct AgentUpdate {
 }
 
 const MAX_TEXT_BYTES: usize = 256 * 1024;
+
+/// Templates over the configured limit are refused with the limit named.
+fn check_template_size(state: &AppState, template: &str) -> ApiResult<()> {
+    if template.len() > state.max_template_bytes {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "template_too_large",
+            format!(
+                "the template is {} bytes; the limit is {} bytes",
+                template.len(),
+                state.max_template_bytes
+            ),
+        ));
+    }
+    Ok(())
+}
 
 fn check_text(what: &str, text: &str) -> ApiResult<()> {
     if text.len() > MAX_TEXT_BYTES {
@@ -435,12 +441,13 @@ async fn lint_tool_names(db: &impl ConnectionTrait) -> ApiResult<lint::ToolNames
             names.inactive.insert(row.name);
         }
     }
-    if let Ok(seeds) = crate::catalog::Seeds::embedded() {
+    if let Ok(seeds) = crate::catalog::Seeds::shared() {
         let retired: BTreeSet<String> = seeds
             .catalog
             .deactivated
-            .into_iter()
-            .chain(seeds.catalog.renamed.into_keys())
+            .iter()
+            .chain(seeds.catalog.renamed.keys())
+            .cloned()
             .collect();
         names.inactive.extend(retired);
     }
@@ -494,17 +501,7 @@ async fn save_template(
 ) -> ApiResult<Response> {
     let mut problems = Vec::new();
     if let Some(text) = &template {
-        if text.len() > state.max_template_bytes {
-            return Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "template_too_large",
-                format!(
-                    "the template is {} bytes; the limit is {} bytes",
-                    text.len(),
-                    state.max_template_bytes
-                ),
-            ));
-        }
+        check_template_size(state, text)?;
         problems = lint::lint(text, &lint_tool_names(&state.db).await?);
         if lint::has_errors(&problems) && !force {
             return Err(ApiError::unprocessable(
@@ -787,18 +784,8 @@ async fn preview(
     body: Result<Bytes, BytesRejection>,
 ) -> ApiResult<Response> {
     let request: PreviewRequest = json_body(body)?;
-    if let Some(text) = &request.template
-        && text.len() > state.max_template_bytes
-    {
-        return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "template_too_large",
-            format!(
-                "the template is {} bytes; the limit is {} bytes",
-                text.len(),
-                state.max_template_bytes
-            ),
-        ));
+    if let Some(text) = &request.template {
+        check_template_size(&state, text)?;
     }
     let loaded = super::agent::agent(&state, &name).await?;
     let candidate = loaded.clone_with_template(request.template.clone());

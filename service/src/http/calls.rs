@@ -21,7 +21,7 @@ use utoipa_axum::routes;
 use super::agent::{check_name, check_user_id, json_body};
 use super::error::{ApiError, ApiResult};
 use super::{AgentKey, AppState, ApproverKey};
-use crate::executors::Call;
+use crate::executors::{Call, Executors};
 use crate::proposals::{self, Approval, LedgerError, NewProposal};
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -167,15 +167,25 @@ fn check_id(what: &str, id: &str) -> ApiResult<()> {
     Ok(())
 }
 
-/// Runs an approved proposal's claimed attempt and records the outcome.
+/// 424: the tool has no executor now; a proposal stays as it is.
+fn not_connected(e: crate::executors::NotRunnable) -> ApiError {
+    ApiError::new(
+        StatusCode::FAILED_DEPENDENCY,
+        "not_connected",
+        e.to_string(),
+    )
+}
+
+/// Runs an approved proposal's claimed attempt with the executors the request
+/// checked, and records the outcome.
 async fn execute(
     state: &AppState,
+    executors: &Executors,
     claimed: rows::Model,
     tool_type: &str,
 ) -> ApiResult<rows::Model> {
-    let executors = state.executors().await?;
     if let Err(e) = executors.runnable(&claimed.tool_name, tool_type) {
-        // Claimed but not runnable (a connector vanished between checks): fail it, retryable.
+        // Claimed but not runnable: fail it, retryable (the tool may be connected later).
         let outcome = proposals::Outcome {
             success: false,
             result: json!({"error": e.to_string(), "retryable": true}),
@@ -319,17 +329,9 @@ async fn tool_call(
         },
         _ => false,
     };
-    if auto
-        && let Err(e) = state
-            .executors()
-            .await?
-            .runnable(&tool.name, &tool.tool_type)
-    {
-        return Err(ApiError::new(
-            StatusCode::FAILED_DEPENDENCY,
-            "not_connected",
-            e.to_string(),
-        ));
+    let executors = state.executors().await?;
+    if auto && let Err(e) = executors.runnable(&tool.name, &tool.tool_type) {
+        return Err(not_connected(e));
     }
     let (description, preview) = describe(&tool.name, &request.arguments);
     let now = Utc::now();
@@ -382,7 +384,7 @@ async fn tool_call(
     .await
     .map_err(ledger_error)?
     {
-        Approval::Run(claimed) => execute(&state, claimed, &tool.tool_type).await?,
+        Approval::Run(claimed) => execute(&state, &executors, claimed, &tool.tool_type).await?,
         Approval::AsItIs(row) => row,
     };
     Ok(axum::Json(call_response(&ran)).into_response())
@@ -461,15 +463,12 @@ async fn approve(
         .await
         .map_err(ledger_error)?;
     let kind = tool_type(&state, row.tool_id).await?;
+    let executors = state.executors().await?;
     if row.state == "proposed"
-        && let Err(e) = state.executors().await?.runnable(&row.tool_name, &kind)
+        && let Err(e) = executors.runnable(&row.tool_name, &kind)
     {
         // The proposal stays `proposed`: it can be approved once the tool is connected.
-        return Err(ApiError::new(
-            StatusCode::FAILED_DEPENDENCY,
-            "not_connected",
-            e.to_string(),
-        ));
+        return Err(not_connected(e));
     }
     let done = match proposals::approve(
         &state.db,
@@ -482,7 +481,7 @@ async fn approve(
     .await
     .map_err(ledger_error)?
     {
-        Approval::Run(claimed) => execute(&state, claimed, &kind).await?,
+        Approval::Run(claimed) => execute(&state, &executors, claimed, &kind).await?,
         Approval::AsItIs(row) => row,
     };
     Ok(axum::Json(proposal_json(&done)).into_response())
@@ -512,12 +511,9 @@ async fn retry(
         .await
         .map_err(ledger_error)?;
     let kind = tool_type(&state, row.tool_id).await?;
-    if let Err(e) = state.executors().await?.runnable(&row.tool_name, &kind) {
-        return Err(ApiError::new(
-            StatusCode::FAILED_DEPENDENCY,
-            "not_connected",
-            e.to_string(),
-        ));
+    let executors = state.executors().await?;
+    if let Err(e) = executors.runnable(&row.tool_name, &kind) {
+        return Err(not_connected(e));
     }
     let claimed = proposals::retry(
         &state.db,
@@ -529,7 +525,7 @@ async fn retry(
     )
     .await
     .map_err(ledger_error)?;
-    let done = execute(&state, claimed, &kind).await?;
+    let done = execute(&state, &executors, claimed, &kind).await?;
     Ok(axum::Json(proposal_json(&done)).into_response())
 }
 

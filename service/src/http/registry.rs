@@ -59,12 +59,12 @@ fn check_definition(name: &str, tier: &str, schema: &Value) -> ApiResult<()> {
 
 #[utoipa::path(get, path = "/v1/registry/check", tag = "registry", summary = "The `loadout check` report as JSON (admin)", responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn registry_check(State(state): State<AppState>, _key: AdminKey) -> ApiResult<Response> {
-    let catalog = crate::catalog::Seeds::embedded()
+    let catalog = &crate::catalog::Seeds::shared()
         .map_err(ApiError::internal)?
         .catalog;
     let report = crate::check::run(
         &state.db,
-        &catalog,
+        catalog,
         &crate::executors::Executors::load(&state.db, Vec::new()).await?,
     )
     .await?;
