@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use loadout::catalog::Seeds;
+use loadout::registry::catalog::Seeds;
 use loadout::prompt::builder::{self, Agent, Channel, Context, FixedClock, Tool};
 use loadout::prompt::template;
 

@@ -4,7 +4,13 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::{db, migrate, seed, telemetry::LogFormat};
+pub mod prompt;
+pub mod serve;
+pub mod template;
+
+use crate::db::{self, migrate};
+use crate::registry::seed;
+use crate::telemetry::LogFormat;
 
 /// loadout: serves each LLM agent its tools and its prompt from a database.
 #[derive(Debug, Parser)]
@@ -62,7 +68,7 @@ pub enum Command {
         #[arg(long)]
         no_migrate: bool,
         /// Largest prompt template accepted, in bytes.
-        #[arg(long, env = "LOADOUT_MAX_TEMPLATE_BYTES", default_value_t = crate::template_cli::DEFAULT_MAX_TEMPLATE_BYTES)]
+        #[arg(long, env = "LOADOUT_MAX_TEMPLATE_BYTES", default_value_t = crate::cli::template::DEFAULT_MAX_TEMPLATE_BYTES)]
         max_template_bytes: usize,
     },
     /// Check that the database agrees with the catalog and the code; exit 1 on errors.
@@ -87,14 +93,14 @@ pub enum Command {
     /// Render an agent's prompt from the database.
     Prompt {
         #[command(subcommand)]
-        command: crate::prompt_cli::PromptCommand,
+        command: crate::cli::prompt::PromptCommand,
     },
     /// Render or lint a `$placeholder` template read from stdin (no database).
     Template {
         #[command(subcommand)]
-        command: crate::template_cli::TemplateCommand,
+        command: crate::cli::template::TemplateCommand,
         /// Largest template accepted, in bytes.
-        #[arg(long, env = "LOADOUT_MAX_TEMPLATE_BYTES", global = true, default_value_t = crate::template_cli::DEFAULT_MAX_TEMPLATE_BYTES)]
+        #[arg(long, env = "LOADOUT_MAX_TEMPLATE_BYTES", global = true, default_value_t = crate::cli::template::DEFAULT_MAX_TEMPLATE_BYTES)]
         max_template_bytes: usize,
     },
 }
@@ -103,10 +109,10 @@ fn parse_ttl(text: &str) -> Result<(String, u32), String> {
     let (tier, seconds) = text
         .split_once('=')
         .ok_or_else(|| "expected TIER=SECONDS, e.g. requires_approval=3600".to_owned())?;
-    if !crate::check::TIERS.contains(&tier) {
+    if !crate::registry::check::TIERS.contains(&tier) {
         return Err(format!(
             "unknown tier {tier:?}; use one of {}",
-            crate::check::TIERS.join(", ")
+            crate::registry::check::TIERS.join(", ")
         ));
     }
     let seconds: u32 = seconds
@@ -125,14 +131,14 @@ pub enum CheckFormat {
 }
 
 /// Reads a catalog file, or the embedded one.
-pub fn load_catalog(path: Option<&std::path::Path>) -> anyhow::Result<crate::catalog::Catalog> {
+pub fn load_catalog(path: Option<&std::path::Path>) -> anyhow::Result<crate::registry::catalog::Catalog> {
     use anyhow::Context;
     match path {
-        None => Ok(crate::catalog::Seeds::embedded()?.catalog),
+        None => Ok(crate::registry::catalog::Seeds::embedded()?.catalog),
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read the catalog {}", path.display()))?;
-            crate::catalog::Catalog::parse(&text)
+            crate::registry::catalog::Catalog::parse(&text)
                 .with_context(|| format!("the catalog {} is not valid", path.display()))
         }
     }
@@ -153,7 +159,7 @@ pub enum KeysCommand {
     /// Create a key; it is printed once, alone on the last line of stdout.
     Create {
         #[arg(long, value_enum)]
-        role: crate::keys::Role,
+        role: crate::auth::keys::Role,
         /// A unique name: 1 to 64 of a-z, 0-9, '-', '_', '.'.
         #[arg(long)]
         name: String,
@@ -171,12 +177,12 @@ async fn keys(db: &sea_orm::DatabaseConnection, command: KeysCommand) -> anyhow:
     use sea_orm::TransactionTrait;
     match command {
         KeysCommand::Create { role, name, tenant } => {
-            let key = crate::keys::create_for_tenant(db, &name, role, tenant.as_deref()).await?;
+            let key = crate::auth::keys::create_for_tenant(db, &name, role, tenant.as_deref()).await?;
             println!("created {role} key {name:?}; it is shown once, store it now:");
             println!("{key}");
         }
         KeysCommand::List => {
-            for k in crate::keys::list(db).await? {
+            for k in crate::auth::keys::list(db).await? {
                 let revoked = k
                     .revoked_at
                     .map_or_else(|| "-".to_owned(), |t| t.to_rfc3339());
@@ -191,8 +197,8 @@ async fn keys(db: &sea_orm::DatabaseConnection, command: KeysCommand) -> anyhow:
         }
         KeysCommand::Revoke { name } => {
             let txn = db.begin().await?;
-            crate::keys::revoke(&txn, &name).await?;
-            crate::generation::bump(&txn).await?;
+            crate::auth::keys::revoke(&txn, &name).await?;
+            crate::db::generation::bump(&txn).await?;
             txn.commit().await?;
             println!("revoked key {name:?}");
         }
@@ -206,7 +212,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Template {
             command,
             max_template_bytes,
-        } => crate::template_cli::run(&command, max_template_bytes),
+        } => crate::cli::template::run(&command, max_template_bytes),
         Command::Migrate { command } => {
             let db = db::connect(&cli.database_url).await?;
             let states = migrate::run(&db, command).await?;
@@ -232,7 +238,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             no_migrate,
             max_template_bytes,
         } => {
-            let options = crate::serve::Options {
+            let options = crate::cli::serve::Options {
                 bind,
                 metrics_bind,
                 connector_allow,
@@ -245,17 +251,17 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 no_migrate,
                 max_template_bytes,
             };
-            crate::serve::run(&cli.database_url, options).await?;
+            crate::cli::serve::run(&cli.database_url, options).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Check { catalog, format } => {
             let catalog = load_catalog(catalog.as_deref())?;
             let db = db::connect(&cli.database_url).await?;
             migrate::ensure_current(&db).await?;
-            let report = crate::check::run(
+            let report = crate::registry::check::run(
                 &db,
                 &catalog,
-                &crate::executors::Executors::load(&db, Vec::new()).await?,
+                &crate::actions::executors::Executors::load(&db, Vec::new()).await?,
             )
             .await;
             db.close().await.ok();
@@ -280,7 +286,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .ok_or_else(|| {
                     anyhow::anyhow!("--lease-seconds must be a positive number of seconds")
                 })?;
-            let found = crate::proposals::orphans(&db, chrono::Utc::now(), lease).await;
+            let found = crate::actions::ledger::orphans(&db, chrono::Utc::now(), lease).await;
             db.close().await.ok();
             for p in found? {
                 println!(
@@ -304,13 +310,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Prompt { command } => {
             let db = db::connect(&cli.database_url).await?;
-            let code = crate::prompt_cli::run(&db, command).await;
+            let code = crate::cli::prompt::run(&db, command).await;
             db.close().await.ok();
             code
         }
         Command::Seed => {
             let db = db::connect(&cli.database_url).await?;
-            let report = seed::run(&db, &crate::catalog::Seeds::embedded()?).await?;
+            let report = seed::run(&db, &crate::registry::catalog::Seeds::embedded()?).await?;
             println!("{report}");
             db.close().await.ok();
             Ok(ExitCode::SUCCESS)

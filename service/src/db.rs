@@ -1,5 +1,8 @@
 //! Connecting to the database: SQLite (the embedded default) or Postgres.
 
+pub mod generation;
+pub mod migrate;
+
 use std::time::Duration;
 
 use anyhow::{Context, bail};

@@ -1,21 +1,17 @@
 //! loadout: each LLM agent's tools and prompt, held in a database and served over HTTP.
+//!
+//! Domain modules own their logic and can be used without the router: the CLI and
+//! the tests call them directly. `http` and `cli` only translate their input into
+//! domain calls and the results back.
 
-pub mod catalog;
-pub mod check;
+pub mod actions;
+pub mod app;
+pub mod auth;
+pub mod cache;
 pub mod cli;
-pub mod connector;
 pub mod db;
-pub mod executors;
-pub mod generation;
 pub mod http;
-pub mod keys;
-pub mod migrate;
+pub mod metrics;
 pub mod prompt;
-pub mod prompt_cli;
-pub mod proposals;
-pub mod schema;
-pub mod seed;
-pub mod serve;
+pub mod registry;
 pub mod telemetry;
-pub mod template_cli;
-pub mod tool_formats;

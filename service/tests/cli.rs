@@ -532,10 +532,10 @@ async fn keys_create_prints_the_key_alone_on_the_last_line_and_revoke_disables_i
         key.starts_with("lo_") && key.len() == 3 + 12 + 1 + 64,
         "{text}"
     );
-    let principal = loadout::keys::authenticate(&db.conn, key)
+    let principal = loadout::auth::keys::authenticate(&db.conn, key)
         .await
         .expect("query");
-    assert_eq!(principal.map(|p| p.role), Some(loadout::keys::Role::Agent));
+    assert_eq!(principal.map(|p| p.role), Some(loadout::auth::keys::Role::Agent));
 
     let listed = stdout(&loadout(&db.url, &["keys", "list"]));
     assert!(listed.starts_with("bot\tagent\tlo_"), "{listed}");
@@ -558,7 +558,7 @@ async fn keys_create_prints_the_key_alone_on_the_last_line_and_revoke_disables_i
             .success()
     );
     assert_eq!(
-        loadout::keys::authenticate(&db.conn, key)
+        loadout::auth::keys::authenticate(&db.conn, key)
             .await
             .expect("query"),
         None

@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
-use loadout::catalog::Seeds;
-use loadout::http::{AppState, router};
-use loadout::keys::{self, Role};
+use loadout::registry::catalog::Seeds;
+use loadout::app::AppState;
+use loadout::http::router;
+use loadout::auth::keys::{self, Role};
 use loadout::prompt::builder::SystemClock;
 use loadout_tests::{TestDb, db_test};
 use serde_json::{Value, json};
@@ -23,7 +24,7 @@ struct Api {
 impl Api {
     async fn new(db: TestDb) -> (TestDb, Api) {
         let db = db.migrated().await;
-        loadout::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
+        loadout::registry::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
             .await
             .expect("seed");
         let agent = keys::create_for_tenant(&db.conn, "agent-a", Role::Agent, Some("acme"))

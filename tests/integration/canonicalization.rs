@@ -172,10 +172,10 @@ db_test! {
         use sea_orm::ConnectionTrait;
         db.conn.execute_unprepared("ALTER TABLE agent_configurations ADD COLUMN prompt_template TEXT").await.expect("plant");
         let before = dump::rows(&db).await;
-        let err = loadout::migrate::up(&db.conn).await.expect_err("the migration must fail");
+        let err = loadout::db::migrate::up(&db.conn).await.expect_err("the migration must fail");
         assert!(format!("{err:#}").contains("rolled back"), "{err:#}");
         dump::assert_same(&dump::rows(&db).await, &before);
-        let status = loadout::migrate::status(&db.conn).await.expect("status");
+        let status = loadout::db::migrate::status(&db.conn).await.expect("status");
         assert!(!status[1].applied);
         let leftover = db.conn.execute_unprepared("SELECT 1 FROM canonicalize_backup_tools").await;
         assert!(leftover.is_err(), "the backup table must have been rolled back too");

@@ -4,16 +4,16 @@
 
 use chrono::Utc;
 use entity::{agent_configurations, agent_tools, tools};
-use loadout::catalog::Seeds;
-use loadout::check;
-use loadout::executors::Executors;
+use loadout::registry::catalog::Seeds;
+use loadout::registry::check;
+use loadout::actions::executors::Executors;
 use loadout_tests::{TestDb, db_test};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, Set};
 use serde_json::{Value, json};
 
 async fn seeded(db: TestDb) -> TestDb {
     let db = db.migrated().await;
-    loadout::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
+    loadout::registry::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
         .await
         .expect("seed");
     db

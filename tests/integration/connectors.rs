@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode, header};
-use loadout::catalog::Seeds;
-use loadout::http::{AppState, router};
-use loadout::keys::{self, Role};
+use loadout::registry::catalog::Seeds;
+use loadout::app::AppState;
+use loadout::http::router;
+use loadout::auth::keys::{self, Role};
 use loadout::prompt::builder::SystemClock;
 use loadout_tests::{TestDb, db_test};
 use serde_json::{Value, json};
@@ -71,7 +72,7 @@ struct Api {
 impl Api {
     async fn new(db: TestDb, allow: bool) -> Api {
         let db = db.migrated().await;
-        loadout::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
+        loadout::registry::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
             .await
             .expect("seed");
         let admin = keys::create(&db.conn, "admin", Role::Admin)

@@ -5,9 +5,10 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
-use loadout::catalog::Seeds;
-use loadout::http::{AppState, router};
-use loadout::keys::{self, Role};
+use loadout::registry::catalog::Seeds;
+use loadout::app::AppState;
+use loadout::http::router;
+use loadout::auth::keys::{self, Role};
 use loadout::prompt::builder::FixedClock;
 use loadout_tests::{TestDb, db_test};
 use serde_json::{Value, json};
@@ -29,7 +30,7 @@ struct Reply {
 impl Api {
     async fn new(db: TestDb) -> Api {
         let db = db.migrated().await;
-        loadout::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
+        loadout::registry::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
             .await
             .expect("seed");
         let admin = keys::create(&db.conn, "test-admin", Role::Admin)
@@ -186,7 +187,7 @@ db_test! {
         assert_eq!(api.get(path).await.status, StatusCode::OK);
         let txn = sea_orm::TransactionTrait::begin(&api.db.conn).await.expect("txn");
         keys::revoke(&txn, "test-agent").await.expect("revoke");
-        loadout::generation::bump(&txn).await.expect("bump");
+        loadout::db::generation::bump(&txn).await.expect("bump");
         txn.commit().await.expect("commit");
         let deadline = Instant::now() + Duration::from_secs(10);
         let poller = api.state.spawn_generation_poller();
@@ -486,7 +487,7 @@ db_test! {
         assert!(text.contains("loadout_http_requests_total{route=\"/v1/agents/{agent}/prompt\",method=\"GET\",status=\"404\"} 1\n"), "{text}");
         assert!(text.contains("loadout_cache_hits_total "), "{text}");
 
-        let open = loadout::http::metrics_router(api.state.clone())
+        let open = loadout::http::ops::metrics_router(api.state.clone())
             .oneshot(Request::builder().uri("/metrics").body(Body::empty()).expect("request"))
             .await.expect("infallible");
         assert_eq!(open.status(), StatusCode::OK);

@@ -1,6 +1,6 @@
 //! `loadout migrate` on both backends.
 
-use loadout::migrate::{self, MigrateCommand};
+use loadout::db::migrate::{self, MigrateCommand};
 use loadout_tests::db_test;
 use sea_orm::ConnectionTrait;
 

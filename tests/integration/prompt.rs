@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use entity::{agent_configurations, user_agent_prompt_customizations};
-use loadout::catalog::Seeds;
+use loadout::registry::catalog::Seeds;
 use loadout::prompt::builder::{self, FixedClock, Source};
 use loadout::prompt::load;
 use loadout_tests::{TestDb, db_test};
@@ -21,7 +21,7 @@ fn instant(text: &str) -> DateTime<Utc> {
 
 async fn seeded(db: TestDb) -> TestDb {
     let db = db.migrated().await;
-    loadout::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
+    loadout::registry::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
         .await
         .expect("seed");
     db

@@ -3,8 +3,8 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 use entity::{agent_configurations, proposals as rows, tools};
-use loadout::catalog::Seeds;
-use loadout::proposals::{self, Approval, LedgerError, NewProposal, Outcome};
+use loadout::registry::catalog::Seeds;
+use loadout::actions::ledger::{self, Approval, LedgerError, NewProposal, Outcome};
 use loadout_tests::{TestDb, db_test};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::json;
@@ -17,7 +17,7 @@ fn at(text: &str) -> DateTime<Utc> {
 
 async fn seeded(db: TestDb) -> TestDb {
     let db = db.migrated().await;
-    loadout::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
+    loadout::registry::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
         .await
         .expect("seed");
     db
@@ -52,7 +52,7 @@ async fn propose(db: &TestDb, tenant: &str, now: DateTime<Utc>) -> rows::Model {
         ttl: TimeDelta::hours(24),
         max_attempts: 2,
     };
-    proposals::create(&db.conn, new, "test-agent", now)
+    ledger::create(&db.conn, new, "test-agent", now)
         .await
         .expect("create")
 }
@@ -74,19 +74,19 @@ db_test! {
         let now = at("2026-11-21T09:00:00Z");
         let p = propose(&db, "t1", now).await;
         assert_eq!(p.state, "proposed");
-        let Approval::Run(running) = proposals::approve(&db.conn, "t1", p.id, "approver", now, LEASE).await.expect("approve") else {
+        let Approval::Run(running) = ledger::approve(&db.conn, "t1", p.id, "approver", now, LEASE).await.expect("approve") else {
             panic!("the first approval runs");
         };
         assert_eq!((running.state.as_str(), running.attempts), ("executing", 1));
         assert_eq!(running.lease_until, Some(now + LEASE));
-        let done = proposals::finish(&db.conn, "t1", p.id, 1, Outcome { success: true, result: json!({"created": 1}) }, now).await.expect("finish");
+        let done = ledger::finish(&db.conn, "t1", p.id, 1, Outcome { success: true, result: json!({"created": 1}) }, now).await.expect("finish");
         assert_eq!(done.state, "succeeded");
         assert_eq!(done.result, Some(json!({"created": 1})));
-        let Approval::AsItIs(again) = proposals::approve(&db.conn, "t1", p.id, "approver", now, LEASE).await.expect("approve again") else {
+        let Approval::AsItIs(again) = ledger::approve(&db.conn, "t1", p.id, "approver", now, LEASE).await.expect("approve again") else {
             panic!("a succeeded proposal never runs again");
         };
         assert_eq!(again.state, "succeeded");
-        let events = proposals::events(&db.conn, "t1", p.id).await.expect("events");
+        let events = ledger::events(&db.conn, "t1", p.id).await.expect("events");
         assert_eq!(transitions(&events), [
             (None, "proposed".to_owned()),
             (s("proposed"), "approved".to_owned()),
@@ -102,24 +102,24 @@ db_test! {
         let db = seeded(db).await;
         let now = at("2026-11-21T09:00:00Z");
         let declined = propose(&db, "t1", now).await;
-        assert_eq!(proposals::decline(&db.conn, "t1", declined.id, "approver", now).await.expect("decline").state, "declined");
-        match proposals::approve(&db.conn, "t1", declined.id, "approver", now, LEASE).await {
+        assert_eq!(ledger::decline(&db.conn, "t1", declined.id, "approver", now).await.expect("decline").state, "declined");
+        match ledger::approve(&db.conn, "t1", declined.id, "approver", now, LEASE).await {
             Err(LedgerError::Conflict { state, .. }) => assert_eq!(state, "declined"),
             other => panic!("approving a declined proposal: {other:?}"),
         }
-        assert!(matches!(proposals::decline(&db.conn, "t1", declined.id, "approver", now).await, Err(LedgerError::Conflict { .. })));
+        assert!(matches!(ledger::decline(&db.conn, "t1", declined.id, "approver", now).await, Err(LedgerError::Conflict { .. })));
 
         let p = propose(&db, "t1", now).await;
-        assert!(matches!(proposals::retry(&db.conn, "t1", p.id, "approver", now, LEASE).await, Err(LedgerError::Conflict { .. })), "retry only from failed");
-        proposals::approve(&db.conn, "t1", p.id, "approver", now, LEASE).await.expect("approve");
-        let failed = proposals::finish(&db.conn, "t1", p.id, 1, Outcome { success: false, result: json!({"error": "upstream 503", "retryable": true}) }, now).await.expect("fail");
+        assert!(matches!(ledger::retry(&db.conn, "t1", p.id, "approver", now, LEASE).await, Err(LedgerError::Conflict { .. })), "retry only from failed");
+        ledger::approve(&db.conn, "t1", p.id, "approver", now, LEASE).await.expect("approve");
+        let failed = ledger::finish(&db.conn, "t1", p.id, 1, Outcome { success: false, result: json!({"error": "upstream 503", "retryable": true}) }, now).await.expect("fail");
         assert_eq!(failed.state, "failed");
-        let retried = proposals::retry(&db.conn, "t1", p.id, "approver", now, LEASE).await.expect("retry");
+        let retried = ledger::retry(&db.conn, "t1", p.id, "approver", now, LEASE).await.expect("retry");
         assert_eq!((retried.state.as_str(), retried.attempts), ("executing", 2));
         // A late result from attempt 1 cannot overwrite attempt 2.
-        assert!(matches!(proposals::finish(&db.conn, "t1", p.id, 1, Outcome { success: true, result: json!({}) }, now).await, Err(LedgerError::Conflict { .. })));
-        proposals::finish(&db.conn, "t1", p.id, 2, Outcome { success: false, result: json!({"error": "again"}) }, now).await.expect("fail again");
-        match proposals::retry(&db.conn, "t1", p.id, "approver", now, LEASE).await {
+        assert!(matches!(ledger::finish(&db.conn, "t1", p.id, 1, Outcome { success: true, result: json!({}) }, now).await, Err(LedgerError::Conflict { .. })));
+        ledger::finish(&db.conn, "t1", p.id, 2, Outcome { success: false, result: json!({"error": "again"}) }, now).await.expect("fail again");
+        match ledger::retry(&db.conn, "t1", p.id, "approver", now, LEASE).await {
             Err(LedgerError::Conflict { state, proposal }) => assert_eq!((state.as_str(), proposal.attempts), ("failed", 2)),
             other => panic!("attempts are bounded: {other:?}"),
         }
@@ -131,11 +131,11 @@ db_test! {
         let db = seeded(db).await;
         let now = at("2026-11-21T09:00:00Z");
         let p = propose(&db, "t1", now).await;
-        assert!(matches!(proposals::get(&db.conn, "t2", p.id).await, Err(LedgerError::NotFound)));
-        assert!(matches!(proposals::approve(&db.conn, "t2", p.id, "x", now, LEASE).await, Err(LedgerError::NotFound)));
-        assert!(matches!(proposals::decline(&db.conn, "t2", p.id, "x", now).await, Err(LedgerError::NotFound)));
-        assert!(matches!(proposals::events(&db.conn, "t2", p.id).await, Err(LedgerError::NotFound)));
-        assert_eq!(proposals::get(&db.conn, "t1", p.id).await.expect("own").state, "proposed");
+        assert!(matches!(ledger::get(&db.conn, "t2", p.id).await, Err(LedgerError::NotFound)));
+        assert!(matches!(ledger::approve(&db.conn, "t2", p.id, "x", now, LEASE).await, Err(LedgerError::NotFound)));
+        assert!(matches!(ledger::decline(&db.conn, "t2", p.id, "x", now).await, Err(LedgerError::NotFound)));
+        assert!(matches!(ledger::events(&db.conn, "t2", p.id).await, Err(LedgerError::NotFound)));
+        assert_eq!(ledger::get(&db.conn, "t1", p.id).await.expect("own").state, "proposed");
     }
 }
 
@@ -148,7 +148,7 @@ db_test! {
         for i in 0..50 {
             let conn = db.conn.clone();
             tasks.push(tokio::spawn(async move {
-                proposals::approve(&conn, "t1", p.id, &format!("approver-{i}"), now, LEASE).await
+                ledger::approve(&conn, "t1", p.id, &format!("approver-{i}"), now, LEASE).await
             }));
         }
         let mut runs = 0;
@@ -162,9 +162,9 @@ db_test! {
             }
         }
         assert_eq!(runs, 1);
-        let row = proposals::get(&db.conn, "t1", p.id).await.expect("row");
+        let row = ledger::get(&db.conn, "t1", p.id).await.expect("row");
         assert_eq!((row.state.as_str(), row.attempts), ("executing", 1));
-        assert_eq!(proposals::events(&db.conn, "t1", p.id).await.expect("events").len(), 3);
+        assert_eq!(ledger::events(&db.conn, "t1", p.id).await.expect("events").len(), 3);
     }
 }
 
@@ -173,19 +173,19 @@ db_test! {
         let db = seeded(db).await;
         let now = at("2026-11-21T09:00:00Z");
         let dead = propose(&db, "t1", now).await;
-        proposals::approve(&db.conn, "t1", dead.id, "approver", now, LEASE).await.expect("approve");
+        ledger::approve(&db.conn, "t1", dead.id, "approver", now, LEASE).await.expect("approve");
         let waiting = propose(&db, "t2", now).await;
         let later = now + TimeDelta::minutes(10);
-        assert_eq!(proposals::sweep(&db.conn, now + TimeDelta::minutes(1), LEASE).await.expect("early sweep"), Default::default());
-        let orphans = proposals::sweep(&db.conn, later, LEASE).await.expect("sweep");
+        assert_eq!(ledger::sweep(&db.conn, now + TimeDelta::minutes(1), LEASE).await.expect("early sweep"), Default::default());
+        let orphans = ledger::sweep(&db.conn, later, LEASE).await.expect("sweep");
         assert_eq!(orphans.failed, [dead.id]);
-        let row = proposals::get(&db.conn, "t1", dead.id).await.expect("row");
+        let row = ledger::get(&db.conn, "t1", dead.id).await.expect("row");
         assert_eq!((row.state.as_str(), row.outcome_unknown), ("failed", true));
-        assert!(matches!(proposals::retry(&db.conn, "t1", dead.id, "approver", later, LEASE).await, Err(LedgerError::Conflict { .. })), "an unknown outcome is never re-run");
-        assert_eq!(proposals::get(&db.conn, "t2", waiting.id).await.expect("row").state, "proposed");
-        let expired = proposals::sweep(&db.conn, now + TimeDelta::hours(25), LEASE).await.expect("sweep");
+        assert!(matches!(ledger::retry(&db.conn, "t1", dead.id, "approver", later, LEASE).await, Err(LedgerError::Conflict { .. })), "an unknown outcome is never re-run");
+        assert_eq!(ledger::get(&db.conn, "t2", waiting.id).await.expect("row").state, "proposed");
+        let expired = ledger::sweep(&db.conn, now + TimeDelta::hours(25), LEASE).await.expect("sweep");
         assert_eq!(expired.expired, [waiting.id]);
-        assert_eq!(proposals::get(&db.conn, "t2", waiting.id).await.expect("row").state, "expired");
+        assert_eq!(ledger::get(&db.conn, "t2", waiting.id).await.expect("row").state, "expired");
     }
 }
 
@@ -195,10 +195,10 @@ fn the_arguments_hash_ignores_key_order() {
         serde_json::from_str(r#"{"b": 1, "a": [{"y": 2, "x": 1}]}"#).expect("json");
     let b: serde_json::Value =
         serde_json::from_str(r#"{"a": [{"x": 1, "y": 2}], "b": 1}"#).expect("json");
-    assert_eq!(proposals::arguments_hash(&a), proposals::arguments_hash(&b));
+    assert_eq!(ledger::arguments_hash(&a), ledger::arguments_hash(&b));
     assert_ne!(
-        proposals::arguments_hash(&a),
-        proposals::arguments_hash(&json!({"b": 2}))
+        ledger::arguments_hash(&a),
+        ledger::arguments_hash(&json!({"b": 2}))
     );
 }
 
@@ -207,21 +207,21 @@ db_test! {
         let db = seeded(db).await;
         let long_ago = Utc::now() - TimeDelta::hours(1);
         let p = propose(&db, "t1", long_ago).await;
-        proposals::approve(&db.conn, "t1", p.id, "approver", long_ago, LEASE).await.expect("approve");
-        let state = loadout::http::AppState::new(db.reconnect().await, std::sync::Arc::new(loadout::prompt::builder::SystemClock), 262_144)
+        ledger::approve(&db.conn, "t1", p.id, "approver", long_ago, LEASE).await.expect("approve");
+        let state = loadout::app::AppState::new(db.reconnect().await, std::sync::Arc::new(loadout::prompt::builder::SystemClock), 262_144)
             .await.expect("state");
         let sweeper = state.spawn_proposal_sweeper();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         // The row turns `failed` inside the sweep; the counter moves when the sweep returns.
         let counted = |text: &str| text.contains("loadout_proposal_orphans_failed_total 1\n");
-        while proposals::get(&db.conn, "t1", p.id).await.expect("row").state != "failed"
+        while ledger::get(&db.conn, "t1", p.id).await.expect("row").state != "failed"
             || !counted(&state.metrics.render(&state.cache))
         {
             assert!(std::time::Instant::now() < deadline, "the sweeper never ran: {}", state.metrics.render(&state.cache));
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         sweeper.abort();
-        let row = proposals::get(&db.conn, "t1", p.id).await.expect("row");
+        let row = ledger::get(&db.conn, "t1", p.id).await.expect("row");
         assert!(row.outcome_unknown);
     }
 }

@@ -1,8 +1,8 @@
 //! `loadout seed` on a freshly migrated database.
 
 use entity::{agent_configurations, agent_tools, tools};
-use loadout::catalog::Seeds;
-use loadout::seed::{self, SeedReport};
+use loadout::registry::catalog::Seeds;
+use loadout::registry::seed::{self, SeedReport};
 use loadout_tests::db_test;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, PaginatorTrait, QueryFilter, Set,

@@ -99,7 +99,7 @@ impl TestDb {
 
     /// Applies every migration.
     pub async fn migrated(self) -> TestDb {
-        loadout::migrate::up(&self.conn).await.expect("migrate up");
+        loadout::db::migrate::up(&self.conn).await.expect("migrate up");
         self
     }
 }

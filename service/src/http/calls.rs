@@ -18,11 +18,12 @@ use serde_json::{Value, json};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::agent::{check_name, check_user_id, json_body};
+use super::fetch::{check_name, check_user_id, json_body};
 use super::error::{ApiError, ApiResult};
-use super::{AgentKey, AppState, ApproverKey};
-use crate::executors::{Call, Executors};
-use crate::proposals::{self, Approval, LedgerError, NewProposal};
+use super::extract::{AgentKey, ApproverKey};
+use crate::app::AppState;
+use crate::actions::executors::{Call, Executors};
+use crate::actions::ledger::{self, Approval, LedgerError, NewProposal};
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -168,7 +169,7 @@ fn check_id(what: &str, id: &str) -> ApiResult<()> {
 }
 
 /// 424: the tool has no executor now; a proposal stays as it is.
-fn not_connected(e: crate::executors::NotRunnable) -> ApiError {
+fn not_connected(e: crate::actions::executors::NotRunnable) -> ApiError {
     ApiError::new(
         StatusCode::FAILED_DEPENDENCY,
         "not_connected",
@@ -186,11 +187,11 @@ async fn execute(
 ) -> ApiResult<rows::Model> {
     if let Err(e) = executors.runnable(&claimed.tool_name, tool_type) {
         // Claimed but not runnable: fail it, retryable (the tool may be connected later).
-        let outcome = proposals::Outcome {
+        let outcome = ledger::Outcome {
             success: false,
             result: json!({"error": e.to_string(), "retryable": true}),
         };
-        return proposals::finish(
+        return ledger::finish(
             &state.db,
             &claimed.tenant_id,
             claimed.id,
@@ -201,12 +202,12 @@ async fn execute(
         .await
         .map_err(ledger_error);
     }
-    if proposals::arguments_hash(&claimed.arguments) != claimed.arguments_hash {
-        let outcome = proposals::Outcome {
+    if ledger::arguments_hash(&claimed.arguments) != claimed.arguments_hash {
+        let outcome = ledger::Outcome {
             success: false,
             result: json!({"error": "the arguments changed after they were proposed", "retryable": false}),
         };
-        return proposals::finish(
+        return ledger::finish(
             &state.db,
             &claimed.tenant_id,
             claimed.id,
@@ -226,7 +227,7 @@ async fn execute(
         idempotency_key: format!("{}:{}", claimed.id, claimed.attempts),
     };
     let outcome = executors.run(&state.db, call, EXECUTION_TIMEOUT).await;
-    let done = proposals::finish(
+    let done = ledger::finish(
         &state.db,
         &claimed.tenant_id,
         claimed.id,
@@ -237,7 +238,7 @@ async fn execute(
     .await
     .map_err(ledger_error)?;
     // A builtin may have changed what prompts render (update_instructions bumps the generation).
-    if let Ok(generation) = crate::generation::current(&state.db).await {
+    if let Ok(generation) = crate::db::generation::current(&state.db).await {
         state.cache.observe(generation);
     }
     Ok(done)
@@ -273,7 +274,7 @@ async fn tool_call(
         }
     }
     let tenant = who.tenant().to_owned();
-    let agent = super::agent::agent(&state, &agent_name).await?;
+    let agent = super::fetch::agent(&state, &agent_name).await?;
     let tool = tools::Entity::find()
         .inner_join(agent_tools::Entity)
         .filter(tools::Column::Name.eq(request.tool.as_str()))
@@ -290,12 +291,12 @@ async fn tool_call(
                 request.tool
             ))
         })?;
-    crate::schema::validate(&tool.parameters, &request.arguments).map_err(|e| {
+    crate::actions::arguments::validate(&tool.parameters, &request.arguments).map_err(|e| {
         ApiError::unprocessable("invalid_arguments", e.to_string())
             .with_details(json!({"path": e.path}))
     })?;
 
-    let request_hash = crate::keys::hash_bytes(
+    let request_hash = crate::auth::keys::hash_bytes(
         serde_json::to_string(&request)
             .map_err(ApiError::internal)?
             .as_bytes(),
@@ -335,7 +336,7 @@ async fn tool_call(
     }
     let (description, preview) = describe(&tool.name, &request.arguments);
     let now = Utc::now();
-    let created = proposals::create(
+    let created = ledger::create(
         &state.db,
         NewProposal {
             tenant_id: tenant.clone(),
@@ -373,7 +374,7 @@ async fn tool_call(
     if !auto {
         return Ok(axum::Json(call_response(&created)).into_response());
     }
-    let ran = match proposals::approve(
+    let ran = match ledger::approve(
         &state.db,
         &tenant,
         created.id,
@@ -419,10 +420,10 @@ async fn get_proposal(
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
     let id = parse_id(&id)?;
-    let row = proposals::get(&state.db, who.tenant(), id)
+    let row = ledger::get(&state.db, who.tenant(), id)
         .await
         .map_err(ledger_error)?;
-    let events: Vec<Value> = proposals::events(&state.db, who.tenant(), id)
+    let events: Vec<Value> = ledger::events(&state.db, who.tenant(), id)
         .await
         .map_err(ledger_error)?
         .iter()
@@ -459,7 +460,7 @@ async fn approve(
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
     let id = parse_id(&id)?;
-    let row = proposals::get(&state.db, who.tenant(), id)
+    let row = ledger::get(&state.db, who.tenant(), id)
         .await
         .map_err(ledger_error)?;
     let kind = tool_type(&state, row.tool_id).await?;
@@ -470,7 +471,7 @@ async fn approve(
         // The proposal stays `proposed`: it can be approved once the tool is connected.
         return Err(not_connected(e));
     }
-    let done = match proposals::approve(
+    let done = match ledger::approve(
         &state.db,
         who.tenant(),
         id,
@@ -494,7 +495,7 @@ async fn decline(
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
     let id = parse_id(&id)?;
-    let row = proposals::decline(&state.db, who.tenant(), id, &who.key_name, Utc::now())
+    let row = ledger::decline(&state.db, who.tenant(), id, &who.key_name, Utc::now())
         .await
         .map_err(ledger_error)?;
     Ok(axum::Json(proposal_json(&row)).into_response())
@@ -507,7 +508,7 @@ async fn retry(
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
     let id = parse_id(&id)?;
-    let row = proposals::get(&state.db, who.tenant(), id)
+    let row = ledger::get(&state.db, who.tenant(), id)
         .await
         .map_err(ledger_error)?;
     let kind = tool_type(&state, row.tool_id).await?;
@@ -515,7 +516,7 @@ async fn retry(
     if let Err(e) = executors.runnable(&row.tool_name, &kind) {
         return Err(not_connected(e));
     }
-    let claimed = proposals::retry(
+    let claimed = ledger::retry(
         &state.db,
         who.tenant(),
         id,

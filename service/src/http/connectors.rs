@@ -17,10 +17,11 @@ use serde_json::{Map, Value, json};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::admin::{begin, commit};
-use super::agent::{check_name, json_body};
+use super::agents::{begin, commit};
+use super::fetch::{check_name, json_body};
 use super::error::{ApiError, ApiResult};
-use super::{AdminKey, AppState};
+use super::extract::AdminKey;
+use crate::app::AppState;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -96,7 +97,7 @@ fn check_headers(headers: &Map<String, Value>) -> ApiResult<()> {
 }
 
 async fn check_url(state: &AppState, url: &str) -> ApiResult<()> {
-    crate::connector::check_url(url, &state.connector_allow)
+    crate::actions::connector::check_url(url, &state.connector_allow)
         .await
         .map(drop)
         .map_err(|e| ApiError::unprocessable("url_refused", e.to_string()))

@@ -17,10 +17,11 @@ use serde_json::{Value, json};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::admin::{agent_row, commit};
-use super::agent::{check_name, json_body};
+use super::agents::{agent_row, commit};
+use super::fetch::{check_name, json_body};
 use super::error::{ApiError, ApiResult};
-use super::{AdminKey, AppState};
+use super::extract::AdminKey;
+use crate::app::AppState;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -37,7 +38,7 @@ const TYPES: [&str; 3] = ["builtin", "api", "mcp"];
 
 /// Refuses a definition the registry check would report as an error (422 with every problem).
 fn check_definition(name: &str, tier: &str, schema: &Value) -> ApiResult<()> {
-    let singular = crate::catalog::Seeds::embedded()
+    let singular = crate::registry::catalog::Seeds::embedded()
         .map(|seeds| {
             seeds
                 .catalog
@@ -46,7 +47,7 @@ fn check_definition(name: &str, tier: &str, schema: &Value) -> ApiResult<()> {
                 .any(|t| t.name == name && t.singular)
         })
         .unwrap_or(false);
-    let problems = crate::check::definition_problems(name, tier, schema, singular);
+    let problems = crate::registry::check::definition_problems(name, tier, schema, singular);
     let Some((code, message, _)) = problems.first() else {
         return Ok(());
     };
@@ -59,13 +60,13 @@ fn check_definition(name: &str, tier: &str, schema: &Value) -> ApiResult<()> {
 
 #[utoipa::path(get, path = "/v1/registry/check", tag = "registry", summary = "The `loadout check` report as JSON (admin)", responses((status = 200, description = "JSON; errors use the one error shape")))]
 async fn registry_check(State(state): State<AppState>, _key: AdminKey) -> ApiResult<Response> {
-    let catalog = &crate::catalog::Seeds::shared()
+    let catalog = &crate::registry::catalog::Seeds::shared()
         .map_err(ApiError::internal)?
         .catalog;
-    let report = crate::check::run(
+    let report = crate::registry::check::run(
         &state.db,
         catalog,
-        &crate::executors::Executors::load(&state.db, Vec::new()).await?,
+        &crate::actions::executors::Executors::load(&state.db, Vec::new()).await?,
     )
     .await?;
     Ok(axum::Json(report).into_response())
@@ -180,7 +181,7 @@ async fn create_tool(
     check_type(&new.tool_type)?;
     check_description(&new.description)?;
     check_definition(&new.name, &new.approval_tier, &new.parameters)?;
-    let txn = super::admin::begin(&state).await?;
+    let txn = super::agents::begin(&state).await?;
     let exists = tools::Entity::find()
         .filter(tools::Column::Name.eq(new.name.as_str()))
         .one(&*txn)
@@ -234,7 +235,7 @@ async fn update_tool(
     if let Some(text) = &update.description {
         check_description(text)?;
     }
-    let txn = super::admin::begin(&state).await?;
+    let txn = super::agents::begin(&state).await?;
     let row = tool_row(&*txn, &name).await?;
     // The tool as it would be after the update must pass the registry check.
     check_definition(
@@ -274,7 +275,7 @@ async fn delete_tool(
     _key: AdminKey,
     Path(name): Path<String>,
 ) -> ApiResult<Response> {
-    let txn = super::admin::begin(&state).await?;
+    let txn = super::agents::begin(&state).await?;
     let row = tool_row(&*txn, &name).await?;
     let now = Utc::now();
     agent_tools::Entity::update_many()
@@ -322,7 +323,7 @@ async fn list_links(
 }
 
 async fn set_link(state: &AppState, agent: &str, tool: &str, on: bool) -> ApiResult<Response> {
-    let txn = super::admin::begin(state).await?;
+    let txn = super::agents::begin(state).await?;
     let agent = agent_row(&*txn, agent).await?;
     let tool = tool_row(&*txn, tool).await?;
     let now = Utc::now();
@@ -453,7 +454,7 @@ async fn update_channel(
             "guidance is limited to 65536 bytes",
         ));
     }
-    let txn = super::admin::begin(&state).await?;
+    let txn = super::agents::begin(&state).await?;
     let row = channel_row(&*txn, &name).await?;
     let mut active: channels::ActiveModel = row.into();
     if let Some(text) = update.description {

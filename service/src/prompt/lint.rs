@@ -188,7 +188,7 @@ mod tests {
 
     #[test]
     fn the_seeded_template_is_clean() {
-        let seeds = crate::catalog::Seeds::embedded().expect("seeds");
+        let seeds = crate::registry::catalog::Seeds::embedded().expect("seeds");
         assert_eq!(
             lint(&seeds.assistant.prompt_template, &ToolNames::default()),
             []

@@ -9,7 +9,7 @@ use sea_orm::{
 };
 
 use super::builder::{Agent, Channel, Channels, Tool};
-use crate::tool_formats::ToolDef;
+use crate::registry::formats::ToolDef;
 
 /// An agent by name, with its active tools, or `None` if there is no live agent of that name.
 pub async fn agent(db: &impl ConnectionTrait, name: &str) -> Result<Option<(i32, Agent)>, DbErr> {

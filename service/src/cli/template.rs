@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 
-use crate::catalog::Seeds;
+use crate::registry::catalog::Seeds;
 use crate::prompt::{lint, template};
 
 /// Templates larger than this are refused unless configured otherwise.

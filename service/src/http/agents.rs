@@ -23,9 +23,10 @@ use serde_json::{Value, json};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::agent::{check_name, check_user_id, json_body};
+use super::fetch::{check_name, check_user_id, json_body};
 use super::error::{ApiError, ApiResult};
-use super::{AdminKey, AppState};
+use super::extract::AdminKey;
+use crate::app::AppState;
 use crate::prompt::lint;
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -89,22 +90,22 @@ impl std::ops::Deref for Write {
 async fn check_errors(
     db: &impl ConnectionTrait,
 ) -> ApiResult<(
-    crate::check::Report,
+    crate::registry::check::Report,
     BTreeSet<(&'static str, String, String)>,
 )> {
-    let catalog = &crate::catalog::Seeds::shared()
+    let catalog = &crate::registry::catalog::Seeds::shared()
         .map_err(ApiError::internal)?
         .catalog;
-    let report = crate::check::run(
+    let report = crate::registry::check::run(
         db,
         catalog,
-        &crate::executors::Executors::load(db, Vec::new()).await?,
+        &crate::actions::executors::Executors::load(db, Vec::new()).await?,
     )
     .await?;
     let errors = report
         .problems
         .iter()
-        .filter(|p| p.severity == crate::check::Severity::Error)
+        .filter(|p| p.severity == crate::registry::check::Severity::Error)
         .map(|p| (p.code, p.subject.clone(), p.message.clone()))
         .collect();
     Ok((report, errors))
@@ -122,10 +123,10 @@ pub(super) async fn begin(state: &AppState) -> ApiResult<Write> {
 /// generation, commits, and lets this process see the write at once.
 pub(super) async fn commit(state: &AppState, write: Write) -> ApiResult<()> {
     let (report, errors_after) = check_errors(&write.txn).await?;
-    let added: Vec<&crate::check::Problem> = report
+    let added: Vec<&crate::registry::check::Problem> = report
         .problems
         .iter()
-        .filter(|p| p.severity == crate::check::Severity::Error)
+        .filter(|p| p.severity == crate::registry::check::Severity::Error)
         .filter(|p| {
             !write
                 .errors_before
@@ -139,7 +140,7 @@ pub(super) async fn commit(state: &AppState, write: Write) -> ApiResult<()> {
         write.txn.rollback().await?;
         return Err(ApiError::unprocessable("registry_check_failed", message).with_details(details));
     }
-    let generation = crate::generation::bump(&write.txn).await?;
+    let generation = crate::db::generation::bump(&write.txn).await?;
     write.txn.commit().await?;
     state.cache.observe(generation);
     Ok(())
@@ -441,7 +442,7 @@ async fn lint_tool_names(db: &impl ConnectionTrait) -> ApiResult<lint::ToolNames
             names.inactive.insert(row.name);
         }
     }
-    if let Ok(seeds) = crate::catalog::Seeds::shared() {
+    if let Ok(seeds) = crate::registry::catalog::Seeds::shared() {
         let retired: BTreeSet<String> = seeds
             .catalog
             .deactivated
@@ -787,7 +788,7 @@ async fn preview(
     if let Some(text) = &request.template {
         check_template_size(&state, text)?;
     }
-    let loaded = super::agent::agent(&state, &name).await?;
+    let loaded = super::fetch::agent(&state, &name).await?;
     let candidate = loaded.clone_with_template(request.template.clone());
     let problems = match &request.template {
         Some(text) => lint::lint(text, &lint_tool_names(&state.db).await?),
@@ -795,7 +796,7 @@ async fn preview(
     };
     let names: Vec<String> = match &request.channel {
         Some(channel) => vec![channel.clone()],
-        None => super::agent::channels(&state)
+        None => super::fetch::channels(&state)
             .await?
             .names()
             .map(str::to_owned)
@@ -803,10 +804,10 @@ async fn preview(
     };
     let mut rendered = Vec::with_capacity(names.len());
     for channel in names {
-        let one = super::agent::render(
+        let one = super::fetch::render(
             &state,
             &candidate,
-            super::agent::RenderRequest {
+            super::fetch::RenderRequest {
                 channel,
                 user_id: request.user_id.clone(),
                 tz: request.tz.clone(),

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use anyhow::Context;
 use serde::Deserialize;
 
-const CATALOG: &str = include_str!("../../seeds/catalog.toml");
-const ASSISTANT: &str = include_str!("../../seeds/agents/assistant.toml");
-const CHANNELS: &str = include_str!("../../seeds/channels.toml");
+const CATALOG: &str = include_str!("../../../seeds/catalog.toml");
+const ASSISTANT: &str = include_str!("../../../seeds/agents/assistant.toml");
+const CHANNELS: &str = include_str!("../../../seeds/channels.toml");
 
 /// Everything in `seeds/`.
 #[derive(Clone, Debug)]

@@ -16,12 +16,13 @@ use serde_json::{Value, json};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::cache::LoadedAgent;
+use crate::cache::LoadedAgent;
 use super::error::{ApiError, ApiResult};
-use super::{AgentKey, AppState};
+use super::extract::AgentKey;
+use crate::app::AppState;
 use crate::prompt::builder::{self, Channels};
 use crate::prompt::load;
-use crate::tool_formats::{self, Format};
+use crate::registry::formats::{self, Format};
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -33,7 +34,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 /// `[a-z0-9][a-z0-9._-]{0,63}`: agent, channel and key names.
 pub fn check_name(what: &str, name: &str) -> ApiResult<()> {
-    if crate::keys::valid_name(name) {
+    if crate::auth::keys::valid_name(name) {
         Ok(())
     } else {
         Err(ApiError::bad_request(format!(
@@ -205,7 +206,7 @@ pub struct Encoded {
 impl Encoded {
     pub fn new(body: &Value) -> ApiResult<Self> {
         let bytes = serde_json::to_vec(body).map_err(ApiError::internal)?;
-        let digest = crate::keys::hash_bytes(&bytes);
+        let digest = crate::auth::keys::hash_bytes(&bytes);
         let etag =
             HeaderValue::from_str(&format!("\"{}\"", &digest[..32])).map_err(ApiError::internal)?;
         Ok(Self {
@@ -337,7 +338,7 @@ fn parse_format(format: Option<&str>) -> ApiResult<Format> {
     format
         .unwrap_or("openai")
         .parse()
-        .map_err(|e: tool_formats::UnknownFormat| ApiError::bad_request(e.to_string()))
+        .map_err(|e: formats::UnknownFormat| ApiError::bad_request(e.to_string()))
 }
 
 #[derive(Debug, Deserialize)]
@@ -362,7 +363,7 @@ async fn get_tools(
         Ok(json!({
             "agent": agent.agent.name,
             "format": format,
-            "tools": tool_formats::render(&agent.tools, format),
+            "tools": formats::render(&agent.tools, format),
         }))
     })
     .await
@@ -413,7 +414,7 @@ async fn get_loadout(
             "agent": agent.agent.name,
             "prompt": {"text": prompt["text"], "provenance": prompt["provenance"]},
             "format": format,
-            "tools": tool_formats::render(&agent.tools, format),
+            "tools": formats::render(&agent.tools, format),
         }))
     })
     .await

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use crate::connector::Connector;
+use crate::actions::connector::Connector;
 
 /// Builtin tools this build can execute.
 pub const BUILTIN: [&str; 1] = ["update_instructions"];
@@ -122,7 +122,7 @@ impl Executors {
         db: &sea_orm::DatabaseConnection,
         call: Call,
         timeout: std::time::Duration,
-    ) -> crate::proposals::Outcome {
+    ) -> crate::actions::ledger::Outcome {
         let db = db.clone();
         let connector = self.connectors.get(&call.tool).cloned();
         let allow = self.allow.clone();
@@ -132,7 +132,7 @@ impl Executors {
         let task = tokio::spawn(async move {
             match connector {
                 Some(c) => {
-                    crate::connector::call(&c, &allow, &call.arguments, &call.idempotency_key).await
+                    crate::actions::connector::call(&c, &allow, &call.arguments, &call.idempotency_key).await
                 }
                 None => run_builtin(&db, &call).await,
             }
@@ -152,14 +152,14 @@ impl Executors {
     }
 }
 
-fn failure(error: &str, retryable: bool) -> crate::proposals::Outcome {
-    crate::proposals::Outcome {
+fn failure(error: &str, retryable: bool) -> crate::actions::ledger::Outcome {
+    crate::actions::ledger::Outcome {
         success: false,
         result: serde_json::json!({"error": error, "retryable": retryable}),
     }
 }
 
-async fn run_builtin(db: &sea_orm::DatabaseConnection, call: &Call) -> crate::proposals::Outcome {
+async fn run_builtin(db: &sea_orm::DatabaseConnection, call: &Call) -> crate::actions::ledger::Outcome {
     match call.tool.as_str() {
         "update_instructions" => update_instructions(db, call).await,
         other => failure(&format!("no builtin executor for {other}"), false),
@@ -171,7 +171,7 @@ async fn run_builtin(db: &sea_orm::DatabaseConnection, call: &Call) -> crate::pr
 async fn update_instructions(
     db: &sea_orm::DatabaseConnection,
     call: &Call,
-) -> crate::proposals::Outcome {
+) -> crate::actions::ledger::Outcome {
     use entity::user_agent_prompt_customizations as uapc;
     use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set, TransactionTrait};
     let Some(user) = call.user_id.as_deref() else {
@@ -212,11 +212,11 @@ async fn update_instructions(
                 .await?;
             }
         }
-        crate::generation::bump(&txn).await?;
+        crate::db::generation::bump(&txn).await?;
         txn.commit().await
     };
     match write.await {
-        Ok(()) => crate::proposals::Outcome {
+        Ok(()) => crate::actions::ledger::Outcome {
             success: true,
             result: serde_json::json!({"updated": true}),
         },

@@ -15,7 +15,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
 use serde_json::{Value, json};
 
-use crate::proposals::Outcome;
+use crate::actions::ledger::Outcome;
 
 /// Largest response body read from a connector.
 const MAX_RESPONSE_BYTES: usize = 1024 * 1024;

@@ -10,7 +10,7 @@ use sea_orm::{
     Set, TransactionTrait,
 };
 
-use crate::catalog::Seeds;
+use crate::registry::catalog::Seeds;
 
 /// What a seed run created.
 #[derive(Debug, Default, PartialEq, Eq)]

@@ -68,7 +68,7 @@ pub enum LedgerError {
 /// SHA-256 of the arguments' canonical JSON (object keys sorted), bound to a proposal.
 pub fn arguments_hash(arguments: &Value) -> String {
     // serde_json's Map keeps keys sorted (no `preserve_order`), so this is canonical.
-    crate::keys::hash_bytes(arguments.to_string().as_bytes())
+    crate::auth::keys::hash_bytes(arguments.to_string().as_bytes())
 }
 
 /// What a new proposal holds.

@@ -476,7 +476,7 @@ mod tests {
 
     #[test]
     fn strict_schema_is_a_no_op_on_every_catalog_schema() {
-        let seeds = crate::catalog::Seeds::embedded().expect("embedded seeds parse");
+        let seeds = crate::registry::catalog::Seeds::embedded().expect("embedded seeds parse");
         for t in &seeds.catalog.tools {
             let schema = t.schema_json();
             assert_eq!(strict_schema(&schema), schema, "{}", t.name);
@@ -485,7 +485,7 @@ mod tests {
 
     #[test]
     fn every_catalog_verb_has_specific_annotations() {
-        let seeds = crate::catalog::Seeds::embedded().expect("embedded seeds parse");
+        let seeds = crate::registry::catalog::Seeds::embedded().expect("embedded seeds parse");
         let fallback = annotations("zzz_unknown");
         for verb in &seeds.catalog.vocabulary {
             let a = annotations(&format!("{verb}_things"));

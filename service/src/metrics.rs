@@ -9,7 +9,10 @@ use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::cache::Cache;
+use crate::cache::Cache;
+
+/// The exposition format served.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4";
 
 /// Histogram bucket bounds, in seconds.
 const BUCKETS: [f64; 12] = [

@@ -13,7 +13,7 @@ use std::hash::Hash;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use crate::keys::Principal;
+use crate::auth::keys::Principal;
 use crate::prompt::builder::{Agent, Channels};
 
 /// An agent with its database id, as loaded for rendering.
@@ -22,7 +22,7 @@ pub struct LoadedAgent {
     pub id: i32,
     pub agent: Agent,
     /// The agent's active tools with their schemas, sorted by name.
-    pub tools: Vec<crate::tool_formats::ToolDef>,
+    pub tools: Vec<crate::registry::formats::ToolDef>,
 }
 
 impl LoadedAgent {
@@ -91,7 +91,7 @@ pub struct Cache {
     channels: Stamped<(), Arc<Channels>>,
     instructions: Stamped<(i32, String), Option<Arc<str>>>,
     keys: Stamped<String, Option<Principal>>,
-    responses: Stamped<String, super::agent::Encoded>,
+    responses: Stamped<String, crate::http::fetch::Encoded>,
     pub hits: AtomicU64,
     pub misses: AtomicU64,
 }
@@ -164,11 +164,11 @@ impl Cache {
     }
 
     /// A whole encoded GET response, keyed by everything it depends on.
-    pub fn response(&self, key: &str, generation: i64) -> Option<super::agent::Encoded> {
+    pub fn response(&self, key: &str, generation: i64) -> Option<crate::http::fetch::Encoded> {
         self.count(self.responses.get(key, generation))
     }
 
-    pub fn put_response(&self, key: String, stamp: i64, response: super::agent::Encoded) {
+    pub fn put_response(&self, key: String, stamp: i64, response: crate::http::fetch::Encoded) {
         self.responses.put(key, stamp, response);
     }
 

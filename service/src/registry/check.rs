@@ -14,10 +14,10 @@ use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::catalog::Catalog;
-use crate::executors::Executors;
+use crate::registry::catalog::Catalog;
+use crate::actions::executors::Executors;
 use crate::prompt::lint;
-use crate::tool_formats::strict_schema;
+use crate::registry::formats::strict_schema;
 
 /// How bad a problem is: errors exit 1, warnings alone exit 0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -691,7 +691,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::catalog::Seeds;
+    use crate::registry::catalog::Seeds;
 
     #[test]
     fn the_embedded_catalog_is_clean() {

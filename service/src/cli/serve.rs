@@ -6,10 +6,12 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-use crate::http::{self, AppState};
-use crate::keys::{self, Role};
+use crate::app::AppState;
+use crate::http;
+use crate::auth::keys::{self, Role};
 use crate::prompt::builder::SystemClock;
-use crate::{catalog::Seeds, db, migrate, seed};
+use crate::db::{self, migrate};
+use crate::registry::{catalog::Seeds, seed};
 
 /// `serve`'s flags.
 #[derive(Clone, Debug)]
@@ -73,7 +75,7 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
                 "loadout metrics on http://{}/metrics",
                 listener.local_addr().unwrap_or(address)
             );
-            let router = http::metrics_router(state.clone());
+            let router = http::ops::metrics_router(state.clone());
             Some(tokio::spawn(async move {
                 if let Err(e) = axum::serve(listener, router).await {
                     tracing::error!(error = %e, "the metrics server failed");
@@ -103,17 +105,17 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
 /// The same check as `loadout check`: errors stop the start unless `allow_drift`.
 async fn check_registry(db: &sea_orm::DatabaseConnection, allow_drift: bool) -> anyhow::Result<()> {
     let catalog = Seeds::embedded()?.catalog;
-    let report = crate::check::run(
+    let report = crate::registry::check::run(
         db,
         &catalog,
-        &crate::executors::Executors::load(db, Vec::new()).await?,
+        &crate::actions::executors::Executors::load(db, Vec::new()).await?,
     )
     .await?;
     if allow_drift {
         for problem in report
             .problems
             .iter()
-            .filter(|p| p.severity == crate::check::Severity::Error)
+            .filter(|p| p.severity == crate::registry::check::Severity::Error)
         {
             tracing::warn!(%problem, "registry check (allowed by --allow-drift)");
         }

@@ -1,0 +1,114 @@
+//! The state every handler and background job shares, and the settings it carries.
+
+pub mod jobs;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sea_orm::DatabaseConnection;
+
+use crate::cache::Cache;
+use crate::metrics::Metrics;
+use crate::prompt::builder::Clock;
+
+/// How long an execution may run before the sweeper presumes its process dead (default).
+pub const PROPOSAL_LEASE: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
+/// How long a proposal waits for a decision unless configured per tier.
+pub const DEFAULT_PROPOSAL_TTL: chrono::TimeDelta = chrono::TimeDelta::hours(24);
+/// How often the proposal sweeper runs.
+pub const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
+/// How often a process checks the database generation for other processes' writes.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
+
+/// Shared by every handler.
+#[derive(Clone)]
+pub struct AppState(Arc<Inner>);
+
+pub struct Inner {
+    pub db: DatabaseConnection,
+    pub cache: Cache,
+    pub metrics: Metrics,
+    pub clock: Arc<dyn Clock>,
+    pub max_template_bytes: usize,
+    /// Private or loopback addresses connectors may reach (`--connector-allow`).
+    pub connector_allow: Vec<std::net::IpAddr>,
+    /// How long an execution may hold a proposal before the sweeper presumes it dead.
+    pub proposal_lease: chrono::TimeDelta,
+    /// How long a proposal waits for a decision, by approval tier (default 24 h).
+    pub proposal_ttls: std::collections::BTreeMap<String, chrono::TimeDelta>,
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Inner;
+
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+impl AppState {
+    /// Reads the current generation so the cache starts in step with the database.
+    pub async fn new(
+        db: DatabaseConnection,
+        clock: Arc<dyn Clock>,
+        max_template_bytes: usize,
+    ) -> Result<Self, sea_orm::DbErr> {
+        Self::with_connector_allow(db, clock, max_template_bytes, Vec::new()).await
+    }
+
+    /// Like [`AppState::new`], letting connectors reach the given private addresses.
+    pub async fn with_connector_allow(
+        db: DatabaseConnection,
+        clock: Arc<dyn Clock>,
+        max_template_bytes: usize,
+        connector_allow: Vec<std::net::IpAddr>,
+    ) -> Result<Self, sea_orm::DbErr> {
+        let generation = crate::db::generation::current(&db).await?;
+        Ok(Self(Arc::new(Inner {
+            db,
+            cache: Cache::new(generation),
+            metrics: Metrics::default(),
+            clock,
+            max_template_bytes,
+            connector_allow,
+            proposal_lease: PROPOSAL_LEASE,
+            proposal_ttls: std::collections::BTreeMap::new(),
+        })))
+    }
+
+    /// The same state with per-tier proposal lifetimes (`serve --proposal-ttl TIER=SECONDS`).
+    /// Call before the state is shared.
+    pub fn with_proposal_ttls(
+        mut self,
+        ttls: std::collections::BTreeMap<String, chrono::TimeDelta>,
+    ) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.0) {
+            inner.proposal_ttls = ttls;
+        }
+        self
+    }
+
+    /// How long a proposal of a tool of `tier` waits for a decision.
+    pub fn proposal_ttl(&self, tier: &str) -> chrono::TimeDelta {
+        self.proposal_ttls
+            .get(tier)
+            .copied()
+            .unwrap_or(DEFAULT_PROPOSAL_TTL)
+    }
+
+    /// The same state with another execution lease (`serve --proposal-lease-seconds`).
+    /// Call before the state is shared.
+    pub fn with_proposal_lease(mut self, lease: chrono::TimeDelta) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.0) {
+            inner.proposal_lease = lease;
+        }
+        self
+    }
+
+    /// The executors as the database binds them now.
+    pub async fn executors(&self) -> Result<crate::actions::executors::Executors, sea_orm::DbErr> {
+        crate::actions::executors::Executors::load(&self.db, self.connector_allow.clone()).await
+    }
+
+}
+

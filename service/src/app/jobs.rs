@@ -1,0 +1,57 @@
+//! Background jobs of a serving process: the proposal sweeper and the generation poller.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::{AppState, POLL_INTERVAL, SWEEP_INTERVAL};
+
+impl AppState {
+    /// Sweeps the proposal ledger now and every [`SWEEP_INTERVAL`]: dead executions fail
+    /// with outcome unknown, stuck approvals are counted, undecided proposals expire.
+    pub fn spawn_proposal_sweeper(&self) -> tokio::task::JoinHandle<()> {
+        let weak = Arc::downgrade(&self.0);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(SWEEP_INTERVAL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(state) = weak.upgrade() else { return };
+                let now = state.clock.now();
+                match crate::actions::ledger::sweep(&state.db, now, state.proposal_lease).await {
+                    Ok(found) => {
+                        let m = &state.metrics;
+                        m.orphans_failed
+                            .fetch_add(found.failed.len() as u64, Ordering::Relaxed);
+                        m.orphans_approved
+                            .store(found.approved.len() as u64, Ordering::Relaxed);
+                        m.proposals_expired
+                            .fetch_add(found.expired.len() as u64, Ordering::Relaxed);
+                        if !found.failed.is_empty() || !found.approved.is_empty() {
+                            tracing::warn!(failed = ?found.failed, approved = ?found.approved, "orphaned proposals (`loadout proposals orphans` lists them)");
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "cannot sweep the proposal ledger"),
+                }
+            }
+        })
+    }
+
+    /// Polls the database generation until the state is dropped everywhere else.
+    pub fn spawn_generation_poller(&self) -> tokio::task::JoinHandle<()> {
+        let weak = Arc::downgrade(&self.0);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(POLL_INTERVAL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(state) = weak.upgrade() else { return };
+                match crate::db::generation::current(&state.db).await {
+                    Ok(generation) => state.cache.observe(generation),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot read the configuration generation")
+                    }
+                }
+            }
+        })
+    }
+}

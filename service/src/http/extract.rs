@@ -1,0 +1,141 @@
+//! Extractors: who is calling (by role), and the request's JSON body, query and path
+//! parameters. Every rejection is the one error shape, never axum's plain text.
+
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::body::Bytes;
+use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
+use serde::de::DeserializeOwned;
+
+use super::MAX_BODY_BYTES;
+use super::error::ApiError;
+use crate::app::AppState;
+use crate::auth::keys;
+use crate::auth::{Principal, Role};
+
+/// The caller, holding an agent or admin key (approver keys read proposals only).
+pub struct AgentKey(pub Principal);
+
+/// The caller, holding an approver or admin key.
+pub struct ApproverKey(pub Principal);
+
+/// The caller, who must hold an admin key.
+pub struct AdminKey(pub Principal);
+
+async fn principal(parts: &Parts, state: &AppState) -> Result<Principal, ApiError> {
+    let presented = parts
+        .headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .ok_or_else(ApiError::unauthorized)?;
+    let key_hash = keys::hash(presented);
+    let generation = state.cache.generation();
+    let found = match state.cache.key(&key_hash, generation) {
+        Some(found) => found,
+        None => {
+            let found = keys::authenticate(&state.db, presented).await?;
+            state.cache.put_key(key_hash, generation, found.clone());
+            found
+        }
+    };
+    found.ok_or_else(ApiError::unauthorized)
+}
+
+/// The principal if its role is one of `roles`; 403 naming them otherwise.
+async fn with_role(
+    parts: &Parts,
+    state: &AppState,
+    roles: &[Role],
+    needed: &str,
+) -> Result<Principal, ApiError> {
+    let principal = principal(parts, state).await?;
+    if roles.contains(&principal.role) {
+        Ok(principal)
+    } else {
+        Err(ApiError::forbidden(needed))
+    }
+}
+
+impl FromRequestParts<AppState> for AgentKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let roles = [Role::Agent, Role::Admin];
+        with_role(parts, state, &roles, "an agent or admin key").await.map(AgentKey)
+    }
+}
+
+impl FromRequestParts<AppState> for ApproverKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let roles = [Role::Approver, Role::Admin];
+        with_role(parts, state, &roles, "an approver or admin key").await.map(ApproverKey)
+    }
+}
+
+impl FromRequestParts<AppState> for AdminKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        with_role(parts, state, &[Role::Admin], "an admin key").await.map(AdminKey)
+    }
+}
+
+/// A JSON body of `T`; malformed JSON, a wrong shape or an unknown field is 400,
+/// a body over [`MAX_BODY_BYTES`] is 413.
+pub struct ApiJson<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(|e: BytesRejection| {
+                if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ApiError::payload_too_large(MAX_BODY_BYTES)
+                } else {
+                    ApiError::bad_request(e.body_text())
+                }
+            })?;
+        serde_json::from_slice(&bytes)
+            .map(ApiJson)
+            .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))
+    }
+}
+
+/// Query parameters of `T`; a missing, malformed or unknown parameter is 400.
+pub struct ApiQuery<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(q)| ApiQuery(q))
+            .map_err(|e: QueryRejection| {
+                ApiError::bad_request(format!("bad query string: {}", e.body_text()))
+            })
+    }
+}
+
+/// Path parameters of `T`; one that is not valid UTF-8 or does not parse is 400.
+pub struct ApiPath<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Path(p)| ApiPath(p))
+            .map_err(|e: PathRejection| {
+                ApiError::bad_request(format!("bad path parameter: {}", e.body_text()))
+            })
+    }
+}

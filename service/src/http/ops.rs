@@ -1,0 +1,81 @@
+//! Operations: liveness, readiness, metrics and this API's OpenAPI document.
+
+use std::sync::LazyLock;
+
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::{Json, Router};
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::error::{ApiError, E401, E403, E503};
+use super::extract::AdminKey;
+use crate::app::AppState;
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(health))
+        .routes(routes!(ready))
+        .routes(routes!(metrics))
+        .routes(routes!(openapi_json))
+}
+
+/// `{"status": "ok"}` or `{"status": "ready"}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Status {
+    pub status: &'static str,
+}
+
+static SPEC: LazyLock<utoipa::openapi::OpenApi> = LazyLock::new(super::openapi);
+
+#[utoipa::path(get, path = "/openapi.json", tag = "operations", summary = "This OpenAPI description (no key)", security(()),
+    responses((status = 200, description = "OpenAPI 3.1 JSON", content_type = "application/json", body = Object)))]
+async fn openapi_json() -> Json<&'static utoipa::openapi::OpenApi> {
+    Json(&*SPEC)
+}
+
+#[utoipa::path(get, path = "/metrics", tag = "operations", summary = "Prometheus metrics (admin key, or open on --metrics-bind)",
+    responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain", body = String), E401, E403))]
+async fn metrics(State(state): State<AppState>, _key: AdminKey) -> Response {
+    metrics_text(&state)
+}
+
+/// `/metrics` alone and open, for a separate `--metrics-bind` address that only
+/// the scraper can reach.
+pub fn metrics_router(state: AppState) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(|State(state): State<AppState>| async move { metrics_text(&state) }),
+        )
+        .with_state(state)
+}
+
+fn metrics_text(state: &AppState) -> Response {
+    let content_type = HeaderValue::from_static(crate::metrics::CONTENT_TYPE);
+    let text = state.metrics.render(&state.cache);
+    ([(header::CONTENT_TYPE, content_type)], text).into_response()
+}
+
+#[utoipa::path(get, path = "/health", tag = "operations", summary = "Liveness (no key)", security(()),
+    responses((status = 200, description = "The process answers", body = Status)))]
+async fn health() -> Json<Status> {
+    Json(Status { status: "ok" })
+}
+
+/// Ready when the database answers and every migration is applied.
+#[utoipa::path(get, path = "/ready", tag = "operations", summary = "Readiness: database reachable, migrations current (no key)", security(()),
+    responses((status = 200, description = "Ready", body = Status), E503))]
+async fn ready(State(state): State<AppState>) -> Result<Json<Status>, ApiError> {
+    match crate::db::migrate::ensure_current(&state.db).await {
+        Ok(()) => Ok(Json(Status { status: "ready" })),
+        Err(e) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            format!("{e:#}"),
+        )),
+    }
+}

@@ -1,0 +1,7 @@
+//! The tool registry: the embedded catalog and its seeding, the definition rules,
+//! `loadout check`, and the tool shapes agents are served.
+
+pub mod catalog;
+pub mod check;
+pub mod formats;
+pub mod seed;
