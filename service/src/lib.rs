@@ -9,6 +9,7 @@ pub mod app;
 pub mod auth;
 pub mod cache;
 pub mod cli;
+pub mod closed;
 pub mod db;
 pub mod http;
 pub mod metrics;

@@ -4,4 +4,7 @@
 pub mod catalog;
 pub mod check;
 pub mod formats;
+pub mod kinds;
 pub mod seed;
+
+pub use kinds::{Tier, ToolType};

@@ -22,30 +22,16 @@ use sea_orm::{
 use serde::Serialize;
 use serde_json::Value;
 
-/// A proposal's state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum State {
-    Proposed,
-    Approved,
-    Executing,
-    Succeeded,
-    Failed,
-    Declined,
-    Expired,
-}
-
-impl State {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Proposed => "proposed",
-            State::Approved => "approved",
-            State::Executing => "executing",
-            State::Succeeded => "succeeded",
-            State::Failed => "failed",
-            State::Declined => "declined",
-            State::Expired => "expired",
-        }
+crate::closed_set! {
+    /// A proposal's state.
+    pub enum State as "proposal state" {
+        Proposed = "proposed",
+        Approved = "approved",
+        Executing = "executing",
+        Succeeded = "succeeded",
+        Failed = "failed",
+        Declined = "declined",
+        Expired = "expired",
     }
 }
 

@@ -6,7 +6,6 @@
 //! secrets, which these are not). The stored and presented hashes are compared
 //! in constant time. Revoking sets `revoked_at`; rows are never deleted.
 
-use std::fmt;
 
 use chrono::{DateTime, Utc};
 use entity::api_keys;
@@ -17,45 +16,21 @@ use sea_orm::{
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-/// What a key may do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, clap::ValueEnum)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    /// Everything, including edits.
-    Admin,
-    /// Read prompts and tools; propose tool calls.
-    Agent,
-    /// Approve, decline, retry and read its tenant's proposals; nothing else.
-    Approver,
+crate::closed_set! {
+    /// What a key may do.
+    #[derive(clap::ValueEnum)]
+    pub enum Role as "role" {
+        /// Everything, including edits.
+        Admin = "admin",
+        /// Read prompts and tools; propose tool calls.
+        Agent = "agent",
+        /// Approve, decline, retry and read its tenant's proposals; nothing else.
+        Approver = "approver",
+    }
 }
 
 /// The tenant of a key created without one.
 pub const DEFAULT_TENANT: &str = "default";
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Admin => "admin",
-            Role::Agent => "agent",
-            Role::Approver => "approver",
-        }
-    }
-
-    fn parse(text: &str) -> Option<Self> {
-        match text {
-            "admin" => Some(Role::Admin),
-            "agent" => Some(Role::Agent),
-            "approver" => Some(Role::Approver),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// The caller behind a valid key.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -267,7 +242,7 @@ pub async fn authenticate(
     if !constant_time_eq(hash(presented).as_bytes(), row.key_hash.as_bytes()) {
         return Ok(None);
     }
-    Ok(Role::parse(&row.role).map(|role| Principal {
+    Ok(row.role.parse::<Role>().ok().map(|role| Principal {
         key_name: row.name,
         role,
         tenant_id: row.tenant_id,

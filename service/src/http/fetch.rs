@@ -338,7 +338,7 @@ fn parse_format(format: Option<&str>) -> ApiResult<Format> {
     format
         .unwrap_or("openai")
         .parse()
-        .map_err(|e: formats::UnknownFormat| ApiError::bad_request(e.to_string()))
+        .map_err(|e: crate::closed::UnknownValue| ApiError::bad_request(e.to_string()))
 }
 
 #[derive(Debug, Deserialize)]

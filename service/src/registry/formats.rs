@@ -5,11 +5,10 @@
 //! Pure functions over [`ToolDef`]: no database, no I/O. Output is deterministic:
 //! tools are sorted by name and `serde_json` objects keep their keys sorted.
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde::Serialize;
 use serde_json::{Map, Value, json};
+
+use super::Tier;
 
 /// One tool as the agent holds it.
 #[derive(Clone, Debug)]
@@ -25,74 +24,22 @@ pub struct ToolDef {
     pub parameters: Value,
 }
 
-/// The approval tier of a tool, parsed leniently from [`ToolDef::approval_tier`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ApprovalTier {
-    /// Runs immediately.
-    Auto,
-    /// The user decides whether it needs approval.
-    UserConfigurable,
-    /// Always proposed, never run directly.
-    RequiresApproval,
-}
-
 impl ToolDef {
-    /// The parsed tier; anything unrecognised is the safest tier,
-    /// [`ApprovalTier::RequiresApproval`].
-    pub fn approval_tier(&self) -> ApprovalTier {
-        match self.approval_tier.as_str() {
-            "auto" => ApprovalTier::Auto,
-            "user_configurable" => ApprovalTier::UserConfigurable,
-            _ => ApprovalTier::RequiresApproval,
-        }
+    /// The parsed tier; anything unrecognised is the safest tier (see [`Tier::or_safest`]).
+    pub fn approval_tier(&self) -> Tier {
+        Tier::or_safest(&self.approval_tier)
     }
 }
 
-/// A wire format for [`render`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Format {
-    /// OpenAI Chat Completions function tools, strict mode.
-    Openai,
-    /// Anthropic Messages API tools.
-    Anthropic,
-    /// The result of an MCP `tools/list` call.
-    Mcp,
-}
-
-impl Format {
-    /// The lowercase name, as accepted by [`Format::from_str`].
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Format::Openai => "openai",
-            Format::Anthropic => "anthropic",
-            Format::Mcp => "mcp",
-        }
-    }
-}
-
-impl fmt::Display for Format {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// [`Format::from_str`] was given a name it does not know.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown format {0:?}; use openai, anthropic or mcp")]
-pub struct UnknownFormat(pub String);
-
-impl FromStr for Format {
-    type Err = UnknownFormat;
-
-    /// Exactly `openai`, `anthropic` or `mcp` (case-sensitive, like the serde form).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "openai" => Ok(Format::Openai),
-            "anthropic" => Ok(Format::Anthropic),
-            "mcp" => Ok(Format::Mcp),
-            other => Err(UnknownFormat(other.to_owned())),
-        }
+crate::closed_set! {
+    /// A wire format for [`render`].
+    pub enum Format as "format" {
+        /// OpenAI Chat Completions function tools, strict mode.
+        Openai = "openai",
+        /// Anthropic Messages API tools.
+        Anthropic = "anthropic",
+        /// The result of an MCP `tools/list` call.
+        Mcp = "mcp",
     }
 }
 
@@ -756,11 +703,11 @@ mod tests {
     #[test]
     fn approval_tier_defaults_to_requires_approval() {
         let tier = |t: &str| tool("get_x", t, json!({})).approval_tier();
-        assert_eq!(tier("auto"), ApprovalTier::Auto);
-        assert_eq!(tier("user_configurable"), ApprovalTier::UserConfigurable);
-        assert_eq!(tier("requires_approval"), ApprovalTier::RequiresApproval);
-        assert_eq!(tier("Auto"), ApprovalTier::RequiresApproval);
-        assert_eq!(tier(""), ApprovalTier::RequiresApproval);
+        assert_eq!(tier("auto"), Tier::Auto);
+        assert_eq!(tier("user_configurable"), Tier::UserConfigurable);
+        assert_eq!(tier("requires_approval"), Tier::RequiresApproval);
+        assert_eq!(tier("Auto"), Tier::RequiresApproval);
+        assert_eq!(tier(""), Tier::RequiresApproval);
     }
 
     #[test]
@@ -828,15 +775,11 @@ mod tests {
     fn format_rejects_unknown_names() {
         for bad in ["gemini", "OpenAI", " mcp", ""] {
             let err = bad.parse::<Format>().expect_err(bad);
-            assert_eq!(err, UnknownFormat(bad.to_owned()));
-            assert_eq!(
-                err.to_string(),
-                format!("unknown format {bad:?}; use openai, anthropic or mcp")
-            );
+            assert_eq!(err.value, bad);
         }
         assert_eq!(
             "x".parse::<Format>().map_err(|e| e.to_string()),
-            Err(r#"unknown format "x"; use openai, anthropic or mcp"#.to_owned())
+            Err(r#"unknown format "x"; use one of openai, anthropic, mcp"#.to_owned())
         );
     }
 }
