@@ -1,7 +1,14 @@
-//! Write tools don't act, they propose: the proposal ledger, argument validation,
-//! the executors that carry out approved calls, and the connectors they reach.
+//! Write tools don't act, they propose: tool calls ([`call`]), the proposal ledger
+//! ([`ledger`]), argument validation ([`arguments`]), what an approver reads
+//! ([`describe`], [`views`]) and decides ([`decide`]), users' preferences, and the
+//! executors and connectors that carry out approved calls.
 
 pub mod arguments;
+pub mod call;
 pub mod connector;
+pub mod decide;
+pub mod describe;
 pub mod executors;
 pub mod ledger;
+pub mod preferences;
+pub mod views;

@@ -10,6 +10,7 @@ use sea_orm::DatabaseConnection;
 use crate::cache::Cache;
 use crate::metrics::Metrics;
 use crate::prompt::builder::Clock;
+use crate::registry::Tier;
 
 /// How long an execution may run before the sweeper presumes its process dead (default).
 pub const PROPOSAL_LEASE: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
@@ -35,7 +36,7 @@ pub struct Inner {
     /// How long an execution may hold a proposal before the sweeper presumes it dead.
     pub proposal_lease: chrono::TimeDelta,
     /// How long a proposal waits for a decision, by approval tier (default 24 h).
-    pub proposal_ttls: std::collections::BTreeMap<String, chrono::TimeDelta>,
+    pub proposal_ttls: std::collections::BTreeMap<Tier, chrono::TimeDelta>,
 }
 
 impl std::ops::Deref for AppState {
@@ -80,7 +81,7 @@ impl AppState {
     /// Call before the state is shared.
     pub fn with_proposal_ttls(
         mut self,
-        ttls: std::collections::BTreeMap<String, chrono::TimeDelta>,
+        ttls: std::collections::BTreeMap<Tier, chrono::TimeDelta>,
     ) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.0) {
             inner.proposal_ttls = ttls;
@@ -89,9 +90,9 @@ impl AppState {
     }
 
     /// How long a proposal of a tool of `tier` waits for a decision.
-    pub fn proposal_ttl(&self, tier: &str) -> chrono::TimeDelta {
+    pub fn proposal_ttl(&self, tier: Tier) -> chrono::TimeDelta {
         self.proposal_ttls
-            .get(tier)
+            .get(&tier)
             .copied()
             .unwrap_or(DEFAULT_PROPOSAL_TTL)
     }

@@ -38,6 +38,26 @@ impl LoadedAgent {
     }
 }
 
+/// A response body serialised once, with its strong ETag (the first 128 bits of
+/// its SHA-256), ready to send again.
+#[derive(Clone, Debug)]
+pub struct Encoded {
+    pub body: axum::body::Bytes,
+    /// Quoted, as sent in the `ETag` header.
+    pub etag: String,
+}
+
+impl Encoded {
+    pub fn new(body: &impl serde::Serialize) -> Result<Self, serde_json::Error> {
+        let bytes = serde_json::to_vec(body)?;
+        let digest = crate::auth::keys::hash_bytes(&bytes);
+        Ok(Self {
+            etag: format!("\"{}\"", &digest[..32]),
+            body: bytes.into(),
+        })
+    }
+}
+
 /// Entries per map before it is pruned.
 const CAPACITY: usize = 4096;
 
@@ -91,7 +111,7 @@ pub struct Cache {
     channels: Stamped<(), Arc<Channels>>,
     instructions: Stamped<(i32, String), Option<Arc<str>>>,
     keys: Stamped<String, Option<Principal>>,
-    responses: Stamped<String, crate::http::fetch::Encoded>,
+    responses: Stamped<String, Encoded>,
     pub hits: AtomicU64,
     pub misses: AtomicU64,
 }
@@ -164,11 +184,11 @@ impl Cache {
     }
 
     /// A whole encoded GET response, keyed by everything it depends on.
-    pub fn response(&self, key: &str, generation: i64) -> Option<crate::http::fetch::Encoded> {
+    pub fn response(&self, key: &str, generation: i64) -> Option<Encoded> {
         self.count(self.responses.get(key, generation))
     }
 
-    pub fn put_response(&self, key: String, stamp: i64, response: crate::http::fetch::Encoded) {
+    pub fn put_response(&self, key: String, stamp: i64, response: Encoded) {
         self.responses.put(key, stamp, response);
     }
 

@@ -9,7 +9,7 @@ pub mod serve;
 pub mod template;
 
 use crate::db::{self, migrate};
-use crate::registry::seed;
+use crate::registry::{Tier, seed};
 use crate::telemetry::LogFormat;
 
 /// loadout: serves each LLM agent its tools and its prompt from a database.
@@ -60,7 +60,7 @@ pub enum Command {
         /// How long a proposal of a tier waits for a decision, e.g. requires_approval=3600;
         /// repeatable; 86400 (24 h) for any tier not given.
         #[arg(long = "proposal-ttl", env = "LOADOUT_PROPOSAL_TTL", value_delimiter = ',', value_parser = parse_ttl)]
-        proposal_ttls: Vec<(String, u32)>,
+        proposal_ttls: Vec<(Tier, u32)>,
         /// Start even when `loadout check` finds errors (each is logged as a warning).
         #[arg(long)]
         allow_drift: bool,
@@ -105,22 +105,17 @@ pub enum Command {
     },
 }
 
-fn parse_ttl(text: &str) -> Result<(String, u32), String> {
+fn parse_ttl(text: &str) -> Result<(Tier, u32), String> {
     let (tier, seconds) = text
         .split_once('=')
         .ok_or_else(|| "expected TIER=SECONDS, e.g. requires_approval=3600".to_owned())?;
-    if !crate::registry::check::TIERS.contains(&tier) {
-        return Err(format!(
-            "unknown tier {tier:?}; use one of {}",
-            crate::registry::check::TIERS.join(", ")
-        ));
-    }
+    let tier: Tier = tier.parse().map_err(|e: crate::closed::UnknownValue| e.to_string())?;
     let seconds: u32 = seconds
         .parse()
         .ok()
         .filter(|s| *s > 0)
         .ok_or_else(|| format!("{seconds:?} is not a positive number of seconds"))?;
-    Ok((tier.to_owned(), seconds))
+    Ok((tier, seconds))
 }
 
 /// `loadout check --format`.

@@ -5,12 +5,14 @@
 //! domain calls and the results back.
 
 pub mod actions;
+pub mod agents;
 pub mod app;
 pub mod auth;
 pub mod cache;
 pub mod cli;
 pub mod closed;
 pub mod db;
+pub mod error;
 pub mod http;
 pub mod metrics;
 pub mod prompt;

@@ -2,9 +2,13 @@
 //! `loadout check`, and the tool shapes agents are served.
 
 pub mod catalog;
+pub mod channels;
 pub mod check;
 pub mod formats;
+pub mod guard;
 pub mod kinds;
+pub mod links;
 pub mod seed;
+pub mod tools;
 
 pub use kinds::{Tier, ToolType};

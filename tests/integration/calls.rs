@@ -204,15 +204,15 @@ db_test! {
         assert_eq!(status, StatusCode::FORBIDDEN, "an agent key cannot approve");
         let (status, _) = api.call(Method::GET, "/v1/agents/assistant/prompt?channel=web", &api.approver, None).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "an approver key reads proposals only");
-        let (status, _) = api.call(Method::GET, "/v1/proposals/not-a-number", &api.approver, None).await;
-        assert_eq!(status, StatusCode::NOT_FOUND);
+        let (status, body) = api.call(Method::GET, "/v1/proposals/not-a-number", &api.approver, None).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::BAD_REQUEST, Some("bad_request")));
     }
 }
 
 db_test! {
     async fn proposals_expire_after_their_tiers_ttl(db) {
         let (db, api) = Api::new(db).await;
-        let ttls = [("requires_approval".to_owned(), chrono::TimeDelta::hours(1))].into_iter().collect();
+        let ttls = [(loadout::registry::Tier::RequiresApproval, chrono::TimeDelta::hours(1))].into_iter().collect();
         let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144).await.expect("state").with_proposal_ttls(ttls);
         let api = Api { state, ..api };
         let (_, short) = api.tool_call(json!({"tool": "delete_tasks", "arguments": {"ids": ["t1"]}, "conversation_id": "c"})).await;

@@ -8,6 +8,8 @@
 //! change between the check and the call. Redirects are never followed (hyper does
 //! not). Results are sanitised: no response bodies of failures, no URLs, no headers.
 
+pub mod store;
+
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 

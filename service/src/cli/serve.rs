@@ -20,7 +20,7 @@ pub struct Options {
     pub metrics_bind: Option<SocketAddr>,
     pub connector_allow: Vec<std::net::IpAddr>,
     pub proposal_lease: chrono::TimeDelta,
-    pub proposal_ttls: std::collections::BTreeMap<String, chrono::TimeDelta>,
+    pub proposal_ttls: std::collections::BTreeMap<crate::registry::Tier, chrono::TimeDelta>,
     pub allow_drift: bool,
     pub no_migrate: bool,
     pub max_template_bytes: usize,

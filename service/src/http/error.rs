@@ -11,14 +11,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 use utoipa::openapi::{RefOr, ResponseBuilder, content::ContentBuilder};
 
-/// An error a handler returns; its status and code are part of the API.
-#[derive(Debug)]
-pub struct ApiError {
-    pub status: StatusCode,
-    pub code: &'static str,
-    pub message: String,
-    pub details: Value,
-}
+use crate::error::Kind;
 
 /// Every error body.
 #[derive(Debug, Serialize, ToSchema)]
@@ -37,103 +30,46 @@ pub struct ErrorDetail {
     pub details: Value,
 }
 
-impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            code,
-            message: message.into(),
-            details: Value::Null,
-        }
-    }
+pub use crate::error::Error as ApiError;
 
-    /// Structured details; anything `Serialize` (a value that cannot be serialised
-    /// leaves the details `null`).
-    pub fn with_details(mut self, details: impl Serialize) -> Self {
-        self.details = serde_json::to_value(details).unwrap_or(Value::Null);
-        self
-    }
+pub type ApiResult<T> = Result<T, ApiError>;
 
-    pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
-    }
-
-    pub fn not_found(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "not_found", message)
-    }
-
-    pub fn method_not_allowed() -> Self {
-        Self::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "method_not_allowed",
-            "this route does not take that method; /openapi.json lists the methods it takes",
-        )
-    }
-
-    pub fn unauthorized() -> Self {
-        Self::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "a valid API key is required: Authorization: Bearer lo_...",
-        )
-    }
-
-    /// 403, naming the roles that may do this.
-    pub fn forbidden(needed: &str) -> Self {
-        Self::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            format!("this key's role may not do this: it needs {needed}"),
-        )
-    }
-
-    pub fn payload_too_large(limit: usize) -> Self {
-        Self::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            format!("request bodies are limited to {limit} bytes"),
-        )
-    }
-
-    pub fn conflict(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::CONFLICT, "conflict", message)
-    }
-
-    pub fn unprocessable(code: &'static str, message: impl Into<String>) -> Self {
-        Self::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
-    }
-
-    /// A failure the caller cannot fix. The cause is logged, never sent.
-    pub fn internal(cause: impl std::fmt::Display) -> Self {
-        tracing::error!(error = %cause, "request failed");
-        Self::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            "internal error; see the server log",
-        )
-    }
-}
-
-impl From<sea_orm::DbErr> for ApiError {
-    fn from(error: sea_orm::DbErr) -> Self {
-        Self::internal(error)
+/// The status each kind of failure answers.
+pub fn status(kind: Kind) -> StatusCode {
+    match kind {
+        Kind::Invalid => StatusCode::BAD_REQUEST,
+        Kind::Unauthenticated => StatusCode::UNAUTHORIZED,
+        Kind::Forbidden => StatusCode::FORBIDDEN,
+        Kind::NotFound => StatusCode::NOT_FOUND,
+        Kind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        Kind::Conflict => StatusCode::CONFLICT,
+        Kind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        Kind::Refused => StatusCode::UNPROCESSABLE_ENTITY,
+        Kind::NotRunnable => StatusCode::FAILED_DEPENDENCY,
+        Kind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        Kind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let (message, details) = if self.kind == Kind::Internal {
+            // Logged once, here, inside the request's span; never sent.
+            tracing::error!(error = %self.message, "request failed");
+            ("internal error; see the server log".to_owned(), Value::Null)
+        } else {
+            (self.message, self.details)
+        };
         let body = ErrorBody {
             error: ErrorDetail {
                 code: self.code.to_owned(),
-                message: self.message,
-                details: self.details,
+                message,
+                details,
             },
         };
-        (self.status, axum::Json(body)).into_response()
+        (status(self.kind), axum::Json(body)).into_response()
     }
 }
-
-pub type ApiResult<T> = Result<T, ApiError>;
 
 /// One documented error status, answered with [`ErrorBody`].
 fn error_response(

@@ -97,14 +97,17 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
             .await
             .map_err(|e: BytesRejection| {
                 if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                    ApiError::payload_too_large(MAX_BODY_BYTES)
+                    ApiError::too_large(
+                        "payload_too_large",
+                        format!("request bodies are limited to {MAX_BODY_BYTES} bytes"),
+                    )
                 } else {
-                    ApiError::bad_request(e.body_text())
+                    ApiError::invalid(e.body_text())
                 }
             })?;
         serde_json::from_slice(&bytes)
             .map(ApiJson)
-            .map_err(|e| ApiError::bad_request(format!("malformed JSON body: {e}")))
+            .map_err(|e| ApiError::invalid(format!("malformed JSON body: {e}")))
     }
 }
 
@@ -119,7 +122,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for ApiQuery<T> {
             .await
             .map(|Query(q)| ApiQuery(q))
             .map_err(|e: QueryRejection| {
-                ApiError::bad_request(format!("bad query string: {}", e.body_text()))
+                ApiError::invalid(format!("bad query string: {}", e.body_text()))
             })
     }
 }
@@ -135,7 +138,7 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath
             .await
             .map(|Path(p)| ApiPath(p))
             .map_err(|e: PathRejection| {
-                ApiError::bad_request(format!("bad path parameter: {}", e.body_text()))
+                ApiError::invalid(format!("bad path parameter: {}", e.body_text()))
             })
     }
 }

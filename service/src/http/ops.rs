@@ -3,7 +3,7 @@
 use std::sync::LazyLock;
 
 use axum::extract::State;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 use serde::Serialize;
@@ -73,7 +73,7 @@ async fn ready(State(state): State<AppState>) -> Result<Json<Status>, ApiError> 
     match crate::db::migrate::ensure_current(&state.db).await {
         Ok(()) => Ok(Json(Status { status: "ready" })),
         Err(e) => Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
+            crate::error::Kind::Unavailable,
             "not_ready",
             format!("{e:#}"),
         )),

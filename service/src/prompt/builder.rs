@@ -163,7 +163,7 @@ impl Context {
 }
 
 /// Which path produced a prompt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Source {
     Template,
@@ -171,7 +171,7 @@ pub enum Source {
 }
 
 /// Where a rendered prompt came from.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Provenance {
     pub source: Source,
     pub template_version: i32,

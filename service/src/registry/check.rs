@@ -20,7 +20,7 @@ use crate::prompt::lint;
 use crate::registry::formats::strict_schema;
 
 /// How bad a problem is: errors exit 1, warnings alone exit 0.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
     Error,
@@ -28,7 +28,7 @@ pub enum Severity {
 }
 
 /// One problem. `code` is stable: machines may match on it.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, utoipa::ToSchema)]
 pub struct Problem {
     pub severity: Severity,
     /// `tool`, `agent`, `link` or `catalog`.
@@ -56,7 +56,7 @@ impl fmt::Display for Problem {
 }
 
 /// What was looked at.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Counts {
     pub catalog_tools: usize,
     pub tools: usize,
@@ -66,7 +66,7 @@ pub struct Counts {
 }
 
 /// The whole report, as `--format json` prints it.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, utoipa::ToSchema)]
 pub struct Report {
     pub ok: bool,
     pub errors: usize,

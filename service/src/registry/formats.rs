@@ -49,15 +49,17 @@ crate::closed_set! {
 ///   "description", "parameters", "strict": true}}`, the parameters passed through
 ///   [`strict_schema`];
 /// - [`Format::Anthropic`] gives an array of `{"name", "description", "input_schema"}`;
-/// - [`Format::Mcp`] gives `{"tools": [{"name", "description", "inputSchema",
-///   "annotations", "_meta": {"approval_tier"}}]}`, see [`annotations`].
+/// - [`Format::Mcp`] gives an array of MCP `Tool`s, `{"name", "description",
+///   "inputSchema", "annotations", "_meta": {"approval_tier"}}` (see [`annotations`]):
+///   the `tools` of a `tools/list` result, so every format is an array in the same
+///   `tools` field of the API's responses.
 pub fn render(tools: &[ToolDef], format: Format) -> Value {
     let mut sorted: Vec<&ToolDef> = tools.iter().collect();
     sorted.sort_by(|a, b| a.name.cmp(&b.name));
     match format {
         Format::Openai => Value::Array(sorted.into_iter().map(openai_tool).collect()),
         Format::Anthropic => Value::Array(sorted.into_iter().map(anthropic_tool).collect()),
-        Format::Mcp => json!({ "tools": sorted.into_iter().map(mcp_tool).collect::<Vec<_>>() }),
+        Format::Mcp => Value::Array(sorted.into_iter().map(mcp_tool).collect()),
     }
 }
 
@@ -648,8 +650,8 @@ mod tests {
     fn renders_mcp() {
         assert_eq!(
             render(&two_tools_reversed(), Format::Mcp),
-            json!({
-                "tools": [
+            json!(
+                [
                     {
                         "name": "delete_tasks",
                         "description": "delete_tasks description",
@@ -680,7 +682,7 @@ mod tests {
                         "_meta": { "approval_tier": "auto" }
                     }
                 ]
-            })
+            )
         );
     }
 
@@ -688,14 +690,14 @@ mod tests {
     fn renders_empty_input() {
         assert_eq!(render(&[], Format::Openai), json!([]));
         assert_eq!(render(&[], Format::Anthropic), json!([]));
-        assert_eq!(render(&[], Format::Mcp), json!({ "tools": [] }));
+        assert_eq!(render(&[], Format::Mcp), json!([]));
     }
 
     #[test]
     fn mcp_meta_keeps_the_tier_as_stored() {
         let out = render(&[tool("get_x", "weird", json!({}))], Format::Mcp);
         assert_eq!(
-            out["tools"][0]["_meta"],
+            out[0]["_meta"],
             json!({ "approval_tier": "weird" })
         );
     }

@@ -1,0 +1,166 @@
+//! An agent calls a tool. Write tools don't act, they propose: every call is a
+//! ledger row; an `auto` call, or a `user_configurable` one the user allowed, is
+//! approved by `auto` and runs at once, anything else waits for an approver.
+
+use chrono::Utc;
+use entity::{agent_tools, proposals, tools, user_tool_preferences};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::decide::{execute, not_connected};
+use super::describe::describe;
+use super::ledger::{self, Approval, NewProposal};
+use super::views::CallResult;
+use crate::app::AppState;
+use crate::auth::Principal;
+use crate::error::{Error, Result, check_id, check_name};
+use crate::registry::Tier;
+
+/// Attempts a proposal gets (the first run and two retries).
+const MAX_ATTEMPTS: i32 = 3;
+
+/// The body of `POST /v1/agents/{agent}/tool-calls`.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCall {
+    /// One of the agent's active tools.
+    pub tool: String,
+    /// Checked against the tool's JSON Schema.
+    #[schema(value_type = Object)]
+    pub arguments: Value,
+    pub conversation_id: String,
+    pub message_id: Option<String>,
+    /// Whose call; decides `user_configurable` tools' preference.
+    pub user_id: Option<String>,
+    /// The same key with the same request answers the first response; with another, 409.
+    pub idempotency_key: Option<String>,
+}
+
+/// The details of invalid arguments: the JSON path of the first problem.
+#[derive(Debug, Serialize)]
+struct ArgumentPath {
+    path: String,
+}
+
+fn check_request(request: &ToolCall) -> Result<()> {
+    check_name("tool", &request.tool)?;
+    check_id("conversation_id", &request.conversation_id)?;
+    let optional = [
+        ("user_id", &request.user_id),
+        ("message_id", &request.message_id),
+        ("idempotency_key", &request.idempotency_key),
+    ];
+    for (what, id) in optional {
+        if let Some(id) = id {
+            check_id(what, id)?;
+        }
+    }
+    Ok(())
+}
+
+/// The agent's active, attached tool of that name.
+async fn attached_tool(state: &AppState, agent_id: i32, agent: &str, tool: &str) -> Result<tools::Model> {
+    tools::Entity::find()
+        .inner_join(agent_tools::Entity)
+        .filter(tools::Column::Name.eq(tool))
+        .filter(tools::Column::IsActive.eq(true))
+        .filter(tools::Column::DeletedAt.is_null())
+        .filter(agent_tools::Column::AgentId.eq(agent_id))
+        .filter(agent_tools::Column::IsActive.eq(true))
+        .filter(agent_tools::Column::DeletedAt.is_null())
+        .one(&state.db)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("agent {agent:?} has no active tool {tool:?}")))
+}
+
+/// The first response to this idempotency key, if it was used with this same request.
+async fn replay(state: &AppState, tenant: &str, key: &str, hash: &str) -> Result<Option<CallResult>> {
+    let first = proposals::Entity::find()
+        .filter(proposals::Column::TenantId.eq(tenant))
+        .filter(proposals::Column::IdempotencyKey.eq(key))
+        .one(&state.db)
+        .await?;
+    match first {
+        Some(first) if first.request_hash.as_deref() != Some(hash) => Err(Error::conflict(
+            "this idempotency key was used with a different request",
+        )),
+        found => Ok(found.map(CallResult::from)),
+    }
+}
+
+/// Whether the call runs now: `auto` tools always, `user_configurable` ones when
+/// this user allowed them in this tenant; any other (or unknown) tier waits.
+async fn runs_now(state: &AppState, tenant: &str, tool: &tools::Model, user: Option<&str>) -> Result<bool> {
+    match (Tier::or_safest(&tool.approval_tier), user) {
+        (Tier::Auto, _) => Ok(true),
+        (Tier::UserConfigurable, Some(user)) => Ok(user_tool_preferences::Entity::find()
+            .filter(user_tool_preferences::Column::TenantId.eq(tenant))
+            .filter(user_tool_preferences::Column::UserId.eq(user))
+            .filter(user_tool_preferences::Column::ToolId.eq(tool.id))
+            .one(&state.db)
+            .await?
+            .is_some_and(|p| p.auto_approve)),
+        _ => Ok(false),
+    }
+}
+
+/// Validates and records the call; runs it now when its tier allows.
+pub async fn call(state: &AppState, who: &Principal, agent: &str, request: ToolCall) -> Result<CallResult> {
+    check_request(&request)?;
+    let tenant = who.tenant();
+    let loaded = crate::prompt::fetch::agent(state, agent).await?;
+    let tool = attached_tool(state, loaded.id, agent, &request.tool).await?;
+    super::arguments::validate(&tool.parameters, &request.arguments).map_err(|e| {
+        let path = ArgumentPath { path: e.path.clone() };
+        Error::refused("invalid_arguments", e.to_string()).with_details(path)
+    })?;
+    let serialized = serde_json::to_string(&request).map_err(Error::internal)?;
+    let request_hash = crate::auth::keys::hash_bytes(serialized.as_bytes());
+    if let Some(key) = &request.idempotency_key
+        && let Some(first) = replay(state, tenant, key, &request_hash).await?
+    {
+        return Ok(first);
+    }
+    let auto = runs_now(state, tenant, &tool, request.user_id.as_deref()).await?;
+    let executors = state.executors().await?;
+    if auto {
+        executors.runnable(&tool.name, &tool.tool_type).map_err(not_connected)?;
+    }
+    let (description, preview) = describe(&tool.name, &request.arguments);
+    let now = Utc::now();
+    let has_key = request.idempotency_key.is_some();
+    let new = NewProposal {
+        tenant_id: tenant.to_owned(),
+        agent_id: loaded.id,
+        tool_id: tool.id,
+        tool_name: tool.name.clone(),
+        user_id: request.user_id,
+        conversation_id: request.conversation_id,
+        message_id: request.message_id,
+        arguments: request.arguments,
+        description,
+        preview: serde_json::to_value(preview).map_err(Error::internal)?,
+        request_hash: request.idempotency_key.as_ref().map(|_| request_hash),
+        idempotency_key: request.idempotency_key,
+        ttl: state.proposal_ttl(Tier::or_safest(&tool.approval_tier)),
+        max_attempts: MAX_ATTEMPTS,
+    };
+    let created = ledger::create(&state.db, new, &who.key_name, now).await.map_err(|e| {
+        // Two concurrent calls with one idempotency key: the unique index picks one.
+        match has_key {
+            true => Error::conflict(format!("a call with this idempotency key is in progress ({e})")),
+            false => e.into(),
+        }
+    })?;
+    if !auto {
+        return Ok(created.into());
+    }
+    let lease = state.proposal_lease;
+    let ran = match ledger::approve(&state.db, tenant, created.id, "auto", now, lease).await? {
+        Approval::Run(claimed) => execute(state, &executors, claimed, &tool.tool_type).await?,
+        Approval::AsItIs(row) => row,
+    };
+    Ok(ran.into())
+}

@@ -1,0 +1,290 @@
+//! Connectors as an admin stores them, and tools' bindings to them. Header values
+//! are write-only: views show header names, never values. URLs are checked when
+//! saved, and again before every call.
+
+use chrono::{DateTime, Utc};
+use entity::{connectors, tools};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+use crate::app::AppState;
+use crate::error::{Error, Result, check_name};
+use crate::registry::{ToolType, guard};
+
+/// A connector; `headers` lists the names only.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConnectorView {
+    pub name: String,
+    /// `api`.
+    pub kind: String,
+    pub url: String,
+    /// `POST` or `PUT`.
+    pub method: String,
+    /// Header names; values are never shown.
+    pub headers: Vec<String>,
+    pub timeout_ms: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<connectors::Model> for ConnectorView {
+    fn from(c: connectors::Model) -> Self {
+        let headers = c
+            .headers
+            .as_object()
+            .map(|h| h.keys().cloned().collect())
+            .unwrap_or_default();
+        Self {
+            name: c.name,
+            kind: c.kind,
+            url: c.url,
+            method: c.method,
+            headers,
+            timeout_ms: c.timeout_ms,
+            created_at: c.created_at,
+            updated_at: c.updated_at,
+        }
+    }
+}
+
+/// Live connectors by name.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConnectorList {
+    pub connectors: Vec<ConnectorView>,
+}
+
+/// The body of `POST /v1/connectors`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewConnector {
+    pub name: String,
+    /// `http://`; every resolved address must be public unless allowed by `--connector-allow`.
+    pub url: String,
+    /// `POST` (default) or `PUT`.
+    #[serde(default = "post")]
+    pub method: String,
+    /// Sent with every call; values are write-only.
+    #[serde(default)]
+    #[schema(value_type = std::collections::BTreeMap<String, String>)]
+    pub headers: Map<String, Value>,
+    /// 1 to 120000; 30000 when absent.
+    #[serde(default = "thirty_seconds")]
+    pub timeout_ms: i32,
+}
+
+fn post() -> String {
+    "POST".to_owned()
+}
+
+fn thirty_seconds() -> i32 {
+    30_000
+}
+
+/// The fields of `PATCH /v1/connectors/{connector}`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectorUpdate {
+    pub url: Option<String>,
+    pub method: Option<String>,
+    /// Replaces every header.
+    #[schema(value_type = Option<std::collections::BTreeMap<String, String>>)]
+    pub headers: Option<Map<String, Value>>,
+    pub timeout_ms: Option<i32>,
+}
+
+/// The body of `PUT /v1/tools/{tool}/connector`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Binding {
+    /// A connector name, or `null` to disconnect the tool.
+    pub connector: Option<String>,
+}
+
+/// A tool's binding as set.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct BindingView {
+    pub tool: String,
+    pub connector: Option<String>,
+}
+
+async fn row(db: &impl ConnectionTrait, name: &str) -> Result<connectors::Model> {
+    check_name("connector", name)?;
+    connectors::Entity::find()
+        .filter(connectors::Column::Name.eq(name))
+        .filter(connectors::Column::DeletedAt.is_null())
+        .one(db)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no connector named {name:?}")))
+}
+
+fn check_method(method: &str) -> Result<()> {
+    match method {
+        "POST" | "PUT" => Ok(()),
+        _ => Err(Error::refused("invalid_method", "method must be POST or PUT")),
+    }
+}
+
+fn check_timeout(ms: i32) -> Result<()> {
+    match ms {
+        1..=120_000 => Ok(()),
+        _ => Err(Error::refused("invalid_timeout", "timeout_ms must be 1 to 120000")),
+    }
+}
+
+fn check_headers(headers: &Map<String, Value>) -> Result<()> {
+    for (name, value) in headers {
+        let ok_name = hyper::header::HeaderName::from_bytes(name.as_bytes()).is_ok();
+        let ok_value = value
+            .as_str()
+            .is_some_and(|v| hyper::header::HeaderValue::from_str(v).is_ok());
+        if !ok_name || !ok_value {
+            return Err(Error::refused(
+                "invalid_headers",
+                format!("header {name:?} must be a valid name with a string value"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+async fn check_url(state: &AppState, url: &str) -> Result<()> {
+    super::check_url(url, &state.connector_allow)
+        .await
+        .map(drop)
+        .map_err(|e| Error::refused("url_refused", e.to_string()))
+}
+
+pub async fn list(state: &AppState) -> Result<ConnectorList> {
+    let rows = connectors::Entity::find()
+        .filter(connectors::Column::DeletedAt.is_null())
+        .order_by_asc(connectors::Column::Name)
+        .all(&state.db)
+        .await?;
+    Ok(ConnectorList {
+        connectors: rows.into_iter().map(ConnectorView::from).collect(),
+    })
+}
+
+pub async fn get(state: &AppState, name: &str) -> Result<ConnectorView> {
+    Ok(row(&state.db, name).await?.into())
+}
+
+pub async fn create(state: &AppState, new: NewConnector) -> Result<ConnectorView> {
+    check_name("connector", &new.name)?;
+    check_method(&new.method)?;
+    check_timeout(new.timeout_ms)?;
+    check_headers(&new.headers)?;
+    check_url(state, &new.url).await?;
+    let write = guard::begin(&state.db).await?;
+    let taken = connectors::Entity::find()
+        .filter(connectors::Column::Name.eq(new.name.as_str()))
+        .one(&*write)
+        .await?;
+    if taken.is_some() {
+        return Err(Error::conflict(format!("a connector named {:?} exists", new.name)));
+    }
+    let now = Utc::now();
+    let saved = connectors::ActiveModel {
+        name: Set(new.name),
+        kind: Set(ToolType::Api.as_str().to_owned()),
+        url: Set(new.url),
+        method: Set(new.method),
+        headers: Set(Value::Object(new.headers)),
+        timeout_ms: Set(new.timeout_ms),
+        created_at: Set(now),
+        updated_at: Set(now),
+        deleted_at: Set(None),
+        ..Default::default()
+    }
+    .insert(&*write)
+    .await?;
+    guard::commit(write, &state.cache).await?;
+    Ok(saved.into())
+}
+
+async fn check_update(state: &AppState, update: &ConnectorUpdate) -> Result<()> {
+    if let Some(method) = &update.method {
+        check_method(method)?;
+    }
+    if let Some(ms) = update.timeout_ms {
+        check_timeout(ms)?;
+    }
+    if let Some(headers) = &update.headers {
+        check_headers(headers)?;
+    }
+    if let Some(url) = &update.url {
+        check_url(state, url).await?;
+    }
+    Ok(())
+}
+
+pub async fn update(state: &AppState, name: &str, update: ConnectorUpdate) -> Result<ConnectorView> {
+    check_update(state, &update).await?;
+    let write = guard::begin(&state.db).await?;
+    let found = row(&*write, name).await?;
+    let mut active: connectors::ActiveModel = found.into();
+    if let Some(url) = update.url {
+        active.url = Set(url);
+    }
+    if let Some(method) = update.method {
+        active.method = Set(method);
+    }
+    if let Some(headers) = update.headers {
+        active.headers = Set(Value::Object(headers));
+    }
+    if let Some(ms) = update.timeout_ms {
+        active.timeout_ms = Set(ms);
+    }
+    active.updated_at = Set(Utc::now());
+    let saved = active.update(&*write).await?;
+    guard::commit(write, &state.cache).await?;
+    Ok(saved.into())
+}
+
+/// Soft delete; the connector's tools become not connected.
+pub async fn delete(state: &AppState, name: &str) -> Result<ConnectorView> {
+    let write = guard::begin(&state.db).await?;
+    let found = row(&*write, name).await?;
+    let now = Utc::now();
+    let mut active: connectors::ActiveModel = found.into();
+    active.deleted_at = Set(Some(now));
+    active.updated_at = Set(now);
+    let saved = active.update(&*write).await?;
+    guard::commit(write, &state.cache).await?;
+    Ok(saved.into())
+}
+
+/// Binds an `api` tool to a connector, or disconnects it.
+pub async fn bind(state: &AppState, tool: &str, binding: Binding) -> Result<BindingView> {
+    check_name("tool", tool)?;
+    let write = guard::begin(&state.db).await?;
+    let found = tools::Entity::find()
+        .filter(tools::Column::Name.eq(tool))
+        .filter(tools::Column::DeletedAt.is_null())
+        .one(&*write)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no tool named {tool:?}")))?;
+    if found.tool_type.parse() != Ok(ToolType::Api) {
+        return Err(Error::refused(
+            "not_an_api_tool",
+            format!("{tool} is a {} tool; only api tools take a connector", found.tool_type),
+        ));
+    }
+    let connector_id = match &binding.connector {
+        Some(name) => Some(row(&*write, name).await?.id),
+        None => None,
+    };
+    let mut active: tools::ActiveModel = found.into();
+    active.connector_id = Set(connector_id);
+    active.updated_at = Set(Utc::now());
+    active.update(&*write).await?;
+    guard::commit(write, &state.cache).await?;
+    Ok(BindingView {
+        tool: tool.to_owned(),
+        connector: binding.connector,
+    })
+}

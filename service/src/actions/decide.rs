@@ -1,0 +1,163 @@
+//! An approver's side of the ledger: read proposals, approve (the call runs once),
+//! decline, retry a failure. The tenant is always the caller's key's; another
+//! tenant's proposal is not found.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use entity::{proposals, tools};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+use serde::Serialize;
+use serde_json::json;
+
+use super::executors::{Call, Executors, NotRunnable};
+use super::ledger::{self, Approval, LedgerError, Outcome, State};
+use super::views::{ConversationProposals, EventView, ProposalDetail, ProposalView};
+use crate::app::AppState;
+use crate::auth::Principal;
+use crate::error::{Error, Kind, Result, check_id};
+
+/// How long an execution may take.
+pub const EXECUTION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The details of a conflict: the state, and the proposal as it is.
+#[derive(Debug, Serialize)]
+struct InState {
+    state: String,
+    proposal: ProposalView,
+}
+
+impl From<LedgerError> for Error {
+    fn from(error: LedgerError) -> Self {
+        match error {
+            LedgerError::NotFound => Error::not_found("no such proposal"),
+            LedgerError::Conflict { state, proposal } => Error::conflict(format!(
+                "the proposal is {state}; that action is not possible from there"
+            ))
+            .with_details(InState {
+                state,
+                proposal: (*proposal).into(),
+            }),
+            LedgerError::Db(e) => e.into(),
+        }
+    }
+}
+
+/// 424: the tool has no executor now; a proposal stays as it is.
+pub fn not_connected(e: NotRunnable) -> Error {
+    Error::new(Kind::NotRunnable, "not_connected", e.to_string())
+}
+
+/// A proposal's tool type, as stored (`""` if the tool row is gone).
+async fn tool_type(state: &AppState, tool_id: i32) -> Result<String> {
+    Ok(tools::Entity::find_by_id(tool_id)
+        .one(&state.db)
+        .await?
+        .map(|t| t.tool_type)
+        .unwrap_or_default())
+}
+
+/// Runs an approved proposal's claimed attempt with the executors the request
+/// checked, and records the outcome.
+pub async fn execute(
+    state: &AppState,
+    executors: &Executors,
+    claimed: proposals::Model,
+    tool_type: &str,
+) -> Result<proposals::Model> {
+    let refused = if let Err(e) = executors.runnable(&claimed.tool_name, tool_type) {
+        // Claimed but not runnable: fail it, retryable (the tool may be connected later).
+        Some(json!({"error": e.to_string(), "retryable": true}))
+    } else if ledger::arguments_hash(&claimed.arguments) != claimed.arguments_hash {
+        Some(json!({"error": "the arguments changed after they were proposed", "retryable": false}))
+    } else {
+        None
+    };
+    let outcome = match refused {
+        Some(result) => Outcome { success: false, result },
+        None => {
+            let call = Call {
+                tenant: claimed.tenant_id.clone(),
+                agent_id: claimed.agent_id,
+                user_id: claimed.user_id.clone(),
+                tool: claimed.tool_name.clone(),
+                arguments: claimed.arguments.clone(),
+                idempotency_key: format!("{}:{}", claimed.id, claimed.attempts),
+            };
+            executors.run(&state.db, call, EXECUTION_TIMEOUT).await
+        }
+    };
+    let (tenant, id, attempt) = (&claimed.tenant_id, claimed.id, claimed.attempts);
+    let done = ledger::finish(&state.db, tenant, id, attempt, outcome, Utc::now()).await?;
+    // A builtin may have changed what prompts render (update_instructions bumps the generation).
+    if let Ok(generation) = crate::db::generation::current(&state.db).await {
+        state.cache.observe(generation);
+    }
+    Ok(done)
+}
+
+/// A proposal and its events.
+pub async fn get(state: &AppState, who: &Principal, id: i32) -> Result<ProposalDetail> {
+    let row = ledger::get(&state.db, who.tenant(), id).await?;
+    let events = ledger::events(&state.db, who.tenant(), id).await?;
+    Ok(ProposalDetail {
+        proposal: row.into(),
+        events: events.into_iter().map(EventView::from).collect(),
+    })
+}
+
+/// A conversation's proposals in the caller's tenant, oldest first.
+pub async fn conversation(
+    state: &AppState,
+    who: &Principal,
+    conversation: &str,
+) -> Result<ConversationProposals> {
+    check_id("conversation_id", conversation)?;
+    let rows = proposals::Entity::find()
+        .filter(proposals::Column::TenantId.eq(who.tenant()))
+        .filter(proposals::Column::ConversationId.eq(conversation))
+        .order_by_asc(proposals::Column::Id)
+        .all(&state.db)
+        .await?;
+    Ok(ConversationProposals {
+        conversation_id: conversation.to_owned(),
+        proposals: rows.into_iter().map(ProposalView::from).collect(),
+    })
+}
+
+/// Approves and executes exactly once; a proposal already decided is answered as it is.
+pub async fn approve(state: &AppState, who: &Principal, id: i32) -> Result<ProposalView> {
+    let row = ledger::get(&state.db, who.tenant(), id).await?;
+    let kind = tool_type(state, row.tool_id).await?;
+    let executors = state.executors().await?;
+    if row.state == State::Proposed.as_str()
+        && let Err(e) = executors.runnable(&row.tool_name, &kind)
+    {
+        // The proposal stays `proposed`: it can be approved once the tool is connected.
+        return Err(not_connected(e));
+    }
+    let now = Utc::now();
+    let lease = state.proposal_lease;
+    let done = match ledger::approve(&state.db, who.tenant(), id, &who.key_name, now, lease).await? {
+        Approval::Run(claimed) => execute(state, &executors, claimed, &kind).await?,
+        Approval::AsItIs(row) => row,
+    };
+    Ok(done.into())
+}
+
+pub async fn decline(state: &AppState, who: &Principal, id: i32) -> Result<ProposalView> {
+    let now = Utc::now();
+    Ok(ledger::decline(&state.db, who.tenant(), id, &who.key_name, now).await?.into())
+}
+
+/// Runs a failed proposal again while attempts remain.
+pub async fn retry(state: &AppState, who: &Principal, id: i32) -> Result<ProposalView> {
+    let row = ledger::get(&state.db, who.tenant(), id).await?;
+    let kind = tool_type(state, row.tool_id).await?;
+    let executors = state.executors().await?;
+    executors.runnable(&row.tool_name, &kind).map_err(not_connected)?;
+    let now = Utc::now();
+    let lease = state.proposal_lease;
+    let claimed = ledger::retry(&state.db, who.tenant(), id, &who.key_name, now, lease).await?;
+    Ok(execute(state, &executors, claimed, &kind).await?.into())
+}

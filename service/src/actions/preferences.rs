@@ -1,0 +1,79 @@
+//! Whether a `user_configurable` tool runs for a user without asking, per tenant.
+
+use chrono::Utc;
+use entity::{tools, user_tool_preferences as prefs};
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use super::views::PreferenceView;
+use crate::app::AppState;
+use crate::auth::Principal;
+use crate::error::{Error, Result, check_id, check_name};
+use crate::registry::Tier;
+
+/// The body of `PUT /v1/users/{user_id}/tools/{tool}/preference`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Preference {
+    pub auto_approve: bool,
+}
+
+pub async fn set(
+    state: &AppState,
+    who: &Principal,
+    user: &str,
+    tool: &str,
+    preference: Preference,
+) -> Result<PreferenceView> {
+    check_id("user_id", user)?;
+    check_name("tool", tool)?;
+    let row = tools::Entity::find()
+        .filter(tools::Column::Name.eq(tool))
+        .filter(tools::Column::DeletedAt.is_null())
+        .one(&state.db)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no tool named {tool:?}")))?;
+    if row.approval_tier.parse() != Ok(Tier::UserConfigurable) {
+        return Err(Error::refused(
+            "not_user_configurable",
+            format!(
+                "{tool} is {}; only user_configurable tools take a user preference",
+                row.approval_tier
+            ),
+        ));
+    }
+    let now = Utc::now();
+    let existing = prefs::Entity::find()
+        .filter(prefs::Column::TenantId.eq(who.tenant()))
+        .filter(prefs::Column::UserId.eq(user))
+        .filter(prefs::Column::ToolId.eq(row.id))
+        .one(&state.db)
+        .await?;
+    match existing {
+        Some(found) => {
+            let mut active: prefs::ActiveModel = found.into();
+            active.auto_approve = Set(preference.auto_approve);
+            active.updated_at = Set(now);
+            active.update(&state.db).await?;
+        }
+        None => {
+            prefs::ActiveModel {
+                tenant_id: Set(who.tenant().to_owned()),
+                user_id: Set(user.to_owned()),
+                tool_id: Set(row.id),
+                auto_approve: Set(preference.auto_approve),
+                created_at: Set(now),
+                updated_at: Set(now),
+                ..Default::default()
+            }
+            .insert(&state.db)
+            .await?;
+        }
+    }
+    Ok(PreferenceView {
+        user_id: user.to_owned(),
+        tool: tool.to_owned(),
+        auto_approve: preference.auto_approve,
+    })
+}

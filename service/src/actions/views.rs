@@ -1,0 +1,172 @@
+//! The shapes the action path answers with: proposals, their events, and what an
+//! agent relays after a tool call.
+
+use chrono::{DateTime, Utc};
+use entity::{proposal_events, proposals};
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::ledger::State;
+
+/// A proposal as an approver sees it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProposalView {
+    pub id: i32,
+    #[schema(value_type = State)]
+    pub state: String,
+    pub tool: String,
+    pub conversation_id: String,
+    pub message_id: Option<String>,
+    pub user_id: Option<String>,
+    /// One line for people, e.g. "Create tasks: Buy groceries".
+    pub description: String,
+    /// `[{field, new}]`, one row per field the call sets.
+    #[schema(value_type = Vec<super::describe::PreviewRow>)]
+    pub preview: Value,
+    #[schema(value_type = Object)]
+    pub arguments: Value,
+    pub attempts: i32,
+    pub max_attempts: i32,
+    /// The executor's result, or `{error, retryable}`; `null` until it ran.
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<Value>,
+    /// A crash left the last execution's outcome unknown; it is never re-run automatically.
+    pub outcome_unknown: bool,
+    pub expires_at: DateTime<Utc>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<proposals::Model> for ProposalView {
+    fn from(p: proposals::Model) -> Self {
+        Self {
+            id: p.id,
+            state: p.state,
+            tool: p.tool_name,
+            conversation_id: p.conversation_id,
+            message_id: p.message_id,
+            user_id: p.user_id,
+            description: p.description,
+            preview: p.preview,
+            arguments: p.arguments,
+            attempts: p.attempts,
+            max_attempts: p.max_attempts,
+            result: p.result,
+            outcome_unknown: p.outcome_unknown,
+            expires_at: p.expires_at,
+            created_at: p.created_at,
+            updated_at: p.updated_at,
+        }
+    }
+}
+
+/// One transition in a proposal's history.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EventView {
+    /// `null` for the creation event.
+    pub from: Option<String>,
+    pub to: String,
+    /// The key name, `auto`, `sweeper` or `system`.
+    pub actor: String,
+    pub at: DateTime<Utc>,
+}
+
+impl From<proposal_events::Model> for EventView {
+    fn from(e: proposal_events::Model) -> Self {
+        Self {
+            from: e.from_state,
+            to: e.to_state,
+            actor: e.actor,
+            at: e.at,
+        }
+    }
+}
+
+/// A proposal with its events, oldest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProposalDetail {
+    #[serde(flatten)]
+    pub proposal: ProposalView,
+    pub events: Vec<EventView>,
+}
+
+/// A conversation's proposals, oldest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ConversationProposals {
+    pub conversation_id: String,
+    pub proposals: Vec<ProposalView>,
+}
+
+/// Where a call stands, as the agent relays it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CallStatus {
+    /// Waiting for a person: tell the user what was proposed.
+    ProposedForApproval,
+    Approved,
+    Declined,
+    Expired,
+    Executing,
+    Succeeded,
+    Failed,
+}
+
+/// What a tool call answers: a proposal to relay, or the result of a call that ran.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum CallResult {
+    /// Not run (yet): proposed, approved, declined or expired.
+    Waiting {
+        status: CallStatus,
+        proposal_id: i32,
+        description: String,
+        #[schema(value_type = Vec<super::describe::PreviewRow>)]
+        preview: Value,
+    },
+    /// Ran, or running: its result (`{error, retryable}` on failure).
+    Ran {
+        status: CallStatus,
+        proposal_id: i32,
+        #[schema(value_type = Option<Object>)]
+        result: Option<Value>,
+    },
+}
+
+impl From<proposals::Model> for CallResult {
+    fn from(p: proposals::Model) -> Self {
+        let state = p.state.parse::<State>().unwrap_or(State::Failed);
+        let status = match state {
+            State::Proposed => CallStatus::ProposedForApproval,
+            State::Approved => CallStatus::Approved,
+            State::Declined => CallStatus::Declined,
+            State::Expired => CallStatus::Expired,
+            State::Executing => CallStatus::Executing,
+            State::Succeeded => CallStatus::Succeeded,
+            State::Failed => CallStatus::Failed,
+        };
+        match state {
+            State::Proposed | State::Approved | State::Declined | State::Expired => {
+                CallResult::Waiting {
+                    status,
+                    proposal_id: p.id,
+                    description: p.description,
+                    preview: p.preview,
+                }
+            }
+            State::Executing | State::Succeeded | State::Failed => CallResult::Ran {
+                status,
+                proposal_id: p.id,
+                result: p.result,
+            },
+        }
+    }
+}
+
+/// A user's preference for a `user_configurable` tool.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PreferenceView {
+    pub user_id: String,
+    pub tool: String,
+    pub auto_approve: bool,
+}

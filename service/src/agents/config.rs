@@ -1,0 +1,231 @@
+//! Creating, reading, updating and soft-deleting agent configurations.
+
+use chrono::{DateTime, Utc};
+use entity::agent_configurations;
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::template::{self, Kind};
+use super::{MAX_TEXT_BYTES, check_identity, row};
+use crate::app::AppState;
+use crate::error::{Error, Result, check_name, check_size};
+use crate::prompt::lint;
+use crate::registry::guard;
+
+/// An agent as an admin sees it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentView {
+    pub name: String,
+    /// `{display_name, role, description}`.
+    #[schema(value_type = Object)]
+    pub identity: Value,
+    pub soul: String,
+    pub soul_version: i32,
+    /// `null`: the built-in assembly renders the prompt.
+    pub prompt_template: Option<String>,
+    pub template_version: i32,
+    pub operating_model: Option<String>,
+    pub interaction_learning: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<agent_configurations::Model> for AgentView {
+    fn from(row: agent_configurations::Model) -> Self {
+        Self {
+            name: row.name,
+            identity: row.identity,
+            soul: row.soul,
+            soul_version: row.soul_version,
+            prompt_template: row.prompt_template,
+            template_version: row.template_version,
+            operating_model: row.operating_model,
+            interaction_learning: row.interaction_learning,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        }
+    }
+}
+
+/// Every live agent, by name.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AgentList {
+    pub agents: Vec<AgentView>,
+}
+
+/// A new agent, with the template's lint warnings.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CreatedAgent {
+    #[serde(flatten)]
+    pub agent: AgentView,
+    pub warnings: Vec<lint::Problem>,
+}
+
+/// The body of `POST /v1/agents`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewAgent {
+    pub name: String,
+    #[schema(value_type = Object)]
+    pub identity: Value,
+    pub soul: String,
+    pub prompt_template: Option<String>,
+    pub operating_model: Option<String>,
+    pub interaction_learning: Option<String>,
+}
+
+/// The fields an admin may change; anything else (ids, versions, timestamps) is refused.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentUpdate {
+    #[schema(value_type = Option<Object>)]
+    pub identity: Option<Value>,
+    pub soul: Option<String>,
+    /// `null` removes the section.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub operating_model: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub interaction_learning: Option<Option<String>>,
+    /// Refuse the write (409) unless the soul is still at this version.
+    pub expected_soul_version: Option<i32>,
+}
+
+/// A field that is present, even as `null` (`Some(None)`), versus absent (`None`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+pub async fn list(state: &AppState) -> Result<AgentList> {
+    let rows = agent_configurations::Entity::find()
+        .filter(agent_configurations::Column::DeletedAt.is_null())
+        .order_by_asc(agent_configurations::Column::Name)
+        .all(&state.db)
+        .await?;
+    Ok(AgentList {
+        agents: rows.into_iter().map(AgentView::from).collect(),
+    })
+}
+
+pub async fn get(state: &AppState, name: &str) -> Result<AgentView> {
+    Ok(row(&state.db, name).await?.into())
+}
+
+/// Creates an agent at soul and template version 1. A template with lint errors
+/// is refused (422): create without one and save it with `force` instead.
+pub async fn create(state: &AppState, author: &str, new: NewAgent) -> Result<CreatedAgent> {
+    check_name("agent", &new.name)?;
+    check_identity(&new.identity)?;
+    check_size("soul", &new.soul, MAX_TEXT_BYTES)?;
+    for text in [&new.operating_model, &new.interaction_learning].into_iter().flatten() {
+        check_size("section", text, MAX_TEXT_BYTES)?;
+    }
+    let warnings = match &new.prompt_template {
+        Some(text) => template::lint_new(state, text).await?,
+        None => Vec::new(),
+    };
+    let write = guard::begin(&state.db).await?;
+    let taken = agent_configurations::Entity::find()
+        .filter(agent_configurations::Column::Name.eq(new.name.as_str()))
+        .one(&*write)
+        .await?;
+    if taken.is_some() {
+        return Err(Error::conflict(format!(
+            "an agent named {:?} exists (or existed: names of deleted agents stay taken)",
+            new.name
+        )));
+    }
+    let now = Utc::now();
+    let saved = agent_configurations::ActiveModel {
+        name: Set(new.name),
+        identity: Set(new.identity),
+        soul: Set(new.soul.clone()),
+        prompt_template: Set(new.prompt_template.clone()),
+        operating_model: Set(new.operating_model),
+        interaction_learning: Set(new.interaction_learning),
+        soul_version: Set(1),
+        template_version: Set(1),
+        created_at: Set(now),
+        updated_at: Set(now),
+        deleted_at: Set(None),
+        ..Default::default()
+    }
+    .insert(&*write)
+    .await?;
+    let first = template::NewVersion { agent_id: saved.id, version: 1, forced: false, author };
+    template::record(&write, Kind::Soul, &first, Some(new.soul)).await?;
+    template::record(&write, Kind::Template, &first, new.prompt_template).await?;
+    guard::commit(write, &state.cache).await?;
+    Ok(CreatedAgent { agent: saved.into(), warnings })
+}
+
+/// Soft delete: `deleted_at` is set and the agent disappears from every endpoint.
+pub async fn delete(state: &AppState, name: &str) -> Result<AgentView> {
+    let write = guard::begin(&state.db).await?;
+    let found = row(&*write, name).await?;
+    let now = Utc::now();
+    let mut active: agent_configurations::ActiveModel = found.into();
+    active.deleted_at = Set(Some(now));
+    active.updated_at = Set(now);
+    let saved = active.update(&*write).await?;
+    guard::commit(write, &state.cache).await?;
+    Ok(saved.into())
+}
+
+fn check_update(update: &AgentUpdate) -> Result<()> {
+    if let Some(identity) = &update.identity {
+        check_identity(identity)?;
+    }
+    for (what, text) in [
+        ("soul", update.soul.as_ref()),
+        ("operating_model", update.operating_model.as_ref().and_then(Option::as_ref)),
+        ("interaction_learning", update.interaction_learning.as_ref().and_then(Option::as_ref)),
+    ] {
+        if let Some(text) = text {
+            check_size(what, text, MAX_TEXT_BYTES)?;
+        }
+    }
+    Ok(())
+}
+
+/// Updates identity, soul or sections; a changed soul is a new soul version.
+pub async fn update(
+    state: &AppState,
+    author: &str,
+    name: &str,
+    update: AgentUpdate,
+) -> Result<AgentView> {
+    check_update(&update)?;
+    let write = guard::begin(&state.db).await?;
+    let found = row(&*write, name).await?;
+    if let Some(expected) = update.expected_soul_version
+        && expected != found.soul_version
+    {
+        return Err(template::stale(Kind::Soul, expected, found.soul_version));
+    }
+    let soul_changed = update.soul.as_ref().is_some_and(|s| *s != found.soul);
+    let mut active: agent_configurations::ActiveModel = found.clone().into();
+    if let Some(identity) = update.identity {
+        active.identity = Set(identity);
+    }
+    if let Some(text) = update.operating_model {
+        active.operating_model = Set(text);
+    }
+    if let Some(text) = update.interaction_learning {
+        active.interaction_learning = Set(text);
+    }
+    if soul_changed {
+        let version = found.soul_version + 1;
+        active.soul = Set(update.soul.clone().unwrap_or_default());
+        active.soul_version = Set(version);
+        let next = template::NewVersion { agent_id: found.id, version, forced: false, author };
+        template::record(&write, Kind::Soul, &next, update.soul).await?;
+    }
+    active.updated_at = Set(Utc::now());
+    let saved = active.update(&*write).await?;
+    guard::commit(write, &state.cache).await?;
+    Ok(saved.into())
+}

@@ -1,0 +1,93 @@
+//! A user's standing instructions for an agent, as an admin reads and sets them.
+
+use chrono::Utc;
+use entity::user_agent_prompt_customizations as uapc;
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::{MAX_TEXT_BYTES, row};
+use crate::app::AppState;
+use crate::error::{Result, check_id, check_size};
+use crate::registry::guard;
+
+/// A user's instructions; `null` when there are none (or they are switched off).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct InstructionsView {
+    pub agent: String,
+    pub user_id: String,
+    pub instructions: Option<String>,
+}
+
+/// The body of `PUT .../users/{user_id}/instructions`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InstructionsPut {
+    /// `null` switches the user's instructions off (the row is kept, inactive).
+    pub instructions: Option<String>,
+}
+
+pub async fn get(state: &AppState, agent: &str, user: &str) -> Result<InstructionsView> {
+    check_id("user_id", user)?;
+    let found = row(&state.db, agent).await?;
+    let instructions = crate::prompt::load::user_instructions(&state.db, found.id, user).await?;
+    Ok(InstructionsView {
+        agent: found.name,
+        user_id: user.to_owned(),
+        instructions,
+    })
+}
+
+/// Sets the user's instructions, or switches them off; the next prompt shows it.
+pub async fn put(
+    state: &AppState,
+    agent: &str,
+    user: &str,
+    put: InstructionsPut,
+) -> Result<InstructionsView> {
+    check_id("user_id", user)?;
+    if let Some(text) = &put.instructions {
+        check_size("instructions", text, MAX_TEXT_BYTES)?;
+    }
+    let write = guard::begin(&state.db).await?;
+    let found = row(&*write, agent).await?;
+    let existing = uapc::Entity::find()
+        .filter(uapc::Column::AgentId.eq(found.id))
+        .filter(uapc::Column::UserId.eq(user))
+        .one(&*write)
+        .await?;
+    let now = Utc::now();
+    match (existing, &put.instructions) {
+        (Some(existing), text) => {
+            let mut active: uapc::ActiveModel = existing.into();
+            if let Some(text) = text {
+                active.instructions = Set(text.clone());
+            }
+            active.is_active = Set(text.is_some());
+            active.deleted_at = Set(None);
+            active.updated_at = Set(now);
+            active.update(&*write).await?;
+        }
+        (None, Some(text)) => {
+            uapc::ActiveModel {
+                user_id: Set(user.to_owned()),
+                agent_id: Set(found.id),
+                instructions: Set(text.clone()),
+                is_active: Set(true),
+                created_at: Set(now),
+                updated_at: Set(now),
+                deleted_at: Set(None),
+                ..Default::default()
+            }
+            .insert(&*write)
+            .await?;
+        }
+        (None, None) => {}
+    }
+    guard::commit(write, &state.cache).await?;
+    Ok(InstructionsView {
+        agent: found.name,
+        user_id: user.to_owned(),
+        instructions: put.instructions,
+    })
+}

@@ -1,0 +1,82 @@
+//! Renders a template that is not saved, for one or every channel, with its lint
+//! report. Nothing is written.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::app::AppState;
+use crate::error::Result;
+use crate::prompt::builder::Source;
+use crate::prompt::fetch::{self, RenderRequest};
+use crate::prompt::lint;
+
+/// The body of `POST .../prompt/preview`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PreviewRequest {
+    /// The candidate; `null` previews the built-in assembly.
+    pub template: Option<String>,
+    /// One channel, or every channel when absent.
+    pub channel: Option<String>,
+    pub user_id: Option<String>,
+    pub tz: Option<String>,
+    #[serde(default)]
+    pub memory_notes: Vec<String>,
+    pub last_message_at: Option<DateTime<Utc>>,
+}
+
+/// One channel's render of the candidate.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChannelRender {
+    pub channel: String,
+    pub text: String,
+    pub source: Source,
+}
+
+/// The candidate's lint report and renders.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Preview {
+    pub agent: String,
+    pub lint: Vec<lint::Problem>,
+    pub renders: Vec<ChannelRender>,
+}
+
+pub async fn preview(state: &AppState, name: &str, request: PreviewRequest) -> Result<Preview> {
+    let problems = match &request.template {
+        Some(text) => super::template::lint(state, text).await?,
+        None => Vec::new(),
+    };
+    let loaded = fetch::agent(state, name).await?;
+    let candidate = loaded.clone_with_template(request.template.clone());
+    let channels: Vec<String> = match &request.channel {
+        Some(channel) => vec![channel.clone()],
+        None => fetch::channels(state).await?.names().map(str::to_owned).collect(),
+    };
+    let mut renders = Vec::with_capacity(channels.len());
+    for channel in channels {
+        let one = fetch::render(
+            state,
+            &candidate,
+            RenderRequest {
+                channel: Some(channel),
+                user_id: request.user_id.clone(),
+                tz: request.tz.clone(),
+                memory_notes: request.memory_notes.clone(),
+                last_message_at: request.last_message_at,
+                now: None,
+            },
+        )
+        .await?;
+        renders.push(ChannelRender {
+            channel: one.provenance.channel,
+            text: one.text,
+            source: one.provenance.source,
+        });
+    }
+    Ok(Preview {
+        agent: name.to_owned(),
+        lint: problems,
+        renders,
+    })
+}

@@ -1,0 +1,320 @@
+//! The prompt template: lint on save, optimistic versions, history and restore.
+//! Every accepted soul or template change is one immutable `prompt_versions` row.
+
+use std::collections::BTreeSet;
+
+use chrono::{DateTime, Utc};
+use entity::{agent_configurations, prompt_versions, tools};
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter,
+    QueryOrder, Set,
+};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::row;
+use crate::app::AppState;
+use crate::error::{Error, Kind as ErrorKind, Result};
+use crate::prompt::lint;
+use crate::registry::guard::{self, Problems};
+
+/// What a `prompt_versions` row versions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Soul,
+    Template,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::Soul => "soul",
+            Kind::Template => "template",
+        }
+    }
+}
+
+/// The current template.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TemplateView {
+    pub agent: String,
+    /// `null`: the built-in assembly.
+    pub template: Option<String>,
+    pub version: i32,
+}
+
+/// A saved template version, with the lint's warnings (or forced errors).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SavedTemplate {
+    pub agent: String,
+    pub version: i32,
+    pub template: Option<String>,
+    /// Saved over lint errors.
+    pub forced: bool,
+    pub warnings: Vec<lint::Problem>,
+}
+
+/// One template version.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VersionView {
+    pub version: i32,
+    pub template: Option<String>,
+    pub forced: bool,
+    /// The name of the key that saved it.
+    pub author: String,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<prompt_versions::Model> for VersionView {
+    fn from(v: prompt_versions::Model) -> Self {
+        Self {
+            version: v.version,
+            template: v.body,
+            forced: v.forced,
+            author: v.author,
+            created_at: v.created_at,
+        }
+    }
+}
+
+/// The template's history, oldest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct VersionList {
+    pub agent: String,
+    pub current_version: i32,
+    pub versions: Vec<VersionView>,
+}
+
+/// The body of `PUT .../prompt-template`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TemplatePut {
+    pub template: String,
+    /// Refuse the save (409) unless the template is still at this version.
+    pub expected_version: Option<i32>,
+    /// Save even with lint errors; recorded as forced.
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// A version row to write.
+pub struct NewVersion<'a> {
+    pub agent_id: i32,
+    pub version: i32,
+    pub forced: bool,
+    pub author: &'a str,
+}
+
+/// The details of a stale version.
+#[derive(Debug, Serialize)]
+struct Versions {
+    expected_version: i32,
+    current_version: i32,
+}
+
+/// 409: the soul or template moved on since the caller read it.
+pub fn stale(kind: Kind, expected: i32, current: i32) -> Error {
+    Error::conflict(format!(
+        "the {} is at version {current}, not {expected}; reload and apply your change again",
+        kind.as_str()
+    ))
+    .with_details(Versions {
+        expected_version: expected,
+        current_version: current,
+    })
+}
+
+pub async fn record(
+    txn: &DatabaseTransaction,
+    kind: Kind,
+    new: &NewVersion<'_>,
+    body: Option<String>,
+) -> Result<prompt_versions::Model> {
+    Ok(prompt_versions::ActiveModel {
+        agent_id: Set(new.agent_id),
+        kind: Set(kind.as_str().to_owned()),
+        version: Set(new.version),
+        body: Set(body),
+        forced: Set(new.forced),
+        author: Set(new.author.to_owned()),
+        created_at: Set(Utc::now()),
+        ..Default::default()
+    }
+    .insert(txn)
+    .await?)
+}
+
+/// Templates over the configured limit are refused with the limit named.
+pub fn check_template_size(state: &AppState, template: &str) -> Result<()> {
+    if template.len() > state.max_template_bytes {
+        return Err(Error::new(
+            ErrorKind::TooLarge,
+            "template_too_large",
+            format!(
+                "the template is {} bytes; the limit is {} bytes",
+                template.len(),
+                state.max_template_bytes
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Tool names for the lint: active rows, and names known to be inactive or retired.
+pub async fn lint_tool_names(db: &impl ConnectionTrait) -> Result<lint::ToolNames> {
+    let rows = tools::Entity::find().all(db).await?;
+    let mut names = lint::ToolNames::default();
+    for row in rows {
+        if row.is_active && row.deleted_at.is_none() {
+            names.active.insert(row.name);
+        } else {
+            names.inactive.insert(row.name);
+        }
+    }
+    if let Ok(seeds) = crate::registry::catalog::Seeds::shared() {
+        let retired: BTreeSet<String> = seeds
+            .catalog
+            .deactivated
+            .iter()
+            .chain(seeds.catalog.renamed.keys())
+            .cloned()
+            .collect();
+        names.inactive.extend(retired);
+    }
+    Ok(names)
+}
+
+/// Size-checks and lints a candidate template.
+pub async fn lint(state: &AppState, text: &str) -> Result<Vec<lint::Problem>> {
+    check_template_size(state, text)?;
+    Ok(lint::lint(text, &lint_tool_names(&state.db).await?))
+}
+
+/// A new agent's template: lint errors refuse it (there is no `force` on create).
+pub async fn lint_new(state: &AppState, text: &str) -> Result<Vec<lint::Problem>> {
+    let problems = lint(state, text).await?;
+    if lint::has_errors(&problems) {
+        return Err(Error::refused(
+            "lint_failed",
+            "the template has lint errors; fix them, or create the agent without a template and save it with \"force\": true",
+        )
+        .with_details(Problems { problems }));
+    }
+    Ok(problems)
+}
+
+pub async fn get(state: &AppState, name: &str) -> Result<TemplateView> {
+    let found = row(&state.db, name).await?;
+    Ok(TemplateView {
+        agent: found.name,
+        template: found.prompt_template,
+        version: found.template_version,
+    })
+}
+
+/// Saves a new template version (`None`: back to the built-in assembly): lint first
+/// (errors → 422 unless `force`), then the optimistic version check (409), then the
+/// write, the version row and the generation bump in one transaction.
+pub async fn save(
+    state: &AppState,
+    author: &str,
+    name: &str,
+    template: Option<String>,
+    expected_version: Option<i32>,
+    force: bool,
+) -> Result<SavedTemplate> {
+    let problems = match &template {
+        Some(text) => lint(state, text).await?,
+        None => Vec::new(),
+    };
+    if lint::has_errors(&problems) && !force {
+        return Err(Error::refused(
+            "lint_failed",
+            "the template has lint errors; fix them or save with \"force\": true",
+        )
+        .with_details(Problems { problems }));
+    }
+    let write = guard::begin(&state.db).await?;
+    let found = row(&*write, name).await?;
+    if let Some(expected) = expected_version
+        && expected != found.template_version
+    {
+        return Err(stale(Kind::Template, expected, found.template_version));
+    }
+    let version = found.template_version + 1;
+    // Conditional on the version read above, so two concurrent saves cannot both win.
+    let updated = agent_configurations::Entity::update_many()
+        .col_expr(agent_configurations::Column::PromptTemplate, Expr::value(template.clone()))
+        .col_expr(agent_configurations::Column::TemplateVersion, Expr::value(version))
+        .col_expr(agent_configurations::Column::UpdatedAt, Expr::value(Utc::now()))
+        .filter(agent_configurations::Column::Id.eq(found.id))
+        .filter(agent_configurations::Column::TemplateVersion.eq(found.template_version))
+        .exec(&*write)
+        .await?;
+    if updated.rows_affected != 1 {
+        return Err(stale(Kind::Template, found.template_version, version));
+    }
+    // `forced` is recorded whenever asked for: it also lets `loadout check` report
+    // this version's problems as warnings (an explicit decision, not drift).
+    let next = NewVersion { agent_id: found.id, version, forced: force, author };
+    let saved = record(&write, Kind::Template, &next, template).await?;
+    guard::commit(write, &state.cache).await?;
+    Ok(SavedTemplate {
+        agent: found.name,
+        version,
+        template: saved.body,
+        forced: saved.forced,
+        warnings: problems,
+    })
+}
+
+pub async fn versions(state: &AppState, name: &str) -> Result<VersionList> {
+    let found = row(&state.db, name).await?;
+    let versions = prompt_versions::Entity::find()
+        .filter(prompt_versions::Column::AgentId.eq(found.id))
+        .filter(prompt_versions::Column::Kind.eq(Kind::Template.as_str()))
+        .order_by_asc(prompt_versions::Column::Version)
+        .all(&state.db)
+        .await?;
+    Ok(VersionList {
+        agent: found.name,
+        current_version: found.template_version,
+        versions: versions.into_iter().map(VersionView::from).collect(),
+    })
+}
+
+async fn one_version(
+    state: &AppState,
+    name: &str,
+    version: i32,
+) -> Result<(agent_configurations::Model, prompt_versions::Model)> {
+    let found = row(&state.db, name).await?;
+    let version_row = prompt_versions::Entity::find()
+        .filter(prompt_versions::Column::AgentId.eq(found.id))
+        .filter(prompt_versions::Column::Kind.eq(Kind::Template.as_str()))
+        .filter(prompt_versions::Column::Version.eq(version))
+        .one(&state.db)
+        .await?
+        .ok_or_else(|| {
+            Error::not_found(format!("agent {name:?} has no template version {version}"))
+        })?;
+    Ok((found, version_row))
+}
+
+pub async fn version(state: &AppState, name: &str, version: i32) -> Result<VersionView> {
+    Ok(one_version(state, name, version).await?.1.into())
+}
+
+/// A new version equal to version `n` (history is never rewritten), as forced as
+/// the version it copies: lint and the check apply again otherwise.
+pub async fn restore(
+    state: &AppState,
+    author: &str,
+    name: &str,
+    version: i32,
+) -> Result<SavedTemplate> {
+    let (found, old) = one_version(state, name, version).await?;
+    let expected = Some(found.template_version);
+    save(state, author, name, old.body, expected, old.forced).await
+}

@@ -1,0 +1,153 @@
+//! The domain's one error type. It knows what went wrong, not how a protocol says
+//! it: `http::error` maps each [`Kind`] to a status, the CLI prints the message.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// What kind of failure, which decides the HTTP status (see `http::error`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Malformed input: a name, id, time zone or shape the caller must fix (400).
+    Invalid,
+    /// No valid key (401).
+    Unauthenticated,
+    /// The key's role may not do this (403).
+    Forbidden,
+    /// No such resource for this caller, including another tenant's (404).
+    NotFound,
+    /// The route does not take this method (405).
+    MethodNotAllowed,
+    /// A stale version, a taken name or a state that forbids the change (409).
+    Conflict,
+    /// Larger than a limit (413).
+    TooLarge,
+    /// Well-formed but refused by a rule: lint, registry check, schema (422).
+    Refused,
+    /// The tool has nothing to run it now (424).
+    NotRunnable,
+    /// The service cannot answer yet (503).
+    Unavailable,
+    /// A failure the caller cannot fix; the cause is logged, never shown (500).
+    Internal,
+}
+
+/// A failure with a stable code, a sentence for people and structured details.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct Error {
+    pub kind: Kind,
+    /// Stable and machine-readable, e.g. `not_found`, `invalid_arguments`.
+    pub code: &'static str,
+    pub message: String,
+    /// `null` unless the code documents details.
+    pub details: Value,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn new(kind: Kind, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            code,
+            message: message.into(),
+            details: Value::Null,
+        }
+    }
+
+    /// Structured details; anything `Serialize` (one that cannot be serialised
+    /// leaves the details `null`).
+    pub fn with_details(mut self, details: impl Serialize) -> Self {
+        self.details = serde_json::to_value(details).unwrap_or(Value::Null);
+        self
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(Kind::Invalid, "bad_request", message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(Kind::NotFound, "not_found", message)
+    }
+
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(Kind::Conflict, "conflict", message)
+    }
+
+    pub fn refused(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(Kind::Refused, code, message)
+    }
+
+    pub fn too_large(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(Kind::TooLarge, code, message)
+    }
+
+    pub fn unauthorized() -> Self {
+        Self::new(
+            Kind::Unauthenticated,
+            "unauthorized",
+            "a valid API key is required: Authorization: Bearer lo_...",
+        )
+    }
+
+    /// The key's role may not do this; `needed` names the roles that may.
+    pub fn forbidden(needed: &str) -> Self {
+        Self::new(
+            Kind::Forbidden,
+            "forbidden",
+            format!("this key's role may not do this: it needs {needed}"),
+        )
+    }
+
+    pub fn method_not_allowed() -> Self {
+        Self::new(
+            Kind::MethodNotAllowed,
+            "method_not_allowed",
+            "this route does not take that method; /openapi.json lists the methods it takes",
+        )
+    }
+
+    /// A failure the caller cannot fix; `cause` goes to the log at the boundary.
+    pub fn internal(cause: impl std::fmt::Display) -> Self {
+        Self::new(Kind::Internal, "internal", cause.to_string())
+    }
+}
+
+impl From<sea_orm::DbErr> for Error {
+    fn from(error: sea_orm::DbErr) -> Self {
+        Self::internal(error)
+    }
+}
+
+/// `[a-z0-9][a-z0-9._-]{0,63}`: agent, tool, channel, connector and key names.
+pub fn check_name(what: &str, name: &str) -> Result<()> {
+    if crate::auth::keys::valid_name(name) {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "{what} name {name:?} is not valid: use 1 to 64 of a-z, 0-9, '-', '_' and '.'"
+        )))
+    }
+}
+
+/// An id from a client (user, conversation, message, idempotency key): 1 to 128
+/// characters without control characters.
+pub fn check_id(what: &str, id: &str) -> Result<()> {
+    if id.is_empty() || id.chars().count() > 128 || id.chars().any(char::is_control) {
+        return Err(Error::invalid(format!(
+            "{what} must be 1 to 128 characters without control characters"
+        )));
+    }
+    Ok(())
+}
+
+/// A text field's size limit, named in the error.
+pub fn check_size(what: &str, text: &str, limit: usize) -> Result<()> {
+    if text.len() > limit {
+        return Err(Error::too_large(
+            "payload_too_large",
+            format!("{what} is {} bytes; the limit is {limit} bytes", text.len()),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,227 @@
+//! What agents fetch: the agent, the channels and a user's instructions through the
+//! generation-stamped cache, and the rendered prompt and tool definitions built
+//! from them. The views here are the API's response bodies.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::builder::{self, Channels, Provenance};
+use super::load;
+use crate::app::AppState;
+use crate::cache::LoadedAgent;
+use crate::error::{Error, Result, check_id, check_name};
+use crate::registry::formats::{self, Format};
+
+/// At most this many memory notes in one render.
+const MAX_MEMORY_NOTES: usize = 200;
+
+/// The agent, from the cache or the database; 404 when there is no live agent of that name.
+pub async fn agent(state: &AppState, name: &str) -> Result<Arc<LoadedAgent>> {
+    check_name("agent", name)?;
+    let generation = state.cache.generation();
+    let found = match state.cache.agent(name, generation) {
+        Some(found) => found,
+        None => {
+            let found = load::agent_with_tool_defs(&state.db, name)
+                .await?
+                .map(|(id, agent, tools)| Arc::new(LoadedAgent { id, agent, tools }));
+            state.cache.put_agent(name, generation, found.clone());
+            found
+        }
+    };
+    found.ok_or_else(|| Error::not_found(format!("no agent named {name:?}")))
+}
+
+/// Every live channel, from the cache or the database.
+pub async fn channels(state: &AppState) -> Result<Arc<Channels>> {
+    let generation = state.cache.generation();
+    if let Some(channels) = state.cache.channels(generation) {
+        return Ok(channels);
+    }
+    let channels = Arc::new(load::channels(&state.db).await?);
+    state.cache.put_channels(generation, channels.clone());
+    Ok(channels)
+}
+
+async fn instructions(state: &AppState, agent_id: i32, user: &str) -> Result<Option<String>> {
+    let generation = state.cache.generation();
+    let found = match state.cache.instructions(agent_id, user, generation) {
+        Some(found) => found,
+        None => {
+            let found: Option<Arc<str>> = load::user_instructions(&state.db, agent_id, user)
+                .await?
+                .map(Into::into);
+            state
+                .cache
+                .put_instructions(agent_id, user, generation, found.clone());
+            found
+        }
+    };
+    Ok(found.map(|s| s.to_string()))
+}
+
+/// Everything a render takes besides the agent (the body of `POST .../prompt/render`).
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenderRequest {
+    /// A channel name, e.g. `web`; required (a missing one is 400 listing the known ones).
+    #[serde(default)]
+    pub channel: Option<String>,
+    #[serde(default)]
+    pub user_id: Option<String>,
+    /// An IANA time zone for `$current_time`, e.g. `Europe/Berlin`; UTC when absent.
+    #[serde(default)]
+    pub tz: Option<String>,
+    /// Rendered as bullets under "What you remember"; at most 200.
+    #[serde(default)]
+    pub memory_notes: Vec<String>,
+    /// When the user last wrote; decides the session section.
+    #[serde(default)]
+    pub last_message_at: Option<DateTime<Utc>>,
+    /// Render as of this instant; the clock's now when absent. Never from a body.
+    #[serde(skip)]
+    pub now: Option<DateTime<Utc>>,
+}
+
+/// A rendered prompt.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PromptView {
+    pub agent: String,
+    pub text: String,
+    pub provenance: Provenance,
+}
+
+/// A prompt inside a loadout.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PromptBody {
+    pub text: String,
+    pub provenance: Provenance,
+}
+
+/// An agent's active tools in one wire format, sorted by name.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ToolsView {
+    pub agent: String,
+    pub format: Format,
+    /// OpenAI function tools, Anthropic tools or MCP `tools/list` entries.
+    #[schema(value_type = Vec<Object>)]
+    pub tools: Value,
+}
+
+/// Prompt and tools in one response.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LoadoutView {
+    pub agent: String,
+    pub prompt: PromptBody,
+    pub format: Format,
+    /// As in [`ToolsView::tools`].
+    #[schema(value_type = Vec<Object>)]
+    pub tools: Value,
+}
+
+/// The details of a missing or unknown channel.
+#[derive(Debug, Serialize)]
+struct KnownChannels {
+    known_channels: Vec<String>,
+}
+
+impl KnownChannels {
+    fn of(channels: &Channels) -> Self {
+        Self {
+            known_channels: channels.names().map(str::to_owned).collect(),
+        }
+    }
+}
+
+/// `None` is UTC; anything else must be an IANA name.
+pub fn parse_tz(tz: Option<&str>) -> Result<Tz> {
+    match tz {
+        None => Ok(Tz::UTC),
+        Some(name) => name.parse().map_err(|_| {
+            Error::invalid(format!(
+                "unknown time zone {name:?}; use an IANA name such as Europe/Berlin"
+            ))
+        }),
+    }
+}
+
+/// Renders `agent`'s prompt for a channel. The channel must exist (404 naming the
+/// known ones); the user's instructions come from the cache.
+pub async fn render(
+    state: &AppState,
+    agent: &LoadedAgent,
+    request: RenderRequest,
+) -> Result<PromptView> {
+    let channels = channels(state).await?;
+    let Some(name) = &request.channel else {
+        return Err(Error::invalid(format!(
+            "channel is required; use one of {}",
+            channels.names().collect::<Vec<_>>().join(", ")
+        ))
+        .with_details(KnownChannels::of(&channels)));
+    };
+    check_name("channel", name)?;
+    let tz = parse_tz(request.tz.as_deref())?;
+    if let Some(user) = &request.user_id {
+        check_id("user_id", user)?;
+    }
+    if request.memory_notes.len() > MAX_MEMORY_NOTES {
+        return Err(Error::invalid(format!(
+            "at most {MAX_MEMORY_NOTES} memory notes"
+        )));
+    }
+    let channel = channels
+        .get(name)
+        .map_err(|e| Error::not_found(e.to_string()).with_details(KnownChannels::of(&channels)))?;
+    let user_instructions = match &request.user_id {
+        Some(user) => instructions(state, agent.id, user).await?,
+        None => None,
+    };
+    let context = builder::Context {
+        now: request.now.unwrap_or_else(|| state.clock.now()),
+        time_zone: tz,
+        memory_notes: request.memory_notes,
+        user_instructions,
+        last_message_at: request.last_message_at,
+    };
+    let rendered =
+        builder::build_agent_prompt(&agent.agent, channel, &context).map_err(Error::internal)?;
+    Ok(PromptView {
+        agent: agent.agent.name.clone(),
+        text: rendered.text,
+        provenance: rendered.provenance,
+    })
+}
+
+/// The agent's active tools in `format`.
+pub fn tools(agent: &LoadedAgent, format: Format) -> ToolsView {
+    ToolsView {
+        agent: agent.agent.name.clone(),
+        format,
+        tools: formats::render(&agent.tools, format),
+    }
+}
+
+/// Prompt and tools in one view.
+pub async fn loadout(
+    state: &AppState,
+    agent: &LoadedAgent,
+    request: RenderRequest,
+    format: Format,
+) -> Result<LoadoutView> {
+    let prompt = render(state, agent, request).await?;
+    Ok(LoadoutView {
+        agent: prompt.agent,
+        prompt: PromptBody {
+            text: prompt.text,
+            provenance: prompt.provenance,
+        },
+        format,
+        tools: formats::render(&agent.tools, format),
+    })
+}

@@ -1,0 +1,81 @@
+//! The registry write guard: every admin write runs in one transaction that may
+//! not add a `loadout check` error, and bumps the configuration generation.
+//!
+//! [`begin`] notes the check's errors before the write; [`commit`] runs the check
+//! again inside the same transaction and rolls back (422) if an error was added, so
+//! the API can never create drift that `serve` or CI would then reject. Two full
+//! reads per admin write: admin writes are rare, and this makes the rule true by
+//! construction rather than by a rule per endpoint.
+
+use std::collections::BTreeSet;
+
+use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, TransactionTrait};
+use serde::Serialize;
+
+use super::check::{self, Problem, Report, Severity};
+use crate::actions::executors::Executors;
+use crate::cache::Cache;
+use crate::error::{Error, Result};
+
+/// An admin write in progress: its transaction, and the check's errors before it.
+pub struct Write {
+    txn: DatabaseTransaction,
+    errors_before: BTreeSet<String>,
+}
+
+impl std::ops::Deref for Write {
+    type Target = DatabaseTransaction;
+
+    fn deref(&self) -> &DatabaseTransaction {
+        &self.txn
+    }
+}
+
+/// The details of a refused write: every problem it would add.
+#[derive(Debug, Serialize)]
+pub struct Problems<T> {
+    pub problems: Vec<T>,
+}
+
+/// The report and its errors, each as its one-line text (code, subject, message).
+async fn errors(db: &impl ConnectionTrait) -> Result<(Report, BTreeSet<String>)> {
+    let seeds = super::catalog::Seeds::shared().map_err(Error::internal)?;
+    let executors = Executors::load(db, Vec::new()).await?;
+    let report = check::run(db, &seeds.catalog, &executors).await?;
+    let errors = report
+        .problems
+        .iter()
+        .filter(|p| p.severity == Severity::Error)
+        .map(ToString::to_string)
+        .collect();
+    Ok((report, errors))
+}
+
+/// Opens a write's transaction and notes the registry check's errors before it.
+pub async fn begin(db: &DatabaseConnection) -> Result<Write> {
+    let txn = db.begin().await?;
+    let (_, errors_before) = errors(&txn).await?;
+    Ok(Write { txn, errors_before })
+}
+
+/// Refuses the write (rolled back) if it would add a `loadout check` error;
+/// otherwise bumps the generation, commits, and lets this process see the write at once.
+pub async fn commit(write: Write, cache: &Cache) -> Result<()> {
+    let (report, _) = errors(&write.txn).await?;
+    let added: Vec<Problem> = report
+        .problems
+        .into_iter()
+        .filter(|p| p.severity == Severity::Error)
+        .filter(|p| !write.errors_before.contains(&p.to_string()))
+        .collect();
+    if let Some(first) = added.first() {
+        let message = format!("this change would make `loadout check` fail: {first}");
+        write.txn.rollback().await?;
+        return Err(Error::refused("registry_check_failed", message)
+            .with_details(Problems { problems: added }));
+    }
+    let generation = crate::db::generation::bump(&write.txn).await?;
+    write.txn.commit().await?;
+    cache.observe(generation);
+    Ok(())
+}

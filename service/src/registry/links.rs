@@ -1,0 +1,109 @@
+//! Which tools an agent has: `agent_tools` links, switched on and off, never removed.
+
+use chrono::Utc;
+use entity::{agent_tools, tools};
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::guard;
+use crate::app::AppState;
+use crate::error::{Error, Result};
+
+/// One link of an agent to a tool.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LinkView {
+    pub tool: String,
+    /// The link is on.
+    pub active: bool,
+    /// The tool itself is active and not deleted.
+    pub tool_active: bool,
+}
+
+/// An agent's links, by tool name.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LinkList {
+    pub agent: String,
+    pub links: Vec<LinkView>,
+}
+
+/// A link as set.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LinkSet {
+    pub agent: String,
+    pub tool: String,
+    pub active: bool,
+}
+
+pub async fn list(state: &AppState, agent: &str) -> Result<LinkList> {
+    let agent = crate::agents::row(&state.db, agent).await?;
+    let rows = agent_tools::Entity::find()
+        .find_also_related(tools::Entity)
+        .filter(agent_tools::Column::AgentId.eq(agent.id))
+        .filter(agent_tools::Column::DeletedAt.is_null())
+        .all(&state.db)
+        .await?;
+    let mut links: Vec<LinkView> = rows
+        .into_iter()
+        .filter_map(|(link, tool)| {
+            let tool = tool?;
+            Some(LinkView {
+                active: link.is_active,
+                tool_active: tool.is_active && tool.deleted_at.is_none(),
+                tool: tool.name,
+            })
+        })
+        .collect();
+    links.sort_by(|a, b| a.tool.cmp(&b.tool));
+    Ok(LinkList {
+        agent: agent.name,
+        links,
+    })
+}
+
+/// Switches a link on (creating it if needed) or off (404 if there is none).
+pub async fn set(state: &AppState, agent: &str, tool: &str, on: bool) -> Result<LinkSet> {
+    let write = guard::begin(&state.db).await?;
+    let agent = crate::agents::row(&*write, agent).await?;
+    let tool = super::tools::row(&*write, tool).await?;
+    let now = Utc::now();
+    let existing = agent_tools::Entity::find()
+        .filter(agent_tools::Column::AgentId.eq(agent.id))
+        .filter(agent_tools::Column::ToolId.eq(tool.id))
+        .one(&*write)
+        .await?;
+    match existing {
+        Some(link) => {
+            let mut active: agent_tools::ActiveModel = link.into();
+            active.is_active = Set(on);
+            active.deleted_at = Set(None);
+            active.updated_at = Set(now);
+            active.update(&*write).await?;
+        }
+        None if on => {
+            agent_tools::ActiveModel {
+                agent_id: Set(agent.id),
+                tool_id: Set(tool.id),
+                is_active: Set(true),
+                created_at: Set(now),
+                updated_at: Set(now),
+                deleted_at: Set(None),
+                ..Default::default()
+            }
+            .insert(&*write)
+            .await?;
+        }
+        None => {
+            return Err(Error::not_found(format!(
+                "agent {:?} has no link to {:?}",
+                agent.name, tool.name
+            )));
+        }
+    }
+    guard::commit(write, &state.cache).await?;
+    Ok(LinkSet {
+        agent: agent.name,
+        tool: tool.name,
+        active: on,
+    })
+}

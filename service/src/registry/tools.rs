@@ -1,0 +1,270 @@
+//! Tools as an admin edits them: create, update, soft-delete, with the definition
+//! rules of `loadout check` applied before the write and the write guard after it.
+
+use chrono::{DateTime, Utc};
+use entity::{agent_tools, tools};
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::guard::{self, Problems};
+use super::{Tier, ToolType};
+use crate::app::AppState;
+use crate::error::{Error, Result, check_name};
+
+/// A tool as an admin sees it. `type` and `approval_tier` are shown as stored,
+/// so a drifted value is visible here (and reported by `loadout check`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ToolView {
+    pub name: String,
+    /// `builtin`, `api` or `mcp`.
+    #[serde(rename = "type")]
+    pub tool_type: String,
+    pub description: String,
+    /// `auto`, `user_configurable` or `requires_approval`.
+    pub approval_tier: String,
+    /// The input's JSON Schema.
+    #[schema(value_type = Object)]
+    pub parameters: Value,
+    pub prompt_section: Option<String>,
+    pub is_active: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub deleted_at: Option<DateTime<Utc>>,
+}
+
+impl From<tools::Model> for ToolView {
+    fn from(t: tools::Model) -> Self {
+        Self {
+            name: t.name,
+            tool_type: t.tool_type,
+            description: t.description,
+            approval_tier: t.approval_tier,
+            parameters: t.parameters,
+            prompt_section: t.prompt_section,
+            is_active: t.is_active,
+            created_at: t.created_at,
+            updated_at: t.updated_at,
+            deleted_at: t.deleted_at,
+        }
+    }
+}
+
+/// Tools by name.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ToolList {
+    pub tools: Vec<ToolView>,
+}
+
+/// The body of `POST /v1/tools`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewTool {
+    /// `verb_resource`, the verb one of get, create, update, delete, search, set, link.
+    pub name: String,
+    /// `api` when absent. Stored text; anything else is refused (422, `invalid_type`).
+    #[serde(rename = "type", default = "api")]
+    #[schema(value_type = ToolType)]
+    pub tool_type: String,
+    /// The model-facing description, 1 to 4096 bytes.
+    pub description: String,
+    /// Required: a tool's tier is a decision, never a default. An unknown tier is
+    /// refused by the definition rules (422).
+    #[schema(value_type = Tier)]
+    pub approval_tier: String,
+    /// A strict JSON Schema object for the arguments.
+    #[schema(value_type = Object)]
+    pub parameters: Value,
+    pub prompt_section: Option<String>,
+}
+
+fn api() -> String {
+    ToolType::Api.as_str().to_owned()
+}
+
+fn check_type(tool_type: &str) -> Result<ToolType> {
+    tool_type.parse().map_err(|_| {
+        Error::refused(
+            "invalid_type",
+            format!("type must be one of {}", ToolType::NAMES.join(", ")),
+        )
+    })
+}
+
+/// The fields of `PATCH /v1/tools/{tool}`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolUpdate {
+    pub description: Option<String>,
+    #[schema(value_type = Option<Tier>)]
+    pub approval_tier: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub parameters: Option<Value>,
+    /// `null` removes the section.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub prompt_section: Option<Option<String>>,
+    pub is_active: Option<bool>,
+}
+
+/// A field that is present, even as `null` (`Some(None)`), versus absent (`None`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+/// One problem of a refused definition.
+#[derive(Debug, Serialize)]
+struct DefinitionProblem {
+    code: &'static str,
+    message: String,
+    hint: String,
+}
+
+/// Refuses a definition the registry check would report as an error (422 with every problem).
+fn check_definition(name: &str, tier: &str, schema: &Value) -> Result<()> {
+    let singular = super::catalog::Seeds::shared()
+        .map(|seeds| seeds.catalog.tools.iter().any(|t| t.name == name && t.singular))
+        .unwrap_or(false);
+    let problems = super::check::definition_problems(name, tier, schema, singular);
+    let Some((code, message, _)) = problems.first() else {
+        return Ok(());
+    };
+    let (code, message) = (*code, message.clone());
+    let problems = problems
+        .into_iter()
+        .map(|(code, message, hint)| DefinitionProblem { code, message, hint })
+        .collect();
+    Err(Error::refused(code, message).with_details(Problems { problems }))
+}
+
+fn check_description(text: &str) -> Result<()> {
+    if text.trim().is_empty() || text.len() > 4096 {
+        return Err(Error::refused(
+            "invalid_description",
+            "description must be 1 to 4096 bytes of text",
+        ));
+    }
+    Ok(())
+}
+
+/// The live tool of that name; 404 otherwise.
+pub async fn row(db: &impl ConnectionTrait, name: &str) -> Result<tools::Model> {
+    check_name("tool", name)?;
+    tools::Entity::find()
+        .filter(tools::Column::Name.eq(name))
+        .filter(tools::Column::DeletedAt.is_null())
+        .one(db)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no tool named {name:?}")))
+}
+
+/// Live tools by name, optionally only active or inactive ones.
+pub async fn list(state: &AppState, active: Option<bool>) -> Result<ToolList> {
+    let mut find = tools::Entity::find()
+        .filter(tools::Column::DeletedAt.is_null())
+        .order_by_asc(tools::Column::Name);
+    if let Some(active) = active {
+        find = find.filter(tools::Column::IsActive.eq(active));
+    }
+    let rows = find.all(&state.db).await?;
+    Ok(ToolList {
+        tools: rows.into_iter().map(ToolView::from).collect(),
+    })
+}
+
+pub async fn get(state: &AppState, name: &str) -> Result<ToolView> {
+    Ok(row(&state.db, name).await?.into())
+}
+
+pub async fn create(state: &AppState, new: NewTool) -> Result<ToolView> {
+    check_name("tool", &new.name)?;
+    let tool_type = check_type(&new.tool_type)?;
+    check_description(&new.description)?;
+    check_definition(&new.name, &new.approval_tier, &new.parameters)?;
+    let write = guard::begin(&state.db).await?;
+    let existing = tools::Entity::find()
+        .filter(tools::Column::Name.eq(new.name.as_str()))
+        .one(&*write)
+        .await?;
+    if let Some(existing) = existing {
+        let how = match existing.deleted_at {
+            Some(_) => "a deleted tool still holds that name",
+            None => "a tool with that name exists",
+        };
+        return Err(Error::conflict(format!("{how}: {:?}", new.name)));
+    }
+    let now = Utc::now();
+    let saved = tools::ActiveModel {
+        name: Set(new.name),
+        tool_type: Set(tool_type.as_str().to_owned()),
+        description: Set(new.description),
+        approval_tier: Set(new.approval_tier),
+        parameters: Set(new.parameters),
+        prompt_section: Set(new.prompt_section),
+        is_active: Set(true),
+        created_at: Set(now),
+        updated_at: Set(now),
+        deleted_at: Set(None),
+        ..Default::default()
+    }
+    .insert(&*write)
+    .await?;
+    guard::commit(write, &state.cache).await?;
+    Ok(saved.into())
+}
+
+/// Updates a tool; the tool as it would be after the update must pass the check.
+pub async fn update(state: &AppState, name: &str, update: ToolUpdate) -> Result<ToolView> {
+    if let Some(text) = &update.description {
+        check_description(text)?;
+    }
+    let write = guard::begin(&state.db).await?;
+    let found = row(&*write, name).await?;
+    let tier = update.approval_tier.as_deref().unwrap_or(&found.approval_tier);
+    check_definition(&found.name, tier, update.parameters.as_ref().unwrap_or(&found.parameters))?;
+    let mut active: tools::ActiveModel = found.into();
+    if let Some(text) = update.description {
+        active.description = Set(text);
+    }
+    if let Some(tier) = update.approval_tier {
+        active.approval_tier = Set(tier);
+    }
+    if let Some(schema) = update.parameters {
+        active.parameters = Set(schema);
+    }
+    if let Some(section) = update.prompt_section {
+        active.prompt_section = Set(section);
+    }
+    if let Some(on) = update.is_active {
+        active.is_active = Set(on);
+    }
+    active.updated_at = Set(Utc::now());
+    let saved = active.update(&*write).await?;
+    guard::commit(write, &state.cache).await?;
+    Ok(saved.into())
+}
+
+/// Soft delete: the row stays with `deleted_at` set, and its agent links are switched off.
+pub async fn delete(state: &AppState, name: &str) -> Result<ToolView> {
+    let write = guard::begin(&state.db).await?;
+    let found = row(&*write, name).await?;
+    let now = Utc::now();
+    agent_tools::Entity::update_many()
+        .col_expr(agent_tools::Column::IsActive, Expr::value(false))
+        .col_expr(agent_tools::Column::UpdatedAt, Expr::value(now))
+        .filter(agent_tools::Column::ToolId.eq(found.id))
+        .filter(agent_tools::Column::IsActive.eq(true))
+        .exec(&*write)
+        .await?;
+    let mut active: tools::ActiveModel = found.into();
+    active.is_active = Set(false);
+    active.deleted_at = Set(Some(now));
+    active.updated_at = Set(now);
+    let saved = active.update(&*write).await?;
+    guard::commit(write, &state.cache).await?;
+    Ok(saved.into())
+}
