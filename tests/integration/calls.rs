@@ -3,16 +3,13 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::http::{Method, Request, StatusCode, header};
+use axum::http::{Method, StatusCode};
 use loadout::registry::catalog::Seeds;
 use loadout::app::AppState;
-use loadout::http::router;
 use loadout::auth::keys::{self, Role};
 use loadout::prompt::builder::SystemClock;
 use loadout_tests::{TestDb, db_test};
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
 struct Api {
     state: AppState,
@@ -59,29 +56,7 @@ impl Api {
         key: &str,
         body: Option<Value>,
     ) -> (StatusCode, Value) {
-        let request = Request::builder()
-            .method(method)
-            .uri(path)
-            .header(header::AUTHORIZATION, format!("Bearer {key}"))
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(body.map_or_else(Body::empty, |b| Body::from(b.to_string())))
-            .expect("request");
-        let response = router(self.state.clone())
-            .oneshot(request)
-            .await
-            .expect("infallible");
-        let status = response.status();
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .expect("body");
-        (
-            status,
-            if bytes.is_empty() {
-                Value::Null
-            } else {
-                serde_json::from_slice(&bytes).expect("json")
-            },
-        )
+        loadout_tests::api::call(&self.state, method, path, key, body).await
     }
 
     async fn tool_call(&self, body: Value) -> (StatusCode, Value) {

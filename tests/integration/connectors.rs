@@ -109,29 +109,7 @@ impl Api {
         key: &str,
         body: Option<Value>,
     ) -> (StatusCode, Value) {
-        let request = Request::builder()
-            .method(method)
-            .uri(path)
-            .header(header::AUTHORIZATION, format!("Bearer {key}"))
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(body.map_or_else(Body::empty, |b| Body::from(b.to_string())))
-            .expect("request");
-        let response = router(self.state.clone())
-            .oneshot(request)
-            .await
-            .expect("infallible");
-        let status = response.status();
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-            .await
-            .expect("body");
-        (
-            status,
-            if bytes.is_empty() {
-                Value::Null
-            } else {
-                serde_json::from_slice(&bytes).expect("json")
-            },
-        )
+        loadout_tests::api::call(&self.state, method, path, key, body).await
     }
 
     /// Creates connector `name` at `url` and binds `delete_tasks` to it.

@@ -10,6 +10,7 @@ use loadout::app::AppState;
 use loadout::http::router;
 use loadout::auth::keys::{self, Role};
 use loadout::prompt::builder::FixedClock;
+use loadout_tests::api::{Reply, send};
 use loadout_tests::{TestDb, db_test};
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -21,11 +22,6 @@ struct Api {
     agent: String,
 }
 
-struct Reply {
-    status: StatusCode,
-    etag: Option<String>,
-    body: Value,
-}
 
 impl Api {
     async fn new(db: TestDb) -> Api {
@@ -88,46 +84,6 @@ async fn app_state(db: &TestDb) -> AppState {
         .expect("state")
 }
 
-async fn send(
-    state: &AppState,
-    method: Method,
-    path: &str,
-    key: Option<&str>,
-    body: Option<Vec<u8>>,
-    if_none_match: Option<&str>,
-) -> Reply {
-    let mut request = Request::builder().method(method).uri(path);
-    if let Some(key) = key {
-        request = request.header(header::AUTHORIZATION, format!("Bearer {key}"));
-    }
-    if let Some(tag) = if_none_match {
-        request = request.header(header::IF_NONE_MATCH, tag);
-    }
-    let request = request
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(body.map_or_else(Body::empty, Body::from))
-        .expect("request");
-    let response = router(state.clone())
-        .oneshot(request)
-        .await
-        .expect("infallible");
-    let status = response.status();
-    let etag = response
-        .headers()
-        .get(header::ETAG)
-        .map(|v| v.to_str().expect("ascii").to_owned());
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .expect("body");
-    let body = if bytes.is_empty() {
-        Value::Null
-    } else {
-        // Every endpoint answers JSON but /metrics, which is Prometheus text.
-        serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
-    };
-    Reply { status, etag, body }
-}
 
 fn error_code(reply: &Reply) -> &str {
     reply.body["error"]["code"]

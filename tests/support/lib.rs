@@ -1,6 +1,8 @@
 //! Test harness: a fresh real database per test, SQLite always and Postgres when
 //! `LOADOUT_TEST_POSTGRES_URL` is set, built by the real migrator.
 
+pub mod api;
+pub mod contract;
 pub mod dump;
 pub mod legacy;
 

@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 pub struct PreviewRow {
     /// A path such as `tasks[1].title`.
     pub field: String,
-    #[schema(value_type = Object)]
+    /// Any JSON value.
     pub new: Value,
 }
 

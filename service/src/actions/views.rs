@@ -98,15 +98,21 @@ pub struct ConversationProposals {
     pub proposals: Vec<ProposalView>,
 }
 
-/// Where a call stands, as the agent relays it.
+/// A call that has not run (yet), as the agent relays it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum CallStatus {
+pub enum WaitingStatus {
     /// Waiting for a person: tell the user what was proposed.
     ProposedForApproval,
     Approved,
     Declined,
     Expired,
+}
+
+/// A call that ran or is running.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RanStatus {
     Executing,
     Succeeded,
     Failed,
@@ -118,7 +124,7 @@ pub enum CallStatus {
 pub enum CallResult {
     /// Not run (yet): proposed, approved, declined or expired.
     Waiting {
-        status: CallStatus,
+        status: WaitingStatus,
         proposal_id: i32,
         description: String,
         #[schema(value_type = Vec<super::describe::PreviewRow>)]
@@ -126,7 +132,7 @@ pub enum CallResult {
     },
     /// Ran, or running: its result (`{error, retryable}` on failure).
     Ran {
-        status: CallStatus,
+        status: RanStatus,
         proposal_id: i32,
         #[schema(value_type = Option<Object>)]
         result: Option<Value>,
@@ -136,29 +142,25 @@ pub enum CallResult {
 impl From<proposals::Model> for CallResult {
     fn from(p: proposals::Model) -> Self {
         let state = p.state.parse::<State>().unwrap_or(State::Failed);
-        let status = match state {
-            State::Proposed => CallStatus::ProposedForApproval,
-            State::Approved => CallStatus::Approved,
-            State::Declined => CallStatus::Declined,
-            State::Expired => CallStatus::Expired,
-            State::Executing => CallStatus::Executing,
-            State::Succeeded => CallStatus::Succeeded,
-            State::Failed => CallStatus::Failed,
+        let waiting = |status| CallResult::Waiting {
+            status,
+            proposal_id: p.id,
+            description: p.description.clone(),
+            preview: p.preview.clone(),
+        };
+        let ran = |status| CallResult::Ran {
+            status,
+            proposal_id: p.id,
+            result: p.result.clone(),
         };
         match state {
-            State::Proposed | State::Approved | State::Declined | State::Expired => {
-                CallResult::Waiting {
-                    status,
-                    proposal_id: p.id,
-                    description: p.description,
-                    preview: p.preview,
-                }
-            }
-            State::Executing | State::Succeeded | State::Failed => CallResult::Ran {
-                status,
-                proposal_id: p.id,
-                result: p.result,
-            },
+            State::Proposed => waiting(WaitingStatus::ProposedForApproval),
+            State::Approved => waiting(WaitingStatus::Approved),
+            State::Declined => waiting(WaitingStatus::Declined),
+            State::Expired => waiting(WaitingStatus::Expired),
+            State::Executing => ran(RanStatus::Executing),
+            State::Succeeded => ran(RanStatus::Succeeded),
+            State::Failed => ran(RanStatus::Failed),
         }
     }
 }

@@ -22,6 +22,7 @@ pub const KNOWN_PLACEHOLDERS: [&str; 10] = [
 
 /// How bad a problem is: errors block a save, warnings are reported with it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, utoipa::ToSchema)]
+#[schema(as = LintSeverity)]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
     Error,
@@ -30,6 +31,7 @@ pub enum Severity {
 
 /// One problem, located by 1-based line and column (code points).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[schema(as = LintProblem)]
 pub struct Problem {
     pub severity: Severity,
     pub code: &'static str,

@@ -21,6 +21,7 @@ use crate::registry::formats::strict_schema;
 
 /// How bad a problem is: errors exit 1, warnings alone exit 0.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, utoipa::ToSchema)]
+#[schema(as = CheckSeverity)]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
     Error,
@@ -29,6 +30,7 @@ pub enum Severity {
 
 /// One problem. `code` is stable: machines may match on it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, utoipa::ToSchema)]
+#[schema(as = CheckProblem)]
 pub struct Problem {
     pub severity: Severity,
     /// `tool`, `agent`, `link` or `catalog`.
@@ -57,6 +59,7 @@ impl fmt::Display for Problem {
 
 /// What was looked at.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[schema(as = CheckCounts)]
 pub struct Counts {
     pub catalog_tools: usize,
     pub tools: usize,
@@ -67,6 +70,7 @@ pub struct Counts {
 
 /// The whole report, as `--format json` prints it.
 #[derive(Clone, Debug, Default, Serialize, utoipa::ToSchema)]
+#[schema(as = CheckReport)]
 pub struct Report {
     pub ok: bool,
     pub errors: usize,

@@ -1,0 +1,101 @@
+//! The API's contract, checked on every response the integration suite receives:
+//! the status must be documented for the operation in `/openapi.json`, and the
+//! body must validate (with a real JSON Schema validator, over the document's
+//! components) against the schema documented for that status.
+
+use std::sync::LazyLock;
+
+use serde_json::{Value, json};
+
+/// The OpenAPI document as JSON, built once per test process.
+static DOC: LazyLock<Value> = LazyLock::new(|| {
+    serde_json::to_value(loadout::http::openapi()).expect("the OpenAPI document serialises")
+});
+
+/// The documented path template that `path` (without its query) matches, preferring
+/// the template with the most literal segments.
+pub fn template_for(path: &str) -> Option<&'static str> {
+    let path = path.split('?').next().unwrap_or(path);
+    let segments: Vec<&str> = path.split('/').collect();
+    let paths = DOC["paths"].as_object()?;
+    paths
+        .keys()
+        .filter(|template| {
+            let parts: Vec<&str> = template.split('/').collect();
+            parts.len() == segments.len()
+                && parts.iter().zip(&segments).all(|(t, s)| {
+                    (t.starts_with('{') && t.ends_with('}') && !s.is_empty()) || t == s
+                })
+        })
+        .max_by_key(|template| template.split('/').filter(|p| !p.starts_with('{')).count())
+        .map(String::as_str)
+}
+
+/// The schema documented for `(method, path, status)`, or why there is none.
+/// `Ok(None)` means the status is documented with no body (304).
+fn documented(method: &str, path: &str, status: u16) -> Result<Option<Value>, String> {
+    let error_body = json!({"$ref": "#/components/schemas/ErrorBody"});
+    let Some(template) = template_for(path) else {
+        // The fallback: no such route.
+        return match status {
+            404 => Ok(Some(error_body)),
+            _ => Err(format!("{method} {path}: no documented route, and status {status} is not the 404 fallback")),
+        };
+    };
+    let Some(operation) = DOC["paths"][template].get(method.to_ascii_lowercase()) else {
+        return match status {
+            405 => Ok(Some(error_body)),
+            // The body limit and auth run before the method router only for known methods.
+            _ => Err(format!("{method} {template}: undocumented method answered {status}")),
+        };
+    };
+    let Some(response) = operation["responses"].get(status.to_string()) else {
+        return Err(format!("{method} {template}: status {status} is not documented"));
+    };
+    match response.get("content") {
+        None => Ok(None),
+        Some(content) => match content.get("application/json") {
+            Some(media) => Ok(Some(media["schema"].clone())),
+            // Text bodies (/metrics) are not JSON; their presence is the contract.
+            None => Ok(Some(json!({"type": "string"}))),
+        },
+    }
+}
+
+/// Checks one response against the contract; the error says what broke it.
+pub fn check(method: &str, path: &str, status: u16, body: &[u8]) -> Result<(), String> {
+    let Some(mut schema) = documented(method, path, status)? else {
+        return match body.is_empty() {
+            true => Ok(()),
+            false => Err(format!("{method} {path} {status}: documented without a body, got one")),
+        };
+    };
+    let instance: Value = match serde_json::from_slice(body) {
+        Ok(value) => value,
+        Err(_) if schema == json!({"type": "string"}) => return Ok(()),
+        Err(e) => return Err(format!("{method} {path} {status}: the body is not JSON ({e})")),
+    };
+    if let Some(object) = schema.as_object_mut() {
+        object.insert("components".into(), DOC["components"].clone());
+    }
+    let validator = jsonschema::validator_for(&schema)
+        .map_err(|e| format!("{method} {path} {status}: the documented schema does not compile: {e}"))?;
+    let problems: Vec<String> = validator
+        .iter_errors(&instance)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    match problems.is_empty() {
+        true => Ok(()),
+        false => Err(format!(
+            "{method} {path} {status}: the body breaks its documented schema:\n  {}\nbody: {instance}",
+            problems.join("\n  ")
+        )),
+    }
+}
+
+/// [`check`], panicking with its message: for the suite's request helpers.
+pub fn assert_documented(method: &str, path: &str, status: u16, body: &[u8]) {
+    if let Err(problem) = check(method, path, status, body) {
+        panic!("response breaks the API contract: {problem}");
+    }
+}
