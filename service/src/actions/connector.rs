@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::actions::ledger::Outcome;
 
@@ -120,10 +120,13 @@ pub struct Connector {
 }
 
 fn failure(error: &str, retryable: bool) -> Outcome {
-    Outcome {
-        success: false,
-        result: json!({"error": error, "retryable": retryable}),
-    }
+    Outcome::failure(error, retryable)
+}
+
+/// A success whose answer was not JSON: its status only.
+#[derive(serde::Serialize)]
+struct StatusOnly {
+    status: u16,
 }
 
 /// Sends one attempt. 2xx → success with the JSON body (or `{"status"}`); 4xx → not
@@ -181,8 +184,10 @@ pub async fn call(
         Ok(Err(_)) => return failure("the connector's answer could not be read", true),
         Err(_) => return failure("the connector timed out", true),
     };
+    let status_only = || StatusOnly { status: status.as_u16() };
     let result = serde_json::from_slice::<Value>(&body)
-        .unwrap_or_else(|_| json!({"status": status.as_u16()}));
+        .or_else(|_| serde_json::to_value(status_only()))
+        .unwrap_or(Value::Null);
     Outcome {
         success: true,
         result,

@@ -8,7 +8,6 @@ use chrono::Utc;
 use entity::{proposals, tools};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde::Serialize;
-use serde_json::json;
 
 use super::executors::{Call, Executors, NotRunnable};
 use super::ledger::{self, Approval, LedgerError, Outcome, State};
@@ -67,14 +66,14 @@ pub async fn execute(
 ) -> Result<proposals::Model> {
     let refused = if let Err(e) = executors.runnable(&claimed.tool_name, tool_type) {
         // Claimed but not runnable: fail it, retryable (the tool may be connected later).
-        Some(json!({"error": e.to_string(), "retryable": true}))
+        Some(Outcome::failure(e.to_string(), true))
     } else if ledger::arguments_hash(&claimed.arguments) != claimed.arguments_hash {
-        Some(json!({"error": "the arguments changed after they were proposed", "retryable": false}))
+        Some(Outcome::failure("the arguments changed after they were proposed", false))
     } else {
         None
     };
     let outcome = match refused {
-        Some(result) => Outcome { success: false, result },
+        Some(failure) => failure,
         None => {
             let call = Call {
                 tenant: claimed.tenant_id.clone(),

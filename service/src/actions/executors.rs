@@ -153,10 +153,7 @@ impl Executors {
 }
 
 fn failure(error: &str, retryable: bool) -> crate::actions::ledger::Outcome {
-    crate::actions::ledger::Outcome {
-        success: false,
-        result: serde_json::json!({"error": error, "retryable": retryable}),
-    }
+    crate::actions::ledger::Outcome::failure(error, retryable)
 }
 
 async fn run_builtin(db: &sea_orm::DatabaseConnection, call: &Call) -> crate::actions::ledger::Outcome {

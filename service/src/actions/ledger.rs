@@ -365,8 +365,29 @@ pub async fn retry(
 #[derive(Clone, Debug, Serialize)]
 pub struct Outcome {
     pub success: bool,
-    /// The executor's structured result, or `{error, retryable}` on failure.
+    /// The executor's structured result, or a [`Failure`].
     pub result: Value,
+}
+
+/// A failed execution's result: what went wrong (sanitised: no bodies, URLs or
+/// secrets), and whether running it again may help.
+#[derive(Clone, Debug, Serialize)]
+pub struct Failure {
+    pub error: String,
+    pub retryable: bool,
+}
+
+impl Outcome {
+    pub fn failure(error: impl Into<String>, retryable: bool) -> Self {
+        let failure = Failure {
+            error: error.into(),
+            retryable,
+        };
+        Self {
+            success: false,
+            result: serde_json::to_value(failure).unwrap_or(Value::Null),
+        }
+    }
 }
 
 /// `executing` → `succeeded` | `failed`, only for the attempt that was claimed.

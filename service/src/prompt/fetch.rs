@@ -7,7 +7,6 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::builder::{self, Channels, Provenance};
@@ -15,7 +14,7 @@ use super::load;
 use crate::app::AppState;
 use crate::cache::LoadedAgent;
 use crate::error::{Error, Result, check_id, check_name};
-use crate::registry::formats::{self, Format};
+use crate::registry::formats::{self, Format, Tools};
 
 /// At most this many memory notes in one render.
 const MAX_MEMORY_NOTES: usize = 200;
@@ -107,10 +106,9 @@ pub struct PromptBody {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ToolsView {
     pub agent: String,
-    pub format: Format,
-    /// OpenAI function tools, Anthropic tools or MCP `tools/list` entries.
-    #[schema(value_type = Vec<Object>)]
-    pub tools: Value,
+    /// `format` and `tools`: OpenAI function tools, Anthropic tools or MCP tools.
+    #[serde(flatten)]
+    pub tools: Tools,
 }
 
 /// Prompt and tools in one response.
@@ -118,10 +116,9 @@ pub struct ToolsView {
 pub struct LoadoutView {
     pub agent: String,
     pub prompt: PromptBody,
-    pub format: Format,
     /// As in [`ToolsView::tools`].
-    #[schema(value_type = Vec<Object>)]
-    pub tools: Value,
+    #[serde(flatten)]
+    pub tools: Tools,
 }
 
 /// The details of a missing or unknown channel.
@@ -202,7 +199,6 @@ pub async fn render(
 pub fn tools(agent: &LoadedAgent, format: Format) -> ToolsView {
     ToolsView {
         agent: agent.agent.name.clone(),
-        format,
         tools: formats::render(&agent.tools, format),
     }
 }
@@ -221,7 +217,6 @@ pub async fn loadout(
             text: prompt.text,
             provenance: prompt.provenance,
         },
-        format,
         tools: formats::render(&agent.tools, format),
     })
 }

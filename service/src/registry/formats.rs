@@ -6,6 +6,7 @@
 //! tools are sorted by name and `serde_json` objects keep their keys sorted.
 
 use serde::Serialize;
+use utoipa::ToSchema;
 use serde_json::{Map, Value, json};
 
 use super::Tier;
@@ -53,48 +54,111 @@ crate::closed_set! {
 ///   "inputSchema", "annotations", "_meta": {"approval_tier"}}` (see [`annotations`]):
 ///   the `tools` of a `tools/list` result, so every format is an array in the same
 ///   `tools` field of the API's responses.
-pub fn render(tools: &[ToolDef], format: Format) -> Value {
+pub fn render(tools: &[ToolDef], format: Format) -> Tools {
     let mut sorted: Vec<&ToolDef> = tools.iter().collect();
     sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    let sorted = sorted.into_iter();
     match format {
-        Format::Openai => Value::Array(sorted.into_iter().map(openai_tool).collect()),
-        Format::Anthropic => Value::Array(sorted.into_iter().map(anthropic_tool).collect()),
-        Format::Mcp => Value::Array(sorted.into_iter().map(mcp_tool).collect()),
+        Format::Openai => Tools::Openai(sorted.map(openai_tool).collect()),
+        Format::Anthropic => Tools::Anthropic(sorted.map(anthropic_tool).collect()),
+        Format::Mcp => Tools::Mcp(sorted.map(mcp_tool).collect()),
     }
 }
 
-fn openai_tool(tool: &ToolDef) -> Value {
-    json!({
-        "type": "function",
-        "function": {
-            "name": tool.name,
-            "description": tool.description,
-            "parameters": strict_schema(&tool.parameters),
-            "strict": true,
+/// An agent's tools in one format, serialised as `{"format": ..., "tools": [...]}`
+/// (flattened into the API's responses), so the format says which shape the
+/// tools have.
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+#[serde(tag = "format", content = "tools", rename_all = "lowercase")]
+pub enum Tools {
+    Openai(Vec<OpenAiTool>),
+    Anthropic(Vec<AnthropicTool>),
+    Mcp(Vec<McpTool>),
+}
+
+/// An OpenAI Chat Completions function tool, strict mode.
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+pub struct OpenAiTool {
+    /// Always `function`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: OpenAiFunction,
+}
+
+/// The function of an [`OpenAiTool`].
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+pub struct OpenAiFunction {
+    pub name: String,
+    pub description: String,
+    /// The tool's schema rewritten by [`strict_schema`].
+    #[schema(value_type = Object)]
+    pub parameters: Value,
+    pub strict: bool,
+}
+
+/// An Anthropic Messages API tool.
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+pub struct AnthropicTool {
+    pub name: String,
+    pub description: String,
+    #[schema(value_type = Object)]
+    pub input_schema: Value,
+}
+
+/// An MCP `Tool`, as in a `tools/list` result.
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+pub struct McpTool {
+    pub name: String,
+    pub description: String,
+    #[serde(rename = "inputSchema")]
+    #[schema(value_type = Object)]
+    pub input_schema: Value,
+    pub annotations: Annotations,
+    #[serde(rename = "_meta")]
+    pub meta: McpMeta,
+}
+
+/// loadout's `_meta` on an MCP tool.
+#[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
+pub struct McpMeta {
+    /// As stored, so a drifted tier is visible (and reported by `loadout check`).
+    pub approval_tier: String,
+}
+
+fn openai_tool(tool: &ToolDef) -> OpenAiTool {
+    OpenAiTool {
+        kind: "function",
+        function: OpenAiFunction {
+            name: tool.name.clone(),
+            description: tool.description.clone(),
+            parameters: strict_schema(&tool.parameters),
+            strict: true,
         },
-    })
+    }
 }
 
-fn anthropic_tool(tool: &ToolDef) -> Value {
-    json!({
-        "name": tool.name,
-        "description": tool.description,
-        "input_schema": tool.parameters,
-    })
+fn anthropic_tool(tool: &ToolDef) -> AnthropicTool {
+    AnthropicTool {
+        name: tool.name.clone(),
+        description: tool.description.clone(),
+        input_schema: tool.parameters.clone(),
+    }
 }
 
-fn mcp_tool(tool: &ToolDef) -> Value {
-    json!({
-        "name": tool.name,
-        "description": tool.description,
-        "inputSchema": tool.parameters,
-        "annotations": annotations(&tool.name).to_json(),
-        "_meta": { "approval_tier": tool.approval_tier },
-    })
+fn mcp_tool(tool: &ToolDef) -> McpTool {
+    McpTool {
+        name: tool.name.clone(),
+        description: tool.description.clone(),
+        input_schema: tool.parameters.clone(),
+        annotations: annotations(&tool.name),
+        meta: McpMeta {
+            approval_tier: tool.approval_tier.clone(),
+        },
+    }
 }
 
 /// MCP tool annotations (`title` and the behaviour hints), serialised in camelCase.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Annotations {
     /// The name with `_` as spaces and the first letter capitalised: `Get tasks`.
@@ -107,19 +171,6 @@ pub struct Annotations {
     pub idempotent_hint: bool,
     /// The tool reaches outside the service; always `false` here.
     pub open_world_hint: bool,
-}
-
-impl Annotations {
-    /// The same object `serde_json::to_value` would give, without a fallible call.
-    fn to_json(&self) -> Value {
-        json!({
-            "title": self.title,
-            "readOnlyHint": self.read_only_hint,
-            "destructiveHint": self.destructive_hint,
-            "idempotentHint": self.idempotent_hint,
-            "openWorldHint": self.open_world_hint,
-        })
-    }
 }
 
 /// The MCP annotations for a tool, from the verb before the first `_` of its name
@@ -331,6 +382,10 @@ fn accepts_null(obj: &Map<String, Value>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn rendered(tools: &[ToolDef], format: Format) -> Value {
+        serde_json::to_value(render(tools, format)).expect("serialises")["tools"].clone()
+    }
 
     fn tool(name: &str, tier: &str, parameters: Value) -> ToolDef {
         ToolDef {
@@ -595,7 +650,7 @@ mod tests {
     #[test]
     fn renders_openai() {
         assert_eq!(
-            render(&two_tools_reversed(), Format::Openai),
+            rendered(&two_tools_reversed(), Format::Openai),
             json!([
                 {
                     "type": "function",
@@ -627,7 +682,7 @@ mod tests {
     #[test]
     fn renders_anthropic() {
         assert_eq!(
-            render(&two_tools_reversed(), Format::Anthropic),
+            rendered(&two_tools_reversed(), Format::Anthropic),
             json!([
                 {
                     "name": "delete_tasks",
@@ -649,7 +704,7 @@ mod tests {
     #[test]
     fn renders_mcp() {
         assert_eq!(
-            render(&two_tools_reversed(), Format::Mcp),
+            rendered(&two_tools_reversed(), Format::Mcp),
             json!(
                 [
                     {
@@ -688,14 +743,14 @@ mod tests {
 
     #[test]
     fn renders_empty_input() {
-        assert_eq!(render(&[], Format::Openai), json!([]));
-        assert_eq!(render(&[], Format::Anthropic), json!([]));
-        assert_eq!(render(&[], Format::Mcp), json!([]));
+        assert_eq!(rendered(&[], Format::Openai), json!([]));
+        assert_eq!(rendered(&[], Format::Anthropic), json!([]));
+        assert_eq!(rendered(&[], Format::Mcp), json!([]));
     }
 
     #[test]
     fn mcp_meta_keeps_the_tier_as_stored() {
-        let out = render(&[tool("get_x", "weird", json!({}))], Format::Mcp);
+        let out = rendered(&[tool("get_x", "weird", json!({}))], Format::Mcp);
         assert_eq!(
             out[0]["_meta"],
             json!({ "approval_tier": "weird" })
@@ -754,7 +809,6 @@ mod tests {
             "openWorldHint": false
         });
         assert_eq!(serde_json::to_value(&a).expect("serialises"), expected);
-        assert_eq!(a.to_json(), expected);
     }
 
     #[test]
