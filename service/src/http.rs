@@ -15,47 +15,11 @@ pub mod fetch;
 pub mod openapi;
 pub mod ops;
 pub mod registry;
+pub mod router;
 pub mod trace;
 
-use axum::Router;
-use axum::extract::DefaultBodyLimit;
-use axum::middleware;
-use utoipa_axum::router::OpenApiRouter;
-
-use crate::app::AppState;
-use error::ApiError;
-
-/// Request bodies larger than this get 413.
-pub const MAX_BODY_BYTES: usize = 1024 * 1024;
-
-/// The whole API, and its OpenAPI description: every route is registered through
-/// `utoipa_axum::routes!`, so a route cannot exist without being in the spec.
-/// `/metrics` needs an admin key here; see [`ops::metrics_router`].
-pub fn router(state: AppState) -> Router {
-    let (router, _spec) = api_routes().split_for_parts();
-    router
-        .fallback(|| async { ApiError::not_found("no such route") })
-        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(middleware::from_fn_with_state(state.clone(), trace::trace))
-        .with_state(state)
-}
-
-/// Every route with its documentation, by area.
-fn api_routes() -> OpenApiRouter<AppState> {
-    OpenApiRouter::with_openapi(openapi::base())
-        .merge(ops::routes())
-        .merge(fetch::routes())
-        .merge(agents::routes())
-        .merge(registry::routes())
-        .merge(calls::routes())
-        .merge(connectors::routes())
-}
-
-/// The OpenAPI description of every route (what `/openapi.json` serves).
-pub fn openapi() -> utoipa::openapi::OpenApi {
-    api_routes().split_for_parts().1
-}
+pub use extract::MAX_BODY_BYTES;
+pub use router::{openapi, router};
 
 /// Waits for SIGINT or SIGTERM.
 pub async fn shutdown_signal() {

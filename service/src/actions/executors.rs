@@ -215,7 +215,10 @@ async fn update_instructions(
     match write.await {
         Ok(()) => crate::actions::ledger::Outcome {
             success: true,
-            result: serde_json::json!({"updated": true}),
+            result: serde_json::Value::Object(serde_json::Map::from_iter([(
+                "updated".to_owned(),
+                serde_json::Value::Bool(true),
+            )])),
         },
         Err(e) => {
             tracing::error!(error = %e, "update_instructions could not write");

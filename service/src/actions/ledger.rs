@@ -495,7 +495,7 @@ pub async fn sweep(
         .all(db)
         .await?;
     for row in dead {
-        let unknown = serde_json::json!({"error": "the execution was interrupted; its outcome is unknown", "retryable": false});
+        let unknown = Outcome::failure("the execution was interrupted; its outcome is unknown", false).result;
         let extra: Set_ = vec![
             (proposals::Column::OutcomeUnknown, Expr::value(true)),
             (proposals::Column::Result, Expr::value(unknown)),

@@ -8,11 +8,13 @@ use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use serde::de::DeserializeOwned;
 
-use super::MAX_BODY_BYTES;
 use super::error::ApiError;
 use crate::app::AppState;
 use crate::auth::keys;
 use crate::auth::{Principal, Role};
+
+/// Request bodies larger than this get 413.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// The caller, holding an agent or admin key (approver keys read proposals only).
 pub struct AgentKey(pub Principal);

@@ -1,6 +1,4 @@
-//! Operations: liveness, readiness, metrics and this API's OpenAPI document.
-
-use std::sync::LazyLock;
+//! Operations: liveness, readiness and metrics.
 
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
@@ -20,21 +18,12 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(health))
         .routes(routes!(ready))
         .routes(routes!(metrics))
-        .routes(routes!(openapi_json))
 }
 
 /// `{"status": "ok"}` or `{"status": "ready"}`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Status {
     pub status: &'static str,
-}
-
-static SPEC: LazyLock<utoipa::openapi::OpenApi> = LazyLock::new(super::openapi);
-
-#[utoipa::path(get, path = "/openapi.json", tag = "operations", summary = "This OpenAPI description (no key)", security(()),
-    responses((status = 200, description = "OpenAPI 3.1 JSON", content_type = "application/json", body = Object)))]
-async fn openapi_json() -> Json<&'static utoipa::openapi::OpenApi> {
-    Json(&*SPEC)
 }
 
 #[utoipa::path(get, path = "/metrics", tag = "operations", summary = "Prometheus metrics (admin key, or open on --metrics-bind)",

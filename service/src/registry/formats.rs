@@ -7,7 +7,7 @@
 
 use serde::Serialize;
 use utoipa::ToSchema;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::Tier;
 
@@ -328,14 +328,16 @@ fn make_nullable(prop: &mut Value) {
     let has_enum = matches!(obj.get("enum"), Some(Value::Array(_)));
     if has_const || (!has_type && !has_enum) {
         let original = std::mem::take(prop);
-        *prop = json!({ "anyOf": [original, { "type": "null" }] });
+        let null = Value::Object(Map::from_iter([("type".to_owned(), Value::from("null"))]));
+        let any_of = Value::Array(vec![original, null]);
+        *prop = Value::Object(Map::from_iter([("anyOf".to_owned(), any_of)]));
         return;
     }
     if let Some(t) = obj.get_mut("type") {
         match t {
             Value::String(name) => {
                 let name = std::mem::take(name);
-                *t = json!([name, "null"]);
+                *t = Value::Array(vec![Value::String(name), Value::from("null")]);
             }
             Value::Array(types) if !types.iter().any(|t| t == "null") => {
                 types.push(Value::from("null"));
@@ -382,6 +384,7 @@ fn accepts_null(obj: &Map<String, Value>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn rendered(tools: &[ToolDef], format: Format) -> Value {
         serde_json::to_value(render(tools, format)).expect("serialises")["tools"].clone()

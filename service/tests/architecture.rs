@@ -1,0 +1,281 @@
+//! The layout's rules, checked on the source: `foo.rs` + `foo/` (never `mod.rs`),
+//! no cycles between modules, thin handlers, and no `json!` building responses.
+//!
+//! The module graph is read from the source text: a node per file, an edge for
+//! every `crate::`, `super::` or `self::` path and every path through a child
+//! module a file declares. `pub mod` declarations are not edges. Test modules
+//! (`#[cfg(test)]` to the end of the file) are left out.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Every `.rs` file under `src/`, by module path (`crate`, `http`, `http::error`).
+fn modules() -> BTreeMap<String, String> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("read src") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&src(), &mut files);
+    files
+        .into_iter()
+        .filter(|f| f.file_name().is_some_and(|n| n != "main.rs"))
+        .map(|file| {
+            let relative = file.strip_prefix(src()).expect("under src");
+            let name = relative.with_extension("").to_string_lossy().replace('/', "::");
+            let name = if name == "lib" { "crate".to_owned() } else { name };
+            let text = std::fs::read_to_string(&file).expect("read");
+            let code = match text.find("#[cfg(test)]") {
+                Some(at) => &text[..at],
+                None => &text,
+            };
+            // Comments (doc links included) are not dependencies.
+            let code: String = code
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            (name, code)
+        })
+        .collect()
+}
+
+fn parent(module: &str) -> String {
+    match module.rsplit_once("::") {
+        Some((parent, _)) => parent.to_owned(),
+        None => "crate".to_owned(),
+    }
+}
+
+/// Expands a use tree at `text` (after `crate::` etc.) into full paths.
+fn use_paths(text: &str, prefix: &str, out: &mut Vec<String>) -> usize {
+    let mut path = prefix.to_owned();
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    loop {
+        let start = i;
+        while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+            i += 1;
+        }
+        if i > start {
+            if !path.is_empty() {
+                path.push_str("::");
+            }
+            path.push_str(&text[start..i]);
+        }
+        if text[i..].starts_with("::{") {
+            i += 3;
+            loop {
+                while i < bytes.len() && (bytes[i] as char).is_whitespace() {
+                    i += 1;
+                }
+                if i >= bytes.len() || bytes[i] == b'}' {
+                    return i + 1;
+                }
+                i += use_paths(&text[i..], &path, out);
+                while i < bytes.len() && (bytes[i] == b',' || (bytes[i] as char).is_whitespace()) {
+                    i += 1;
+                }
+            }
+        } else if text[i..].starts_with("::") {
+            i += 2;
+        } else {
+            out.push(path);
+            return i;
+        }
+    }
+}
+
+/// The module each path in `code` points into (the longest known prefix).
+fn edges(module: &str, code: &str, known: &BTreeSet<String>) -> BTreeSet<String> {
+    let children: Vec<String> = code
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub mod ").or_else(|| l.trim().strip_prefix("mod ")))
+        .filter_map(|l| l.strip_suffix(';'))
+        .map(str::to_owned)
+        .collect();
+    let own = if module == "crate" { String::new() } else { module.to_owned() };
+    let mut starts: Vec<(String, String)> = vec![
+        ("crate::".into(), String::new()),
+        ("super::".into(), if module == "crate" { String::new() } else { parent(module) }),
+        ("self::".into(), own.clone()),
+    ];
+    for child in &children {
+        let full = if own.is_empty() { child.clone() } else { format!("{own}::{child}") };
+        starts.push((format!("{child}::"), full));
+    }
+    let mut out = BTreeSet::new();
+    for (start, base) in &starts {
+        let base = if base == "crate" { "" } else { base.as_str() };
+        for (at, _) in code.match_indices(start.as_str()) {
+            let before = code[..at].chars().last();
+            if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let mut paths = Vec::new();
+            let rest = &code[at + start.len()..];
+            if let Some(group) = rest.strip_prefix('{') {
+                use_paths_group(group, base, &mut paths);
+            } else {
+                use_paths(rest, base, &mut paths);
+            }
+            for path in paths {
+                let mut target = path.clone();
+                loop {
+                    if known.contains(&target) {
+                        break;
+                    }
+                    match target.rsplit_once("::") {
+                        Some((shorter, _)) => target = shorter.to_owned(),
+                        None => {
+                            target = if known.contains(&target) { target } else { "crate".to_owned() };
+                            break;
+                        }
+                    }
+                }
+                if target != module {
+                    out.insert(target);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `a, b::c, d::{e, f}}` after an opening brace.
+fn use_paths_group(text: &str, base: &str, out: &mut Vec<String>) {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    loop {
+        while i < bytes.len() && (bytes[i] == b',' || (bytes[i] as char).is_whitespace()) {
+            i += 1;
+        }
+        if i >= bytes.len() || bytes[i] == b'}' {
+            return;
+        }
+        i += use_paths(&text[i..], base, out);
+    }
+}
+
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let modules = modules();
+    let known: BTreeSet<String> = modules.keys().cloned().collect();
+    modules
+        .iter()
+        .map(|(name, code)| (name.clone(), edges(name, code, &known)))
+        .collect()
+}
+
+/// A cycle, as the list of modules around it, if there is one.
+fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        done: &mut BTreeSet<String>,
+        stack: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = stack.iter().position(|n| n == node) {
+            let mut cycle = stack[at..].to_vec();
+            cycle.push(node.to_owned());
+            return Some(cycle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        stack.push(node.to_owned());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(next, graph, done, stack) {
+                return Some(cycle);
+            }
+        }
+        stack.pop();
+        done.insert(node.to_owned());
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|node| visit(node, graph, &mut done, &mut Vec::new()))
+}
+
+#[test]
+fn no_module_is_a_mod_rs() {
+    let found: Vec<String> = modules().into_keys().filter(|m| m.ends_with("::mod") || m == "mod").collect();
+    assert!(found.is_empty(), "{found:?}");
+}
+
+#[test]
+fn the_module_graph_has_no_cycles() {
+    let graph = graph();
+    assert!(graph.values().map(BTreeSet::len).sum::<usize>() > 50, "the graph reader found too few edges");
+    if let Some(cycle) = find_cycle(&graph) {
+        panic!("module cycle: {}", cycle.join(" → "));
+    }
+}
+
+#[test]
+fn the_cycle_finder_finds_a_planted_cycle() {
+    let mut graph = BTreeMap::new();
+    graph.insert("a".to_owned(), BTreeSet::from(["b".to_owned()]));
+    graph.insert("b".to_owned(), BTreeSet::from(["c".to_owned()]));
+    graph.insert("c".to_owned(), BTreeSet::from(["a".to_owned()]));
+    assert_eq!(find_cycle(&graph), Some(vec!["a", "b", "c", "a"].into_iter().map(String::from).collect()));
+}
+
+#[test]
+fn the_graph_reader_sees_grouped_and_nested_uses() {
+    let known = BTreeSet::from(["x".to_owned(), "y::z".to_owned(), "y".to_owned(), "w".to_owned()]);
+    let found = edges("w", "use crate::{x::Thing, y::{z::{self, Other}, More}};", &known);
+    assert_eq!(found, BTreeSet::from(["x".to_owned(), "y::z".to_owned(), "y".to_owned()]));
+}
+
+/// Every `fn` in `code` with its first line and length in lines.
+fn functions(code: &str) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = code.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let is_fn = ["fn ", "async fn ", "pub fn ", "pub async fn "].iter().any(|p| trimmed.starts_with(p));
+        if !is_fn || line.len() != trimmed.len() {
+            continue;
+        }
+        let end = lines[i..].iter().position(|l| *l == "}").map_or(1, |n| n + 1);
+        out.push((trimmed.to_owned(), end));
+    }
+    out
+}
+
+#[test]
+fn no_http_function_is_longer_than_40_lines() {
+    let long: Vec<String> = modules()
+        .into_iter()
+        .filter(|(m, _)| m == "http" || m.starts_with("http::"))
+        .flat_map(|(m, code)| {
+            functions(&code)
+                .into_iter()
+                .filter(|(_, len)| *len > 40)
+                .map(move |(f, len)| format!("{m}: {f} ({len} lines)"))
+        })
+        .collect();
+    assert!(long.is_empty(), "{long:#?}");
+}
+
+#[test]
+fn no_json_macro_builds_a_response_outside_tests() {
+    let found: Vec<String> = modules()
+        .into_iter()
+        .filter(|(_, code)| code.contains("json!("))
+        .map(|(m, _)| m)
+        .collect();
+    assert!(found.is_empty(), "{found:?}");
+}
