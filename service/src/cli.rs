@@ -4,12 +4,16 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod check;
+pub mod keys;
+pub mod migrate;
 pub mod prompt;
+pub mod proposals;
+pub mod seed;
 pub mod serve;
 pub mod template;
 
-use crate::db::{self, migrate};
-use crate::registry::{Tier, seed};
+use crate::db;
 use crate::telemetry::LogFormat;
 
 /// loadout: serves each LLM agent its tools and its prompt from a database.
@@ -39,56 +43,23 @@ pub enum Command {
     /// Apply, roll back or list schema migrations.
     Migrate {
         #[command(subcommand)]
-        command: migrate::MigrateCommand,
+        command: crate::db::migrate::MigrateCommand,
     },
     /// Create the default agent and its tool links where absent; never overwrites edits.
     Seed,
     /// Serve the HTTP API. Migrates and seeds first unless --no-migrate.
-    Serve {
-        /// Address to listen on.
-        #[arg(long, env = "LOADOUT_BIND", default_value = "127.0.0.1:8080")]
-        bind: std::net::SocketAddr,
-        /// Also serve `/metrics`, without a key, on this address (e.g. 127.0.0.1:9090).
-        #[arg(long, env = "LOADOUT_METRICS_BIND")]
-        metrics_bind: Option<std::net::SocketAddr>,
-        /// Private or loopback IPs connectors may reach (comma-separated), e.g. 127.0.0.1.
-        #[arg(long, env = "LOADOUT_CONNECTOR_ALLOW", value_delimiter = ',')]
-        connector_allow: Vec<std::net::IpAddr>,
-        /// How long a tool execution may run before the proposal sweeper presumes it dead.
-        #[arg(long, env = "LOADOUT_PROPOSAL_LEASE_SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u32).range(1..))]
-        proposal_lease_seconds: u32,
-        /// How long a proposal of a tier waits for a decision, e.g. requires_approval=3600;
-        /// repeatable; 86400 (24 h) for any tier not given.
-        #[arg(long = "proposal-ttl", env = "LOADOUT_PROPOSAL_TTL", value_delimiter = ',', value_parser = parse_ttl)]
-        proposal_ttls: Vec<(Tier, u32)>,
-        /// Start even when `loadout check` finds errors (each is logged as a warning).
-        #[arg(long)]
-        allow_drift: bool,
-        /// Do not migrate or seed on start; refuse to start on an unmigrated database instead.
-        #[arg(long)]
-        no_migrate: bool,
-        /// Largest prompt template accepted, in bytes.
-        #[arg(long, env = "LOADOUT_MAX_TEMPLATE_BYTES", default_value_t = crate::cli::template::DEFAULT_MAX_TEMPLATE_BYTES)]
-        max_template_bytes: usize,
-    },
+    Serve(serve::ServeArgs),
     /// Check that the database agrees with the catalog and the code; exit 1 on errors.
-    Check {
-        /// A catalog file of the `seeds/catalog.toml` format instead of the embedded one.
-        #[arg(long)]
-        catalog: Option<std::path::PathBuf>,
-        /// Report format: lines for people, or the JSON report for machines.
-        #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
-        format: CheckFormat,
-    },
+    Check(check::CheckArgs),
     /// Create, list or revoke API keys (directly on the database).
     Keys {
         #[command(subcommand)]
-        command: KeysCommand,
+        command: keys::KeysCommand,
     },
     /// Inspect the proposal ledger.
     Proposals {
         #[command(subcommand)]
-        command: ProposalsCommand,
+        command: proposals::ProposalsCommand,
     },
     /// Render an agent's prompt from the database.
     Prompt {
@@ -105,101 +76,6 @@ pub enum Command {
     },
 }
 
-fn parse_ttl(text: &str) -> Result<(Tier, u32), String> {
-    let (tier, seconds) = text
-        .split_once('=')
-        .ok_or_else(|| "expected TIER=SECONDS, e.g. requires_approval=3600".to_owned())?;
-    let tier: Tier = tier.parse().map_err(|e: crate::closed::UnknownValue| e.to_string())?;
-    let seconds: u32 = seconds
-        .parse()
-        .ok()
-        .filter(|s| *s > 0)
-        .ok_or_else(|| format!("{seconds:?} is not a positive number of seconds"))?;
-    Ok((tier, seconds))
-}
-
-/// `loadout check --format`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum CheckFormat {
-    Text,
-    Json,
-}
-
-/// Reads a catalog file, or the embedded one.
-pub fn load_catalog(path: Option<&std::path::Path>) -> anyhow::Result<crate::registry::catalog::Catalog> {
-    use anyhow::Context;
-    match path {
-        None => Ok(crate::registry::catalog::Seeds::embedded()?.catalog),
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read the catalog {}", path.display()))?;
-            crate::registry::catalog::Catalog::parse(&text)
-                .with_context(|| format!("the catalog {} is not valid", path.display()))
-        }
-    }
-}
-
-#[derive(Debug, Subcommand)]
-pub enum ProposalsCommand {
-    /// List orphans: `executing` past their lease, `approved` but never claimed. Changes nothing.
-    Orphans {
-        /// How long an execution may hold its lease, in seconds.
-        #[arg(long, default_value_t = 300)]
-        lease_seconds: i64,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum KeysCommand {
-    /// Create a key; it is printed once, alone on the last line of stdout.
-    Create {
-        #[arg(long, value_enum)]
-        role: crate::auth::keys::Role,
-        /// A unique name: 1 to 64 of a-z, 0-9, '-', '_', '.'.
-        #[arg(long)]
-        name: String,
-        /// The tenant whose runtime data (proposals) the key works on; `default` if omitted.
-        #[arg(long)]
-        tenant: Option<String>,
-    },
-    /// One line per key: name, role, prefix, tenant, created, revoked (never the key).
-    List,
-    /// Revoke a key by name; requests with it get 401 from then on.
-    Revoke { name: String },
-}
-
-async fn keys(db: &sea_orm::DatabaseConnection, command: KeysCommand) -> anyhow::Result<()> {
-    use sea_orm::TransactionTrait;
-    match command {
-        KeysCommand::Create { role, name, tenant } => {
-            let key = crate::auth::keys::create_for_tenant(db, &name, role, tenant.as_deref()).await?;
-            println!("created {role} key {name:?}; it is shown once, store it now:");
-            println!("{key}");
-        }
-        KeysCommand::List => {
-            for k in crate::auth::keys::list(db).await? {
-                let revoked = k
-                    .revoked_at
-                    .map_or_else(|| "-".to_owned(), |t| t.to_rfc3339());
-                println!(
-                    "{}\t{}\tlo_{}\t{}\t{revoked}",
-                    k.name,
-                    k.role,
-                    k.prefix,
-                    k.created_at.to_rfc3339()
-                );
-            }
-        }
-        KeysCommand::Revoke { name } => {
-            let txn = db.begin().await?;
-            crate::auth::keys::revoke(&txn, &name).await?;
-            crate::db::generation::bump(&txn).await?;
-            txn.commit().await?;
-            println!("revoked key {name:?}");
-        }
-    }
-    Ok(())
-}
 
 /// Runs a parsed command line.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -209,99 +85,15 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             max_template_bytes,
         } => crate::cli::template::run(&command, max_template_bytes),
         Command::Migrate { command } => {
-            let db = db::connect(&cli.database_url).await?;
-            let states = migrate::run(&db, command).await?;
-            if matches!(command, migrate::MigrateCommand::Status) {
-                for state in states {
-                    println!(
-                        "{}\t{}",
-                        if state.applied { "applied" } else { "pending" },
-                        state.name
-                    );
-                }
-            }
-            db.close().await.ok();
-            Ok(ExitCode::SUCCESS)
+            with_db(&cli.database_url, false, |db| Box::pin(migrate::run(db, command))).await
         }
-        Command::Serve {
-            bind,
-            metrics_bind,
-            connector_allow,
-            proposal_lease_seconds,
-            proposal_ttls,
-            allow_drift,
-            no_migrate,
-            max_template_bytes,
-        } => {
-            let options = crate::cli::serve::Options {
-                bind,
-                metrics_bind,
-                connector_allow,
-                proposal_lease: chrono::TimeDelta::seconds(i64::from(proposal_lease_seconds)),
-                proposal_ttls: proposal_ttls
-                    .into_iter()
-                    .map(|(tier, s)| (tier, chrono::TimeDelta::seconds(i64::from(s))))
-                    .collect(),
-                allow_drift,
-                no_migrate,
-                max_template_bytes,
-            };
-            crate::cli::serve::run(&cli.database_url, options).await?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Check { catalog, format } => {
-            let catalog = load_catalog(catalog.as_deref())?;
-            let db = db::connect(&cli.database_url).await?;
-            migrate::ensure_current(&db).await?;
-            let report = crate::registry::check::run(
-                &db,
-                &catalog,
-                &crate::actions::executors::Executors::load(&db, Vec::new()).await?,
-            )
-            .await;
-            db.close().await.ok();
-            let report = report?;
-            match format {
-                CheckFormat::Text => print!("{}", report.text()),
-                CheckFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-            }
-            Ok(if report.ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            })
-        }
-        Command::Proposals {
-            command: ProposalsCommand::Orphans { lease_seconds },
-        } => {
-            let db = db::connect(&cli.database_url).await?;
-            migrate::ensure_current(&db).await?;
-            let lease = chrono::TimeDelta::try_seconds(lease_seconds)
-                .filter(|l| *l > chrono::TimeDelta::zero())
-                .ok_or_else(|| {
-                    anyhow::anyhow!("--lease-seconds must be a positive number of seconds")
-                })?;
-            let found = crate::actions::ledger::orphans(&db, chrono::Utc::now(), lease).await;
-            db.close().await.ok();
-            for p in found? {
-                println!(
-                    "{}\t{}\t{}\t{}\tattempt {}\t{}",
-                    p.id,
-                    p.tenant_id,
-                    p.state,
-                    p.tool_name,
-                    p.attempts,
-                    p.updated_at.to_rfc3339()
-                );
-            }
-            Ok(ExitCode::SUCCESS)
+        Command::Serve(args) => serve::run(&cli.database_url, args.into()).await.map(|()| ExitCode::SUCCESS),
+        Command::Check(args) => check::run(&cli.database_url, args).await,
+        Command::Proposals { command } => {
+            with_db(&cli.database_url, true, |db| Box::pin(proposals::run(db, command))).await
         }
         Command::Keys { command } => {
-            let db = db::connect(&cli.database_url).await?;
-            migrate::ensure_current(&db).await?;
-            let result = keys(&db, command).await;
-            db.close().await.ok();
-            result.map(|()| ExitCode::SUCCESS)
+            with_db(&cli.database_url, true, |db| Box::pin(keys::run(db, command))).await
         }
         Command::Prompt { command } => {
             let db = db::connect(&cli.database_url).await?;
@@ -309,14 +101,28 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             db.close().await.ok();
             code
         }
-        Command::Seed => {
-            let db = db::connect(&cli.database_url).await?;
-            let report = seed::run(&db, &crate::registry::catalog::Seeds::embedded()?).await?;
-            println!("{report}");
-            db.close().await.ok();
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Seed => with_db(&cli.database_url, false, |db| Box::pin(seed::run(db))).await,
     }
+}
+
+/// Connects (checking the schema is current when `current`), runs `command`, closes.
+async fn with_db(
+    url: &str,
+    current: bool,
+    command: impl for<'a> FnOnce(
+        &'a sea_orm::DatabaseConnection,
+    ) -> std::pin::Pin<Box<dyn Future<Output = anyhow::Result<()>> + 'a>>,
+) -> anyhow::Result<ExitCode> {
+    let db = db::connect(url).await?;
+    let result = match current {
+        true => match db::migrate::ensure_current(&db).await {
+            Ok(()) => command(&db).await,
+            Err(e) => Err(e),
+        },
+        false => command(&db).await,
+    };
+    db.close().await.ok();
+    result.map(|()| ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

@@ -153,11 +153,11 @@ async fn seed_twice_creates_once() {
     let second = loadout(&db.url, &["seed"]);
     assert_eq!(
         stdout(&first),
-        "seeded: 0 tools, 1 agents, 23 links, 0 channels created\n"
+        "seed: created 1 agent, 23 links; already present: tools, channels\n"
     );
     assert_eq!(
         stdout(&second),
-        "seeded: 0 tools, 0 agents, 0 links, 0 channels created\n"
+        "seed: nothing to create; every seeded row is already present\n"
     );
 }
 
@@ -538,7 +538,12 @@ async fn keys_create_prints_the_key_alone_on_the_last_line_and_revoke_disables_i
     assert_eq!(principal.map(|p| p.role), Some(loadout::auth::keys::Role::Agent));
 
     let listed = stdout(&loadout(&db.url, &["keys", "list"]));
-    assert!(listed.starts_with("bot\tagent\tlo_"), "{listed}");
+    let columns: Vec<&str> = listed.lines().next().expect("a line").split('\t').collect();
+    assert_eq!(
+        (columns.len(), columns[0], columns[1], columns[3], columns[5]),
+        (6, "bot", "agent", "default", "-"),
+        "name, role, prefix, tenant, created, revoked: {listed}"
+    );
     assert!(
         !listed.contains(&key[16..]),
         "the secret must never be listed"

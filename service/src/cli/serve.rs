@@ -11,16 +11,75 @@ use crate::http;
 use crate::auth::keys::{self, Role};
 use crate::prompt::builder::SystemClock;
 use crate::db::{self, migrate};
-use crate::registry::{catalog::Seeds, seed};
+use crate::registry::{Tier, catalog::Seeds, seed};
 
-/// `serve`'s flags.
+/// `serve`'s flags as typed.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "LOADOUT_BIND", default_value = "127.0.0.1:8080")]
+    pub bind: std::net::SocketAddr,
+    /// Also serve `/metrics`, without a key, on this address (e.g. 127.0.0.1:9090).
+    #[arg(long, env = "LOADOUT_METRICS_BIND")]
+    pub metrics_bind: Option<std::net::SocketAddr>,
+    /// Private or loopback IPs connectors may reach (comma-separated), e.g. 127.0.0.1.
+    #[arg(long, env = "LOADOUT_CONNECTOR_ALLOW", value_delimiter = ',')]
+    pub connector_allow: Vec<std::net::IpAddr>,
+    /// How long a tool execution may run before the proposal sweeper presumes it dead.
+    #[arg(long, env = "LOADOUT_PROPOSAL_LEASE_SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u32).range(1..))]
+    pub proposal_lease_seconds: u32,
+    /// How long a proposal of a tier waits for a decision, e.g. requires_approval=3600;
+    /// repeatable; 86400 (24 h) for any tier not given.
+    #[arg(long = "proposal-ttl", env = "LOADOUT_PROPOSAL_TTL", value_delimiter = ',', value_parser = parse_ttl)]
+    pub proposal_ttls: Vec<(Tier, u32)>,
+    /// Start even when `loadout check` finds errors (each is logged as a warning).
+    #[arg(long)]
+    pub allow_drift: bool,
+    /// Do not migrate or seed on start; refuse to start on an unmigrated database instead.
+    #[arg(long)]
+    pub no_migrate: bool,
+    /// Largest prompt template accepted, in bytes.
+    #[arg(long, env = "LOADOUT_MAX_TEMPLATE_BYTES", default_value_t = crate::cli::template::DEFAULT_MAX_TEMPLATE_BYTES)]
+    pub max_template_bytes: usize,
+}
+
+fn parse_ttl(text: &str) -> Result<(Tier, u32), String> {
+    let (tier, seconds) = text
+        .split_once('=')
+        .ok_or_else(|| "expected TIER=SECONDS, e.g. requires_approval=3600".to_owned())?;
+    let tier: Tier = tier.parse().map_err(|e: crate::closed::UnknownValue| e.to_string())?;
+    let seconds: u32 = seconds
+        .parse()
+        .ok()
+        .filter(|s| *s > 0)
+        .ok_or_else(|| format!("{seconds:?} is not a positive number of seconds"))?;
+    Ok((tier, seconds))
+}
+
+impl From<ServeArgs> for Options {
+    fn from(args: ServeArgs) -> Self {
+        let seconds = |s: u32| chrono::TimeDelta::seconds(i64::from(s));
+        Options {
+            bind: args.bind,
+            metrics_bind: args.metrics_bind,
+            connector_allow: args.connector_allow,
+            proposal_lease: seconds(args.proposal_lease_seconds),
+            proposal_ttls: args.proposal_ttls.into_iter().map(|(t, s)| (t, seconds(s))).collect(),
+            allow_drift: args.allow_drift,
+            no_migrate: args.no_migrate,
+            max_template_bytes: args.max_template_bytes,
+        }
+    }
+}
+
+/// `serve`'s settings.
 #[derive(Clone, Debug)]
 pub struct Options {
     pub bind: SocketAddr,
     pub metrics_bind: Option<SocketAddr>,
     pub connector_allow: Vec<std::net::IpAddr>,
     pub proposal_lease: chrono::TimeDelta,
-    pub proposal_ttls: std::collections::BTreeMap<crate::registry::Tier, chrono::TimeDelta>,
+    pub proposal_ttls: std::collections::BTreeMap<Tier, chrono::TimeDelta>,
     pub allow_drift: bool,
     pub no_migrate: bool,
     pub max_template_bytes: usize,

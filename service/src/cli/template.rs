@@ -45,6 +45,9 @@ pub fn run(command: &TemplateCommand, max_bytes: usize) -> anyhow::Result<ExitCo
         }
         TemplateCommand::Lint => {
             let problems = lint::lint(&text, &catalog_tool_names()?);
+            if problems.is_empty() {
+                eprintln!("no problems");
+            }
             for p in &problems {
                 let severity = match p.severity {
                     lint::Severity::Error => "error",

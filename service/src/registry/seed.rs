@@ -21,13 +21,35 @@ pub struct SeedReport {
     pub channels_created: usize,
 }
 
+/// "seed: created 1 agent, 23 links; already present: tools, channels", or
+/// "seed: nothing to create" when every seeded row exists (seeding never
+/// overwrites, so a second run always says so).
 impl fmt::Display for SeedReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "seeded: {} tools, {} agents, {} links, {} channels created",
-            self.tools_created, self.agents_created, self.links_created, self.channels_created
-        )
+        let counts = [
+            (self.tools_created, "tool", "tools"),
+            (self.agents_created, "agent", "agents"),
+            (self.links_created, "link", "links"),
+            (self.channels_created, "channel", "channels"),
+        ];
+        let created: Vec<String> = counts
+            .iter()
+            .filter(|(n, _, _)| *n > 0)
+            .map(|(n, one, many)| format!("{n} {}", if *n == 1 { one } else { many }))
+            .collect();
+        let present: Vec<&str> = counts
+            .iter()
+            .filter(|(n, _, _)| *n == 0)
+            .map(|(_, _, many)| *many)
+            .collect();
+        if created.is_empty() {
+            return f.write_str("seed: nothing to create; every seeded row is already present");
+        }
+        write!(f, "seed: created {}", created.join(", "))?;
+        if !present.is_empty() {
+            write!(f, "; already present: {}", present.join(", "))?;
+        }
+        Ok(())
     }
 }
 

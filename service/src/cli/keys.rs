@@ -1,0 +1,50 @@
+//! `loadout keys create|list|revoke`, directly on the database.
+
+use sea_orm::{DatabaseConnection, TransactionTrait};
+
+use crate::auth::keys::{self, Role};
+
+#[derive(Debug, clap::Subcommand)]
+pub enum KeysCommand {
+    /// Create a key; it is printed once, alone on the last line of stdout.
+    Create {
+        #[arg(long, value_enum)]
+        role: Role,
+        /// A unique name: 1 to 64 of a-z, 0-9, '-', '_', '.'.
+        #[arg(long)]
+        name: String,
+        /// The tenant whose runtime data (proposals) the key works on; `default` if omitted.
+        #[arg(long)]
+        tenant: Option<String>,
+    },
+    /// One tab-separated line per key: name, role, prefix, tenant, created, revoked
+    /// (never the key).
+    List,
+    /// Revoke a key by name; requests with it get 401 from then on.
+    Revoke { name: String },
+}
+
+pub async fn run(db: &DatabaseConnection, command: KeysCommand) -> anyhow::Result<()> {
+    match command {
+        KeysCommand::Create { role, name, tenant } => {
+            let key = keys::create_for_tenant(db, &name, role, tenant.as_deref()).await?;
+            println!("created {role} key {name:?}; it is shown once, store it now:");
+            println!("{key}");
+        }
+        KeysCommand::List => {
+            for k in keys::list(db).await? {
+                let revoked = k.revoked_at.map_or_else(|| "-".to_owned(), |t| t.to_rfc3339());
+                let created = k.created_at.to_rfc3339();
+                println!("{}\t{}\tlo_{}\t{}\t{created}\t{revoked}", k.name, k.role, k.prefix, k.tenant);
+            }
+        }
+        KeysCommand::Revoke { name } => {
+            let txn = db.begin().await?;
+            keys::revoke(&txn, &name).await?;
+            crate::db::generation::bump(&txn).await?;
+            txn.commit().await?;
+            println!("revoked key {name:?}");
+        }
+    }
+    Ok(())
+}
