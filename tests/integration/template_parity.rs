@@ -294,7 +294,7 @@ impl Parser<'_> {
                 {
                     self.pos += 1;
                 }
-                let digits = std::str::from_utf8(&self.bytes[start..self.pos]).unwrap();
+                let digits = std::str::from_utf8(&self.bytes[start..self.pos]).expect("ASCII digits");
                 Json::Number(digits.parse().expect("JSON: integer"))
             }
         }
@@ -307,7 +307,7 @@ impl Parser<'_> {
     }
 
     fn hex4(&mut self) -> u32 {
-        let hex = std::str::from_utf8(&self.bytes[self.pos..self.pos + 4]).unwrap();
+        let hex = std::str::from_utf8(&self.bytes[self.pos..self.pos + 4]).expect("ASCII hex");
         self.pos += 4;
         u32::from_str_radix(hex, 16).expect("JSON: \\u escape")
     }
@@ -320,7 +320,7 @@ impl Parser<'_> {
             while !matches!(self.bytes[self.pos], b'"' | b'\\') {
                 self.pos += 1;
             }
-            out.push_str(std::str::from_utf8(&self.bytes[start..self.pos]).unwrap());
+            out.push_str(std::str::from_utf8(&self.bytes[start..self.pos]).expect("a UTF-8 run"));
             let b = self.bytes[self.pos];
             self.pos += 1;
             if b == b'"' {
