@@ -747,3 +747,41 @@ async fn a_process_killed_mid_execution_leaves_a_proposal_the_sweeper_fails_as_o
     );
     stop(second);
 }
+
+/// The `sh` blocks of a README section, in order.
+fn readme_blocks(section: &str) -> Vec<String> {
+    let readme = include_str!("../../README.md");
+    let start = readme.find(section).expect("the section");
+    let rest = &readme[start + section.len()..];
+    let body = &rest[..rest.find("\n## ").unwrap_or(rest.len())];
+    body.split("```sh\n")
+        .skip(1)
+        .map(|block| block.split("\n```").next().expect("closed block").to_owned())
+        .collect()
+}
+
+#[test]
+fn the_readme_http_examples_work_when_pasted() {
+    let dir = std::env::temp_dir().join(format!("loadout-readme-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let url = format!("sqlite://{}/readme.db?mode=rwc", dir.display());
+    let (child, addr, _) = spawn_serve(&url, &[], 0);
+    let blocks = readme_blocks("## HTTP API").join("\n");
+    let script = blocks
+        .replace("cargo run -q --release --", "\"$LOADOUT\"")
+        .replace("http://127.0.0.1:8080", &format!("http://{addr}"));
+    // Pasted into a shell that stops at the first failure, HTTP errors included.
+    let prelude = "set -euo pipefail\ncurl() { command curl --silent --show-error --fail-with-body \"$@\"; }\n";
+    let out = Command::new("bash")
+        .args(["-c", &format!("{prelude}{script}")])
+        .env("LOADOUT", env!("CARGO_BIN_EXE_loadout"))
+        .env("DATABASE_URL", &url)
+        .output()
+        .expect("bash");
+    stop(child);
+    std::fs::remove_dir_all(&dir).ok();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}\n{printed}", String::from_utf8_lossy(&out.stderr));
+    assert!(printed.contains("Now: "), "the last fetch shows the new template: {printed}");
+    assert!(printed.contains("\"name\":\"create_notes\""), "the tool was created: {printed}");
+}
