@@ -184,7 +184,8 @@ db_test! {
         let keys: Vec<String> = received.lock().expect("log").iter().map(|(_, k, _)| k.clone()).collect();
         assert_eq!(keys, [format!("{id}:1"), format!("{id}:2")]);
 
-        let (_, _) = api.call(Method::PATCH, "/v1/connectors/backend", &api.admin, Some(json!({"url": format!("{url}/nope")}))).await;
+        let (status, body) = api.call(Method::PATCH, "/v1/connectors/backend", &api.admin, Some(json!({"url": format!("{url}/nope")}))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
         let id = api.propose().await;
         let refused = api.approve(id).await;
         assert_eq!(refused["result"], json!({"error": "the connector refused the call (HTTP 400)", "retryable": false}));
@@ -203,7 +204,8 @@ db_test! {
         let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let dead = closed.local_addr().expect("address");
         drop(closed);
-        let (_, _) = api.call(Method::PATCH, "/v1/connectors/slow", &api.admin, Some(json!({"url": format!("http://{dead}/ok")}))).await;
+        let (status, body) = api.call(Method::PATCH, "/v1/connectors/slow", &api.admin, Some(json!({"url": format!("http://{dead}/ok")}))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
         let id = api.propose().await;
         let refused = api.approve(id).await;
         assert_eq!(refused["result"], json!({"error": "the connector could not be reached", "retryable": true}));
