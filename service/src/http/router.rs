@@ -28,7 +28,9 @@ pub fn router(state: AppState) -> Router {
 
 /// The OpenAPI description of every route (what `/openapi.json` serves).
 pub fn openapi() -> utoipa::openapi::OpenApi {
-    api_routes().split_for_parts().1
+    let mut openapi = api_routes().split_for_parts().1;
+    super::openapi::finish(&mut openapi);
+    openapi
 }
 
 /// Every route with its documentation, by area.
