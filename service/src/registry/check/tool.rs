@@ -1,0 +1,183 @@
+//! Rules about tools: the catalog against the database, each active tool on its own,
+//! and names that collide.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{Problems, Rows, definition_problems};
+
+/// Every catalog tool is in the database, not soft-deleted, and active.
+pub(super) fn catalog_in_database(rows: &Rows, out: &mut Problems) {
+    for tool in &rows.catalog.tools {
+        let deleted = rows
+            .tools
+            .iter()
+            .any(|t| t.name == tool.name && t.deleted_at.is_some());
+        match rows.by_name.get(tool.name.as_str()) {
+            None if deleted => out.error(
+                "tool",
+                &tool.name,
+                "catalog_tool_deleted",
+                "is in the catalog but soft-deleted in the database",
+                "restore the row (clear deleted_at), or retire the tool in the catalog",
+            ),
+            None => out.error(
+                "tool",
+                &tool.name,
+                "missing_from_database",
+                "is in the catalog but not in the database",
+                "run `loadout migrate up` and `loadout seed`",
+            ),
+            Some(row) if !row.is_active => out.error(
+                "tool",
+                &tool.name,
+                "catalog_tool_inactive",
+                "is in the catalog but inactive in the database",
+                format!(
+                    "reactivate it (PATCH /v1/tools/{} {{\"is_active\": true}}) or retire it in the catalog",
+                    tool.name
+                ),
+            ),
+            Some(_) => {}
+        }
+    }
+}
+
+/// An active tool the catalog does not list: an error when the catalog retired or
+/// renamed it, otherwise a warning.
+///
+/// A warning, not an error: admins add their own tools through the API (and the
+/// canonicalization keeps custom tools such as get_weather). Every other rule still
+/// applies to them, and a team that wants this strict keeps its own catalog
+/// (`--catalog FILE`).
+pub(super) fn outside_catalog(rows: &Rows, out: &mut Problems) {
+    let catalog_names: BTreeSet<&str> =
+        rows.catalog.tools.iter().map(|t| t.name.as_str()).collect();
+    for tool in rows
+        .active
+        .iter()
+        .filter(|t| !catalog_names.contains(t.name.as_str()))
+    {
+        let retired = rows.catalog.deactivated.contains(&tool.name)
+            || rows.catalog.renamed.contains_key(&tool.name);
+        if retired {
+            out.error(
+                "tool",
+                &tool.name,
+                "retired_tool_active",
+                "is active in the database but the catalog retired or renamed it",
+                "run `loadout migrate up` (the canonicalization deactivates it)",
+            );
+        } else {
+            out.warning(
+                "tool",
+                &tool.name,
+                "not_in_catalog",
+                "is active in the database but not in the catalog",
+                "add it to the catalog (or to your own, --catalog FILE), or deactivate it",
+            );
+        }
+    }
+}
+
+/// Each active tool's definition on its own: name, tier, schema (see
+/// [`definition_problems`]). A resource the catalog marks singular need not take a list.
+pub(super) fn definitions(rows: &Rows, out: &mut Problems) {
+    let singular: BTreeSet<&str> = rows
+        .catalog
+        .tools
+        .iter()
+        .filter(|t| t.singular)
+        .map(|t| t.name.as_str())
+        .collect();
+    for tool in &rows.active {
+        for (code, message, hint) in definition_problems(
+            &tool.name,
+            &tool.approval_tier,
+            &tool.parameters,
+            singular.contains(tool.name.as_str()),
+        ) {
+            out.error("tool", &tool.name, code, message, hint);
+        }
+    }
+}
+
+/// Each active tool can be carried out: a builtin has an executor in this build (an
+/// error otherwise), an api or mcp tool has a connector (a warning otherwise), and
+/// the type is one of those three.
+pub(super) fn executors(rows: &Rows, out: &mut Problems) {
+    for tool in &rows.active {
+        match tool.tool_type.as_str() {
+            "builtin" if !rows.executors.has_builtin(&tool.name) => out.error(
+                "tool",
+                &tool.name,
+                "no_executor",
+                "is a builtin tool but no executor for it is registered in this build",
+                "register its executor in the code, or deactivate the tool",
+            ),
+            "builtin" => {}
+            "api" | "mcp" if !rows.executors.has_connector(&tool.name) => out.warning(
+                "tool",
+                &tool.name,
+                "not_connected",
+                format!(
+                    "is an {} tool with no connector configured; calling it gets a clear error",
+                    tool.tool_type
+                ),
+                "connect it to a backend",
+            ),
+            "api" | "mcp" => {}
+            other => out.error(
+                "tool",
+                &tool.name,
+                "unknown_type",
+                format!("type {other:?} is not builtin, api or mcp"),
+                "set type to builtin, api or mcp",
+            ),
+        }
+    }
+}
+
+/// Active tool names that collide once case and word order are ignored.
+pub(super) fn duplicates(rows: &Rows, out: &mut Problems) {
+    let mut keys: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for tool in &rows.active {
+        keys.entry(collision_key(&tool.name))
+            .or_default()
+            .push(&tool.name);
+    }
+    for names in keys.values().filter(|names| names.len() > 1) {
+        for name in names {
+            let others: Vec<&str> = names.iter().copied().filter(|n| n != name).collect();
+            out.error(
+                "tool",
+                name,
+                "duplicate_name",
+                format!(
+                    "differs only in case or word order from {}",
+                    others.join(", ")
+                ),
+                "keep the verb_resource name and deactivate the other",
+            );
+        }
+    }
+}
+
+/// Lowercased, with the words sorted: `gmail_search` and `Search_Gmail` collide.
+fn collision_key(name: &str) -> String {
+    let lower = name.to_ascii_lowercase();
+    let mut words: Vec<&str> = lower.split('_').filter(|w| !w.is_empty()).collect();
+    words.sort_unstable();
+    words.join("_")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collisions_ignore_case_and_word_order() {
+        assert_eq!(collision_key("gmail_search"), collision_key("search_gmail"));
+        assert_eq!(collision_key("Get_Tasks"), collision_key("get_tasks"));
+        assert_ne!(collision_key("get_tasks"), collision_key("get_task"));
+    }
+}
