@@ -4,9 +4,9 @@
 
 use chrono::Utc;
 use entity::{agent_configurations, agent_tools, tools};
+use loadout::actions::executors::Executors;
 use loadout::registry::catalog::Seeds;
 use loadout::registry::check;
-use loadout::actions::executors::Executors;
 use loadout_tests::{TestDb, db_test};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, Set};
 use serde_json::{Value, json};
@@ -34,7 +34,8 @@ async fn lines(db: &TestDb) -> String {
         .problems
         .iter()
         .filter(|p| {
-            !(p.code == "not_connected" && catalog.tools.iter().any(|t| t.name == p.subject))
+            !(p.code == check::ProblemCode::NotConnected
+                && catalog.tools.iter().any(|t| t.name == p.subject))
         })
         .map(ToString::to_string)
         .collect::<Vec<_>>()

@@ -76,7 +76,7 @@ fn agent_json(row: &agent_configurations::Model) -> Value {
 /// they were before it, so that [`commit`] can refuse a write that adds one.
 pub(super) struct Write {
     txn: DatabaseTransaction,
-    errors_before: BTreeSet<(&'static str, String, String)>,
+    errors_before: BTreeSet<(crate::registry::check::ProblemCode, String, String)>,
 }
 
 impl std::ops::Deref for Write {
@@ -91,7 +91,7 @@ async fn check_errors(
     db: &impl ConnectionTrait,
 ) -> ApiResult<(
     crate::registry::check::Report,
-    BTreeSet<(&'static str, String, String)>,
+    BTreeSet<(crate::registry::check::ProblemCode, String, String)>,
 )> {
     let catalog = &crate::registry::catalog::Seeds::shared()
         .map_err(ApiError::internal)?

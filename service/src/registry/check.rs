@@ -12,6 +12,7 @@
 //! `prompt` (tool names in prompts, template lint) and `agent` (links, idle agents).
 
 mod agent;
+mod code;
 mod definition;
 mod prompt;
 mod tool;
@@ -23,6 +24,7 @@ use entity::{agent_configurations, agent_tools, prompt_versions, tools};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 use serde::Serialize;
 
+pub use code::ProblemCode;
 pub use definition::{
     TIERS, VERBS, catalog_problems, definition_problems, name_problem, schema_problem,
 };
@@ -47,7 +49,7 @@ pub struct Problem {
     pub kind: &'static str,
     /// The tool, agent or `agent/tool` the problem is about.
     pub subject: String,
-    pub code: &'static str,
+    pub code: ProblemCode,
     pub message: String,
     /// What to do about it.
     pub hint: String,
@@ -256,7 +258,7 @@ impl Problems {
         severity: Severity,
         kind: &'static str,
         subject: &str,
-        code: &'static str,
+        code: ProblemCode,
         message: impl Into<String>,
         hint: impl Into<String>,
     ) {
@@ -274,7 +276,7 @@ impl Problems {
         &mut self,
         kind: &'static str,
         subject: &str,
-        code: &'static str,
+        code: ProblemCode,
         message: impl Into<String>,
         hint: impl Into<String>,
     ) {
@@ -285,7 +287,7 @@ impl Problems {
         &mut self,
         kind: &'static str,
         subject: &str,
-        code: &'static str,
+        code: ProblemCode,
         message: impl Into<String>,
         hint: impl Into<String>,
     ) {

@@ -1,6 +1,6 @@
 //! Rules about agents' links to tools.
 
-use super::{Problems, Rows, is_active};
+use super::{ProblemCode, Problems, Rows, is_active};
 
 /// An agent's active link to a tool that is inactive or deleted (a warning) or that
 /// does not exist (an error).
@@ -12,7 +12,7 @@ pub(super) fn links(rows: &Rows, out: &mut Problems) {
                 Some(tool) => out.warning(
                     "link",
                     &format!("{}/{}", agent.name, tool.name),
-                    "link_to_inactive_tool",
+                    ProblemCode::LinkToInactiveTool,
                     format!(
                         "is an active link to {}, which is inactive or deleted",
                         tool.name
@@ -25,7 +25,7 @@ pub(super) fn links(rows: &Rows, out: &mut Problems) {
                 None => out.error(
                     "link",
                     &format!("{}/#{}", agent.name, link.tool_id),
-                    "link_to_missing_tool",
+                    ProblemCode::LinkToMissingTool,
                     format!(
                         "is an active link to tool id {}, which does not exist",
                         link.tool_id
@@ -47,7 +47,7 @@ pub(super) fn agents_without_tools(rows: &Rows, out: &mut Problems) {
             out.warning(
                 "agent",
                 &agent.name,
-                "agent_without_tools",
+                ProblemCode::AgentWithoutTools,
                 "has no active tools",
                 format!("attach tools: PUT /v1/agents/{}/links/{{tool}}", agent.name),
             );

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use super::ProblemCode;
 use crate::registry::catalog::Catalog;
 use crate::registry::formats::strict_schema;
 
@@ -54,24 +55,37 @@ pub fn definition_problems(
     schema: &Value,
     singular: bool,
 ) -> Vec<(&'static str, String, String)> {
+    problems(name, tier, schema, singular)
+        .into_iter()
+        .map(|(code, message, hint)| (code.as_str(), message, hint))
+        .collect()
+}
+
+/// [`definition_problems`] with typed codes.
+pub(super) fn problems(
+    name: &str,
+    tier: &str,
+    schema: &Value,
+    singular: bool,
+) -> Vec<(ProblemCode, String, String)> {
     let mut out = Vec::new();
     if let Some(why) = name_problem(name) {
         out.push((
-            "name_outside_vocabulary",
+            ProblemCode::NameOutsideVocabulary,
             why,
             "rename the tool to verb_resource with a canonical verb".to_owned(),
         ));
     }
     if !TIERS.contains(&tier) {
         out.push((
-            "missing_tier",
+            ProblemCode::MissingTier,
             format!("approval tier {tier:?} is not one of {}", TIERS.join(", ")),
             "set an explicit approval_tier; nothing may fall through to a default".to_owned(),
         ));
     }
     if let Some(why) = schema_problem(schema) {
         out.push((
-            "invalid_schema",
+            ProblemCode::InvalidSchema,
             why,
             "make parameters a JSON Schema object".to_owned(),
         ));
@@ -79,7 +93,7 @@ pub fn definition_problems(
     }
     if strict_schema(schema) != *schema {
         out.push((
-            "schema_not_strict",
+            ProblemCode::SchemaNotStrict,
             "the schema is not strict: some object level lacks \"additionalProperties\": false or does not list every property in \"required\"".to_owned(),
             "add \"additionalProperties\": false and a full \"required\" list at every object level; make optional values nullable".to_owned(),
         ));
@@ -93,14 +107,14 @@ pub fn definition_problems(
                 }) =>
         {
             out.push((
-                "schema_not_a_list",
+                ProblemCode::SchemaNotAList,
                 format!("a {verb}_ tool must take a list of items (an array of objects)"),
                 "wrap the item in an array property, e.g. {\"items\": [...]}".to_owned(),
             ));
         }
         "delete" if !takes_list(schema, is_id_schema) => {
             out.push((
-                "schema_not_a_list",
+                ProblemCode::SchemaNotAList,
                 "a delete_ tool must take a list of ids (an array of strings or integers)"
                     .to_owned(),
                 "take {\"ids\": [\"...\"]}".to_owned(),
@@ -215,7 +229,7 @@ pub fn catalog_problems(catalog: &Catalog) -> Vec<String> {
             ));
         }
         for (code, message, _) in
-            definition_problems(&tool.name, &tool.tier, &tool.schema_json(), tool.singular)
+            problems(&tool.name, &tool.tier, &tool.schema_json(), tool.singular)
         {
             out.push(format!("{}: {message} [{code}]", tool.name));
         }

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use entity::{agent_configurations, tools};
 
-use super::{Problems, Rows, Severity, is_active};
+use super::{ProblemCode, Problems, Rows, Severity, is_active};
 use crate::prompt::lint;
 
 /// The names prompts may use (active tools) and must not (inactive tools, and every
@@ -47,7 +47,7 @@ pub(super) fn stale_names_in_tool_sections(rows: &Rows, out: &mut Problems) {
             out.error(
                 "tool",
                 &tool.name,
-                "prompt_names_inactive_tool",
+                ProblemCode::PromptNamesInactiveTool,
                 format!(
                     "its prompt section names {name}, which is not an active tool (or is retired in the catalog)"
                 ),
@@ -64,7 +64,7 @@ pub(super) fn stale_names_in_souls(rows: &Rows, out: &mut Problems) {
             out.error(
                 "agent",
                 &agent.name,
-                "prompt_names_inactive_tool",
+                ProblemCode::PromptNamesInactiveTool,
                 format!(
                     "its soul names {name}, which is not an active tool (or is retired in the catalog)"
                 ),
@@ -89,7 +89,7 @@ pub(super) fn stale_names_in_templates(rows: &Rows, out: &mut Problems) {
                 template_severity(rows, agent),
                 "agent",
                 &agent.name,
-                "prompt_names_inactive_tool",
+                ProblemCode::PromptNamesInactiveTool,
                 format!(
                     "its prompt template names {name}, which is not an active tool (or is retired in the catalog)"
                 ),
@@ -114,7 +114,7 @@ pub(super) fn template_lint(rows: &Rows, out: &mut Problems) {
                 template_severity(rows, agent),
                 "agent",
                 &agent.name,
-                "template_lint_error",
+                ProblemCode::TemplateLintError,
                 format!(
                     "its prompt template, line {} column {}: {}",
                     p.line, p.column, p.message

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{Problems, Rows, definition_problems};
+use super::{ProblemCode, Problems, Rows, definition};
 
 /// Every catalog tool is in the database, not soft-deleted, and active.
 pub(super) fn catalog_in_database(rows: &Rows, out: &mut Problems) {
@@ -16,21 +16,21 @@ pub(super) fn catalog_in_database(rows: &Rows, out: &mut Problems) {
             None if deleted => out.error(
                 "tool",
                 &tool.name,
-                "catalog_tool_deleted",
+                ProblemCode::CatalogToolDeleted,
                 "is in the catalog but soft-deleted in the database",
                 "restore the row (clear deleted_at), or retire the tool in the catalog",
             ),
             None => out.error(
                 "tool",
                 &tool.name,
-                "missing_from_database",
+                ProblemCode::MissingFromDatabase,
                 "is in the catalog but not in the database",
                 "run `loadout migrate up` and `loadout seed`",
             ),
             Some(row) if !row.is_active => out.error(
                 "tool",
                 &tool.name,
-                "catalog_tool_inactive",
+                ProblemCode::CatalogToolInactive,
                 "is in the catalog but inactive in the database",
                 format!(
                     "reactivate it (PATCH /v1/tools/{} {{\"is_active\": true}}) or retire it in the catalog",
@@ -63,7 +63,7 @@ pub(super) fn outside_catalog(rows: &Rows, out: &mut Problems) {
             out.error(
                 "tool",
                 &tool.name,
-                "retired_tool_active",
+                ProblemCode::RetiredToolActive,
                 "is active in the database but the catalog retired or renamed it",
                 "run `loadout migrate up` (the canonicalization deactivates it)",
             );
@@ -71,7 +71,7 @@ pub(super) fn outside_catalog(rows: &Rows, out: &mut Problems) {
             out.warning(
                 "tool",
                 &tool.name,
-                "not_in_catalog",
+                ProblemCode::NotInCatalog,
                 "is active in the database but not in the catalog",
                 "add it to the catalog (or to your own, --catalog FILE), or deactivate it",
             );
@@ -80,7 +80,7 @@ pub(super) fn outside_catalog(rows: &Rows, out: &mut Problems) {
 }
 
 /// Each active tool's definition on its own: name, tier, schema (see
-/// [`definition_problems`]). A resource the catalog marks singular need not take a list.
+/// [`definition::definition_problems`]). A resource the catalog marks singular need not take a list.
 pub(super) fn definitions(rows: &Rows, out: &mut Problems) {
     let singular: BTreeSet<&str> = rows
         .catalog
@@ -90,7 +90,7 @@ pub(super) fn definitions(rows: &Rows, out: &mut Problems) {
         .map(|t| t.name.as_str())
         .collect();
     for tool in &rows.active {
-        for (code, message, hint) in definition_problems(
+        for (code, message, hint) in definition::problems(
             &tool.name,
             &tool.approval_tier,
             &tool.parameters,
@@ -110,7 +110,7 @@ pub(super) fn executors(rows: &Rows, out: &mut Problems) {
             "builtin" if !rows.executors.has_builtin(&tool.name) => out.error(
                 "tool",
                 &tool.name,
-                "no_executor",
+                ProblemCode::NoExecutor,
                 "is a builtin tool but no executor for it is registered in this build",
                 "register its executor in the code, or deactivate the tool",
             ),
@@ -118,7 +118,7 @@ pub(super) fn executors(rows: &Rows, out: &mut Problems) {
             "api" | "mcp" if !rows.executors.has_connector(&tool.name) => out.warning(
                 "tool",
                 &tool.name,
-                "not_connected",
+                ProblemCode::NotConnected,
                 format!(
                     "is an {} tool with no connector configured; calling it gets a clear error",
                     tool.tool_type
@@ -129,7 +129,7 @@ pub(super) fn executors(rows: &Rows, out: &mut Problems) {
             other => out.error(
                 "tool",
                 &tool.name,
-                "unknown_type",
+                ProblemCode::UnknownType,
                 format!("type {other:?} is not builtin, api or mcp"),
                 "set type to builtin, api or mcp",
             ),
@@ -151,7 +151,7 @@ pub(super) fn duplicates(rows: &Rows, out: &mut Problems) {
             out.error(
                 "tool",
                 name,
-                "duplicate_name",
+                ProblemCode::DuplicateName,
                 format!(
                     "differs only in case or word order from {}",
                     others.join(", ")
