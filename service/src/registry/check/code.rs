@@ -50,7 +50,60 @@ crate::closed_set! {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::ProblemCode;
+
+    const README: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"));
+
+    /// The rows of the README's `loadout check` table: code → severity cell.
+    fn readme_rows() -> Vec<(String, String)> {
+        let section = README
+            .split("\n## ")
+            .find(|s| s.starts_with("`loadout check`"))
+            .expect("README has a `loadout check` section");
+        section
+            .lines()
+            .filter(|line| line.starts_with("| `"))
+            .map(|line| {
+                let cells: Vec<&str> = line.split(" | ").collect();
+                let code = cells[0].trim_start_matches("| ").trim_matches('`');
+                (
+                    code.to_owned(),
+                    cells.get(1).copied().unwrap_or("").to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_readme_table_lists_every_code_once_and_nothing_else() {
+        let rows = readme_rows();
+        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+        for (code, _) in &rows {
+            *seen.entry(code.as_str()).or_default() += 1;
+        }
+        let twice: Vec<&str> = seen
+            .iter()
+            .filter(|(_, n)| **n > 1)
+            .map(|(c, _)| *c)
+            .collect();
+        assert_eq!(twice, Vec::<&str>::new(), "codes listed more than once");
+        let listed: Vec<&str> = seen.keys().copied().collect();
+        let mut known = ProblemCode::NAMES.to_vec();
+        known.sort_unstable();
+        assert_eq!(listed, known, "the README table and ProblemCode differ");
+    }
+
+    #[test]
+    fn the_readme_table_gives_each_code_a_severity() {
+        for (code, severity) in readme_rows() {
+            assert!(
+                severity.starts_with("error") || severity.starts_with("warning"),
+                "{code}: severity {severity:?}"
+            );
+        }
+    }
 
     #[test]
     fn codes_are_declared_in_alphabetical_order() {
