@@ -6,11 +6,13 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::ProblemCode;
+use crate::registry::Tier;
 use crate::registry::catalog::Catalog;
 use crate::registry::formats::strict_schema;
 
 pub const VERBS: [&str; 7] = ["get", "create", "update", "delete", "search", "set", "link"];
-pub const TIERS: [&str; 3] = ["auto", "user_configurable", "requires_approval"];
+/// The approval tiers' stored text: [`Tier::NAMES`].
+pub const TIERS: &[&str] = Tier::NAMES;
 
 /// Why a tool name breaks the vocabulary (`verb_resource`, snake_case), or `None`.
 pub fn name_problem(name: &str) -> Option<String> {
@@ -76,10 +78,13 @@ pub(super) fn problems(
             "rename the tool to verb_resource with a canonical verb".to_owned(),
         ));
     }
-    if !TIERS.contains(&tier) {
+    if tier.parse::<Tier>().is_err() {
         out.push((
             ProblemCode::MissingTier,
-            format!("approval tier {tier:?} is not one of {}", TIERS.join(", ")),
+            format!(
+                "approval tier {tier:?} is not one of {}",
+                Tier::NAMES.join(", ")
+            ),
             "set an explicit approval_tier; nothing may fall through to a default".to_owned(),
         ));
     }

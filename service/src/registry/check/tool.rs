@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{ProblemCode, Problems, Rows, definition};
+use crate::registry::ToolType;
 
 /// Every catalog tool is in the database, not soft-deleted, and active.
 pub(super) fn catalog_in_database(rows: &Rows, out: &mut Problems) {
@@ -106,31 +107,32 @@ pub(super) fn definitions(rows: &Rows, out: &mut Problems) {
 /// the type is one of those three.
 pub(super) fn executors(rows: &Rows, out: &mut Problems) {
     for tool in &rows.active {
-        match tool.tool_type.as_str() {
-            "builtin" if !rows.executors.has_builtin(&tool.name) => out.error(
+        match tool.tool_type.parse::<ToolType>() {
+            Ok(ToolType::Builtin) if !rows.executors.has_builtin(&tool.name) => out.error(
                 "tool",
                 &tool.name,
                 ProblemCode::NoExecutor,
                 "is a builtin tool but no executor for it is registered in this build",
                 "register its executor in the code, or deactivate the tool",
             ),
-            "builtin" => {}
-            "api" | "mcp" if !rows.executors.has_connector(&tool.name) => out.warning(
-                "tool",
-                &tool.name,
-                ProblemCode::NotConnected,
-                format!(
-                    "is an {} tool with no connector configured; calling it gets a clear error",
-                    tool.tool_type
+            Ok(ToolType::Builtin) => {}
+            Ok(ToolType::Api | ToolType::Mcp) if !rows.executors.has_connector(&tool.name) => out
+                .warning(
+                    "tool",
+                    &tool.name,
+                    ProblemCode::NotConnected,
+                    format!(
+                        "is an {} tool with no connector configured; calling it gets a clear error",
+                        tool.tool_type
+                    ),
+                    "connect it to a backend",
                 ),
-                "connect it to a backend",
-            ),
-            "api" | "mcp" => {}
-            other => out.error(
+            Ok(ToolType::Api | ToolType::Mcp) => {}
+            Err(_) => out.error(
                 "tool",
                 &tool.name,
                 ProblemCode::UnknownType,
-                format!("type {other:?} is not builtin, api or mcp"),
+                format!("type {:?} is not builtin, api or mcp", tool.tool_type),
                 "set type to builtin, api or mcp",
             ),
         }
@@ -172,7 +174,70 @@ fn collision_key(name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use entity::tools;
+    use serde_json::json;
+
     use super::*;
+    use crate::actions::executors::Executors;
+    use crate::registry::catalog::Seeds;
+    use crate::registry::check::{Problem, check};
+
+    /// The problems about one planted tool, `get_weather`, checked alone.
+    fn problems_of(tool_type: &str, tier: &str) -> Vec<Problem> {
+        let now = chrono::Utc::now();
+        let tool = tools::Model {
+            id: 1,
+            name: "get_weather".into(),
+            tool_type: tool_type.into(),
+            description: "Planted.".into(),
+            approval_tier: tier.into(),
+            parameters: json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}),
+            prompt_section: None,
+            connector_id: None,
+            is_active: true,
+            created_at: now,
+            updated_at: now,
+            deleted_at: None,
+        };
+        let catalog = Seeds::embedded().expect("seeds").catalog;
+        let report = check(
+            &catalog,
+            &Executors::compiled_in(),
+            &[tool],
+            &[],
+            &[],
+            &Default::default(),
+        );
+        report
+            .problems
+            .into_iter()
+            .filter(|p| p.subject == "get_weather")
+            .collect()
+    }
+
+    fn lines(problems: &[Problem]) -> Vec<String> {
+        problems.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn a_drifted_tool_type_is_reported_as_an_unknown_type() {
+        let problems = problems_of("grpc", "auto");
+        let expected = "error: tool get_weather: type \"grpc\" is not builtin, api or mcp [unknown_type] (fix: set type to builtin, api or mcp)";
+        assert!(
+            lines(&problems).contains(&expected.to_owned()),
+            "{problems:#?}"
+        );
+    }
+
+    #[test]
+    fn a_drifted_tier_is_reported_as_a_missing_tier() {
+        let problems = problems_of("api", "AUTO");
+        let expected = "error: tool get_weather: approval tier \"AUTO\" is not one of auto, user_configurable, requires_approval [missing_tier] (fix: set an explicit approval_tier; nothing may fall through to a default)";
+        assert!(
+            lines(&problems).contains(&expected.to_owned()),
+            "{problems:#?}"
+        );
+    }
 
     #[test]
     fn collisions_ignore_case_and_word_order() {
