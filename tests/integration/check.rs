@@ -353,27 +353,15 @@ db_test! {
 
 db_test! {
     async fn the_legacy_registry_before_canonicalization_fails_with_every_problem(db) {
-        use migration::{Migrator, MigratorTrait};
-        Migrator::up(&db.conn, Some(1)).await.expect("base");
+        // Today's schema, built by the real migrator; on an empty database the only rows
+        // it writes to the registry are the canonical tools, which the legacy world
+        // replaces, as if the canonicalization had never run.
+        let db = db.migrated().await;
+        let agents = agent_configurations::Entity::find().all(&db.conn).await.expect("agents");
+        assert!(agents.is_empty(), "the migrations create no agent");
+        tools::Entity::delete_many().exec(&db.conn).await.expect("clear tools");
         loadout_tests::legacy::load(&db.conn).await;
-        // The checker reads today's columns; bring the schema (not the data) up to date.
-        for sql in [
-            "ALTER TABLE agent_configurations ADD COLUMN prompt_template TEXT",
-            "ALTER TABLE agent_configurations ADD COLUMN operating_model TEXT",
-            "ALTER TABLE agent_configurations ADD COLUMN interaction_learning TEXT",
-            "ALTER TABLE agent_configurations ADD COLUMN soul_version INTEGER NOT NULL DEFAULT 1",
-            "ALTER TABLE agent_configurations ADD COLUMN template_version INTEGER NOT NULL DEFAULT 1",
-            "ALTER TABLE tools ADD COLUMN connector_id INTEGER",
-        ] {
-            sea_orm::ConnectionTrait::execute_unprepared(&db.conn, sql).await.expect("alter");
-        }
-        // A fresh connection: pooled statements prepared before the ALTERs would misread rows.
-        let conn = db.reconnect().await;
-        let catalog = Seeds::embedded().expect("seeds").catalog;
-        let tools = tools::Entity::find().all(&conn).await.expect("tools");
-        let agents = agent_configurations::Entity::find().all(&conn).await.expect("agents");
-        let links = agent_tools::Entity::find().all(&conn).await.expect("links");
-        let report = check::check(&catalog, &Executors::compiled_in(), &tools, &agents, &links, &Default::default());
+        let report = report(&db).await;
         assert!(!report.ok);
         insta::assert_snapshot!("legacy_registry", report.text());
     }
