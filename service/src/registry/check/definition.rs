@@ -260,11 +260,16 @@ mod tests {
     fn the_embedded_catalog_is_clean() {
         let seeds = Seeds::embedded().expect("seeds");
         assert_eq!(catalog_problems(&seeds.catalog), Vec::<String>::new());
+    }
+
+    #[test]
+    fn the_embedded_catalog_declares_the_canonical_verbs() {
+        let seeds = Seeds::embedded().expect("seeds");
         assert_eq!(seeds.catalog.vocabulary, VERBS);
     }
 
     #[test]
-    fn tool_names_follow_the_vocabulary() {
+    fn names_with_a_canonical_verb_and_a_snake_case_resource_pass() {
         for good in [
             "get_tasks",
             "link_memories",
@@ -273,6 +278,10 @@ mod tests {
         ] {
             assert_eq!(name_problem(good), None, "{good}");
         }
+    }
+
+    #[test]
+    fn names_outside_the_vocabulary_are_refused_with_the_reason() {
         for (bad, why) in [
             ("tasks", "has no verb"),
             ("fetch_tasks", "not a canonical verb"),
@@ -293,34 +302,62 @@ mod tests {
             .collect()
     }
 
+    fn strict_ids() -> Value {
+        json!({"type": "object", "properties": {"ids": {"type": "array", "items": {"type": "string"}}}, "required": ["ids"], "additionalProperties": false})
+    }
+
+    fn one_id() -> Value {
+        json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"], "additionalProperties": false})
+    }
+
     #[test]
-    fn definitions_are_checked_for_tier_schema_strictness_and_list_shape() {
-        let strict_ids = json!({"type": "object", "properties": {"ids": {"type": "array", "items": {"type": "string"}}}, "required": ["ids"], "additionalProperties": false});
+    fn a_strict_list_shaped_definition_has_no_problems() {
         assert_eq!(
-            codes("delete_tasks", "requires_approval", strict_ids.clone()),
+            codes("delete_tasks", "requires_approval", strict_ids()),
             Vec::<&str>::new()
         );
-        assert_eq!(codes("delete_tasks", "", strict_ids), ["missing_tier"]);
-        let one_id = json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"], "additionalProperties": false});
+    }
+
+    #[test]
+    fn a_definition_without_a_tier_is_a_missing_tier() {
+        assert_eq!(codes("delete_tasks", "", strict_ids()), ["missing_tier"]);
+    }
+
+    #[test]
+    fn a_delete_tool_taking_one_id_is_not_a_list() {
         assert_eq!(
-            codes("delete_tasks", "auto", one_id.clone()),
+            codes("delete_tasks", "auto", one_id()),
             ["schema_not_a_list"]
         );
+    }
+
+    #[test]
+    fn a_create_tool_taking_one_item_is_not_a_list() {
         assert_eq!(
-            codes("create_tasks", "auto", one_id.clone()),
+            codes("create_tasks", "auto", one_id()),
             ["schema_not_a_list"]
         );
-        assert_eq!(codes("get_tasks", "auto", one_id), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn a_get_tool_need_not_take_a_list() {
+        assert_eq!(codes("get_tasks", "auto", one_id()), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn a_schema_without_additional_properties_false_is_not_strict() {
         let loose = json!({"type": "object", "properties": {"id": {"type": "string"}}});
         assert_eq!(codes("get_tasks", "auto", loose), ["schema_not_strict"]);
-        assert_eq!(
-            codes(
-                "get_tasks",
-                "auto",
-                json!({"type": "object", "properties": {"x": {"type": "text"}}})
-            ),
-            ["invalid_schema"]
-        );
+    }
+
+    #[test]
+    fn a_property_of_an_unknown_type_is_an_invalid_schema() {
+        let text = json!({"type": "object", "properties": {"x": {"type": "text"}}});
+        assert_eq!(codes("get_tasks", "auto", text), ["invalid_schema"]);
+    }
+
+    #[test]
+    fn an_invalid_schema_stops_the_schema_rules_but_not_the_name_rule() {
         assert_eq!(
             codes("fetch_tasks", "auto", json!([])),
             ["name_outside_vocabulary", "invalid_schema"]

@@ -240,9 +240,17 @@ mod tests {
     }
 
     #[test]
-    fn collisions_ignore_case_and_word_order() {
+    fn names_in_another_word_order_collide() {
         assert_eq!(collision_key("gmail_search"), collision_key("search_gmail"));
+    }
+
+    #[test]
+    fn names_in_another_case_collide() {
         assert_eq!(collision_key("Get_Tasks"), collision_key("get_tasks"));
+    }
+
+    #[test]
+    fn a_singular_and_a_plural_name_do_not_collide() {
         assert_ne!(collision_key("get_tasks"), collision_key("get_task"));
     }
 }
