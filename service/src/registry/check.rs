@@ -10,6 +10,7 @@
 //! definition on its own, shared with the admin endpoints and the catalog test),
 //! `tool` (the catalog against the database, each active tool, colliding names),
 //! `prompt` (tool names in prompts, template lint) and `agent` (links, idle agents).
+//! `code` holds [`ProblemCode`], one documented variant per code.
 
 mod agent;
 mod code;
