@@ -4,10 +4,10 @@
 
 use chrono::Utc;
 use entity::{agent_configurations, agent_tools, tools};
+use loadout::actions::executors::Executors;
 use loadout::registry::catalog::Seeds;
 use loadout::registry::check;
-use loadout::actions::executors::Executors;
-use loadout_tests::{TestDb, db_test};
+use loadout_tests::{TestDb, db_test, dump};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, Set};
 use serde_json::{Value, json};
 
@@ -34,7 +34,8 @@ async fn lines(db: &TestDb) -> String {
         .problems
         .iter()
         .filter(|p| {
-            !(p.code == "not_connected" && catalog.tools.iter().any(|t| t.name == p.subject))
+            !(p.code == check::ProblemCode::NotConnected
+                && catalog.tools.iter().any(|t| t.name == p.subject))
         })
         .map(ToString::to_string)
         .collect::<Vec<_>>()
@@ -63,7 +64,13 @@ async fn assistant(db: &TestDb) -> agent_configurations::ActiveModel {
 
 const STRICT: &str = r#"{"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}"#;
 
-async fn insert_tool(db: &TestDb, name: &str, tool_type: &str, tier: &str, schema: &str) {
+async fn insert_tool(
+    db: &TestDb,
+    name: &str,
+    tool_type: &str,
+    tier: &str,
+    schema: &str,
+) -> tools::Model {
     let now = Utc::now();
     tools::ActiveModel {
         name: Set(name.into()),
@@ -80,124 +87,256 @@ async fn insert_tool(db: &TestDb, name: &str, tool_type: &str, tier: &str, schem
     }
     .insert(&db.conn)
     .await
-    .expect("insert tool");
+    .expect("insert tool")
+}
+
+async fn insert_agent(db: &TestDb, name: &str) -> agent_configurations::Model {
+    let now = Utc::now();
+    agent_configurations::ActiveModel {
+        name: Set(name.into()),
+        identity: Set(json!({})),
+        soul: Set("Idle.".into()),
+        prompt_template: Set(None),
+        operating_model: Set(None),
+        interaction_learning: Set(None),
+        soul_version: Set(1),
+        template_version: Set(1),
+        created_at: Set(now),
+        updated_at: Set(now),
+        deleted_at: Set(None),
+        ..Default::default()
+    }
+    .insert(&db.conn)
+    .await
+    .expect("insert agent")
+}
+
+async fn link(db: &TestDb, agent_id: i32, tool_id: i32) {
+    let now = Utc::now();
+    agent_tools::ActiveModel {
+        agent_id: Set(agent_id),
+        tool_id: Set(tool_id),
+        is_active: Set(true),
+        created_at: Set(now),
+        updated_at: Set(now),
+        deleted_at: Set(None),
+        ..Default::default()
+    }
+    .insert(&db.conn)
+    .await
+    .expect("insert link");
+}
+
+async fn deactivate(db: &TestDb, name: &str) {
+    let mut off = tool(db, name).await;
+    off.is_active = Set(false);
+    off.update(&db.conn).await.expect("deactivate");
+}
+
+async fn set_parameters(db: &TestDb, name: &str, parameters: Value) {
+    let mut row = tool(db, name).await;
+    row.parameters = Set(parameters);
+    row.update(&db.conn).await.expect("update");
+}
+
+async fn set_soul(db: &TestDb, soul: &str) {
+    let mut agent = assistant(db).await;
+    agent.soul = Set(soul.into());
+    agent.update(&db.conn).await.expect("update");
+}
+
+async fn set_template(db: &TestDb, template: &str) {
+    let mut agent = assistant(db).await;
+    agent.prompt_template = Set(Some(template.into()));
+    agent.update(&db.conn).await.expect("update");
 }
 
 db_test! {
-    async fn a_fresh_database_passes_and_says_what_it_checked(db) {
+    async fn a_fresh_database_passes(db) {
         let db = seeded(db).await;
         let report = report(&db).await;
         assert!(report.ok);
         assert_eq!((report.errors, report.warnings), (0, 22));
-        assert_eq!(report.checked, check::Counts { catalog_tools: 23, tools: 23, active_tools: 23, agents: 1, active_links: 23 });
         assert_eq!(lines(&db).await, "");
+    }
+}
+
+db_test! {
+    async fn the_report_says_what_it_checked(db) {
+        let db = seeded(db).await;
+        let report = report(&db).await;
+        assert_eq!(report.checked, check::Counts { catalog_tools: 23, tools: 23, active_tools: 23, agents: 1, active_links: 23 });
         assert!(report.text().ends_with("checked 23 catalog tools, 23 tools (23 active), 1 agents, 23 active links: 0 errors, 22 warnings\n"));
     }
 }
 
 db_test! {
-    async fn a_catalog_tool_soft_deleted_or_inactive_is_an_error(db) {
+    async fn a_catalog_tool_soft_deleted_in_the_database_is_an_error(db) {
         let db = seeded(db).await;
         let mut gone = tool(&db, "get_gmail").await;
         gone.deleted_at = Set(Some(Utc::now()));
         gone.update(&db.conn).await.expect("soft delete");
-        let mut off = tool(&db, "get_context").await;
-        off.is_active = Set(false);
-        off.update(&db.conn).await.expect("deactivate");
-        insta::assert_snapshot!("catalog_tool_gone_or_inactive", lines(&db).await);
+        insta::assert_snapshot!("catalog_tool_deleted", lines(&db).await);
     }
 }
 
 db_test! {
-    async fn an_unknown_active_tool_and_a_builtin_without_executor_are_errors(db) {
+    async fn a_catalog_tool_inactive_in_the_database_is_an_error(db) {
+        let db = seeded(db).await;
+        deactivate(&db, "get_context").await;
+        insta::assert_snapshot!("catalog_tool_inactive", lines(&db).await);
+        assert!(!report(&db).await.ok);
+    }
+}
+
+db_test! {
+    async fn an_active_tool_outside_the_catalog_is_a_warning(db) {
         let db = seeded(db).await;
         insert_tool(&db, "get_weather", "api", "auto", STRICT).await;
-        insert_tool(&db, "set_theme", "builtin", "auto", STRICT).await;
-        insta::assert_snapshot!("unknown_tool_and_no_executor", lines(&db).await);
+        insta::assert_snapshot!("not_in_catalog", lines(&db).await);
+        assert!(report(&db).await.ok);
     }
 }
 
 db_test! {
-    async fn a_missing_tier_and_a_name_outside_the_vocabulary_are_errors(db) {
+    async fn a_builtin_tool_without_an_executor_is_an_error(db) {
+        let db = seeded(db).await;
+        insert_tool(&db, "set_theme", "builtin", "auto", STRICT).await;
+        insta::assert_snapshot!("no_executor", lines(&db).await);
+    }
+}
+
+db_test! {
+    async fn a_tool_without_an_approval_tier_is_an_error(db) {
         let db = seeded(db).await;
         let mut no_tier = tool(&db, "get_tasks").await;
         no_tier.approval_tier = Set(String::new());
         no_tier.update(&db.conn).await.expect("update");
+        insta::assert_snapshot!("missing_tier", lines(&db).await);
+    }
+}
+
+db_test! {
+    async fn a_name_outside_the_vocabulary_is_an_error(db) {
+        let db = seeded(db).await;
         insert_tool(&db, "fetch_weather", "api", "auto", STRICT).await;
-        insta::assert_snapshot!("missing_tier_and_vocabulary", lines(&db).await);
+        insta::assert_snapshot!("name_outside_vocabulary", lines(&db).await);
     }
 }
 
 db_test! {
-    async fn schemas_must_be_valid_strict_and_list_shaped(db) {
+    async fn a_create_tool_that_takes_one_item_is_an_error(db) {
         let db = seeded(db).await;
-        let single = json!({"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"], "additionalProperties": false});
-        let mut create = tool(&db, "create_tasks").await;
-        create.parameters = Set(single.clone());
-        create.update(&db.conn).await.expect("update");
-        let mut delete = tool(&db, "delete_tasks").await;
-        delete.parameters = Set(json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"], "additionalProperties": false}));
-        delete.update(&db.conn).await.expect("update");
-        let mut loose = tool(&db, "get_tasks").await;
-        loose.parameters = Set(json!({"type": "object", "properties": {"id": {"type": "string"}}}));
-        loose.update(&db.conn).await.expect("update");
-        let mut invalid = tool(&db, "get_context").await;
-        invalid.parameters = Set(json!({"type": "object", "properties": {"x": {"type": "text"}}}));
-        invalid.update(&db.conn).await.expect("update");
-        insta::assert_snapshot!("schemas", lines(&db).await);
+        set_parameters(&db, "create_tasks", json!({"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"], "additionalProperties": false})).await;
+        insta::assert_snapshot!("create_not_a_list", lines(&db).await);
     }
 }
 
 db_test! {
-    async fn prompts_naming_inactive_or_retired_tools_and_template_lint_errors_are_errors(db) {
+    async fn a_delete_tool_that_takes_one_id_is_an_error(db) {
         let db = seeded(db).await;
-        let mut agent = assistant(&db).await;
-        agent.soul = Set("Always call read_memory first.".into());
-        agent.prompt_template = Set(Some("$sou1\nUse store_memory.".into()));
-        agent.update(&db.conn).await.expect("update");
+        set_parameters(&db, "delete_tasks", json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"], "additionalProperties": false})).await;
+        insta::assert_snapshot!("delete_not_a_list", lines(&db).await);
+    }
+}
+
+db_test! {
+    async fn a_schema_that_is_not_strict_is_an_error(db) {
+        let db = seeded(db).await;
+        set_parameters(&db, "get_tasks", json!({"type": "object", "properties": {"id": {"type": "string"}}})).await;
+        insta::assert_snapshot!("schema_not_strict", lines(&db).await);
+    }
+}
+
+db_test! {
+    async fn a_schema_that_is_not_json_schema_is_an_error(db) {
+        let db = seeded(db).await;
+        set_parameters(&db, "get_context", json!({"type": "object", "properties": {"x": {"type": "text"}}})).await;
+        insta::assert_snapshot!("invalid_schema", lines(&db).await);
+    }
+}
+
+db_test! {
+    async fn a_soul_naming_a_retired_tool_is_an_error(db) {
+        let db = seeded(db).await;
+        set_soul(&db, "Always call read_memory first.").await;
+        insta::assert_snapshot!("soul_names_retired_tool", lines(&db).await);
+    }
+}
+
+db_test! {
+    async fn a_soul_naming_an_inactive_tool_is_an_error(db) {
+        let db = seeded(db).await;
+        deactivate(&db, "get_gmail").await;
+        set_soul(&db, "Check get_gmail every morning.").await;
+        insta::assert_snapshot!("soul_names_inactive_tool", lines(&db).await);
+    }
+}
+
+db_test! {
+    async fn a_template_naming_a_retired_tool_is_an_error(db) {
+        let db = seeded(db).await;
+        set_template(&db, "$soul\nUse store_memory.").await;
+        insta::assert_snapshot!("template_names_retired_tool", lines(&db).await);
+    }
+}
+
+db_test! {
+    async fn a_template_with_a_lint_error_is_an_error(db) {
+        let db = seeded(db).await;
+        set_template(&db, "$sou1").await;
+        insta::assert_snapshot!("template_lint_error", lines(&db).await);
+    }
+}
+
+db_test! {
+    async fn a_tool_prompt_section_naming_a_retired_tool_is_an_error(db) {
+        let db = seeded(db).await;
         let mut section = tool(&db, "get_tasks").await;
         section.prompt_section = Set(Some("Prefer fetch_tasks for lists.".into()));
         section.update(&db.conn).await.expect("update");
-        insta::assert_snapshot!("prompts_naming_inactive_tools", lines(&db).await);
+        insta::assert_snapshot!("prompt_section_names_retired_tool", lines(&db).await);
     }
 }
 
 db_test! {
-    async fn links_to_inactive_tools_and_agents_without_tools_are_warnings(db) {
+    async fn a_link_to_an_inactive_tool_is_a_warning(db) {
         let db = seeded(db).await;
-        let mut off = tool(&db, "get_gmail").await;
-        off.is_active = Set(false);
-        off.update(&db.conn).await.expect("deactivate");
-        let now = Utc::now();
-        agent_configurations::ActiveModel {
-            name: Set("idle".into()),
-            identity: Set(json!({})),
-            soul: Set("Idle.".into()),
-            prompt_template: Set(None),
-            operating_model: Set(None),
-            interaction_learning: Set(None),
-            soul_version: Set(1),
-            template_version: Set(1),
-            created_at: Set(now),
-            updated_at: Set(now),
-            deleted_at: Set(None),
-            ..Default::default()
-        }
-        .insert(&db.conn)
-        .await
-        .expect("insert agent");
-        insta::assert_snapshot!("links_and_idle_agents", lines(&db).await);
-        let report = report(&db).await;
-        assert!(!report.ok, "the inactive catalog tool is still an error");
+        let weather = insert_tool(&db, "get_weather", "api", "auto", STRICT).await;
+        let agent = assistant(&db).await;
+        link(&db, *agent.id.as_ref(), weather.id).await;
+        deactivate(&db, "get_weather").await;
+        insta::assert_snapshot!("link_to_inactive_tool", lines(&db).await);
+        assert!(report(&db).await.ok);
+    }
+}
+
+db_test! {
+    async fn an_agent_without_tools_is_a_warning(db) {
+        let db = seeded(db).await;
+        insert_agent(&db, "idle").await;
+        insta::assert_snapshot!("agent_without_tools", lines(&db).await);
+        assert!(report(&db).await.ok);
+    }
+}
+
+db_test! {
+    async fn the_check_reads_and_never_writes(db) {
+        let db = seeded(db).await;
+        deactivate(&db, "get_gmail").await;
+        insert_agent(&db, "idle").await;
+        let before = dump::rows(&db).await;
+        report(&db).await;
+        dump::assert_same(&dump::rows(&db).await, &before);
         let links = agent_tools::Entity::find()
             .filter(agent_tools::Column::IsActive.eq(true))
             .all(&db.conn).await.expect("links");
-        assert_eq!(links.len(), 23, "the check reads, it never writes");
+        assert_eq!(links.len(), 23, "the link to the inactive tool stays active");
     }
 }
 
 db_test! {
-    async fn names_that_differ_only_in_case_or_word_order_are_errors(db) {
+    async fn names_that_differ_only_in_word_order_are_errors(db) {
         let db = seeded(db).await;
         insert_tool(&db, "gmail_search", "api", "auto", STRICT).await;
         insta::assert_snapshot!("duplicate_names", lines(&db).await);
@@ -205,28 +344,24 @@ db_test! {
 }
 
 db_test! {
+    async fn names_that_differ_only_in_case_are_errors(db) {
+        let db = seeded(db).await;
+        insert_tool(&db, "Get_Tasks", "api", "auto", STRICT).await;
+        insta::assert_snapshot!("duplicate_names_in_case", lines(&db).await);
+    }
+}
+
+db_test! {
     async fn the_legacy_registry_before_canonicalization_fails_with_every_problem(db) {
-        use migration::{Migrator, MigratorTrait};
-        Migrator::up(&db.conn, Some(1)).await.expect("base");
+        // Today's schema, built by the real migrator; on an empty database the only rows
+        // it writes to the registry are the canonical tools, which the legacy world
+        // replaces, as if the canonicalization had never run.
+        let db = db.migrated().await;
+        let agents = agent_configurations::Entity::find().all(&db.conn).await.expect("agents");
+        assert!(agents.is_empty(), "the migrations create no agent");
+        tools::Entity::delete_many().exec(&db.conn).await.expect("clear tools");
         loadout_tests::legacy::load(&db.conn).await;
-        // The checker reads today's columns; bring the schema (not the data) up to date.
-        for sql in [
-            "ALTER TABLE agent_configurations ADD COLUMN prompt_template TEXT",
-            "ALTER TABLE agent_configurations ADD COLUMN operating_model TEXT",
-            "ALTER TABLE agent_configurations ADD COLUMN interaction_learning TEXT",
-            "ALTER TABLE agent_configurations ADD COLUMN soul_version INTEGER NOT NULL DEFAULT 1",
-            "ALTER TABLE agent_configurations ADD COLUMN template_version INTEGER NOT NULL DEFAULT 1",
-            "ALTER TABLE tools ADD COLUMN connector_id INTEGER",
-        ] {
-            sea_orm::ConnectionTrait::execute_unprepared(&db.conn, sql).await.expect("alter");
-        }
-        // A fresh connection: pooled statements prepared before the ALTERs would misread rows.
-        let conn = db.reconnect().await;
-        let catalog = Seeds::embedded().expect("seeds").catalog;
-        let tools = tools::Entity::find().all(&conn).await.expect("tools");
-        let agents = agent_configurations::Entity::find().all(&conn).await.expect("agents");
-        let links = agent_tools::Entity::find().all(&conn).await.expect("links");
-        let report = check::check(&catalog, &Executors::compiled_in(), &tools, &agents, &links, &Default::default());
+        let report = report(&db).await;
         assert!(!report.ok);
         insta::assert_snapshot!("legacy_registry", report.text());
     }
