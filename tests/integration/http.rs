@@ -122,23 +122,46 @@ db_test! {
 }
 
 db_test! {
-    async fn keys_roles_and_revocation_are_enforced(db) {
+    async fn a_request_without_a_key_is_401(db) {
         let api = Api::new(db).await;
-        let path = "/v1/agents/assistant/prompt?channel=web";
-        assert_eq!(api.call(Method::GET, path, None, None).await.status, StatusCode::UNAUTHORIZED);
+        let reply = api.call(Method::GET, "/v1/agents/assistant/prompt?channel=web", None, None).await;
+        assert_eq!((reply.status, error_code(&reply)), (StatusCode::UNAUTHORIZED, "unauthorized"));
+    }
+}
+
+db_test! {
+    async fn a_forged_secret_with_a_real_prefix_is_401(db) {
+        let api = Api::new(db).await;
         // Same prefix, another secret: flip the last hex digit.
         let last = if api.agent.ends_with('0') { '1' } else { '0' };
         let forged = format!("{}{last}", &api.agent[..api.agent.len() - 1]);
         assert_ne!(forged, api.agent);
-        let reply = api.call(Method::GET, path, Some(&forged), None).await;
+        let reply = api.call(Method::GET, "/v1/agents/assistant/prompt?channel=web", Some(&forged), None).await;
         assert_eq!((reply.status, error_code(&reply)), (StatusCode::UNAUTHORIZED, "unauthorized"));
+    }
+}
+
+db_test! {
+    async fn an_agent_key_may_not_use_admin_routes_and_an_admin_key_may(db) {
+        let api = Api::new(db).await;
         let reply = api.call(Method::GET, "/v1/agents", Some(&api.agent), None).await;
         assert_eq!((reply.status, error_code(&reply)), (StatusCode::FORBIDDEN, "forbidden"));
         assert_eq!(api.call(Method::GET, "/v1/agents", Some(&api.admin), None).await.status, StatusCode::OK);
-        // Open without a key.
+    }
+}
+
+db_test! {
+    async fn health_and_readiness_need_no_key(db) {
+        let api = Api::new(db).await;
         assert_eq!(api.call(Method::GET, "/health", None, None).await.status, StatusCode::OK);
         assert_eq!(api.call(Method::GET, "/ready", None, None).await.status, StatusCode::OK);
+    }
+}
 
+db_test! {
+    async fn a_revoked_key_stops_working_although_it_was_cached(db) {
+        let api = Api::new(db).await;
+        let path = "/v1/agents/assistant/prompt?channel=web";
         // The key works (and is cached), then is revoked the way `loadout keys revoke` does it.
         assert_eq!(api.get(path).await.status, StatusCode::OK);
         let txn = sea_orm::TransactionTrait::begin(&api.db.conn).await.expect("txn");
@@ -197,25 +220,43 @@ db_test! {
     }
 }
 
+const TEMPLATE: &str = "/v1/agents/assistant/prompt-template";
+
 db_test! {
-    async fn template_writes_are_linted_and_versioned(db) {
+    async fn a_template_with_a_lint_error_is_refused_with_the_problem(db) {
         let api = Api::new(db).await;
-        let path = "/v1/agents/assistant/prompt-template";
-        let typo = api.call(Method::PUT, path, Some(&api.admin), Some(json!({"template": "Hi $sou1"}))).await;
+        let typo = api.call(Method::PUT, TEMPLATE, Some(&api.admin), Some(json!({"template": "Hi $sou1"}))).await;
         assert_eq!((typo.status, error_code(&typo)), (StatusCode::UNPROCESSABLE_ENTITY, "lint_failed"));
         assert_eq!(typo.body["error"]["details"]["problems"][0]["code"], "unknown_placeholder");
+    }
+}
 
-        let forced = api.call(Method::PUT, path, Some(&api.admin), Some(json!({"template": "Hi $sou1", "force": true}))).await;
+db_test! {
+    async fn a_forced_template_is_saved_and_recorded_as_forced(db) {
+        let api = Api::new(db).await;
+        let forced = api.call(Method::PUT, TEMPLATE, Some(&api.admin), Some(json!({"template": "Hi $sou1", "force": true}))).await;
         assert_eq!(forced.status, StatusCode::OK, "{}", forced.body);
         assert_eq!(forced.body["forced"], true);
+    }
+}
 
-        let warned = api.call(Method::PUT, path, Some(&api.admin), Some(json!({"template": "Costs $5 $soul"}))).await;
+db_test! {
+    async fn a_template_with_warnings_is_saved_with_them(db) {
+        let api = Api::new(db).await;
+        let warned = api.call(Method::PUT, TEMPLATE, Some(&api.admin), Some(json!({"template": "Costs $5 $soul"}))).await;
         assert_eq!(warned.status, StatusCode::OK);
         assert_eq!(warned.body["warnings"][0]["code"], "invalid_placeholder");
+    }
+}
 
-        let stale = api.call(Method::PUT, path, Some(&api.admin), Some(json!({"template": "x", "expected_version": 2}))).await;
+db_test! {
+    async fn a_save_against_a_stale_version_is_409_with_the_current_one(db) {
+        let api = Api::new(db).await;
+        let first = api.call(Method::PUT, TEMPLATE, Some(&api.admin), Some(json!({"template": "$soul", "expected_version": 1}))).await;
+        assert_eq!(first.body["version"], 2, "{}", first.body);
+        let stale = api.call(Method::PUT, TEMPLATE, Some(&api.admin), Some(json!({"template": "x", "expected_version": 1}))).await;
         assert_eq!((stale.status, error_code(&stale)), (StatusCode::CONFLICT, "conflict"));
-        assert_eq!(stale.body["error"]["details"]["current_version"], 3);
+        assert_eq!(stale.body["error"]["details"]["current_version"], 2);
     }
 }
 
