@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use crate::actions::connector::Connector;
+use crate::registry::ToolType;
 
 /// Builtin tools this build can execute.
 pub const BUILTIN: [&str; 1] = ["update_instructions"];
@@ -97,18 +98,19 @@ pub struct NotRunnable {
 impl Executors {
     /// Whether a call of `tool` (of type `tool_type`) can run now.
     pub fn runnable(&self, tool: &str, tool_type: &str) -> Result<(), NotRunnable> {
-        let ok = match tool_type {
-            "builtin" => self.has_builtin(tool),
-            _ => self.has_connector(tool),
+        let builtin = tool_type.parse() == Ok(ToolType::Builtin);
+        let ok = match builtin {
+            true => self.has_builtin(tool),
+            false => self.has_connector(tool),
         };
         if ok {
             Ok(())
         } else {
             Err(NotRunnable {
                 tool: tool.to_owned(),
-                why: match tool_type {
-                    "builtin" => "this build has no executor for it".to_owned(),
-                    other => format!("no connector is configured for this {other} tool"),
+                why: match builtin {
+                    true => "this build has no executor for it".to_owned(),
+                    false => format!("no connector is configured for this {tool_type} tool"),
                 },
             })
         }

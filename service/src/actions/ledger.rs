@@ -294,8 +294,8 @@ pub async fn approve(
     .is_none()
     {
         let row = get(db, tenant, id).await?;
-        return match row.state.as_str() {
-            "approved" | "executing" | "succeeded" => Ok(Approval::AsItIs(row)),
+        return match row.state.parse() {
+            Ok(State::Approved | State::Executing | State::Succeeded) => Ok(Approval::AsItIs(row)),
             _ => Err(conflict(row)),
         };
     }

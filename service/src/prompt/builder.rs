@@ -13,6 +13,7 @@
 //! The same inputs give the same bytes: tools are sorted by name here, whatever
 //! order they arrive in, and nothing iterates a hash map.
 
+use crate::registry::Tier;
 use std::fmt::Write as _;
 use std::sync::LazyLock;
 
@@ -441,12 +442,12 @@ fn tool_guidance(tools: &[Tool]) -> String {
     let always: Vec<&Tool> = tools
         .iter()
         .copied()
-        .filter(|t| !matches!(t.approval_tier.as_str(), "auto" | "user_configurable"))
+        .filter(|t| Tier::or_safest(&t.approval_tier) == Tier::RequiresApproval)
         .collect();
     let maybe: Vec<&Tool> = tools
         .iter()
         .copied()
-        .filter(|t| t.approval_tier == "user_configurable")
+        .filter(|t| Tier::or_safest(&t.approval_tier) == Tier::UserConfigurable)
         .collect();
     if always.is_empty() && maybe.is_empty() {
         return out;
