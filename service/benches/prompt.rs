@@ -10,9 +10,9 @@ use std::collections::HashMap;
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use loadout::registry::catalog::Seeds;
 use loadout::prompt::builder::{self, Agent, Channel, Context, FixedClock, Tool};
 use loadout::prompt::template;
+use loadout::registry::catalog::Seeds;
 
 const TEMPLATES: [(&str, &str); 2] = [
     ("8k_10", include_str!("../../bench/data/template_8k.txt")),

@@ -110,6 +110,4 @@ impl AppState {
     pub async fn executors(&self) -> Result<crate::actions::executors::Executors, sea_orm::DbErr> {
         crate::actions::executors::Executors::load(&self.db, self.connector_allow.clone()).await
     }
-
 }
-

@@ -76,7 +76,6 @@ pub enum Command {
     },
 }
 
-
 /// Runs a parsed command line.
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
@@ -85,15 +84,26 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             max_template_bytes,
         } => crate::cli::template::run(&command, max_template_bytes),
         Command::Migrate { command } => {
-            with_db(&cli.database_url, false, |db| Box::pin(migrate::run(db, command))).await
+            with_db(&cli.database_url, false, |db| {
+                Box::pin(migrate::run(db, command))
+            })
+            .await
         }
-        Command::Serve(args) => serve::run(&cli.database_url, args.into()).await.map(|()| ExitCode::SUCCESS),
+        Command::Serve(args) => serve::run(&cli.database_url, args.into())
+            .await
+            .map(|()| ExitCode::SUCCESS),
         Command::Check(args) => check::run(&cli.database_url, args).await,
         Command::Proposals { command } => {
-            with_db(&cli.database_url, true, |db| Box::pin(proposals::run(db, command))).await
+            with_db(&cli.database_url, true, |db| {
+                Box::pin(proposals::run(db, command))
+            })
+            .await
         }
         Command::Keys { command } => {
-            with_db(&cli.database_url, true, |db| Box::pin(keys::run(db, command))).await
+            with_db(&cli.database_url, true, |db| {
+                Box::pin(keys::run(db, command))
+            })
+            .await
         }
         Command::Prompt { command } => {
             let db = db::connect(&cli.database_url).await?;
@@ -111,7 +121,8 @@ async fn with_db(
     current: bool,
     command: impl for<'a> FnOnce(
         &'a sea_orm::DatabaseConnection,
-    ) -> std::pin::Pin<Box<dyn Future<Output = anyhow::Result<()>> + 'a>>,
+    )
+        -> std::pin::Pin<Box<dyn Future<Output = anyhow::Result<()>> + 'a>>,
 ) -> anyhow::Result<ExitCode> {
     let db = db::connect(url).await?;
     let result = match current {

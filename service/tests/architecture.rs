@@ -32,8 +32,15 @@ fn modules() -> BTreeMap<String, String> {
         .filter(|f| f.file_name().is_some_and(|n| n != "main.rs"))
         .map(|file| {
             let relative = file.strip_prefix(src()).expect("under src");
-            let name = relative.with_extension("").to_string_lossy().replace('/', "::");
-            let name = if name == "lib" { "crate".to_owned() } else { name };
+            let name = relative
+                .with_extension("")
+                .to_string_lossy()
+                .replace('/', "::");
+            let name = if name == "lib" {
+                "crate".to_owned()
+            } else {
+                name
+            };
             let text = std::fs::read_to_string(&file).expect("read");
             let code = match text.find("#[cfg(test)]") {
                 Some(at) => &text[..at],
@@ -100,18 +107,37 @@ fn use_paths(text: &str, prefix: &str, out: &mut Vec<String>) -> usize {
 fn edges(module: &str, code: &str, known: &BTreeSet<String>) -> BTreeSet<String> {
     let children: Vec<String> = code
         .lines()
-        .filter_map(|l| l.trim().strip_prefix("pub mod ").or_else(|| l.trim().strip_prefix("mod ")))
+        .filter_map(|l| {
+            l.trim()
+                .strip_prefix("pub mod ")
+                .or_else(|| l.trim().strip_prefix("mod "))
+        })
         .filter_map(|l| l.strip_suffix(';'))
         .map(str::to_owned)
         .collect();
-    let own = if module == "crate" { String::new() } else { module.to_owned() };
+    let own = if module == "crate" {
+        String::new()
+    } else {
+        module.to_owned()
+    };
     let mut starts: Vec<(String, String)> = vec![
         ("crate::".into(), String::new()),
-        ("super::".into(), if module == "crate" { String::new() } else { parent(module) }),
+        (
+            "super::".into(),
+            if module == "crate" {
+                String::new()
+            } else {
+                parent(module)
+            },
+        ),
         ("self::".into(), own.clone()),
     ];
     for child in &children {
-        let full = if own.is_empty() { child.clone() } else { format!("{own}::{child}") };
+        let full = if own.is_empty() {
+            child.clone()
+        } else {
+            format!("{own}::{child}")
+        };
         starts.push((format!("{child}::"), full));
     }
     let mut out = BTreeSet::new();
@@ -138,7 +164,11 @@ fn edges(module: &str, code: &str, known: &BTreeSet<String>) -> BTreeSet<String>
                     match target.rsplit_once("::") {
                         Some((shorter, _)) => target = shorter.to_owned(),
                         None => {
-                            target = if known.contains(&target) { target } else { "crate".to_owned() };
+                            target = if known.contains(&target) {
+                                target
+                            } else {
+                                "crate".to_owned()
+                            };
                             break;
                         }
                     }
@@ -210,14 +240,20 @@ fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>>
 
 #[test]
 fn no_module_is_a_mod_rs() {
-    let found: Vec<String> = modules().into_keys().filter(|m| m.ends_with("::mod") || m == "mod").collect();
+    let found: Vec<String> = modules()
+        .into_keys()
+        .filter(|m| m.ends_with("::mod") || m == "mod")
+        .collect();
     assert!(found.is_empty(), "{found:?}");
 }
 
 #[test]
 fn the_module_graph_has_no_cycles() {
     let graph = graph();
-    assert!(graph.values().map(BTreeSet::len).sum::<usize>() > 50, "the graph reader found too few edges");
+    assert!(
+        graph.values().map(BTreeSet::len).sum::<usize>() > 50,
+        "the graph reader found too few edges"
+    );
     if let Some(cycle) = find_cycle(&graph) {
         panic!("module cycle: {}", cycle.join(" → "));
     }
@@ -229,14 +265,34 @@ fn the_cycle_finder_finds_a_planted_cycle() {
     graph.insert("a".to_owned(), BTreeSet::from(["b".to_owned()]));
     graph.insert("b".to_owned(), BTreeSet::from(["c".to_owned()]));
     graph.insert("c".to_owned(), BTreeSet::from(["a".to_owned()]));
-    assert_eq!(find_cycle(&graph), Some(vec!["a", "b", "c", "a"].into_iter().map(String::from).collect()));
+    assert_eq!(
+        find_cycle(&graph),
+        Some(
+            vec!["a", "b", "c", "a"]
+                .into_iter()
+                .map(String::from)
+                .collect()
+        )
+    );
 }
 
 #[test]
 fn the_graph_reader_sees_grouped_and_nested_uses() {
-    let known = BTreeSet::from(["x".to_owned(), "y::z".to_owned(), "y".to_owned(), "w".to_owned()]);
-    let found = edges("w", "use crate::{x::Thing, y::{z::{self, Other}, More}};", &known);
-    assert_eq!(found, BTreeSet::from(["x".to_owned(), "y::z".to_owned(), "y".to_owned()]));
+    let known = BTreeSet::from([
+        "x".to_owned(),
+        "y::z".to_owned(),
+        "y".to_owned(),
+        "w".to_owned(),
+    ]);
+    let found = edges(
+        "w",
+        "use crate::{x::Thing, y::{z::{self, Other}, More}};",
+        &known,
+    );
+    assert_eq!(
+        found,
+        BTreeSet::from(["x".to_owned(), "y::z".to_owned(), "y".to_owned()])
+    );
 }
 
 /// Every `fn` in `code` with its first line and length in lines.
@@ -245,11 +301,16 @@ fn functions(code: &str) -> Vec<(String, usize)> {
     let mut out = Vec::new();
     for (i, line) in lines.iter().enumerate() {
         let trimmed = line.trim_start();
-        let is_fn = ["fn ", "async fn ", "pub fn ", "pub async fn "].iter().any(|p| trimmed.starts_with(p));
+        let is_fn = ["fn ", "async fn ", "pub fn ", "pub async fn "]
+            .iter()
+            .any(|p| trimmed.starts_with(p));
         if !is_fn || line.len() != trimmed.len() {
             continue;
         }
-        let end = lines[i..].iter().position(|l| *l == "}").map_or(1, |n| n + 1);
+        let end = lines[i..]
+            .iter()
+            .position(|l| *l == "}")
+            .map_or(1, |n| n + 1);
         out.push((trimmed.to_owned(), end));
     }
     out

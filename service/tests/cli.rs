@@ -535,12 +535,21 @@ async fn keys_create_prints_the_key_alone_on_the_last_line_and_revoke_disables_i
     let principal = loadout::auth::keys::authenticate(&db.conn, key)
         .await
         .expect("query");
-    assert_eq!(principal.map(|p| p.role), Some(loadout::auth::keys::Role::Agent));
+    assert_eq!(
+        principal.map(|p| p.role),
+        Some(loadout::auth::keys::Role::Agent)
+    );
 
     let listed = stdout(&loadout(&db.url, &["keys", "list"]));
     let columns: Vec<&str> = listed.lines().next().expect("a line").split('\t').collect();
     assert_eq!(
-        (columns.len(), columns[0], columns[1], columns[3], columns[5]),
+        (
+            columns.len(),
+            columns[0],
+            columns[1],
+            columns[3],
+            columns[5]
+        ),
         (6, "bot", "agent", "default", "-"),
         "name, role, prefix, tenant, created, revoked: {listed}"
     );
@@ -756,7 +765,13 @@ fn readme_blocks(section: &str) -> Vec<String> {
     let body = &rest[..rest.find("\n## ").unwrap_or(rest.len())];
     body.split("```sh\n")
         .skip(1)
-        .map(|block| block.split("\n```").next().expect("closed block").to_owned())
+        .map(|block| {
+            block
+                .split("\n```")
+                .next()
+                .expect("closed block")
+                .to_owned()
+        })
         .collect()
 }
 
@@ -781,7 +796,17 @@ fn the_readme_http_examples_work_when_pasted() {
     stop(child);
     std::fs::remove_dir_all(&dir).ok();
     let printed = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}\n{printed}", String::from_utf8_lossy(&out.stderr));
-    assert!(printed.contains("Now: "), "the last fetch shows the new template: {printed}");
-    assert!(printed.contains("\"name\":\"create_notes\""), "the tool was created: {printed}");
+    assert!(
+        out.status.success(),
+        "{}\n{printed}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        printed.contains("Now: "),
+        "the last fetch shows the new template: {printed}"
+    );
+    assert!(
+        printed.contains("\"name\":\"create_notes\""),
+        "the tool was created: {printed}"
+    );
 }

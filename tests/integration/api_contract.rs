@@ -33,7 +33,10 @@ fn operations(doc: &Value) -> Vec<(String, String, Value)> {
 fn every_path_parameter_is_declared_with_its_operation() {
     for (method, path, op) in operations(&document()) {
         let declared: Vec<&str> = op["parameters"].as_array().map_or(Vec::new(), |ps| {
-            ps.iter().filter(|p| p["in"] == "path").filter_map(|p| p["name"].as_str()).collect()
+            ps.iter()
+                .filter(|p| p["in"] == "path")
+                .filter_map(|p| p["name"].as_str())
+                .collect()
         });
         let in_template: Vec<&str> = path
             .split('/')
@@ -50,17 +53,28 @@ fn exactly_the_operations_that_take_a_body_document_its_schema() {
         .filter(|(_, _, op)| op.get("requestBody").is_some())
         .map(|(method, path, op)| {
             let schema = &op["requestBody"]["content"]["application/json"]["schema"];
-            assert!(schema.is_object(), "{method} {path}: request body without a JSON schema");
+            assert!(
+                schema.is_object(),
+                "{method} {path}: request body without a JSON schema"
+            );
             format!("{method} {path}")
         })
         .collect();
     with_body.sort();
     let mut expected = vec![
-        "PATCH /v1/agents/{agent}", "PATCH /v1/channels/{channel}", "PATCH /v1/connectors/{connector}",
-        "PATCH /v1/tools/{tool}", "POST /v1/agents", "POST /v1/agents/{agent}/prompt/preview",
-        "POST /v1/agents/{agent}/prompt/render", "POST /v1/agents/{agent}/tool-calls", "POST /v1/connectors",
-        "POST /v1/tools", "PUT /v1/agents/{agent}/prompt-template",
-        "PUT /v1/agents/{agent}/users/{user_id}/instructions", "PUT /v1/tools/{tool}/connector",
+        "PATCH /v1/agents/{agent}",
+        "PATCH /v1/channels/{channel}",
+        "PATCH /v1/connectors/{connector}",
+        "PATCH /v1/tools/{tool}",
+        "POST /v1/agents",
+        "POST /v1/agents/{agent}/prompt/preview",
+        "POST /v1/agents/{agent}/prompt/render",
+        "POST /v1/agents/{agent}/tool-calls",
+        "POST /v1/connectors",
+        "POST /v1/tools",
+        "PUT /v1/agents/{agent}/prompt-template",
+        "PUT /v1/agents/{agent}/users/{user_id}/instructions",
+        "PUT /v1/tools/{tool}/connector",
         "PUT /v1/users/{user_id}/tools/{tool}/preference",
     ];
     expected.sort();
@@ -78,7 +92,10 @@ fn every_operation_documents_a_success_with_a_schema() {
             .collect();
         assert_eq!(success.len(), 1, "{method} {path}: one success status");
         let content = success[0]["content"].as_object().expect("success content");
-        assert!(content.values().all(|media| media["schema"].is_object()), "{method} {path}");
+        assert!(
+            content.values().all(|media| media["schema"].is_object()),
+            "{method} {path}"
+        );
     }
 }
 
@@ -88,7 +105,10 @@ fn every_error_status_answers_the_error_schema() {
         for (status, response) in op["responses"].as_object().expect("responses") {
             if status.starts_with('4') || status.starts_with('5') {
                 let schema = &response["content"]["application/json"]["schema"];
-                assert_eq!(schema["$ref"], "#/components/schemas/ErrorBody", "{method} {path} {status}");
+                assert_eq!(
+                    schema["$ref"], "#/components/schemas/ErrorBody",
+                    "{method} {path} {status}"
+                );
             }
         }
     }
@@ -97,7 +117,9 @@ fn every_error_status_answers_the_error_schema() {
 #[test]
 fn every_operation_behind_a_key_documents_401_and_403() {
     for (method, path, op) in operations(&document()) {
-        let open = op["security"].as_array().is_some_and(|s| s.iter().all(|r| r == &json!({})));
+        let open = op["security"]
+            .as_array()
+            .is_some_and(|s| s.iter().all(|r| r == &json!({})));
         let responses = &op["responses"];
         let has = |status: &str| responses.get(status).is_some();
         assert_eq!((has("401"), has("403")), (!open, !open), "{method} {path}");
@@ -109,7 +131,10 @@ fn every_body_taking_operation_documents_400_and_413() {
     for (method, path, op) in operations(&document()) {
         if op.get("requestBody").is_some() {
             let responses = &op["responses"];
-            assert!(responses.get("400").is_some() && responses.get("413").is_some(), "{method} {path}");
+            assert!(
+                responses.get("400").is_some() && responses.get("413").is_some(),
+                "{method} {path}"
+            );
         }
     }
 }
@@ -128,12 +153,21 @@ impl Served {
         loadout::registry::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
             .await
             .expect("seed");
-        let admin = keys::create(&db.conn, "admin", Role::Admin).await.expect("admin key");
-        let agent = keys::create(&db.conn, "agent", Role::Agent).await.expect("agent key");
+        let admin = keys::create(&db.conn, "admin", Role::Admin)
+            .await
+            .expect("admin key");
+        let agent = keys::create(&db.conn, "agent", Role::Agent)
+            .await
+            .expect("agent key");
         let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144)
             .await
             .expect("state");
-        Served { _db: db, state, admin, agent }
+        Served {
+            _db: db,
+            state,
+            admin,
+            agent,
+        }
     }
 
     async fn send(&self, method: Method, path: &str, key: &str) -> Reply {
@@ -142,7 +176,12 @@ impl Served {
 }
 
 fn error(reply: &Reply) -> (StatusCode, &str) {
-    (reply.status, reply.body["error"]["code"].as_str().unwrap_or("<no error code>"))
+    (
+        reply.status,
+        reply.body["error"]["code"]
+            .as_str()
+            .unwrap_or("<no error code>"),
+    )
 }
 
 db_test! {

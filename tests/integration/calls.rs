@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use axum::http::{Method, StatusCode};
-use loadout::registry::catalog::Seeds;
 use loadout::app::AppState;
 use loadout::auth::keys::{self, Role};
 use loadout::prompt::builder::SystemClock;
+use loadout::registry::catalog::Seeds;
 use loadout_tests::{TestDb, db_test};
 use serde_json::{Value, json};
 

@@ -7,11 +7,11 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode, header};
-use loadout::registry::catalog::Seeds;
 use loadout::app::AppState;
-use loadout::http::router;
 use loadout::auth::keys::{self, Role};
+use loadout::http::router;
 use loadout::prompt::builder::SystemClock;
+use loadout::registry::catalog::Seeds;
 use loadout_tests::{TestDb, db_test};
 use serde_json::{Value, json};
 use tower::ServiceExt;

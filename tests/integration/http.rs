@@ -5,11 +5,11 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
-use loadout::registry::catalog::Seeds;
 use loadout::app::AppState;
-use loadout::http::router;
 use loadout::auth::keys::{self, Role};
+use loadout::http::router;
 use loadout::prompt::builder::FixedClock;
+use loadout::registry::catalog::Seeds;
 use loadout_tests::api::{Reply, send};
 use loadout_tests::{TestDb, db_test};
 use serde_json::{Value, json};
@@ -21,7 +21,6 @@ struct Api {
     admin: String,
     agent: String,
 }
-
 
 impl Api {
     async fn new(db: TestDb) -> Api {
@@ -83,7 +82,6 @@ async fn app_state(db: &TestDb) -> AppState {
         .await
         .expect("state")
 }
-
 
 fn error_code(reply: &Reply) -> &str {
     reply.body["error"]["code"]

@@ -4,9 +4,9 @@
 
 use chrono::{DateTime, Utc};
 use entity::{agent_configurations, user_agent_prompt_customizations};
-use loadout::registry::catalog::Seeds;
 use loadout::prompt::builder::{self, FixedClock, Source};
 use loadout::prompt::load;
+use loadout::registry::catalog::Seeds;
 use loadout_tests::{TestDb, db_test};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, Set};
 

@@ -294,7 +294,8 @@ impl Parser<'_> {
                 {
                     self.pos += 1;
                 }
-                let digits = std::str::from_utf8(&self.bytes[start..self.pos]).expect("ASCII digits");
+                let digits =
+                    std::str::from_utf8(&self.bytes[start..self.pos]).expect("ASCII digits");
                 Json::Number(digits.parse().expect("JSON: integer"))
             }
         }

@@ -39,18 +39,24 @@ fn documented(method: &str, path: &str, status: u16) -> Result<Option<Value>, St
         // The fallback: no such route.
         return match status {
             404 => Ok(Some(error_body)),
-            _ => Err(format!("{method} {path}: no documented route, and status {status} is not the 404 fallback")),
+            _ => Err(format!(
+                "{method} {path}: no documented route, and status {status} is not the 404 fallback"
+            )),
         };
     };
     let Some(operation) = DOC["paths"][template].get(method.to_ascii_lowercase()) else {
         return match status {
             405 => Ok(Some(error_body)),
             // The body limit and auth run before the method router only for known methods.
-            _ => Err(format!("{method} {template}: undocumented method answered {status}")),
+            _ => Err(format!(
+                "{method} {template}: undocumented method answered {status}"
+            )),
         };
     };
     let Some(response) = operation["responses"].get(status.to_string()) else {
-        return Err(format!("{method} {template}: status {status} is not documented"));
+        return Err(format!(
+            "{method} {template}: status {status} is not documented"
+        ));
     };
     match response.get("content") {
         None => Ok(None),
@@ -67,19 +73,26 @@ pub fn check(method: &str, path: &str, status: u16, body: &[u8]) -> Result<(), S
     let Some(mut schema) = documented(method, path, status)? else {
         return match body.is_empty() {
             true => Ok(()),
-            false => Err(format!("{method} {path} {status}: documented without a body, got one")),
+            false => Err(format!(
+                "{method} {path} {status}: documented without a body, got one"
+            )),
         };
     };
     let instance: Value = match serde_json::from_slice(body) {
         Ok(value) => value,
         Err(_) if schema == json!({"type": "string"}) => return Ok(()),
-        Err(e) => return Err(format!("{method} {path} {status}: the body is not JSON ({e})")),
+        Err(e) => {
+            return Err(format!(
+                "{method} {path} {status}: the body is not JSON ({e})"
+            ));
+        }
     };
     if let Some(object) = schema.as_object_mut() {
         object.insert("components".into(), DOC["components"].clone());
     }
-    let validator = jsonschema::validator_for(&schema)
-        .map_err(|e| format!("{method} {path} {status}: the documented schema does not compile: {e}"))?;
+    let validator = jsonschema::validator_for(&schema).map_err(|e| {
+        format!("{method} {path} {status}: the documented schema does not compile: {e}")
+    })?;
     let problems: Vec<String> = validator
         .iter_errors(&instance)
         .map(|e| format!("{} at {}", e, e.instance_path()))

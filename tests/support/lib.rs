@@ -101,7 +101,9 @@ impl TestDb {
 
     /// Applies every migration.
     pub async fn migrated(self) -> TestDb {
-        loadout::db::migrate::up(&self.conn).await.expect("migrate up");
+        loadout::db::migrate::up(&self.conn)
+            .await
+            .expect("migrate up");
         self
     }
 }

@@ -61,7 +61,12 @@ fn check_request(request: &ToolCall) -> Result<()> {
 }
 
 /// The agent's active, attached tool of that name.
-async fn attached_tool(state: &AppState, agent_id: i32, agent: &str, tool: &str) -> Result<tools::Model> {
+async fn attached_tool(
+    state: &AppState,
+    agent_id: i32,
+    agent: &str,
+    tool: &str,
+) -> Result<tools::Model> {
     tools::Entity::find()
         .inner_join(agent_tools::Entity)
         .filter(tools::Column::Name.eq(tool))
@@ -76,7 +81,12 @@ async fn attached_tool(state: &AppState, agent_id: i32, agent: &str, tool: &str)
 }
 
 /// The first response to this idempotency key, if it was used with this same request.
-async fn replay(state: &AppState, tenant: &str, key: &str, hash: &str) -> Result<Option<CallResult>> {
+async fn replay(
+    state: &AppState,
+    tenant: &str,
+    key: &str,
+    hash: &str,
+) -> Result<Option<CallResult>> {
     let first = proposals::Entity::find()
         .filter(proposals::Column::TenantId.eq(tenant))
         .filter(proposals::Column::IdempotencyKey.eq(key))
@@ -92,7 +102,12 @@ async fn replay(state: &AppState, tenant: &str, key: &str, hash: &str) -> Result
 
 /// Whether the call runs now: `auto` tools always, `user_configurable` ones when
 /// this user allowed them in this tenant; any other (or unknown) tier waits.
-async fn runs_now(state: &AppState, tenant: &str, tool: &tools::Model, user: Option<&str>) -> Result<bool> {
+async fn runs_now(
+    state: &AppState,
+    tenant: &str,
+    tool: &tools::Model,
+    user: Option<&str>,
+) -> Result<bool> {
     match (Tier::or_safest(&tool.approval_tier), user) {
         (Tier::Auto, _) => Ok(true),
         (Tier::UserConfigurable, Some(user)) => Ok(user_tool_preferences::Entity::find()
@@ -107,13 +122,20 @@ async fn runs_now(state: &AppState, tenant: &str, tool: &tools::Model, user: Opt
 }
 
 /// Validates and records the call; runs it now when its tier allows.
-pub async fn call(state: &AppState, who: &Principal, agent: &str, request: ToolCall) -> Result<CallResult> {
+pub async fn call(
+    state: &AppState,
+    who: &Principal,
+    agent: &str,
+    request: ToolCall,
+) -> Result<CallResult> {
     check_request(&request)?;
     let tenant = who.tenant();
     let loaded = crate::prompt::fetch::agent(state, agent).await?;
     let tool = attached_tool(state, loaded.id, agent, &request.tool).await?;
     super::arguments::validate(&tool.parameters, &request.arguments).map_err(|e| {
-        let path = ArgumentPath { path: e.path.clone() };
+        let path = ArgumentPath {
+            path: e.path.clone(),
+        };
         Error::refused("invalid_arguments", e.to_string()).with_details(path)
     })?;
     let serialized = serde_json::to_string(&request).map_err(Error::internal)?;
@@ -126,7 +148,9 @@ pub async fn call(state: &AppState, who: &Principal, agent: &str, request: ToolC
     let auto = runs_now(state, tenant, &tool, request.user_id.as_deref()).await?;
     let executors = state.executors().await?;
     if auto {
-        executors.runnable(&tool.name, &tool.tool_type).map_err(not_connected)?;
+        executors
+            .runnable(&tool.name, &tool.tool_type)
+            .map_err(not_connected)?;
     }
     let (description, preview) = describe(&tool.name, &request.arguments);
     let now = Utc::now();
@@ -147,13 +171,17 @@ pub async fn call(state: &AppState, who: &Principal, agent: &str, request: ToolC
         ttl: state.proposal_ttl(Tier::or_safest(&tool.approval_tier)),
         max_attempts: MAX_ATTEMPTS,
     };
-    let created = ledger::create(&state.db, new, &who.key_name, now).await.map_err(|e| {
-        // Two concurrent calls with one idempotency key: the unique index picks one.
-        match has_key {
-            true => Error::conflict(format!("a call with this idempotency key is in progress ({e})")),
-            false => e.into(),
-        }
-    })?;
+    let created = ledger::create(&state.db, new, &who.key_name, now)
+        .await
+        .map_err(|e| {
+            // Two concurrent calls with one idempotency key: the unique index picks one.
+            match has_key {
+                true => Error::conflict(format!(
+                    "a call with this idempotency key is in progress ({e})"
+                )),
+                false => e.into(),
+            }
+        })?;
     if !auto {
         return Ok(created.into());
     }

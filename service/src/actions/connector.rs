@@ -184,7 +184,9 @@ pub async fn call(
         Ok(Err(_)) => return failure("the connector's answer could not be read", true),
         Err(_) => return failure("the connector timed out", true),
     };
-    let status_only = || StatusOnly { status: status.as_u16() };
+    let status_only = || StatusOnly {
+        status: status.as_u16(),
+    };
     let result = serde_json::from_slice::<Value>(&body)
         .or_else(|_| serde_json::to_value(status_only()))
         .unwrap_or(Value::Null);

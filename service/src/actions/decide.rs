@@ -68,7 +68,10 @@ pub async fn execute(
         // Claimed but not runnable: fail it, retryable (the tool may be connected later).
         Some(Outcome::failure(e.to_string(), true))
     } else if ledger::arguments_hash(&claimed.arguments) != claimed.arguments_hash {
-        Some(Outcome::failure("the arguments changed after they were proposed", false))
+        Some(Outcome::failure(
+            "the arguments changed after they were proposed",
+            false,
+        ))
     } else {
         None
     };
@@ -137,7 +140,8 @@ pub async fn approve(state: &AppState, who: &Principal, id: i32) -> Result<Propo
     }
     let now = Utc::now();
     let lease = state.proposal_lease;
-    let done = match ledger::approve(&state.db, who.tenant(), id, &who.key_name, now, lease).await? {
+    let done = match ledger::approve(&state.db, who.tenant(), id, &who.key_name, now, lease).await?
+    {
         Approval::Run(claimed) => execute(state, &executors, claimed, &kind).await?,
         Approval::AsItIs(row) => row,
     };
@@ -146,7 +150,11 @@ pub async fn approve(state: &AppState, who: &Principal, id: i32) -> Result<Propo
 
 pub async fn decline(state: &AppState, who: &Principal, id: i32) -> Result<ProposalView> {
     let now = Utc::now();
-    Ok(ledger::decline(&state.db, who.tenant(), id, &who.key_name, now).await?.into())
+    Ok(
+        ledger::decline(&state.db, who.tenant(), id, &who.key_name, now)
+            .await?
+            .into(),
+    )
 }
 
 /// Runs a failed proposal again while attempts remain.
@@ -154,7 +162,9 @@ pub async fn retry(state: &AppState, who: &Principal, id: i32) -> Result<Proposa
     let row = ledger::get(&state.db, who.tenant(), id).await?;
     let kind = tool_type(state, row.tool_id).await?;
     let executors = state.executors().await?;
-    executors.runnable(&row.tool_name, &kind).map_err(not_connected)?;
+    executors
+        .runnable(&row.tool_name, &kind)
+        .map_err(not_connected)?;
     let now = Utc::now();
     let lease = state.proposal_lease;
     let claimed = ledger::retry(&state.db, who.tenant(), id, &who.key_name, now, lease).await?;

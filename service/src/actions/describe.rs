@@ -63,9 +63,7 @@ pub fn describe(tool: &str, arguments: &Value) -> (String, Vec<PreviewRow>) {
                                     preview.push(row(format!("{name}[{i}].{field}"), v));
                                 }
                             }
-                            None => {
-                                preview.push(row(format!("{name}[{i}]"), item))
-                            }
+                            None => preview.push(row(format!("{name}[{i}]"), item)),
                         }
                     }
                 }
@@ -102,7 +100,8 @@ mod tests {
 
     #[test]
     fn a_description_names_each_item_of_a_list() {
-        let arguments = json!({"tasks": [{"title": "Buy groceries"}, {"title": "Call the dentist"}]});
+        let arguments =
+            json!({"tasks": [{"title": "Buy groceries"}, {"title": "Call the dentist"}]});
         let (text, _) = describe("create_tasks", &arguments);
         assert_eq!(text, "Create tasks: Buy groceries, Call the dentist");
     }
@@ -123,7 +122,10 @@ mod tests {
 
     #[test]
     fn a_description_quotes_a_single_text_field() {
-        let (text, _) = describe("update_instructions", &json!({"instructions": "Reply in French."}));
+        let (text, _) = describe(
+            "update_instructions",
+            &json!({"instructions": "Reply in French."}),
+        );
         assert_eq!(text, "Update instructions: Reply in French.");
     }
 

@@ -134,7 +134,13 @@ impl Executors {
         let task = tokio::spawn(async move {
             match connector {
                 Some(c) => {
-                    crate::actions::connector::call(&c, &allow, &call.arguments, &call.idempotency_key).await
+                    crate::actions::connector::call(
+                        &c,
+                        &allow,
+                        &call.arguments,
+                        &call.idempotency_key,
+                    )
+                    .await
                 }
                 None => run_builtin(&db, &call).await,
             }
@@ -158,7 +164,10 @@ fn failure(error: &str, retryable: bool) -> crate::actions::ledger::Outcome {
     crate::actions::ledger::Outcome::failure(error, retryable)
 }
 
-async fn run_builtin(db: &sea_orm::DatabaseConnection, call: &Call) -> crate::actions::ledger::Outcome {
+async fn run_builtin(
+    db: &sea_orm::DatabaseConnection,
+    call: &Call,
+) -> crate::actions::ledger::Outcome {
     match call.tool.as_str() {
         "update_instructions" => update_instructions(db, call).await,
         other => failure(&format!("no builtin executor for {other}"), false),

@@ -495,7 +495,11 @@ pub async fn sweep(
         .all(db)
         .await?;
     for row in dead {
-        let unknown = Outcome::failure("the execution was interrupted; its outcome is unknown", false).result;
+        let unknown = Outcome::failure(
+            "the execution was interrupted; its outcome is unknown",
+            false,
+        )
+        .result;
         let extra: Set_ = vec![
             (proposals::Column::OutcomeUnknown, Expr::value(true)),
             (proposals::Column::Result, Expr::value(unknown)),

@@ -120,7 +120,10 @@ pub async fn create(state: &AppState, author: &str, new: NewAgent) -> Result<Cre
     check_name("agent", &new.name)?;
     check_identity(&new.identity)?;
     check_size("soul", &new.soul, MAX_TEXT_BYTES)?;
-    for text in [&new.operating_model, &new.interaction_learning].into_iter().flatten() {
+    for text in [&new.operating_model, &new.interaction_learning]
+        .into_iter()
+        .flatten()
+    {
         check_size("section", text, MAX_TEXT_BYTES)?;
     }
     let warnings = match &new.prompt_template {
@@ -155,11 +158,19 @@ pub async fn create(state: &AppState, author: &str, new: NewAgent) -> Result<Cre
     }
     .insert(&*write)
     .await?;
-    let first = template::NewVersion { agent_id: saved.id, version: 1, forced: false, author };
+    let first = template::NewVersion {
+        agent_id: saved.id,
+        version: 1,
+        forced: false,
+        author,
+    };
     template::record(&write, Kind::Soul, &first, Some(new.soul)).await?;
     template::record(&write, Kind::Template, &first, new.prompt_template).await?;
     guard::commit(write, &state.cache).await?;
-    Ok(CreatedAgent { agent: saved.into(), warnings })
+    Ok(CreatedAgent {
+        agent: saved.into(),
+        warnings,
+    })
 }
 
 /// Soft delete: `deleted_at` is set and the agent disappears from every endpoint.
@@ -181,8 +192,17 @@ fn check_update(update: &AgentUpdate) -> Result<()> {
     }
     for (what, text) in [
         ("soul", update.soul.as_ref()),
-        ("operating_model", update.operating_model.as_ref().and_then(Option::as_ref)),
-        ("interaction_learning", update.interaction_learning.as_ref().and_then(Option::as_ref)),
+        (
+            "operating_model",
+            update.operating_model.as_ref().and_then(Option::as_ref),
+        ),
+        (
+            "interaction_learning",
+            update
+                .interaction_learning
+                .as_ref()
+                .and_then(Option::as_ref),
+        ),
     ] {
         if let Some(text) = text {
             check_size(what, text, MAX_TEXT_BYTES)?;
@@ -221,7 +241,12 @@ pub async fn update(
         let version = found.soul_version + 1;
         active.soul = Set(update.soul.clone().unwrap_or_default());
         active.soul_version = Set(version);
-        let next = template::NewVersion { agent_id: found.id, version, forced: false, author };
+        let next = template::NewVersion {
+            agent_id: found.id,
+            version,
+            forced: false,
+            author,
+        };
         template::record(&write, Kind::Soul, &next, update.soul).await?;
     }
     active.updated_at = Set(Utc::now());

@@ -51,7 +51,11 @@ pub async fn preview(state: &AppState, name: &str, request: PreviewRequest) -> R
     let candidate = loaded.clone_with_template(request.template.clone());
     let channels: Vec<String> = match &request.channel {
         Some(channel) => vec![channel.clone()],
-        None => fetch::channels(state).await?.names().map(str::to_owned).collect(),
+        None => fetch::channels(state)
+            .await?
+            .names()
+            .map(str::to_owned)
+            .collect(),
     };
     let mut renders = Vec::with_capacity(channels.len());
     for channel in channels {

@@ -245,9 +245,18 @@ pub async fn save(
     let version = found.template_version + 1;
     // Conditional on the version read above, so two concurrent saves cannot both win.
     let updated = agent_configurations::Entity::update_many()
-        .col_expr(agent_configurations::Column::PromptTemplate, Expr::value(template.clone()))
-        .col_expr(agent_configurations::Column::TemplateVersion, Expr::value(version))
-        .col_expr(agent_configurations::Column::UpdatedAt, Expr::value(Utc::now()))
+        .col_expr(
+            agent_configurations::Column::PromptTemplate,
+            Expr::value(template.clone()),
+        )
+        .col_expr(
+            agent_configurations::Column::TemplateVersion,
+            Expr::value(version),
+        )
+        .col_expr(
+            agent_configurations::Column::UpdatedAt,
+            Expr::value(Utc::now()),
+        )
         .filter(agent_configurations::Column::Id.eq(found.id))
         .filter(agent_configurations::Column::TemplateVersion.eq(found.template_version))
         .exec(&*write)
@@ -257,7 +266,12 @@ pub async fn save(
     }
     // `forced` is recorded whenever asked for: it also lets `loadout check` report
     // this version's problems as warnings (an explicit decision, not drift).
-    let next = NewVersion { agent_id: found.id, version, forced: force, author };
+    let next = NewVersion {
+        agent_id: found.id,
+        version,
+        forced: force,
+        author,
+    };
     let saved = record(&write, Kind::Template, &next, template).await?;
     guard::commit(write, &state.cache).await?;
     Ok(SavedTemplate {

@@ -6,7 +6,6 @@
 //! secrets, which these are not). The stored and presented hashes are compared
 //! in constant time. Revoking sets `revoked_at`; rows are never deleted.
 
-
 use chrono::{DateTime, Utc};
 use entity::api_keys;
 use sea_orm::{

@@ -51,5 +51,9 @@ pub async fn run(database_url: &str, args: CheckArgs) -> anyhow::Result<ExitCode
         CheckFormat::Text => print!("{}", report.text()),
         CheckFormat::Json => println!("{}", serde_json::to_string_pretty(&report)?),
     }
-    Ok(if report.ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+    Ok(if report.ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }

@@ -33,9 +33,14 @@ pub async fn run(db: &DatabaseConnection, command: KeysCommand) -> anyhow::Resul
         }
         KeysCommand::List => {
             for k in keys::list(db).await? {
-                let revoked = k.revoked_at.map_or_else(|| "-".to_owned(), |t| t.to_rfc3339());
+                let revoked = k
+                    .revoked_at
+                    .map_or_else(|| "-".to_owned(), |t| t.to_rfc3339());
                 let created = k.created_at.to_rfc3339();
-                println!("{}\t{}\tlo_{}\t{}\t{created}\t{revoked}", k.name, k.role, k.prefix, k.tenant);
+                println!(
+                    "{}\t{}\tlo_{}\t{}\t{created}\t{revoked}",
+                    k.name, k.role, k.prefix, k.tenant
+                );
             }
         }
         KeysCommand::Revoke { name } => {

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use crate::app::AppState;
-use crate::http;
 use crate::auth::keys::{self, Role};
-use crate::prompt::builder::SystemClock;
 use crate::db::{self, migrate};
+use crate::http;
+use crate::prompt::builder::SystemClock;
 use crate::registry::{Tier, catalog::Seeds, seed};
 
 /// `serve`'s flags as typed.
@@ -47,7 +47,9 @@ fn parse_ttl(text: &str) -> Result<(Tier, u32), String> {
     let (tier, seconds) = text
         .split_once('=')
         .ok_or_else(|| "expected TIER=SECONDS, e.g. requires_approval=3600".to_owned())?;
-    let tier: Tier = tier.parse().map_err(|e: crate::closed::UnknownValue| e.to_string())?;
+    let tier: Tier = tier
+        .parse()
+        .map_err(|e: crate::closed::UnknownValue| e.to_string())?;
     let seconds: u32 = seconds
         .parse()
         .ok()
@@ -64,7 +66,11 @@ impl From<ServeArgs> for Options {
             metrics_bind: args.metrics_bind,
             connector_allow: args.connector_allow,
             proposal_lease: seconds(args.proposal_lease_seconds),
-            proposal_ttls: args.proposal_ttls.into_iter().map(|(t, s)| (t, seconds(s))).collect(),
+            proposal_ttls: args
+                .proposal_ttls
+                .into_iter()
+                .map(|(t, s)| (t, seconds(s)))
+                .collect(),
             allow_drift: args.allow_drift,
             no_migrate: args.no_migrate,
             max_template_bytes: args.max_template_bytes,

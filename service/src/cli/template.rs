@@ -6,8 +6,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 
-use crate::registry::catalog::Seeds;
 use crate::prompt::{lint, template};
+use crate::registry::catalog::Seeds;
 
 /// Templates larger than this are refused unless configured otherwise.
 pub const DEFAULT_MAX_TEMPLATE_BYTES: usize = 256 * 1024;

@@ -15,7 +15,9 @@ use super::extract::{AdminKey, ApiJson, ApiPath, ApiQuery};
 use crate::agents::config::{self, AgentList, AgentUpdate, AgentView, CreatedAgent, NewAgent};
 use crate::agents::instructions::{self, InstructionsPut, InstructionsView};
 use crate::agents::preview::{self, Preview, PreviewRequest};
-use crate::agents::template::{self, SavedTemplate, TemplatePut, TemplateView, VersionList, VersionView};
+use crate::agents::template::{
+    self, SavedTemplate, TemplatePut, TemplateView, VersionList, VersionView,
+};
 use crate::app::AppState;
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -80,7 +82,9 @@ async fn update_agent(
     ApiPath(name): ApiPath<String>,
     ApiJson(update): ApiJson<AgentUpdate>,
 ) -> ApiResult<Json<AgentView>> {
-    Ok(Json(config::update(&state, &who.key_name, &name, update).await?))
+    Ok(Json(
+        config::update(&state, &who.key_name, &name, update).await?,
+    ))
 }
 
 #[utoipa::path(get, path = "/v1/agents/{agent}/prompt-template", tag = "admin", summary = "The current template and its version (admin)",
@@ -127,7 +131,15 @@ async fn delete_template(
     ApiPath(name): ApiPath<String>,
     ApiQuery(q): ApiQuery<ExpectedVersion>,
 ) -> ApiResult<Json<SavedTemplate>> {
-    let saved = template::save(&state, &who.key_name, &name, None, q.expected_version, false).await?;
+    let saved = template::save(
+        &state,
+        &who.key_name,
+        &name,
+        None,
+        q.expected_version,
+        false,
+    )
+    .await?;
     Ok(Json(saved))
 }
 
@@ -162,7 +174,9 @@ async fn restore_version(
     AdminKey(who): AdminKey,
     ApiPath((name, version)): ApiPath<(String, i32)>,
 ) -> ApiResult<Json<SavedTemplate>> {
-    Ok(Json(template::restore(&state, &who.key_name, &name, version).await?))
+    Ok(Json(
+        template::restore(&state, &who.key_name, &name, version).await?,
+    ))
 }
 
 #[utoipa::path(get, path = "/v1/agents/{agent}/users/{user_id}/instructions", tag = "admin", summary = "A user's instructions for the agent (admin)",

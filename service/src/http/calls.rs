@@ -12,7 +12,9 @@ use super::extract::{AgentKey, ApiJson, ApiPath, ApproverKey};
 use crate::actions::call::{self, ToolCall};
 use crate::actions::decide;
 use crate::actions::preferences::{self, Preference};
-use crate::actions::views::{CallResult, ConversationProposals, PreferenceView, ProposalDetail, ProposalView};
+use crate::actions::views::{
+    CallResult, ConversationProposals, PreferenceView, ProposalDetail, ProposalView,
+};
 use crate::app::AppState;
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -59,7 +61,9 @@ async fn conversation_proposals(
     ApproverKey(who): ApproverKey,
     ApiPath(conversation): ApiPath<String>,
 ) -> ApiResult<Json<ConversationProposals>> {
-    Ok(Json(decide::conversation(&state, &who, &conversation).await?))
+    Ok(Json(
+        decide::conversation(&state, &who, &conversation).await?,
+    ))
 }
 
 #[utoipa::path(post, path = "/v1/proposals/{id}/approve", tag = "proposals", summary = "Approve and execute, exactly once (approver or admin)",
@@ -105,5 +109,7 @@ async fn set_preference(
     ApiPath((user, tool)): ApiPath<(String, String)>,
     ApiJson(preference): ApiJson<Preference>,
 ) -> ApiResult<Json<PreferenceView>> {
-    Ok(Json(preferences::set(&state, &who, &user, &tool, preference).await?))
+    Ok(Json(
+        preferences::set(&state, &who, &user, &tool, preference).await?,
+    ))
 }

@@ -23,7 +23,10 @@ pub fn routes() -> OpenApiRouter<AppState> {
 
 #[utoipa::path(get, path = "/v1/connectors", tag = "connectors", summary = "List connectors; header values are never shown (admin)",
     responses((status = 200, body = ConnectorList, description = "Live connectors by name"), E401, E403))]
-async fn list_connectors(State(state): State<AppState>, _key: AdminKey) -> ApiResult<Json<ConnectorList>> {
+async fn list_connectors(
+    State(state): State<AppState>,
+    _key: AdminKey,
+) -> ApiResult<Json<ConnectorList>> {
     Ok(Json(store::list(&state).await?))
 }
 

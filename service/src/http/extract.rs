@@ -1,9 +1,9 @@
 //! Extractors: who is calling (by role), and the request's JSON body, query and path
 //! parameters. Every rejection is the one error shape, never axum's plain text.
 
+use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
-use axum::body::Bytes;
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use serde::de::DeserializeOwned;
@@ -66,7 +66,9 @@ impl FromRequestParts<AppState> for AgentKey {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let roles = [Role::Agent, Role::Admin];
-        with_role(parts, state, &roles, "an agent or admin key").await.map(AgentKey)
+        with_role(parts, state, &roles, "an agent or admin key")
+            .await
+            .map(AgentKey)
     }
 }
 
@@ -75,7 +77,9 @@ impl FromRequestParts<AppState> for ApproverKey {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         let roles = [Role::Approver, Role::Admin];
-        with_role(parts, state, &roles, "an approver or admin key").await.map(ApproverKey)
+        with_role(parts, state, &roles, "an approver or admin key")
+            .await
+            .map(ApproverKey)
     }
 }
 
@@ -83,7 +87,9 @@ impl FromRequestParts<AppState> for AdminKey {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        with_role(parts, state, &[Role::Admin], "an admin key").await.map(AdminKey)
+        with_role(parts, state, &[Role::Admin], "an admin key")
+            .await
+            .map(AdminKey)
     }
 }
 

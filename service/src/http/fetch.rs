@@ -94,7 +94,12 @@ impl PromptQuery {
     /// The cache key part; `\u{1}` marks an absent value.
     fn key(&self) -> String {
         let part = |v: &Option<String>| v.clone().unwrap_or_else(|| "\u{1}".to_owned());
-        format!("{}\0{}\0{}", part(&self.channel), part(&self.user_id), part(&self.tz))
+        format!(
+            "{}\0{}\0{}",
+            part(&self.channel),
+            part(&self.user_id),
+            part(&self.tz)
+        )
     }
 
     fn into_request(self, now: DateTime<Utc>) -> RenderRequest {
@@ -150,7 +155,10 @@ async fn render_prompt(
 ) -> ApiResult<Response> {
     let agent = fetch::agent(&state, &name).await?;
     let body = fetch::render(&state, &agent, request).await?;
-    Ok(respond(Encoded::new(&body).map_err(ApiError::internal)?, &headers))
+    Ok(respond(
+        Encoded::new(&body).map_err(ApiError::internal)?,
+        &headers,
+    ))
 }
 
 #[utoipa::path(get, path = "/v1/agents/{agent}/tools", tag = "agents",
@@ -211,7 +219,11 @@ async fn get_loadout(
 ) -> ApiResult<Response> {
     let (prompt, format) = q.split();
     let now = state.clock.now();
-    let key = format!("loadout\0{name}\0{format}\0{}\0{}", prompt.key(), minute(now));
+    let key = format!(
+        "loadout\0{name}\0{format}\0{}\0{}",
+        prompt.key(),
+        minute(now)
+    );
     cached(&state, &headers, key, async {
         let agent = fetch::agent(&state, &name).await?;
         fetch::loadout(&state, &agent, prompt.into_request(now), format).await

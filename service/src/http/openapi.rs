@@ -66,7 +66,9 @@ impl utoipa::Modify for NamePatterns {
                     if parameter.parameter_in == ParameterIn::Path
                         && names.contains(&parameter.name.as_str())
                     {
-                        let schema = ObjectBuilder::new().schema_type(Type::String).pattern(Some(NAME_PATTERN));
+                        let schema = ObjectBuilder::new()
+                            .schema_type(Type::String)
+                            .pattern(Some(NAME_PATTERN));
                         parameter.schema = Some(RefOr::T(Schema::Object(schema.build())));
                     }
                 }

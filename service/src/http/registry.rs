@@ -140,7 +140,10 @@ async fn detach(
 
 #[utoipa::path(get, path = "/v1/channels", tag = "registry", summary = "List channels (admin)",
     responses((status = 200, body = ChannelList, description = "Channels by name"), E401, E403))]
-async fn list_channels(State(state): State<AppState>, _key: AdminKey) -> ApiResult<Json<ChannelList>> {
+async fn list_channels(
+    State(state): State<AppState>,
+    _key: AdminKey,
+) -> ApiResult<Json<ChannelList>> {
     Ok(Json(channels::list(&state).await?))
 }
 

@@ -46,4 +46,3 @@ pub async fn trace(State(state): State<AppState>, request: Request, next: Next) 
     }
     response
 }
-

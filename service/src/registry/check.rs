@@ -26,12 +26,12 @@ use entity::{agent_configurations, agent_tools, prompt_versions, tools};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 
 pub use code::ProblemCode;
-pub use report::{Counts, Problem, Report, Severity};
-use report::Problems;
-use rows::Rows;
 pub use definition::{
     TIERS, VERBS, catalog_problems, definition_problems, name_problem, schema_problem,
 };
+use report::Problems;
+pub use report::{Counts, Problem, Report, Severity};
+use rows::Rows;
 
 use crate::actions::executors::Executors;
 use crate::registry::catalog::Catalog;
@@ -82,4 +82,3 @@ pub fn check(
     agent::agents_without_tools(&rows, &mut out);
     Report::finish(out.0, rows.counts())
 }
-

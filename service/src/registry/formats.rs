@@ -6,8 +6,8 @@
 //! tools are sorted by name and `serde_json` objects keep their keys sorted.
 
 use serde::Serialize;
-use utoipa::ToSchema;
 use serde_json::{Map, Value};
+use utoipa::ToSchema;
 
 use super::Tier;
 
@@ -754,10 +754,7 @@ mod tests {
     #[test]
     fn mcp_meta_keeps_the_tier_as_stored() {
         let out = rendered(&[tool("get_x", "weird", json!({}))], Format::Mcp);
-        assert_eq!(
-            out[0]["_meta"],
-            json!({ "approval_tier": "weird" })
-        );
+        assert_eq!(out[0]["_meta"], json!({ "approval_tier": "weird" }));
     }
 
     #[test]

@@ -127,7 +127,13 @@ struct DefinitionProblem {
 /// Refuses a definition the registry check would report as an error (422 with every problem).
 fn check_definition(name: &str, tier: &str, schema: &Value) -> Result<()> {
     let singular = super::catalog::Seeds::shared()
-        .map(|seeds| seeds.catalog.tools.iter().any(|t| t.name == name && t.singular))
+        .map(|seeds| {
+            seeds
+                .catalog
+                .tools
+                .iter()
+                .any(|t| t.name == name && t.singular)
+        })
         .unwrap_or(false);
     let problems = super::check::definition_problems(name, tier, schema, singular);
     let Some((code, message, _)) = problems.first() else {
@@ -136,7 +142,11 @@ fn check_definition(name: &str, tier: &str, schema: &Value) -> Result<()> {
     let (code, message) = (*code, message.clone());
     let problems = problems
         .into_iter()
-        .map(|(code, message, hint)| DefinitionProblem { code, message, hint })
+        .map(|(code, message, hint)| DefinitionProblem {
+            code,
+            message,
+            hint,
+        })
         .collect();
     Err(Error::refused(code, message).with_details(Problems { problems }))
 }
@@ -224,8 +234,15 @@ pub async fn update(state: &AppState, name: &str, update: ToolUpdate) -> Result<
     }
     let write = guard::begin(&state.db).await?;
     let found = row(&*write, name).await?;
-    let tier = update.approval_tier.as_deref().unwrap_or(&found.approval_tier);
-    check_definition(&found.name, tier, update.parameters.as_ref().unwrap_or(&found.parameters))?;
+    let tier = update
+        .approval_tier
+        .as_deref()
+        .unwrap_or(&found.approval_tier);
+    check_definition(
+        &found.name,
+        tier,
+        update.parameters.as_ref().unwrap_or(&found.parameters),
+    )?;
     let mut active: tools::ActiveModel = found.into();
     if let Some(text) = update.description {
         active.description = Set(text);

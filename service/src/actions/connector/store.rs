@@ -124,14 +124,20 @@ async fn row(db: &impl ConnectionTrait, name: &str) -> Result<connectors::Model>
 fn check_method(method: &str) -> Result<()> {
     match method {
         "POST" | "PUT" => Ok(()),
-        _ => Err(Error::refused("invalid_method", "method must be POST or PUT")),
+        _ => Err(Error::refused(
+            "invalid_method",
+            "method must be POST or PUT",
+        )),
     }
 }
 
 fn check_timeout(ms: i32) -> Result<()> {
     match ms {
         1..=120_000 => Ok(()),
-        _ => Err(Error::refused("invalid_timeout", "timeout_ms must be 1 to 120000")),
+        _ => Err(Error::refused(
+            "invalid_timeout",
+            "timeout_ms must be 1 to 120000",
+        )),
     }
 }
 
@@ -185,7 +191,10 @@ pub async fn create(state: &AppState, new: NewConnector) -> Result<ConnectorView
         .one(&*write)
         .await?;
     if taken.is_some() {
-        return Err(Error::conflict(format!("a connector named {:?} exists", new.name)));
+        return Err(Error::conflict(format!(
+            "a connector named {:?} exists",
+            new.name
+        )));
     }
     let now = Utc::now();
     let saved = connectors::ActiveModel {
@@ -222,7 +231,11 @@ async fn check_update(state: &AppState, update: &ConnectorUpdate) -> Result<()> 
     Ok(())
 }
 
-pub async fn update(state: &AppState, name: &str, update: ConnectorUpdate) -> Result<ConnectorView> {
+pub async fn update(
+    state: &AppState,
+    name: &str,
+    update: ConnectorUpdate,
+) -> Result<ConnectorView> {
     check_update(state, &update).await?;
     let write = guard::begin(&state.db).await?;
     let found = row(&*write, name).await?;
@@ -271,7 +284,10 @@ pub async fn bind(state: &AppState, tool: &str, binding: Binding) -> Result<Bind
     if found.tool_type.parse() != Ok(ToolType::Api) {
         return Err(Error::refused(
             "not_an_api_tool",
-            format!("{tool} is a {} tool; only api tools take a connector", found.tool_type),
+            format!(
+                "{tool} is a {} tool; only api tools take a connector",
+                found.tool_type
+            ),
         ));
     }
     let connector_id = match &binding.connector {
