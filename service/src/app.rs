@@ -64,10 +64,12 @@ impl AppState {
         connector_allow: Vec<std::net::IpAddr>,
     ) -> Result<Self, sea_orm::DbErr> {
         let generation = crate::db::generation::current(&db).await?;
+        let cache = Cache::new(generation);
+        let metrics = Metrics::new(&cache);
         Ok(Self(Arc::new(Inner {
             db,
-            cache: Cache::new(generation),
-            metrics: Metrics::default(),
+            cache,
+            metrics,
             clock,
             max_template_bytes,
             connector_allow,
@@ -109,6 +111,4 @@ impl AppState {
     pub async fn executors(&self) -> Result<crate::actions::executors::Executors, sea_orm::DbErr> {
         crate::actions::executors::Executors::load(&self.db, self.connector_allow.clone()).await
     }
-
 }
-

@@ -3,8 +3,8 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 use entity::{agent_configurations, proposals as rows, tools};
-use loadout::registry::catalog::Seeds;
 use loadout::actions::ledger::{self, Approval, LedgerError, NewProposal, Outcome};
+use loadout::registry::catalog::Seeds;
 use loadout_tests::{TestDb, db_test};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::json;
@@ -215,9 +215,9 @@ db_test! {
         // The row turns `failed` inside the sweep; the counter moves when the sweep returns.
         let counted = |text: &str| text.contains("loadout_proposal_orphans_failed_total 1\n");
         while ledger::get(&db.conn, "t1", p.id).await.expect("row").state != "failed"
-            || !counted(&state.metrics.render(&state.cache))
+            || !counted(&state.metrics.render().expect("metrics"))
         {
-            assert!(std::time::Instant::now() < deadline, "the sweeper never ran: {}", state.metrics.render(&state.cache));
+            assert!(std::time::Instant::now() < deadline, "the sweeper never ran: {:?}", state.metrics.render());
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         sweeper.abort();
