@@ -53,8 +53,8 @@ def ms(v):
     n, unit = m.groups()
     return float(n) * {"us": 0.001, "ms": 1, "s": 1000, "m": 60000}[unit]
 rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
-p50 = ms(re.search(r"50%\s+(\S+)", text).group(1))
-p99 = ms(re.search(r"99%\s+(\S+)", text).group(1))
+p50 = ms(re.search(r"^\s*50%\s+(\S+)", text, re.M).group(1))
+p99 = ms(re.search(r"^\s*99%\s+(\S+)", text, re.M).group(1))
 errors = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
 print(f"{label} {rps:.0f} {p50:.3f} {p99:.3f} {errors.group(1) if errors else 0}")
 PY

@@ -65,10 +65,12 @@ impl AppState {
         connector_allow: Vec<std::net::IpAddr>,
     ) -> Result<Self, sea_orm::DbErr> {
         let generation = crate::db::generation::current(&db).await?;
+        let cache = Cache::new(generation);
+        let metrics = Metrics::new(&cache);
         Ok(Self(Arc::new(Inner {
             db,
-            cache: Cache::new(generation),
-            metrics: Metrics::default(),
+            cache,
+            metrics,
             clock,
             max_template_bytes,
             connector_allow,

@@ -10,8 +10,11 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, RwLock};
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 
 use crate::auth::keys::Principal;
 use crate::prompt::builder::{Agent, Channels};
@@ -105,39 +108,55 @@ impl<K: Eq + Hash, V: Clone> Stamped<K, V> {
 }
 
 /// Per-process cache of agents, channels, user instructions and keys.
+/// Its counters and generation are prometheus-client handles, so [`crate::metrics`]
+/// exposes them as they are, with no copy at scrape time.
 pub struct Cache {
-    generation: AtomicI64,
+    generation: Gauge<i64, AtomicI64>,
     agents: Stamped<String, Option<Arc<LoadedAgent>>>,
     channels: Stamped<(), Arc<Channels>>,
     instructions: Stamped<(i32, String), Option<Arc<str>>>,
     keys: Stamped<String, Option<Principal>>,
     responses: Stamped<String, Encoded>,
-    pub hits: AtomicU64,
-    pub misses: AtomicU64,
+    /// Lookups answered from memory.
+    pub hits: Counter,
+    /// Lookups that found nothing fresh, so the caller went to the database.
+    pub misses: Counter,
 }
 
 impl Cache {
+    /// An empty cache at `generation`.
     pub fn new(generation: i64) -> Self {
+        let gauge = Gauge::<i64, AtomicI64>::default();
+        gauge.set(generation);
         Self {
-            generation: AtomicI64::new(generation),
+            generation: gauge,
             agents: Stamped::new(),
             channels: Stamped::new(),
             instructions: Stamped::new(),
             keys: Stamped::new(),
             responses: Stamped::new(),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
+            hits: Counter::default(),
+            misses: Counter::default(),
         }
     }
 
     /// The newest generation this process knows of.
     pub fn generation(&self) -> i64 {
-        self.generation.load(Ordering::Acquire)
+        self.generation.inner().load(Ordering::Acquire)
     }
 
     /// Records a generation seen in the database (after a local commit, or by the poller).
     pub fn observe(&self, generation: i64) {
-        self.generation.fetch_max(generation, Ordering::AcqRel);
+        // On the atomic itself: the gauge has no `fetch_max`, and the generation must
+        // never go back when a slow poll lands after a local commit.
+        self.generation
+            .inner()
+            .fetch_max(generation, Ordering::AcqRel);
+    }
+
+    /// The generation as a metric, for registering.
+    pub fn generation_gauge(&self) -> &Gauge<i64, AtomicI64> {
+        &self.generation
     }
 
     fn count<T>(&self, found: Option<T>) -> Option<T> {
@@ -146,7 +165,7 @@ impl Cache {
         } else {
             &self.misses
         };
-        counter.fetch_add(1, Ordering::Relaxed);
+        counter.inc();
         found
     }
 

@@ -477,9 +477,11 @@ db_test! {
             .body(Body::empty()).expect("request");
         let response = router(api.state.clone()).oneshot(request).await.expect("infallible");
         assert_eq!(response.status(), StatusCode::OK);
+        assert_eq!(response.headers()[header::CONTENT_TYPE], loadout::metrics::CONTENT_TYPE);
         let text = String::from_utf8(axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body").to_vec()).expect("utf-8");
         assert!(text.contains("loadout_http_requests_total{route=\"/v1/agents/{agent}/prompt\",method=\"GET\",status=\"200\"} 2\n"), "{text}");
         assert!(text.contains("loadout_http_requests_total{route=\"/v1/agents/{agent}/prompt\",method=\"GET\",status=\"404\"} 1\n"), "{text}");
+        assert!(text.contains("loadout_http_request_duration_seconds_count{route=\"/v1/agents/{agent}/prompt\",method=\"GET\",status=\"200\"} 2\n"), "{text}");
         assert!(text.contains("loadout_cache_hits_total "), "{text}");
 
         let open = loadout::http::ops::metrics_router(api.state.clone())

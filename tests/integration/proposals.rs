@@ -215,9 +215,9 @@ db_test! {
         // The row turns `failed` inside the sweep; the counter moves when the sweep returns.
         let counted = |text: &str| text.contains("loadout_proposal_orphans_failed_total 1\n");
         while ledger::get(&db.conn, "t1", p.id).await.expect("row").state != "failed"
-            || !counted(&state.metrics.render(&state.cache))
+            || !counted(&state.metrics.render().expect("metrics"))
         {
-            assert!(std::time::Instant::now() < deadline, "the sweeper never ran: {}", state.metrics.render(&state.cache));
+            assert!(std::time::Instant::now() < deadline, "the sweeper never ran: {:?}", state.metrics.render());
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
         sweeper.abort();

@@ -1,7 +1,6 @@
 //! Background jobs of a serving process: the proposal sweeper and the generation poller.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use super::{AppState, POLL_INTERVAL, SWEEP_INTERVAL};
 
@@ -20,12 +19,9 @@ impl AppState {
                 match crate::actions::ledger::sweep(&state.db, now, state.proposal_lease).await {
                     Ok(found) => {
                         let m = &state.metrics;
-                        m.orphans_failed
-                            .fetch_add(found.failed.len() as u64, Ordering::Relaxed);
-                        m.orphans_approved
-                            .store(found.approved.len() as u64, Ordering::Relaxed);
-                        m.proposals_expired
-                            .fetch_add(found.expired.len() as u64, Ordering::Relaxed);
+                        m.orphans_failed.inc_by(found.failed.len() as u64);
+                        m.orphans_approved.set(found.approved.len() as u64);
+                        m.proposals_expired.inc_by(found.expired.len() as u64);
                         if !found.failed.is_empty() || !found.approved.is_empty() {
                             tracing::warn!(failed = ?found.failed, approved = ?found.approved, "orphaned proposals (`loadout proposals orphans` lists them)");
                         }

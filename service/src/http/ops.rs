@@ -27,7 +27,7 @@ pub struct Status {
 }
 
 #[utoipa::path(get, path = "/metrics", tag = "operations", summary = "Prometheus metrics (admin key, or open on --metrics-bind)",
-    responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain", body = String), E401, E403))]
+    responses((status = 200, description = "Prometheus text exposition", content_type = "application/openmetrics-text", body = String), E401, E403))]
 async fn metrics(State(state): State<AppState>, _key: AdminKey) -> Response {
     metrics_text(&state)
 }
@@ -44,9 +44,15 @@ pub fn metrics_router(state: AppState) -> Router {
 }
 
 fn metrics_text(state: &AppState) -> Response {
-    let content_type = HeaderValue::from_static(crate::metrics::CONTENT_TYPE);
-    let text = state.metrics.render(&state.cache);
-    ([(header::CONTENT_TYPE, content_type)], text).into_response()
+    match state.metrics.render() {
+        Ok(text) => {
+            let content_type = HeaderValue::from_static(crate::metrics::CONTENT_TYPE);
+            ([(header::CONTENT_TYPE, content_type)], text).into_response()
+        }
+        Err(e) => {
+            ApiError::internal(format_args!("cannot encode the metrics: {e}")).into_response()
+        }
+    }
 }
 
 #[utoipa::path(get, path = "/health", tag = "operations", summary = "Liveness (no key)", security(()),

@@ -32,7 +32,7 @@ pub async fn trace(State(state): State<AppState>, request: Request, next: Next) 
     let elapsed = started.elapsed();
     state
         .metrics
-        .record(&route, method.as_str(), response.status().as_u16(), elapsed);
+        .record(route, &method, response.status().as_u16(), elapsed);
     let micros = elapsed.as_micros();
     span.in_scope(|| {
         tracing::info!(
