@@ -120,7 +120,7 @@ db_test! {
         assert!(matches!(ledger::finish(&db.conn, "t1", p.id, 1, Outcome { success: true, result: json!({}) }, now).await, Err(LedgerError::Conflict { .. })));
         ledger::finish(&db.conn, "t1", p.id, 2, Outcome { success: false, result: json!({"error": "again"}) }, now).await.expect("fail again");
         match ledger::retry(&db.conn, "t1", p.id, "approver", now, LEASE).await {
-            Err(LedgerError::Conflict { state, proposal }) => assert_eq!((state.as_str(), proposal.attempts), ("failed", 2)),
+            Err(LedgerError::Conflict { state, proposal, .. }) => assert_eq!((state.as_str(), proposal.attempts), ("failed", 2)),
             other => panic!("attempts are bounded: {other:?}"),
         }
     }

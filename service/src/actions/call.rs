@@ -185,10 +185,13 @@ pub async fn call(
     if !auto {
         return Ok(created.into());
     }
-    let lease = state.proposal_lease;
-    let ran = match ledger::approve(&state.db, tenant, created.id, "auto", now, lease).await? {
-        Approval::Run(claimed) => execute(state, &executors, claimed, &tool.tool_type).await?,
-        Approval::AsItIs(row) => row,
-    };
-    Ok(ran.into())
+    let (state, tenant, kind) = (state.clone(), tenant.to_owned(), tool.tool_type);
+    let ran = super::decide::in_task(async move {
+        let lease = state.proposal_lease;
+        match ledger::approve(&state.db, &tenant, created.id, "auto", now, lease).await? {
+            Approval::Run(claimed) => execute(&state, &executors, claimed, &kind).await,
+            Approval::AsItIs(row) => Ok(row),
+        }
+    });
+    Ok(ran.await?.into())
 }

@@ -19,10 +19,13 @@ use crate::error::{Error, Kind, Result, check_id};
 /// How long an execution may take.
 pub const EXECUTION_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The details of a conflict: the state, and the proposal as it is.
+/// The details of a conflict: the state, why (when a guard refused), and the
+/// proposal as it is.
 #[derive(Debug, Serialize)]
 struct InState {
     state: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'static str>,
     proposal: ProposalView,
 }
 
@@ -30,16 +33,30 @@ impl From<LedgerError> for Error {
     fn from(error: LedgerError) -> Self {
         match error {
             LedgerError::NotFound => Error::not_found("no such proposal"),
-            LedgerError::Conflict { state, proposal } => Error::conflict(format!(
-                "the proposal is {state}; that action is not possible from there"
-            ))
-            .with_details(InState {
+            LedgerError::Conflict {
                 state,
-                proposal: (*proposal).into(),
-            }),
+                reason,
+                proposal,
+            } => {
+                let message = match reason {
+                    Some(reason) => format!("the proposal is {state}: {reason}"),
+                    None => format!("the proposal is {state}; that action is not possible from there"),
+                };
+                let proposal = (*proposal).into();
+                Error::conflict(message).with_details(InState { state, reason, proposal })
+            }
             LedgerError::Db(e) => e.into(),
         }
     }
+}
+
+/// Runs `work` in a task of its own and waits for it: if the request that started
+/// it is dropped (the client went away), the claim, the call and the recording of
+/// its outcome still finish, so no outcome is lost.
+pub async fn in_task<T: Send + 'static>(
+    work: impl Future<Output = Result<T>> + Send + 'static,
+) -> Result<T> {
+    tokio::spawn(work).await.map_err(Error::internal)?
 }
 
 /// 424: the tool has no executor now; a proposal stays as it is.
@@ -127,25 +144,28 @@ pub async fn conversation(
     })
 }
 
-/// Approves and executes exactly once; a proposal already decided is answered as it is.
+/// Approves and executes exactly once; a proposal already running or done is
+/// answered as it is. The transition's validity is checked before the tool's
+/// executor, so a decided proposal is 409 whether or not its tool is connected.
 pub async fn approve(state: &AppState, who: &Principal, id: i32) -> Result<ProposalView> {
+    let now = Utc::now();
     let row = ledger::get(&state.db, who.tenant(), id).await?;
+    ledger::approvable(&row, now)?;
     let kind = tool_type(state, row.tool_id).await?;
     let executors = state.executors().await?;
-    if row.state == State::Proposed.as_str()
-        && let Err(e) = executors.runnable(&row.tool_name, &kind)
-    {
-        // The proposal stays `proposed`: it can be approved once the tool is connected.
-        return Err(not_connected(e));
+    if matches!(row.state.parse(), Ok(State::Proposed | State::Approved)) {
+        // The proposal stays as it is: it can be approved once the tool is connected.
+        executors.runnable(&row.tool_name, &kind).map_err(not_connected)?;
     }
-    let now = Utc::now();
-    let lease = state.proposal_lease;
-    let done = match ledger::approve(&state.db, who.tenant(), id, &who.key_name, now, lease).await?
-    {
-        Approval::Run(claimed) => execute(state, &executors, claimed, &kind).await?,
-        Approval::AsItIs(row) => row,
-    };
-    Ok(done.into())
+    let (state, tenant, actor) = (state.clone(), who.tenant().to_owned(), who.key_name.clone());
+    let done = in_task(async move {
+        let lease = state.proposal_lease;
+        match ledger::approve(&state.db, &tenant, id, &actor, now, lease).await? {
+            Approval::Run(claimed) => execute(&state, &executors, claimed, &kind).await,
+            Approval::AsItIs(row) => Ok(row),
+        }
+    });
+    Ok(done.await?.into())
 }
 
 pub async fn decline(state: &AppState, who: &Principal, id: i32) -> Result<ProposalView> {
@@ -157,16 +177,19 @@ pub async fn decline(state: &AppState, who: &Principal, id: i32) -> Result<Propo
     )
 }
 
-/// Runs a failed proposal again while attempts remain.
+/// Runs a failed proposal again while attempts remain and its failure was
+/// retryable; validity first, then the executor's availability.
 pub async fn retry(state: &AppState, who: &Principal, id: i32) -> Result<ProposalView> {
     let row = ledger::get(&state.db, who.tenant(), id).await?;
+    ledger::retryable(&row)?;
     let kind = tool_type(state, row.tool_id).await?;
     let executors = state.executors().await?;
-    executors
-        .runnable(&row.tool_name, &kind)
-        .map_err(not_connected)?;
-    let now = Utc::now();
-    let lease = state.proposal_lease;
-    let claimed = ledger::retry(&state.db, who.tenant(), id, &who.key_name, now, lease).await?;
-    Ok(execute(state, &executors, claimed, &kind).await?.into())
+    executors.runnable(&row.tool_name, &kind).map_err(not_connected)?;
+    let (state, tenant, actor) = (state.clone(), who.tenant().to_owned(), who.key_name.clone());
+    let done = in_task(async move {
+        let (now, lease) = (Utc::now(), state.proposal_lease);
+        let claimed = ledger::retry(&state.db, &tenant, id, &actor, now, lease).await?;
+        execute(&state, &executors, claimed, &kind).await
+    });
+    Ok(done.await?.into())
 }

@@ -41,10 +41,12 @@ pub enum LedgerError {
     /// No such proposal for this tenant (another tenant's proposal looks the same).
     #[error("no such proposal")]
     NotFound,
-    /// The proposal is in a state this call cannot move it from.
+    /// The proposal is in a state this call cannot move it from, or a guard refused
+    /// the move (`reason` says which: expired, not retryable, no attempts left).
     #[error("the proposal is {state}")]
     Conflict {
         state: String,
+        reason: Option<&'static str>,
         proposal: Box<proposals::Model>,
     },
     #[error(transparent)]
@@ -188,6 +190,7 @@ async fn transition(
     from: &[State],
     to: State,
     extra: Set_,
+    guards: Vec<sea_orm::sea_query::SimpleExpr>,
     detail: Option<Value>,
 ) -> Result<Option<proposals::Model>, LedgerError> {
     let Step {
@@ -202,6 +205,9 @@ async fn transition(
         .col_expr(proposals::Column::UpdatedAt, Expr::value(now));
     for (column, value) in extra {
         update = update.col_expr(column, value);
+    }
+    for guard in guards {
+        update = update.filter(guard);
     }
     let moved = update
         .filter(proposals::Column::Id.eq(id))
@@ -223,11 +229,61 @@ async fn transition(
 }
 
 fn conflict(row: proposals::Model) -> LedgerError {
+    refused(row, None)
+}
+
+fn refused(row: proposals::Model, reason: Option<&'static str>) -> LedgerError {
     LedgerError::Conflict {
         state: row.state.clone(),
+        reason,
         proposal: Box::new(row),
     }
 }
+
+/// Why an approval of `row` cannot happen now, if it cannot: a proposal past its
+/// `expires_at` is expired, and a decided one (declined, failed, expired) stays so.
+/// Approved, executing and succeeded proposals may be approved again (answered as
+/// they are, or, if a crash left one `approved`, claimed).
+pub fn approvable(row: &proposals::Model, now: DateTime<Utc>) -> Result<(), LedgerError> {
+    match row.state.parse() {
+        Ok(State::Proposed) if row.expires_at <= now => Err(refused(row.clone(), Some(EXPIRED))),
+        Ok(State::Proposed | State::Approved | State::Executing | State::Succeeded) => Ok(()),
+        _ => Err(conflict(row.clone())),
+    }
+}
+
+/// Why a retry of `row` cannot happen, if it cannot: only a failed proposal with
+/// attempts left, whose outcome is known and whose failure a retry may fix.
+pub fn retryable(row: &proposals::Model) -> Result<(), LedgerError> {
+    let not_retryable = row
+        .result
+        .as_ref()
+        .and_then(|r| r.get("retryable"))
+        .and_then(Value::as_bool)
+        == Some(false);
+    let reason = if row.state.parse() != Ok(State::Failed) {
+        return Err(conflict(row.clone()));
+    } else if row.outcome_unknown {
+        Some(OUTCOME_UNKNOWN)
+    } else if not_retryable {
+        Some(NOT_RETRYABLE)
+    } else if row.attempts >= row.max_attempts {
+        Some(NO_ATTEMPTS_LEFT)
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(refused(row.clone(), Some(reason))),
+        None => Ok(()),
+    }
+}
+
+/// The reasons a guard gives.
+pub const EXPIRED: &str = "it expired before it was approved";
+pub const OUTCOME_UNKNOWN: &str =
+    "its last outcome is unknown (it may have run): check the backend before calling again";
+pub const NOT_RETRYABLE: &str = "its last attempt failed in a way a retry cannot fix";
+pub const NO_ATTEMPTS_LEFT: &str = "it has no attempts left";
 
 /// `proposed` → `declined`.
 pub async fn decline(
@@ -247,6 +303,7 @@ pub async fn decline(
         },
         &[State::Proposed],
         State::Declined,
+        vec![],
         vec![],
         None,
     )
@@ -268,7 +325,10 @@ pub enum Approval {
 }
 
 /// `proposed` → `approved` → `executing` (two events). Of any number of concurrent
-/// approvals exactly one gets [`Approval::Run`].
+/// approvals exactly one gets [`Approval::Run`]. A proposal left `approved` (a crash
+/// between the two steps) is claimed by the next approval. A proposal past its
+/// `expires_at` is moved to `expired` and refused: the guard is in the conditional
+/// update, so an approval can never race the deadline.
 pub async fn approve(
     db: &DatabaseConnection,
     tenant: &str,
@@ -277,32 +337,33 @@ pub async fn approve(
     now: DateTime<Utc>,
     lease: TimeDelta,
 ) -> Result<Approval, LedgerError> {
-    if transition(
-        db,
-        &Step {
-            tenant,
-            id,
-            actor,
-            now,
-        },
-        &[State::Proposed],
-        State::Approved,
-        vec![],
-        None,
-    )
-    .await?
-    .is_none()
-    {
-        let row = get(db, tenant, id).await?;
-        return match row.state.parse() {
-            Ok(State::Approved | State::Executing | State::Succeeded) => Ok(Approval::AsItIs(row)),
-            _ => Err(conflict(row)),
-        };
+    let step = Step {
+        tenant,
+        id,
+        actor,
+        now,
+    };
+    let unexpired = Expr::col(proposals::Column::ExpiresAt).gt(now);
+    let moved = transition(db, &step, &[State::Proposed], State::Approved, vec![], vec![unexpired], None);
+    if moved.await?.is_some() {
+        return claim(db, tenant, id, State::Approved, actor, now, lease).await;
     }
-    claim(db, tenant, id, State::Approved, actor, now, lease).await
+    let row = get(db, tenant, id).await?;
+    match row.state.parse() {
+        Ok(State::Proposed) => {
+            // Only the deadline can have refused it.
+            let expired = transition(db, &step, &[State::Proposed], State::Expired, vec![], vec![], None).await?;
+            Err(refused(expired.unwrap_or(row), Some(EXPIRED)))
+        }
+        Ok(State::Approved) => claim(db, tenant, id, State::Approved, actor, now, lease).await,
+        Ok(State::Executing | State::Succeeded) => Ok(Approval::AsItIs(row)),
+        _ => Err(conflict(row)),
+    }
 }
 
-/// `from` → `executing`, counting the attempt and taking the lease.
+/// `from` → `executing`, counting the attempt and taking the lease. A retry's claim
+/// also needs an attempt left, checked in the same conditional update, so concurrent
+/// retries can never run past the limit.
 async fn claim(
     db: &DatabaseConnection,
     tenant: &str,
@@ -319,27 +380,22 @@ async fn claim(
         ),
         (proposals::Column::LeaseUntil, Expr::value(now + lease)),
     ];
-    match transition(
-        db,
-        &Step {
-            tenant,
-            id,
-            actor,
-            now,
-        },
-        &[from],
-        State::Executing,
-        extra,
-        None,
-    )
-    .await?
-    {
+    let attempts_left = Expr::col(proposals::Column::Attempts)
+        .lt(Expr::col(proposals::Column::MaxAttempts));
+    let step = Step {
+        tenant,
+        id,
+        actor,
+        now,
+    };
+    match transition(db, &step, &[from], State::Executing, extra, vec![attempts_left], None).await? {
         Some(row) => Ok(Approval::Run(row)),
         None => Ok(Approval::AsItIs(get(db, tenant, id).await?)),
     }
 }
 
-/// `failed` → `executing`, while attempts remain.
+/// `failed` → `executing`, while attempts remain, the outcome is known and the
+/// failure was retryable (see [`retryable`]).
 pub async fn retry(
     db: &DatabaseConnection,
     tenant: &str,
@@ -348,16 +404,14 @@ pub async fn retry(
     now: DateTime<Utc>,
     lease: TimeDelta,
 ) -> Result<proposals::Model, LedgerError> {
-    let row = get(db, tenant, id).await?;
-    if row.state != State::Failed.as_str()
-        || row.attempts >= row.max_attempts
-        || row.outcome_unknown
-    {
-        return Err(conflict(row));
-    }
+    retryable(&get(db, tenant, id).await?)?;
     match claim(db, tenant, id, State::Failed, actor, now, lease).await? {
         Approval::Run(row) => Ok(row),
-        Approval::AsItIs(row) => Err(conflict(row)),
+        // Another retry won, or the attempts ran out meanwhile.
+        Approval::AsItIs(row) => Err(match retryable(&row) {
+            Err(refusal) => refusal,
+            Ok(()) => conflict(row),
+        }),
     }
 }
 
@@ -519,6 +573,7 @@ pub async fn sweep(
             &[State::Executing],
             State::Failed,
             extra,
+            vec![],
             None,
         )
         .await
@@ -554,6 +609,7 @@ pub async fn sweep(
             },
             &[State::Proposed],
             State::Expired,
+            vec![],
             vec![],
             None,
         )
