@@ -247,3 +247,126 @@ db_test! {
         assert_eq!((status, body["error"]["code"].clone()), (StatusCode::UNPROCESSABLE_ENTITY, json!("not_an_api_tool")));
     }
 }
+
+/// The proposal as the ledger holds it.
+async fn stored(api: &Api, id: i64) -> entity::proposals::Model {
+    let id = i32::try_from(id).expect("small id");
+    loadout::actions::ledger::get(&api.state.db, "default", id)
+        .await
+        .expect("the proposal")
+}
+
+/// Sets a proposal's columns behind the API's back, as a crash or the clock would.
+async fn force(api: &Api, id: i64, sql: &str) {
+    use sea_orm::ConnectionTrait;
+    let statement = format!("UPDATE proposals SET {sql} WHERE id = {id}");
+    api.state
+        .db
+        .execute_unprepared(&statement)
+        .await
+        .expect("update");
+}
+
+db_test! {
+    async fn a_client_that_disconnects_mid_approve_loses_no_outcome(db) {
+        let (url, received) = target().await;
+        let api = Api::new(db, true).await;
+        api.connect("backend", &format!("{url}/slow"), 10_000).await;
+        let id = api.propose().await;
+        let (state, admin) = (api.state.clone(), api.admin.clone());
+        let approving = tokio::spawn(async move {
+            loadout_tests::api::call(&state, Method::POST, &format!("/v1/proposals/{id}/approve"), &admin, None).await
+        });
+        while received.lock().expect("log").is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        approving.abort(); // the client goes away while the connector is working
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while stored(&api, id).await.state != "succeeded" {
+            assert!(std::time::Instant::now() < deadline, "the outcome was never recorded");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(received.lock().expect("log").len(), 1, "called once");
+    }
+}
+
+db_test! {
+    async fn a_proposal_a_crash_left_approved_runs_once_on_the_next_approve(db) {
+        let (url, received) = target().await;
+        let api = Api::new(db, true).await;
+        api.connect("backend", &format!("{url}/ok"), 5_000).await;
+        let id = api.propose().await;
+        force(&api, id, "state = 'approved'").await; // approved, never claimed
+        let first = api.approve(id).await;
+        let second = api.approve(id).await;
+        assert_eq!((first["state"].as_str(), second["state"].as_str()), (Some("succeeded"), Some("succeeded")));
+        assert_eq!(received.lock().expect("log").len(), 1, "exactly one execution");
+    }
+}
+
+db_test! {
+    async fn an_approval_after_the_deadline_is_409_expired_and_runs_nothing(db) {
+        let (url, received) = target().await;
+        let api = Api::new(db, true).await;
+        api.connect("backend", &format!("{url}/ok"), 5_000).await;
+        let id = api.propose().await;
+        force(&api, id, "expires_at = created_at").await;
+        let (status, body) = api.call(Method::POST, &format!("/v1/proposals/{id}/approve"), &api.admin, None).await;
+        assert_eq!((status, body["error"]["details"]["state"].as_str()), (StatusCode::CONFLICT, Some("expired")), "{body}");
+        assert!(received.lock().expect("log").is_empty());
+    }
+}
+
+db_test! {
+    async fn twenty_concurrent_retries_of_a_retryable_failure_run_once(db) {
+        let (url, received) = target().await;
+        let api = Api::new(db, true).await;
+        api.connect("backend", &format!("{url}/boom"), 5_000).await;
+        let id = api.propose().await;
+        assert_eq!(api.approve(id).await["state"], "failed");
+        // The retry takes 3 s, so all twenty have read the failure before it ends.
+        let (status, body) = api.call(Method::PATCH, "/v1/connectors/backend", &api.admin, Some(json!({"url": format!("{url}/slow")}))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let mut retries = Vec::new();
+        for _ in 0..20 {
+            let (state, admin) = (api.state.clone(), api.admin.clone());
+            retries.push(tokio::spawn(async move {
+                loadout_tests::api::call(&state, Method::POST, &format!("/v1/proposals/{id}/retry"), &admin, None).await.0
+            }));
+        }
+        let mut ok = 0;
+        for retry in retries {
+            match retry.await.expect("join") {
+                StatusCode::OK => ok += 1,
+                StatusCode::CONFLICT => {}
+                other => panic!("a retry answered {other}"),
+            }
+        }
+        assert_eq!((ok, received.lock().expect("log").len()), (1, 2), "one retry ran, after the first attempt");
+    }
+}
+
+db_test! {
+    async fn a_retry_of_a_refused_call_is_409_and_never_reaches_the_connector(db) {
+        let (url, received) = target().await;
+        let api = Api::new(db, true).await;
+        api.connect("backend", &format!("{url}/nope"), 5_000).await;
+        let id = api.propose().await;
+        assert_eq!(api.approve(id).await["result"]["retryable"], false);
+        let (status, body) = api.call(Method::POST, &format!("/v1/proposals/{id}/retry"), &api.admin, None).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{body}");
+        assert!(body["error"]["message"].as_str().expect("message").contains("a retry cannot fix"), "{body}");
+        assert_eq!(received.lock().expect("log").len(), 1, "only the first attempt");
+    }
+}
+
+db_test! {
+    async fn a_retry_of_a_declined_unconnected_proposal_is_409_not_424(db) {
+        let api = Api::new(db, true).await;
+        let id = api.propose().await; // delete_tasks has no connector yet
+        let (status, _) = api.call(Method::POST, &format!("/v1/proposals/{id}/decline"), &api.admin, None).await;
+        assert_eq!(status, StatusCode::OK);
+        let (status, body) = api.call(Method::POST, &format!("/v1/proposals/{id}/retry"), &api.admin, None).await;
+        assert_eq!((status, body["error"]["details"]["state"].as_str()), (StatusCode::CONFLICT, Some("declined")), "{body}");
+    }
+}

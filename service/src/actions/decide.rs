@@ -40,10 +40,16 @@ impl From<LedgerError> for Error {
             } => {
                 let message = match reason {
                     Some(reason) => format!("the proposal is {state}: {reason}"),
-                    None => format!("the proposal is {state}; that action is not possible from there"),
+                    None => {
+                        format!("the proposal is {state}; that action is not possible from there")
+                    }
                 };
                 let proposal = (*proposal).into();
-                Error::conflict(message).with_details(InState { state, reason, proposal })
+                Error::conflict(message).with_details(InState {
+                    state,
+                    reason,
+                    proposal,
+                })
             }
             LedgerError::Db(e) => e.into(),
         }
@@ -150,12 +156,14 @@ pub async fn conversation(
 pub async fn approve(state: &AppState, who: &Principal, id: i32) -> Result<ProposalView> {
     let now = Utc::now();
     let row = ledger::get(&state.db, who.tenant(), id).await?;
-    ledger::approvable(&row, now)?;
+    ledger::check_approvable(&state.db, &row, &who.key_name, now).await?;
     let kind = tool_type(state, row.tool_id).await?;
     let executors = state.executors().await?;
     if matches!(row.state.parse(), Ok(State::Proposed | State::Approved)) {
         // The proposal stays as it is: it can be approved once the tool is connected.
-        executors.runnable(&row.tool_name, &kind).map_err(not_connected)?;
+        executors
+            .runnable(&row.tool_name, &kind)
+            .map_err(not_connected)?;
     }
     let (state, tenant, actor) = (state.clone(), who.tenant().to_owned(), who.key_name.clone());
     let done = in_task(async move {
@@ -184,11 +192,15 @@ pub async fn retry(state: &AppState, who: &Principal, id: i32) -> Result<Proposa
     ledger::retryable(&row)?;
     let kind = tool_type(state, row.tool_id).await?;
     let executors = state.executors().await?;
-    executors.runnable(&row.tool_name, &kind).map_err(not_connected)?;
+    executors
+        .runnable(&row.tool_name, &kind)
+        .map_err(not_connected)?;
     let (state, tenant, actor) = (state.clone(), who.tenant().to_owned(), who.key_name.clone());
     let done = in_task(async move {
         let (now, lease) = (Utc::now(), state.proposal_lease);
-        let claimed = ledger::retry(&state.db, &tenant, id, &actor, now, lease).await?;
+        let seen = row.attempts;
+        let claimed =
+            ledger::retry_attempt(&state.db, &tenant, id, seen, &actor, now, lease).await?;
         execute(&state, &executors, claimed, &kind).await
     });
     Ok(done.await?.into())

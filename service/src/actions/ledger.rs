@@ -344,18 +344,35 @@ pub async fn approve(
         now,
     };
     let unexpired = Expr::col(proposals::Column::ExpiresAt).gt(now);
-    let moved = transition(db, &step, &[State::Proposed], State::Approved, vec![], vec![unexpired], None);
+    let moved = transition(
+        db,
+        &step,
+        &[State::Proposed],
+        State::Approved,
+        vec![],
+        vec![unexpired],
+        None,
+    );
     if moved.await?.is_some() {
-        return claim(db, tenant, id, State::Approved, actor, now, lease).await;
+        return claim(db, &step, State::Approved, lease, None).await;
     }
     let row = get(db, tenant, id).await?;
     match row.state.parse() {
         Ok(State::Proposed) => {
             // Only the deadline can have refused it.
-            let expired = transition(db, &step, &[State::Proposed], State::Expired, vec![], vec![], None).await?;
+            let expired = transition(
+                db,
+                &step,
+                &[State::Proposed],
+                State::Expired,
+                vec![],
+                vec![],
+                None,
+            )
+            .await?;
             Err(refused(expired.unwrap_or(row), Some(EXPIRED)))
         }
-        Ok(State::Approved) => claim(db, tenant, id, State::Approved, actor, now, lease).await,
+        Ok(State::Approved) => claim(db, &step, State::Approved, lease, None).await,
         Ok(State::Executing | State::Succeeded) => Ok(Approval::AsItIs(row)),
         _ => Err(conflict(row)),
     }
@@ -366,13 +383,12 @@ pub async fn approve(
 /// retries can never run past the limit.
 async fn claim(
     db: &DatabaseConnection,
-    tenant: &str,
-    id: i32,
+    step: &Step<'_>,
     from: State,
-    actor: &str,
-    now: DateTime<Utc>,
     lease: TimeDelta,
+    seen_attempts: Option<i32>,
 ) -> Result<Approval, LedgerError> {
+    let (tenant, id, now) = (step.tenant, step.id, step.now);
     let extra: Set_ = vec![
         (
             proposals::Column::Attempts,
@@ -380,22 +396,19 @@ async fn claim(
         ),
         (proposals::Column::LeaseUntil, Expr::value(now + lease)),
     ];
-    let attempts_left = Expr::col(proposals::Column::Attempts)
-        .lt(Expr::col(proposals::Column::MaxAttempts));
-    let step = Step {
-        tenant,
-        id,
-        actor,
-        now,
-    };
-    match transition(db, &step, &[from], State::Executing, extra, vec![attempts_left], None).await? {
+    let mut guards =
+        vec![Expr::col(proposals::Column::Attempts).lt(Expr::col(proposals::Column::MaxAttempts))];
+    if let Some(seen) = seen_attempts {
+        guards.push(Expr::col(proposals::Column::Attempts).eq(seen));
+    }
+    match transition(db, step, &[from], State::Executing, extra, guards, None).await? {
         Some(row) => Ok(Approval::Run(row)),
         None => Ok(Approval::AsItIs(get(db, tenant, id).await?)),
     }
 }
 
 /// `failed` → `executing`, while attempts remain, the outcome is known and the
-/// failure was retryable (see [`retryable`]).
+/// failure was retryable (see [`retryable`]): a retry of the attempt that failed last.
 pub async fn retry(
     db: &DatabaseConnection,
     tenant: &str,
@@ -404,14 +417,80 @@ pub async fn retry(
     now: DateTime<Utc>,
     lease: TimeDelta,
 ) -> Result<proposals::Model, LedgerError> {
-    retryable(&get(db, tenant, id).await?)?;
-    match claim(db, tenant, id, State::Failed, actor, now, lease).await? {
+    let seen = get(db, tenant, id).await?.attempts;
+    retry_attempt(db, tenant, id, seen, actor, now, lease).await
+}
+
+/// A retry of attempt `seen`, the one the caller saw fail. The claim is conditional
+/// on it, so any number of concurrent retries of one failure run it once: the others
+/// find the attempt moved on and get 409.
+pub async fn retry_attempt(
+    db: &DatabaseConnection,
+    tenant: &str,
+    id: i32,
+    seen: i32,
+    actor: &str,
+    now: DateTime<Utc>,
+    lease: TimeDelta,
+) -> Result<proposals::Model, LedgerError> {
+    let row = get(db, tenant, id).await?;
+    retryable(&row)?;
+    if row.attempts != seen {
+        return Err(conflict(row));
+    }
+    let step = Step {
+        tenant,
+        id,
+        actor,
+        now,
+    };
+    match claim(db, &step, State::Failed, lease, Some(seen)).await? {
         Approval::Run(row) => Ok(row),
         // Another retry won, or the attempts ran out meanwhile.
         Approval::AsItIs(row) => Err(match retryable(&row) {
             Err(refusal) => refusal,
             Ok(()) => conflict(row),
         }),
+    }
+}
+
+/// Refuses an approval that cannot happen now (see [`approvable`]); a proposal
+/// past its deadline is moved to `expired` on the way.
+pub async fn check_approvable(
+    db: &DatabaseConnection,
+    row: &proposals::Model,
+    actor: &str,
+    now: DateTime<Utc>,
+) -> Result<(), LedgerError> {
+    match approvable(row, now) {
+        Err(LedgerError::Conflict {
+            reason: Some(EXPIRED),
+            ..
+        }) => {
+            let step = Step {
+                tenant: &row.tenant_id,
+                id: row.id,
+                actor,
+                now,
+            };
+            let due = Expr::col(proposals::Column::ExpiresAt).lte(now);
+            let expired = transition(
+                db,
+                &step,
+                &[State::Proposed],
+                State::Expired,
+                vec![],
+                vec![due],
+                None,
+            )
+            .await?;
+            let now_row = match expired {
+                Some(row) => row,
+                None => get(db, &row.tenant_id, row.id).await?,
+            };
+            Err(refused(now_row, Some(EXPIRED)))
+        }
+        other => other,
     }
 }
 
