@@ -245,3 +245,14 @@ db_test! {
         assert_eq!(error(&reply), (StatusCode::NOT_FOUND, "not_found"));
     }
 }
+
+db_test! {
+    async fn a_nul_in_any_json_string_is_400_on_both_backends(db) {
+        let api = Served::new(db).await;
+        let body = br#"{"soul": "before\u0000after"}"#.to_vec();
+        let reply = send(&api.state, Method::PATCH, "/v1/agents/assistant", Some(&api.admin), Some(body), None).await;
+        assert_eq!(error(&reply), (StatusCode::BAD_REQUEST, "bad_request"));
+        let soul = send(&api.state, Method::GET, "/v1/agents/assistant", Some(&api.admin), None, None).await;
+        assert!(!soul.body["soul"].as_str().expect("soul").contains("after"), "nothing was written");
+    }
+}

@@ -113,10 +113,35 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
                     ApiError::invalid(e.body_text())
                 }
             })?;
+        if has_nul_escape(&bytes) {
+            return Err(ApiError::invalid(
+                "a JSON string holds \\u0000 (NUL), which no text column can store",
+            ));
+        }
         serde_json::from_slice(&bytes)
             .map(ApiJson)
             .map_err(|e| ApiError::invalid(format!("malformed JSON body: {e}")))
     }
+}
+
+/// Whether a JSON text escapes a NUL character (`\u0000`). Postgres text cannot
+/// hold one and SQLite would, so it is refused at the edge on both alike. Raw NULs
+/// cannot appear in JSON strings (serde_json refuses control characters), so the
+/// escape is the only way in; every backslash starts a two-or-more-byte escape, so
+/// skipping the byte after each one keeps `\\u0000` (an escaped backslash) apart.
+fn has_nul_escape(json: &[u8]) -> bool {
+    let mut at = 0;
+    while let Some(found) = memchr::memchr(b'\\', &json[at..]) {
+        let escape = at + found;
+        if json[escape + 1..].starts_with(b"u0000") {
+            return true;
+        }
+        at = escape + 2;
+        if at >= json.len() {
+            return false;
+        }
+    }
+    false
 }
 
 /// Query parameters of `T`; a missing, malformed or unknown parameter is 400.
@@ -148,5 +173,26 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath
             .map_err(|e: PathRejection| {
                 ApiError::invalid(format!("bad path parameter: {}", e.body_text()))
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_nul_escape;
+
+    #[test]
+    fn an_escaped_nul_is_found() {
+        assert!(has_nul_escape(br#"{"soul": "a\u0000b"}"#));
+    }
+
+    #[test]
+    fn an_escaped_backslash_before_u0000_is_text_not_nul() {
+        assert!(!has_nul_escape(br#"{"soul": "a\\u0000b"}"#));
+    }
+
+    #[test]
+    fn a_trailing_backslash_does_not_read_past_the_end() {
+        assert!(!has_nul_escape(b"\\"));
+        assert!(!has_nul_escape(b"\\\\"));
     }
 }
