@@ -370,3 +370,55 @@ db_test! {
         assert_eq!((status, body["error"]["details"]["state"].as_str()), (StatusCode::CONFLICT, Some("declined")), "{body}");
     }
 }
+
+/// A real local server that keeps the headers of the last request it got.
+async fn header_target() -> (String, Arc<Mutex<Option<HeaderMap>>>) {
+    let seen: Arc<Mutex<Option<HeaderMap>>> = Arc::default();
+    let keep = seen.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: HeaderMap| {
+            let keep = keep.clone();
+            async move {
+                *keep.lock().expect("headers") = Some(headers);
+                axum::Json(json!({"ok": true}))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move { axum::serve(listener, app).await.ok() });
+    (format!("http://{address}/hook"), seen)
+}
+
+db_test! {
+    async fn the_connector_receives_the_calls_context_in_headers(db) {
+        let (url, seen) = header_target().await;
+        let api = Api::new(db, true).await;
+        api.connect("backend", &url, 5_000).await;
+        let call = json!({"tool": "delete_tasks", "arguments": {"ids": ["t1"]}, "conversation_id": "conv-7", "user_id": "zoë"});
+        let (status, body) = api.call(Method::POST, "/v1/agents/assistant/tool-calls", &api.agent, Some(call)).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let id = body["proposal_id"].as_i64().expect("id");
+        api.approve(id).await;
+        let headers = seen.lock().expect("headers").clone().expect("the connector was called");
+        let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("<absent>").to_owned();
+        let names = ["loadout-tool", "loadout-agent", "loadout-tenant", "loadout-user-id", "loadout-conversation-id", "loadout-proposal-id", "loadout-attempt", "idempotency-key"];
+        let got: Vec<String> = names.iter().map(|n| header(n)).collect();
+        let want = ["delete_tasks", "assistant", "default", "zo%C3%AB", "conv-7", &id.to_string(), "1", &format!("{id}:1")];
+        assert_eq!(got, want);
+    }
+}
+
+db_test! {
+    async fn a_connector_may_not_set_a_reserved_or_context_header(db) {
+        let api = Api::new(db, true).await;
+        for name in ["Host", "idempotency-key", "Content-Length", "loadout-tenant"] {
+            let connector = json!({"name": "backend", "url": "http://127.0.0.1:9/x", "headers": {name: "forged"}});
+            let (status, body) = api.call(Method::POST, "/v1/connectors", &api.admin, Some(connector)).await;
+            assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("reserved_header")), "{name}");
+        }
+    }
+}

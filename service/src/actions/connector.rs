@@ -17,7 +17,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
 use serde_json::Value;
 
-use crate::actions::ledger::Outcome;
+use crate::actions::ledger::{Call, Outcome};
 
 /// Largest response body read from a connector.
 const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
@@ -119,6 +119,12 @@ pub struct Connector {
     pub timeout: Duration,
 }
 
+/// Whether a connector may not set this header (case-insensitive).
+pub fn reserved(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    RESERVED_HEADERS.contains(&name.as_str()) || name.starts_with(CONTEXT_PREFIX)
+}
+
 fn failure(error: &str, retryable: bool) -> Outcome {
     Outcome::failure(error, retryable)
 }
@@ -129,14 +135,60 @@ struct StatusOnly {
     status: u16,
 }
 
-/// Sends one attempt. 2xx → success with the JSON body (or `{"status"}`); 4xx → not
-/// retryable; 5xx, timeouts and connection errors → retryable.
-pub async fn call(
-    connector: &Connector,
-    allow: &[IpAddr],
-    arguments: &Value,
-    idempotency_key: &str,
-) -> Outcome {
+/// Headers a connector may not set: loadout sets them, or they frame the request.
+pub const RESERVED_HEADERS: [&str; 8] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "te",
+    "upgrade",
+    "idempotency-key",
+    "content-type",
+];
+
+/// The prefix of the context headers loadout sends; a connector may not set them.
+pub const CONTEXT_PREFIX: &str = "loadout-";
+
+/// A context value as a header value: printable ASCII stays, every other byte (and
+/// `%`) is percent-encoded, so any user or conversation id can travel.
+fn header_text(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        if (0x20..0x7f).contains(&byte) && byte != b'%' {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// The context headers of a call: which tool, for which agent, tenant, user and
+/// conversation, and which proposal and attempt.
+fn context(call: &Call) -> Vec<(&'static str, String)> {
+    let mut headers = vec![
+        ("loadout-tool", header_text(&call.tool)),
+        ("loadout-agent", header_text(&call.agent)),
+        ("loadout-tenant", header_text(&call.tenant)),
+        (
+            "loadout-conversation-id",
+            header_text(&call.conversation_id),
+        ),
+        ("loadout-proposal-id", call.proposal_id.to_string()),
+        ("loadout-attempt", call.attempt.to_string()),
+    ];
+    if let Some(user) = &call.user_id {
+        headers.push(("loadout-user-id", header_text(user)));
+    }
+    headers
+}
+
+/// Sends one attempt: the arguments as the JSON body, the context as `Loadout-*`
+/// headers, `Idempotency-Key: {proposal}:{attempt}`. 2xx → success with the JSON
+/// body (or `{"status"}`); 4xx → not retryable; 5xx, timeouts and connection errors →
+/// retryable.
+pub async fn call(connector: &Connector, allow: &[IpAddr], call: &Call) -> Outcome {
     let target = match check_url(&connector.url, allow).await {
         Ok(target) => target,
         Err(e) => return failure(&format!("the connector's URL is refused: {e}"), false),
@@ -147,11 +199,18 @@ pub async fn call(
         .uri(uri)
         .header(hyper::header::HOST, target.host.as_str())
         .header(hyper::header::CONTENT_TYPE, "application/json")
-        .header("idempotency-key", idempotency_key);
-    for (name, value) in &connector.headers {
-        request = request.header(name.as_str(), value.as_str());
+        .header("idempotency-key", call.idempotency_key.as_str());
+    for (name, value) in context(call) {
+        request = request.header(name, value);
     }
-    let Ok(request) = request.body(Full::new(Bytes::from(arguments.to_string()))) else {
+    // Saved connectors cannot hold reserved or context headers; skip any a drifted
+    // row holds rather than send two Hosts or a forged key.
+    for (name, value) in &connector.headers {
+        if !reserved(name) {
+            request = request.header(name.as_str(), value.as_str());
+        }
+    }
+    let Ok(request) = request.body(Full::new(Bytes::from(call.arguments.to_string()))) else {
         return failure("the connector's method or headers are not valid", false);
     };
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())

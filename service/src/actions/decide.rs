@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use entity::{proposals, tools};
+use entity::{agent_configurations, proposals, tools};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde::Serialize;
 
@@ -101,6 +101,11 @@ pub async fn execute(
     let outcome = match refused {
         Some(failure) => failure,
         None => {
+            let agent = agent_configurations::Entity::find_by_id(claimed.agent_id)
+                .one(&state.db)
+                .await?
+                .map(|a| a.name)
+                .unwrap_or_default();
             let call = Call {
                 tenant: claimed.tenant_id.clone(),
                 agent_id: claimed.agent_id,
@@ -108,6 +113,10 @@ pub async fn execute(
                 tool: claimed.tool_name.clone(),
                 arguments: claimed.arguments.clone(),
                 idempotency_key: format!("{}:{}", claimed.id, claimed.attempts),
+                agent,
+                conversation_id: claimed.conversation_id.clone(),
+                proposal_id: claimed.id,
+                attempt: claimed.attempts,
             };
             executors.run(&state.db, call, EXECUTION_TIMEOUT).await
         }

@@ -75,17 +75,7 @@ impl Executors {
     }
 }
 
-/// One tool call to carry out.
-#[derive(Clone, Debug)]
-pub struct Call {
-    pub tenant: String,
-    pub agent_id: i32,
-    pub user_id: Option<String>,
-    pub tool: String,
-    pub arguments: serde_json::Value,
-    /// `{proposal_id}:{attempt}`: executors must treat a repeat as the same call.
-    pub idempotency_key: String,
-}
+pub use crate::actions::ledger::Call;
 
 /// Why a call cannot run now (answered with 424).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -133,15 +123,7 @@ impl Executors {
         });
         let task = tokio::spawn(async move {
             match connector {
-                Some(c) => {
-                    crate::actions::connector::call(
-                        &c,
-                        &allow,
-                        &call.arguments,
-                        &call.idempotency_key,
-                    )
-                    .await
-                }
+                Some(c) => crate::actions::connector::call(&c, &allow, &call).await,
                 None => run_builtin(&db, &call).await,
             }
         });

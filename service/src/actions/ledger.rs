@@ -494,6 +494,23 @@ pub async fn check_approvable(
     }
 }
 
+/// One tool call to carry out, with its context.
+#[derive(Clone, Debug)]
+pub struct Call {
+    pub tenant: String,
+    pub agent_id: i32,
+    pub user_id: Option<String>,
+    pub tool: String,
+    pub arguments: serde_json::Value,
+    /// `{proposal_id}:{attempt}`: executors must treat a repeat as the same call.
+    pub idempotency_key: String,
+    /// The agent's name, for the connector's context.
+    pub agent: String,
+    pub conversation_id: String,
+    pub proposal_id: i32,
+    pub attempt: i32,
+}
+
 /// An execution's result.
 #[derive(Clone, Debug, Serialize)]
 pub struct Outcome {

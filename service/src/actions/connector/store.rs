@@ -143,6 +143,15 @@ fn check_timeout(ms: i32) -> Result<()> {
 
 fn check_headers(headers: &Map<String, Value>) -> Result<()> {
     for (name, value) in headers {
+        if super::reserved(name) {
+            return Err(Error::refused(
+                "reserved_header",
+                format!(
+                    "header {name:?} is set by loadout and may not be configured: {}, and loadout-*",
+                    super::RESERVED_HEADERS.join(", ")
+                ),
+            ));
+        }
         let ok_name = hyper::header::HeaderName::from_bytes(name.as_bytes()).is_ok();
         let ok_value = value
             .as_str()
