@@ -679,16 +679,11 @@ async fn a_process_killed_mid_execution_leaves_a_proposal_the_sweeper_fails_as_o
         }
     });
 
-    let flags = [
-        "--connector-allow",
-        "127.0.0.1",
-        "--proposal-lease-seconds",
-        "1",
-    ];
+    let flags = ["--connector-allow", "127.0.0.1"];
     let (mut first, addr, printed) = spawn_serve(&db.url, &flags, 3);
     let key = printed[2].clone();
     let connector = format!(
-        r#"{{"name": "backend", "url": "http://{backend_addr}/hook", "timeout_ms": 60000}}"#
+        r#"{{"name": "backend", "url": "http://{backend_addr}/hook", "timeout_ms": 2000}}"#
     );
     assert_eq!(
         http(&addr, "POST", "/v1/connectors", &key, &connector).0,
@@ -724,7 +719,9 @@ async fn a_process_killed_mid_execution_leaves_a_proposal_the_sweeper_fails_as_o
     first.wait().expect("reap");
     approving.join().ok();
 
-    std::thread::sleep(std::time::Duration::from_millis(1500)); // past the 1 s lease
+    // The execution's lease is its 2 s timeout plus the 5 s margin; the next
+    // process's sweeper reads the real clock, so wait past it.
+    std::thread::sleep(std::time::Duration::from_millis(7500));
     let orphans = stdout(&loadout(
         &db.url,
         &["proposals", "orphans", "--lease-seconds", "1"],
@@ -808,5 +805,19 @@ fn the_readme_http_examples_work_when_pasted() {
     assert!(
         printed.contains("\"name\":\"create_notes\""),
         "the tool was created: {printed}"
+    );
+}
+
+#[test]
+fn serve_refuses_a_lease_shorter_than_the_longest_call_timeout() {
+    let out = Command::new(env!("CARGO_BIN_EXE_loadout"))
+        .args(["serve", "--proposal-lease-seconds", "1"])
+        .output()
+        .expect("run serve");
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    assert!(
+        stderr(&out).contains("shorter than the longest call timeout (30 s)"),
+        "{}",
+        stderr(&out)
     );
 }

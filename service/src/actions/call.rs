@@ -187,7 +187,7 @@ pub async fn call(
     }
     let (state, tenant, kind) = (state.clone(), tenant.to_owned(), tool.tool_type);
     let ran = super::decide::in_task(async move {
-        let lease = state.proposal_lease;
+        let lease = executors.lease_for(&created.tool_name);
         match ledger::approve(&state.db, &tenant, created.id, "auto", now, lease).await? {
             Approval::Run(claimed) => execute(&state, &executors, claimed, &kind).await,
             Approval::AsItIs(row) => Ok(row),

@@ -2,22 +2,17 @@
 //! decline, retry a failure. The tenant is always the caller's key's; another
 //! tenant's proposal is not found.
 
-use std::time::Duration;
-
 use chrono::Utc;
 use entity::{agent_configurations, proposals, tools};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde::Serialize;
 
-use super::executors::{Call, Executors, NotRunnable};
+use super::executors::{Call, EXECUTION_TIMEOUT, Executors, NotRunnable};
 use super::ledger::{self, Approval, LedgerError, Outcome, State};
 use super::views::{ConversationProposals, EventView, ProposalDetail, ProposalView};
 use crate::app::AppState;
 use crate::auth::Principal;
 use crate::error::{Error, Kind, Result, check_id};
-
-/// How long an execution may take.
-pub const EXECUTION_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The details of a conflict: the state, why (when a guard refused), and the
 /// proposal as it is.
@@ -176,7 +171,7 @@ pub async fn approve(state: &AppState, who: &Principal, id: i32) -> Result<Propo
     }
     let (state, tenant, actor) = (state.clone(), who.tenant().to_owned(), who.key_name.clone());
     let done = in_task(async move {
-        let lease = state.proposal_lease;
+        let lease = executors.lease_for(&row.tool_name);
         match ledger::approve(&state.db, &tenant, id, &actor, now, lease).await? {
             Approval::Run(claimed) => execute(&state, &executors, claimed, &kind).await,
             Approval::AsItIs(row) => Ok(row),
@@ -206,7 +201,7 @@ pub async fn retry(state: &AppState, who: &Principal, id: i32) -> Result<Proposa
         .map_err(not_connected)?;
     let (state, tenant, actor) = (state.clone(), who.tenant().to_owned(), who.key_name.clone());
     let done = in_task(async move {
-        let (now, lease) = (Utc::now(), state.proposal_lease);
+        let (now, lease) = (Utc::now(), executors.lease_for(&row.tool_name));
         let seen = row.attempts;
         let claimed =
             ledger::retry_attempt(&state.db, &tenant, id, seen, &actor, now, lease).await?;

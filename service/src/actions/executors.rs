@@ -9,6 +9,12 @@ use std::net::IpAddr;
 use crate::actions::connector::Connector;
 use crate::registry::ToolType;
 
+/// The longest any call may run; a connector's `timeout_ms` may not exceed it.
+pub const EXECUTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How long past its timeout an execution's lease lasts: time to record the outcome.
+pub const LEASE_MARGIN: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Builtin tools this build can execute.
 pub const BUILTIN: [&str; 1] = ["update_instructions"];
 
@@ -64,6 +70,21 @@ impl Executors {
     /// Binds a tool to a connector (for tests and embedding).
     pub fn connect(&mut self, tool: &str, connector: Connector) {
         self.connectors.insert(tool.to_owned(), connector);
+    }
+
+    /// How long a call of `tool` may run: its connector's timeout, or the cap.
+    pub fn timeout_for(&self, tool: &str) -> std::time::Duration {
+        self.connectors
+            .get(tool)
+            .map_or(EXECUTION_TIMEOUT, |c| c.timeout.min(EXECUTION_TIMEOUT))
+    }
+
+    /// The lease an execution of `tool` takes: its timeout plus [`LEASE_MARGIN`].
+    /// Past it, the executing process is presumed dead (a live call has timed out
+    /// and recorded its outcome by then), so the sweeper never fails a live call.
+    pub fn lease_for(&self, tool: &str) -> chrono::TimeDelta {
+        let lease = self.timeout_for(tool) + LEASE_MARGIN;
+        chrono::TimeDelta::from_std(lease).unwrap_or(chrono::TimeDelta::MAX)
     }
 
     pub fn has_builtin(&self, tool: &str) -> bool {

@@ -603,28 +603,27 @@ pub struct Orphans {
     pub expired: Vec<i32>,
 }
 
-/// Lists orphans without changing anything: `executing` past their lease and
-/// `approved` older than `lease` (what `loadout proposals orphans` prints).
+/// Orphans, changing nothing: `executing` proposals past their lease (stamped at
+/// the claim from the executor's timeout), and `approved` ones never claimed within
+/// `lease`. With `override_lease`, both states are judged by their last change
+/// (`updated_at`) against it instead: for an operator who knows the process is dead.
 pub async fn orphans(
     db: &impl ConnectionTrait,
     now: DateTime<Utc>,
     lease: TimeDelta,
+    override_lease: Option<TimeDelta>,
 ) -> Result<Vec<proposals::Model>, DbErr> {
     use sea_orm::Condition;
+    let executing = Condition::all().add(proposals::Column::State.eq(State::Executing.as_str()));
+    let executing = match override_lease {
+        Some(lease) => executing.add(proposals::Column::UpdatedAt.lt(now - lease)),
+        None => executing.add(proposals::Column::LeaseUntil.lt(now)),
+    };
+    let approved = Condition::all()
+        .add(proposals::Column::State.eq(State::Approved.as_str()))
+        .add(proposals::Column::UpdatedAt.lt(now - override_lease.unwrap_or(lease)));
     proposals::Entity::find()
-        .filter(
-            Condition::any()
-                .add(
-                    Condition::all()
-                        .add(proposals::Column::State.eq(State::Executing.as_str()))
-                        .add(proposals::Column::LeaseUntil.lt(now)),
-                )
-                .add(
-                    Condition::all()
-                        .add(proposals::Column::State.eq(State::Approved.as_str()))
-                        .add(proposals::Column::UpdatedAt.lt(now - lease)),
-                ),
-        )
+        .filter(Condition::any().add(executing).add(approved))
         .order_by_asc(proposals::Column::Id)
         .all(db)
         .await

@@ -6,18 +6,27 @@ use sea_orm::DatabaseConnection;
 pub enum ProposalsCommand {
     /// List orphans: `executing` past their lease, `approved` but never claimed. Changes nothing.
     Orphans {
-        /// How long an execution may hold its lease, in seconds.
-        #[arg(long, default_value_t = 300)]
-        lease_seconds: i64,
+        /// Judge both states by their last change against this many seconds instead
+        /// of the executing calls' own leases (and 300 s for approved ones).
+        #[arg(long)]
+        lease_seconds: Option<i64>,
     },
 }
 
 pub async fn run(db: &DatabaseConnection, command: ProposalsCommand) -> anyhow::Result<()> {
     let ProposalsCommand::Orphans { lease_seconds } = command;
-    let lease = chrono::TimeDelta::try_seconds(lease_seconds)
-        .filter(|l| *l > chrono::TimeDelta::zero())
-        .ok_or_else(|| anyhow::anyhow!("--lease-seconds must be a positive number of seconds"))?;
-    let found = crate::actions::ledger::orphans(db, chrono::Utc::now(), lease).await?;
+    let override_lease = match lease_seconds {
+        None => None,
+        Some(seconds) => Some(
+            chrono::TimeDelta::try_seconds(seconds)
+                .filter(|l| *l > chrono::TimeDelta::zero())
+                .ok_or_else(|| {
+                    anyhow::anyhow!("--lease-seconds must be a positive number of seconds")
+                })?,
+        ),
+    };
+    let (now, lease) = (chrono::Utc::now(), crate::app::PROPOSAL_LEASE);
+    let found = crate::actions::ledger::orphans(db, now, lease, override_lease).await?;
     if found.is_empty() {
         eprintln!("no orphaned proposals");
     }

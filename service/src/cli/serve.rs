@@ -25,8 +25,10 @@ pub struct ServeArgs {
     /// Private or loopback IPs connectors may reach (comma-separated), e.g. 127.0.0.1.
     #[arg(long, env = "LOADOUT_CONNECTOR_ALLOW", value_delimiter = ',')]
     pub connector_allow: Vec<std::net::IpAddr>,
-    /// How long a tool execution may run before the proposal sweeper presumes it dead.
-    #[arg(long, env = "LOADOUT_PROPOSAL_LEASE_SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u32).range(1..))]
+    /// How long an approved proposal may wait unclaimed before the sweeper reports it.
+    /// At least the longest call timeout (30 s): an executing call's own lease is its
+    /// timeout plus a margin.
+    #[arg(long, env = "LOADOUT_PROPOSAL_LEASE_SECONDS", default_value_t = 300, value_parser = parse_lease)]
     pub proposal_lease_seconds: u32,
     /// How long a proposal of a tier waits for a decision, e.g. requires_approval=3600;
     /// repeatable; 86400 (24 h) for any tier not given.
@@ -41,6 +43,17 @@ pub struct ServeArgs {
     /// Largest prompt template accepted, in bytes.
     #[arg(long, env = "LOADOUT_MAX_TEMPLATE_BYTES", default_value_t = crate::cli::template::DEFAULT_MAX_TEMPLATE_BYTES)]
     pub max_template_bytes: usize,
+}
+
+fn parse_lease(text: &str) -> Result<u32, String> {
+    let longest = crate::actions::executors::EXECUTION_TIMEOUT.as_secs();
+    match text.parse::<u32>() {
+        Ok(seconds) if u64::from(seconds) >= longest => Ok(seconds),
+        Ok(_) => Err(format!(
+            "a lease shorter than the longest call timeout ({longest} s) would fail live calls"
+        )),
+        Err(_) => Err(format!("{text:?} is not a number of seconds")),
+    }
 }
 
 fn parse_ttl(text: &str) -> Result<(Tier, u32), String> {

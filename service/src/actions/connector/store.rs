@@ -71,7 +71,7 @@ pub struct NewConnector {
     #[serde(default)]
     #[schema(value_type = std::collections::BTreeMap<String, String>)]
     pub headers: Map<String, Value>,
-    /// 1 to 120000; 30000 when absent.
+    /// 1 to 30000 (the cap on every call); 30000 when absent.
     #[serde(default = "thirty_seconds")]
     pub timeout_ms: i32,
 }
@@ -132,11 +132,12 @@ fn check_method(method: &str) -> Result<()> {
 }
 
 fn check_timeout(ms: i32) -> Result<()> {
-    match ms {
-        1..=120_000 => Ok(()),
+    let cap = crate::actions::executors::EXECUTION_TIMEOUT.as_millis();
+    match u128::try_from(ms) {
+        Ok(ms) if (1..=cap).contains(&ms) => Ok(()),
         _ => Err(Error::refused(
             "invalid_timeout",
-            "timeout_ms must be 1 to 120000",
+            format!("timeout_ms must be 1 to {cap} (no call may run longer)"),
         )),
     }
 }
