@@ -11,4 +11,5 @@ pub mod describe;
 pub mod executors;
 pub mod ledger;
 pub mod preferences;
+pub mod requirements;
 pub mod views;

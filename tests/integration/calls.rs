@@ -202,3 +202,20 @@ db_test! {
         assert_eq!(lifetime(&api, &long).await, chrono::TimeDelta::hours(24));
     }
 }
+
+db_test! {
+    async fn update_instructions_without_a_user_is_refused_when_called(db) {
+        let (_db, api) = Api::new(db).await;
+        let call = json!({"tool": "update_instructions", "arguments": {"instructions": "x"}, "conversation_id": "conv-1"});
+        let (status, body) = api.tool_call(call).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("missing_context")), "{body}");
+    }
+}
+
+db_test! {
+    async fn instructions_over_the_admin_limit_are_refused_when_called(db) {
+        let (_db, api) = Api::new(db).await;
+        let (status, body) = api.tool_call(instructions_call(&"x".repeat(256 * 1024 + 1))).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::PAYLOAD_TOO_LARGE, Some("payload_too_large")));
+    }
+}

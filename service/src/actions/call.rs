@@ -138,6 +138,7 @@ pub async fn call(
         };
         Error::refused("invalid_arguments", e.to_string()).with_details(path)
     })?;
+    super::requirements::check(&tool.name, request.user_id.as_deref(), &request.arguments)?;
     let serialized = serde_json::to_string(&request).map_err(Error::internal)?;
     let request_hash = crate::auth::keys::hash_bytes(serialized.as_bytes());
     if let Some(key) = &request.idempotency_key
