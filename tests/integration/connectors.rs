@@ -422,3 +422,22 @@ db_test! {
         }
     }
 }
+
+db_test! {
+    async fn the_sweeper_runs_a_proposal_a_crash_left_approved_once(db) {
+        let (url, received) = target().await;
+        let api = Api::new(db, true).await;
+        api.connect("backend", &format!("{url}/ok"), 5_000).await;
+        let id = api.propose().await;
+        // Approved long ago and never claimed: the process died between the two steps.
+        force(&api, id, "state = 'approved', updated_at = '2020-01-01T00:00:00+00:00'").await;
+        let sweeper = api.state.spawn_proposal_sweeper();
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while stored(&api, id).await.state != "succeeded" {
+            assert!(std::time::Instant::now() < deadline, "the sweeper never ran it");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        sweeper.abort();
+        assert_eq!(received.lock().expect("log").len(), 1, "exactly one execution");
+    }
+}

@@ -158,9 +158,20 @@ pub async fn conversation(
 /// answered as it is. The transition's validity is checked before the tool's
 /// executor, so a decided proposal is 409 whether or not its tool is connected.
 pub async fn approve(state: &AppState, who: &Principal, id: i32) -> Result<ProposalView> {
+    approve_as(state, who.tenant(), &who.key_name, id).await
+}
+
+/// [`approve`] for `actor` in `tenant`: also how the sweeper resumes a proposal a
+/// crash left `approved` (the claim is conditional, so it still runs once).
+pub async fn approve_as(
+    state: &AppState,
+    tenant: &str,
+    actor: &str,
+    id: i32,
+) -> Result<ProposalView> {
     let now = Utc::now();
-    let row = ledger::get(&state.db, who.tenant(), id).await?;
-    ledger::check_approvable(&state.db, &row, &who.key_name, now).await?;
+    let row = ledger::get(&state.db, tenant, id).await?;
+    ledger::check_approvable(&state.db, &row, actor, now).await?;
     let kind = tool_type(state, row.tool_id).await?;
     let executors = state.executors().await?;
     if matches!(row.state.parse(), Ok(State::Proposed | State::Approved)) {
@@ -169,7 +180,7 @@ pub async fn approve(state: &AppState, who: &Principal, id: i32) -> Result<Propo
             .runnable(&row.tool_name, &kind)
             .map_err(not_connected)?;
     }
-    let (state, tenant, actor) = (state.clone(), who.tenant().to_owned(), who.key_name.clone());
+    let (state, tenant, actor) = (state.clone(), tenant.to_owned(), actor.to_owned());
     let done = in_task(async move {
         let lease = executors.lease_for(&row.tool_name);
         match ledger::approve(&state.db, &tenant, id, &actor, now, lease).await? {

@@ -597,8 +597,9 @@ pub async fn finish(
 pub struct Orphans {
     /// Were `executing` past their lease: now `failed` with `outcome_unknown`.
     pub failed: Vec<i32>,
-    /// Are `approved` but were never claimed within a lease: reported, left as they are.
-    pub approved: Vec<i32>,
+    /// Are `approved` but were never claimed within a lease (a crash between approval
+    /// and claim): `(tenant, id)`, for the sweeper to claim and run.
+    pub approved: Vec<(String, i32)>,
     /// Were `proposed` past their expiry: now `expired`.
     pub expired: Vec<i32>,
 }
@@ -631,7 +632,8 @@ pub async fn orphans(
 
 /// Crash safety and expiry, for every tenant: an `executing` proposal past its lease
 /// is failed with `outcome_unknown` (never re-run automatically); an `approved` one
-/// older than `lease` is reported; a `proposed` one past `expires_at` expires.
+/// older than `lease` is returned, for the caller to claim and run (it never ran: a
+/// claim is what starts a run); a `proposed` one past `expires_at` expires.
 pub async fn sweep(
     db: &DatabaseConnection,
     now: DateTime<Utc>,
@@ -686,7 +688,7 @@ pub async fn sweep(
         .all(db)
         .await?
         .into_iter()
-        .map(|row| row.id)
+        .map(|row| (row.tenant_id, row.id))
         .collect();
     let due = proposals::Entity::find()
         .filter(proposals::Column::State.eq(State::Proposed.as_str()))

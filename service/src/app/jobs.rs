@@ -6,7 +6,8 @@ use super::{AppState, POLL_INTERVAL, SWEEP_INTERVAL};
 
 impl AppState {
     /// Sweeps the proposal ledger now and every [`SWEEP_INTERVAL`]: dead executions fail
-    /// with outcome unknown, stuck approvals are counted, undecided proposals expire.
+    /// with outcome unknown, approvals a crash left unclaimed are claimed and run,
+    /// undecided proposals expire.
     pub fn spawn_proposal_sweeper(&self) -> tokio::task::JoinHandle<()> {
         let weak = Arc::downgrade(&self.0);
         tokio::spawn(async move {
@@ -22,8 +23,19 @@ impl AppState {
                         m.orphans_failed.inc_by(found.failed.len() as u64);
                         m.orphans_approved.set(found.approved.len() as u64);
                         m.proposals_expired.inc_by(found.expired.len() as u64);
-                        if !found.failed.is_empty() || !found.approved.is_empty() {
-                            tracing::warn!(failed = ?found.failed, approved = ?found.approved, "orphaned proposals (`loadout proposals orphans` lists them)");
+                        if !found.failed.is_empty() {
+                            tracing::warn!(failed = ?found.failed, "executions presumed dead; outcome unknown (`loadout proposals orphans` lists them)");
+                        }
+                        // Approved but never claimed: a crash between approval and
+                        // claim. They never ran, so claiming and running them is safe.
+                        for (tenant, id) in found.approved {
+                            let app = AppState(state.clone());
+                            let resumed =
+                                crate::actions::decide::approve_as(&app, &tenant, "sweeper", id)
+                                    .await;
+                            if let Err(e) = resumed {
+                                tracing::warn!(proposal = id, error = %e.message, "cannot resume an approved proposal");
+                            }
                         }
                     }
                     Err(e) => tracing::warn!(error = %e, "cannot sweep the proposal ledger"),
