@@ -441,3 +441,12 @@ db_test! {
         assert_eq!(received.lock().expect("log").len(), 1, "exactly one execution");
     }
 }
+
+db_test! {
+    async fn a_connector_timeout_over_the_cap_is_refused_not_capped(db) {
+        let api = Api::new(db, true).await;
+        let connector = json!({"name": "backend", "url": "http://127.0.0.1:9/x", "timeout_ms": 30_001});
+        let (status, body) = api.call(Method::POST, "/v1/connectors", &api.admin, Some(connector)).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_timeout")), "{body}");
+    }
+}
