@@ -86,8 +86,18 @@ pub const OLD_SOUL: &str = "## Personality\nYou are a diligent assistant.\n\n## 
 
 const STAMP: &str = "'2026-01-15T09:30:00Z'";
 
-/// Inserts the legacy world. Works on SQLite and Postgres alike.
+/// Inserts the legacy world. Works on SQLite and Postgres alike, on the base schema
+/// and on today's (where user instructions belong to the `default` tenant).
 pub async fn load(db: &DatabaseConnection) {
+    let tenanted = db
+        .execute_unprepared("SELECT tenant_id FROM user_agent_prompt_customizations WHERE 1 = 0")
+        .await
+        .is_ok();
+    let (tenant_column, tenant_value) = if tenanted {
+        ("tenant_id, ", "'default', ")
+    } else {
+        ("", "")
+    };
     let mut sql = Vec::new();
     for (name, kind, tier) in TOOLS {
         sql.push(format!(
@@ -127,8 +137,8 @@ pub async fn load(db: &DatabaseConnection) {
         ("user-1", "researcher", "Cite your sources.", "FALSE"),
     ] {
         sql.push(format!(
-            "INSERT INTO user_agent_prompt_customizations (user_id, agent_id, instructions, is_active, created_at, updated_at) \
-             SELECT '{user}', id, '{text}', {active}, {STAMP}, {STAMP} FROM agent_configurations WHERE name = '{agent}'"
+            "INSERT INTO user_agent_prompt_customizations ({tenant_column}user_id, agent_id, instructions, is_active, created_at, updated_at) \
+             SELECT {tenant_value}'{user}', id, '{text}', {active}, {STAMP}, {STAMP} FROM agent_configurations WHERE name = '{agent}'"
         ));
     }
     for statement in sql {
