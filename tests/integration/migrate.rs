@@ -16,6 +16,7 @@ db_test! {
             ("m20260320_000005_proposal_ledger", true),
             ("m20260401_000006_connectors", true),
             ("m20260410_000007_tenant_user_instructions", true),
+            ("m20260410_000008_link_delete_reminders", true),
         ]);
     }
 }

@@ -147,3 +147,25 @@ pub async fn load(db: &DatabaseConnection) {
             .unwrap_or_else(|e| panic!("legacy fixture: {e}\n{statement}"));
     }
 }
+
+/// Gives the legacy assistant an active link to every legacy tool it lacks (so that
+/// every canonical tool has a predecessor it used) and switches off its link to the
+/// team's own tool: the assistant as UAT 1 of SPEC-019 imagines it.
+pub async fn link_assistant_to_every_predecessor(db: &DatabaseConnection) {
+    let statements = [
+        format!(
+            "INSERT INTO agent_tools (agent_id, tool_id, is_active, created_at, updated_at) \
+             SELECT a.id, t.id, TRUE, {STAMP}, {STAMP} FROM agent_configurations a, tools t \
+             WHERE a.name = 'assistant' AND t.name <> 'get_weather' \
+             AND NOT EXISTS (SELECT 1 FROM agent_tools l WHERE l.agent_id = a.id AND l.tool_id = t.id)"
+        ),
+        "UPDATE agent_tools SET is_active = FALSE WHERE tool_id = (SELECT id FROM tools WHERE name = 'get_weather') \
+         AND agent_id = (SELECT id FROM agent_configurations WHERE name = 'assistant')"
+            .to_owned(),
+    ];
+    for statement in statements {
+        db.execute_unprepared(&statement)
+            .await
+            .unwrap_or_else(|e| panic!("legacy fixture: {e}\n{statement}"));
+    }
+}
