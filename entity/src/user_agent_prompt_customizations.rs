@@ -1,4 +1,5 @@
-//! `user_agent_prompt_customizations`: a user's own instructions for one agent.
+//! `user_agent_prompt_customizations`: a user's own instructions for one agent, in
+//! one tenant; unique on (tenant_id, agent_id, user_id).
 
 use sea_orm::entity::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -15,6 +16,8 @@ pub struct Model {
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
     pub deleted_at: Option<DateTimeUtc>,
+    /// The tenant whose user this is; never shared across tenants.
+    pub tenant_id: String,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

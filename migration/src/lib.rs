@@ -10,6 +10,8 @@ pub mod m20260301_000003_channels_and_prompt_sections;
 mod m20260310_000004_keys_versions_generation;
 mod m20260320_000005_proposal_ledger;
 mod m20260401_000006_connectors;
+mod m20260410_000007_tenant_user_instructions;
+pub mod m20260410_000008_link_delete_reminders;
 
 /// Every migration, oldest first.
 pub struct Migrator;
@@ -24,6 +26,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20260310_000004_keys_versions_generation::Migration),
             Box::new(m20260320_000005_proposal_ledger::Migration),
             Box::new(m20260401_000006_connectors::Migration),
+            Box::new(m20260410_000007_tenant_user_instructions::Migration),
+            Box::new(m20260410_000008_link_delete_reminders::Migration),
         ]
     }
 }

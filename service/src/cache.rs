@@ -114,7 +114,8 @@ pub struct Cache {
     generation: Gauge<i64, AtomicI64>,
     agents: Stamped<String, Option<Arc<LoadedAgent>>>,
     channels: Stamped<(), Arc<Channels>>,
-    instructions: Stamped<(i32, String), Option<Arc<str>>>,
+    /// By (tenant, agent id, user): a user id names a person only inside a tenant.
+    instructions: Stamped<(String, i32, String), Option<Arc<str>>>,
     keys: Stamped<String, Option<Principal>>,
     responses: Stamped<String, Encoded>,
     /// Lookups answered from memory.
@@ -187,19 +188,25 @@ impl Cache {
 
     pub fn instructions(
         &self,
+        tenant: &str,
         agent_id: i32,
         user: &str,
         generation: i64,
     ) -> Option<Option<Arc<str>>> {
-        self.count(
-            self.instructions
-                .get(&(agent_id, user.to_owned()), generation),
-        )
+        let key = (tenant.to_owned(), agent_id, user.to_owned());
+        self.count(self.instructions.get(&key, generation))
     }
 
-    pub fn put_instructions(&self, agent_id: i32, user: &str, stamp: i64, text: Option<Arc<str>>) {
-        self.instructions
-            .put((agent_id, user.to_owned()), stamp, text);
+    pub fn put_instructions(
+        &self,
+        tenant: &str,
+        agent_id: i32,
+        user: &str,
+        stamp: i64,
+        text: Option<Arc<str>>,
+    ) {
+        let key = (tenant.to_owned(), agent_id, user.to_owned());
+        self.instructions.put(key, stamp, text);
     }
 
     /// A whole encoded GET response, keyed by everything it depends on.
@@ -228,18 +235,25 @@ mod tests {
     #[test]
     fn an_entry_older_than_the_generation_is_a_miss() {
         let cache = Cache::new(5);
-        cache.put_instructions(1, "u", 5, Some("hi".into()));
-        assert_eq!(cache.instructions(1, "u", 5), Some(Some("hi".into())));
+        cache.put_instructions("t", 1, "u", 5, Some("hi".into()));
+        assert_eq!(cache.instructions("t", 1, "u", 5), Some(Some("hi".into())));
         cache.observe(6);
-        assert_eq!(cache.instructions(1, "u", cache.generation()), None);
+        assert_eq!(cache.instructions("t", 1, "u", cache.generation()), None);
     }
 
     #[test]
     fn a_late_writer_cannot_replace_a_newer_entry() {
         let cache = Cache::new(7);
-        cache.put_instructions(1, "u", 7, Some("new".into()));
-        cache.put_instructions(1, "u", 6, Some("old".into()));
-        assert_eq!(cache.instructions(1, "u", 7), Some(Some("new".into())));
+        cache.put_instructions("t", 1, "u", 7, Some("new".into()));
+        cache.put_instructions("t", 1, "u", 6, Some("old".into()));
+        assert_eq!(cache.instructions("t", 1, "u", 7), Some(Some("new".into())));
+    }
+
+    #[test]
+    fn one_tenants_instructions_are_never_another_tenants() {
+        let cache = Cache::new(3);
+        cache.put_instructions("acme", 1, "alice", 3, Some("acme's".into()));
+        assert_eq!(cache.instructions("globex", 1, "alice", 3), None);
     }
 
     #[test]

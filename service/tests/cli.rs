@@ -63,7 +63,7 @@ async fn the_database_url_flag_works_before_and_after_the_subcommand() {
         .expect("run");
     assert_eq!(
         stdout(&after),
-        "applied\tm20260224_000001_create_base_schema\npending\tm20260224_000002_canonicalize_tool_registry\npending\tm20260301_000003_channels_and_prompt_sections\npending\tm20260310_000004_keys_versions_generation\npending\tm20260320_000005_proposal_ledger\npending\tm20260401_000006_connectors\n"
+        "applied\tm20260224_000001_create_base_schema\npending\tm20260224_000002_canonicalize_tool_registry\npending\tm20260301_000003_channels_and_prompt_sections\npending\tm20260310_000004_keys_versions_generation\npending\tm20260320_000005_proposal_ledger\npending\tm20260401_000006_connectors\npending\tm20260410_000007_tenant_user_instructions\npending\tm20260410_000008_link_delete_reminders\n"
     );
 }
 
@@ -119,6 +119,8 @@ async fn two_concurrent_migrate_up_processes_apply_each_migration_once() {
             ("m20260310_000004_keys_versions_generation".to_owned(), 1),
             ("m20260320_000005_proposal_ledger".to_owned(), 1),
             ("m20260401_000006_connectors".to_owned(), 1),
+            ("m20260410_000007_tenant_user_instructions".to_owned(), 1),
+            ("m20260410_000008_link_delete_reminders".to_owned(), 1),
         ]
     );
 }
@@ -319,8 +321,8 @@ async fn prompt_render_takes_memory_notes_and_the_users_instructions() {
     let db = seeded_sqlite().await;
     db.conn
         .execute_unprepared(
-            "INSERT INTO user_agent_prompt_customizations (user_id, agent_id, instructions, is_active, created_at, updated_at) \
-             SELECT 'u-1', id, 'Always answer in French.', true, '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z' FROM agent_configurations",
+            "INSERT INTO user_agent_prompt_customizations (tenant_id, user_id, agent_id, instructions, is_active, created_at, updated_at) \
+             SELECT 'default', 'u-1', id, 'Always answer in French.', true, '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z' FROM agent_configurations",
         )
         .await
         .expect("insert instructions");
@@ -350,6 +352,33 @@ async fn prompt_render_takes_memory_notes_and_the_users_instructions() {
     assert!(
         text.contains("## Welcome back\nThe user's last message was 2 weeks ago"),
         "{text}"
+    );
+}
+
+#[tokio::test]
+async fn prompt_render_shows_a_users_instructions_only_for_their_tenant() {
+    let db = seeded_sqlite().await;
+    db.conn
+        .execute_unprepared(
+            "INSERT INTO user_agent_prompt_customizations (tenant_id, user_id, agent_id, instructions, is_active, created_at, updated_at) \
+             SELECT 'acme', 'alice', id, 'Acme alice: answer in French.', true, '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z' FROM agent_configurations",
+        )
+        .await
+        .expect("insert instructions");
+    let render = |tenant: Option<&str>| {
+        let mut args = vec!["--channel", "web", "--user", "alice"];
+        if let Some(tenant) = tenant {
+            args.extend(["--tenant", tenant]);
+        }
+        let out = prompt(&db, &[&args[..], &AT].concat());
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    assert!(render(Some("acme")).contains("Acme alice: answer in French."));
+    assert!(!render(Some("globex")).contains("Acme alice"));
+    assert!(
+        !render(None).contains("Acme alice"),
+        "the default tenant is not acme"
     );
 }
 

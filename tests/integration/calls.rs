@@ -15,6 +15,7 @@ struct Api {
     state: AppState,
     agent: String,
     approver: String,
+    other_agent: String,
     other_approver: String,
 }
 
@@ -31,6 +32,9 @@ impl Api {
             keys::create_for_tenant(&db.conn, "approver-a", Role::Approver, Some("acme"))
                 .await
                 .expect("key");
+        let other_agent = keys::create_for_tenant(&db.conn, "agent-b", Role::Agent, Some("globex"))
+            .await
+            .expect("key");
         let other_approver =
             keys::create_for_tenant(&db.conn, "approver-b", Role::Approver, Some("globex"))
                 .await
@@ -44,6 +48,7 @@ impl Api {
                 state,
                 agent,
                 approver,
+                other_agent,
                 other_approver,
             },
         )
@@ -181,6 +186,100 @@ db_test! {
         assert_eq!(status, StatusCode::FORBIDDEN, "an approver key reads proposals only");
         let (status, body) = api.call(Method::GET, "/v1/proposals/not-a-number", &api.approver, None).await;
         assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::BAD_REQUEST, Some("bad_request")));
+    }
+}
+
+/// Proposes `update_instructions` for `user` with `agent`'s key and approves it with `approver`'s.
+async fn approved_instructions(api: &Api, agent: &str, approver: &str, user: &str, text: &str) {
+    let mut body = instructions_call(text);
+    body["user_id"] = json!(user);
+    let (status, proposed) = api
+        .call(
+            Method::POST,
+            "/v1/agents/assistant/tool-calls",
+            agent,
+            Some(body),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{proposed}");
+    let id = proposed["proposal_id"].as_i64().expect("id");
+    let (_, approved) = api
+        .call(
+            Method::POST,
+            &format!("/v1/proposals/{id}/approve"),
+            approver,
+            None,
+        )
+        .await;
+    assert_eq!(approved["state"], "succeeded", "{approved}");
+}
+
+async fn prompt_for(api: &Api, key: &str, user: &str) -> String {
+    let (status, prompt) = api
+        .call(
+            Method::GET,
+            &format!("/v1/agents/assistant/prompt?channel=web&user_id={user}"),
+            key,
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{prompt}");
+    prompt["text"].as_str().expect("text").to_owned()
+}
+
+db_test! {
+    async fn another_tenants_approved_instructions_never_reach_this_tenants_prompt(db) {
+        let (_db, api) = Api::new(db).await;
+        approved_instructions(&api, &api.agent, &api.approver, "alice", "Acme: answer in French.").await;
+        approved_instructions(&api, &api.other_agent, &api.other_approver, "alice", "Globex: answer in German.").await;
+
+        let acme = prompt_for(&api, &api.agent, "alice").await;
+        assert!(acme.contains("## User instructions\nAcme: answer in French.\n"), "{acme}");
+        assert!(!acme.contains("Globex"), "{acme}");
+        let globex = prompt_for(&api, &api.other_agent, "alice").await;
+        assert!(globex.contains("## User instructions\nGlobex: answer in German.\n"), "{globex}");
+        assert!(!globex.contains("Acme"), "{globex}");
+        let (_, loadout) = api.call(Method::GET, "/v1/agents/assistant/loadout?channel=web&user_id=alice", &api.agent, None).await;
+        let text = loadout["prompt"]["text"].as_str().expect("text");
+        assert!(text.contains("Acme: answer in French.") && !text.contains("Globex"), "{text}");
+    }
+}
+
+db_test! {
+    async fn a_cached_prompt_of_one_tenant_is_never_served_to_another(db) {
+        let (_db, api) = Api::new(db).await;
+        approved_instructions(&api, &api.agent, &api.approver, "alice", "Acme only.").await;
+        // The same query, first as acme (filling the caches), then as globex.
+        for path in ["/v1/agents/assistant/prompt?channel=web&user_id=alice", "/v1/agents/assistant/loadout?channel=web&user_id=alice"] {
+            let (_, first) = api.call(Method::GET, path, &api.agent, None).await;
+            assert!(first.to_string().contains("Acme only."), "{first}");
+            let (status, second) = api.call(Method::GET, path, &api.other_agent, None).await;
+            assert_eq!(status, StatusCode::OK);
+            assert!(!second.to_string().contains("Acme only."), "{path} leaked across tenants: {second}");
+        }
+        let (_, rendered) = api.call(Method::POST, "/v1/agents/assistant/prompt/render", &api.other_agent, Some(json!({"channel": "web", "user_id": "alice"}))).await;
+        assert!(!rendered["text"].as_str().expect("text").contains("Acme only."));
+    }
+}
+
+db_test! {
+    async fn an_admin_reads_and_sets_instructions_in_its_own_tenant_only(db) {
+        let (db, api) = Api::new(db).await;
+        let acme_admin = keys::create_for_tenant(&db.conn, "admin-a", Role::Admin, Some("acme")).await.expect("key");
+        let globex_admin = keys::create_for_tenant(&db.conn, "admin-b", Role::Admin, Some("globex")).await.expect("key");
+        let path = "/v1/agents/assistant/users/alice/instructions";
+        let (status, put) = api.call(Method::PUT, path, &acme_admin, Some(json!({"instructions": "Set by acme."}))).await;
+        assert_eq!(status, StatusCode::OK, "{put}");
+
+        assert!(prompt_for(&api, &api.agent, "alice").await.contains("Set by acme."));
+        assert!(!prompt_for(&api, &api.other_agent, "alice").await.contains("Set by acme."));
+        let (_, theirs) = api.call(Method::GET, path, &globex_admin, None).await;
+        assert_eq!(theirs["instructions"], Value::Null);
+        let (_, ours) = api.call(Method::GET, path, &acme_admin, None).await;
+        assert_eq!(ours["instructions"], "Set by acme.");
+        let (_, preview) = api.call(Method::POST, "/v1/agents/assistant/prompt/preview", &globex_admin,
+            Some(json!({"template": null, "channel": "web", "user_id": "alice"}))).await;
+        assert!(!preview["renders"][0]["text"].as_str().expect("text").contains("Set by acme."), "{preview}");
     }
 }
 

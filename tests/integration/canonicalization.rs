@@ -2,6 +2,7 @@
 
 use loadout_tests::{TestDb, db_test, dump, legacy};
 use migration::m20260224_000002_canonicalize_tool_registry::{apply_data_steps, frozen};
+use migration::m20260410_000008_link_delete_reminders as link_delete_reminders;
 use migration::{Migrator, MigratorTrait};
 use serde_json::Value;
 
@@ -112,8 +113,13 @@ db_test! {
     async fn the_custom_tool_and_user_customizations_are_untouched(db) {
         let before = legacy_then_canonicalized(&db).await;
         let after = dump::rows(&db).await;
-        assert_eq!(before["user_agent_prompt_customizations"], after["user_agent_prompt_customizations"]);
-        // Columns later migrations add (connector_id) are not the canonicalization's business.
+        // Columns later migrations add (tenant_id, connector_id) are not the canonicalization's business.
+        let without_tenant: Vec<Value> = after["user_agent_prompt_customizations"].as_array().expect("rows").iter().map(|row| {
+            let mut row = row.clone();
+            row.as_object_mut().expect("row").remove("tenant_id");
+            row
+        }).collect();
+        assert_eq!(before["user_agent_prompt_customizations"], Value::Array(without_tenant));
         let weather = |rows: &Value| {
             let mut row = rows["tools"].as_array().expect("tools").iter().find(|t| t["name"] == "get_weather").cloned();
             if let Some(Value::Object(fields)) = row.as_mut() {
@@ -138,7 +144,7 @@ db_test! {
 db_test! {
     async fn down_restores_every_legacy_row(db) {
         let before = legacy_then_canonicalized(&db).await;
-        Migrator::down(&db.conn, Some(5)).await.expect("down");
+        Migrator::down(&db.conn, Some(7)).await.expect("down");
         let after = dump::rows(&db).await;
         assert_eq!(after["agent_configurations"], before["agent_configurations"]);
         assert_eq!(after["user_agent_prompt_customizations"], before["user_agent_prompt_customizations"]);
@@ -158,7 +164,7 @@ db_test! {
     async fn up_down_up_leaves_the_state_of_up(db) {
         legacy_then_canonicalized(&db).await;
         let up = dump::registry(&db.conn).await;
-        Migrator::down(&db.conn, Some(5)).await.expect("down");
+        Migrator::down(&db.conn, Some(7)).await.expect("down");
         Migrator::up(&db.conn, None).await.expect("up again");
         assert_eq!(dump::registry(&db.conn).await, up);
     }
@@ -179,5 +185,89 @@ db_test! {
         assert!(!status[1].applied);
         let leftover = db.conn.execute_unprepared("SELECT 1 FROM canonicalize_backup_tools").await;
         assert!(leftover.is_err(), "the backup table must have been rolled back too");
+    }
+}
+
+/// The 23 tool names of the living catalog, sorted.
+fn catalog_names() -> Vec<String> {
+    let seeds = loadout::registry::catalog::Seeds::embedded().expect("seeds");
+    let mut names: Vec<String> = seeds.catalog.tools.iter().map(|t| t.name.clone()).collect();
+    names.sort();
+    names
+}
+
+db_test! {
+    async fn delete_reminders_joins_every_agent_with_a_reminder_tool(db) {
+        legacy_then_canonicalized(&db).await;
+        let registry = dump::registry(&db.conn).await;
+        assert!(names(&agent(&registry, "assistant")["active_tools"]).contains(&"delete_reminders".to_owned()));
+        // The researcher had no reminder tool: it gets none.
+        let researcher = agent(&registry, "researcher");
+        assert!(!names(&researcher["active_tools"]).contains(&"delete_reminders".to_owned()));
+        assert!(!names(&researcher["inactive_tools"]).contains(&"delete_reminders".to_owned()));
+    }
+}
+
+db_test! {
+    async fn an_assistant_that_used_every_legacy_tool_ends_with_exactly_the_23_canonical_tools(db) {
+        Migrator::up(&db.conn, Some(1)).await.expect("base migration");
+        legacy::load(&db.conn).await;
+        legacy::link_assistant_to_every_predecessor(&db.conn).await;
+        Migrator::up(&db.conn, None).await.expect("every migration");
+        let registry = dump::registry(&db.conn).await;
+        let catalog = catalog_names();
+        assert_eq!(catalog.len(), 23);
+        assert_eq!(names(&agent(&registry, "assistant")["active_tools"]), catalog);
+    }
+}
+
+db_test! {
+    async fn linking_delete_reminders_twice_changes_nothing(db) {
+        legacy_then_canonicalized(&db).await;
+        let once = dump::rows(&db).await;
+        let later = chrono::Utc::now() + chrono::Duration::hours(1);
+        link_delete_reminders::apply_data_steps(&db.conn, later).await.expect("second run");
+        dump::assert_same(&dump::rows(&db).await, &once);
+    }
+}
+
+db_test! {
+    async fn linking_delete_reminders_leaves_a_link_an_admin_switched_off(db) {
+        Migrator::up(&db.conn, Some(1)).await.expect("base migration");
+        legacy::load(&db.conn).await;
+        Migrator::up(&db.conn, Some(6)).await.expect("up to the tenant migration");
+        use sea_orm::ConnectionTrait;
+        db.conn.execute_unprepared(
+            "INSERT INTO agent_tools (agent_id, tool_id, is_active, created_at, updated_at) \
+             SELECT a.id, t.id, FALSE, '2026-03-01T00:00:00Z', '2026-03-01T00:00:00Z' FROM agent_configurations a, tools t \
+             WHERE a.name = 'assistant' AND t.name = 'delete_reminders'",
+        ).await.expect("an admin's switched-off link");
+        let before = dump::rows(&db).await;
+        Migrator::up(&db.conn, Some(1)).await.expect("link delete_reminders");
+        dump::assert_same(&dump::rows(&db).await, &before);
+    }
+}
+
+db_test! {
+    async fn linking_delete_reminders_down_switches_off_only_what_up_linked(db) {
+        Migrator::up(&db.conn, Some(1)).await.expect("base migration");
+        legacy::load(&db.conn).await;
+        Migrator::up(&db.conn, Some(6)).await.expect("up to the tenant migration");
+        let before = dump::rows(&db).await;
+        Migrator::up(&db.conn, Some(1)).await.expect("link delete_reminders");
+        let up = dump::registry(&db.conn).await;
+
+        Migrator::down(&db.conn, Some(1)).await.expect("down");
+        let after = dump::rows(&db).await;
+        let old = before["agent_tools"].as_array().expect("rows");
+        let new = after["agent_tools"].as_array().expect("rows");
+        assert_eq!(&new[..old.len()], &old[..], "every link that existed before is as it was");
+        assert_eq!(new.len(), old.len() + 1, "one link created by up, for the assistant");
+        assert!(!new[old.len()]["deleted_at"].is_null() && new[old.len()]["is_active"] != Value::Bool(true), "{}", new[old.len()]);
+
+        Migrator::up(&db.conn, Some(1)).await.expect("up again");
+        assert_eq!(dump::registry(&db.conn).await, up, "up, down, up equals up");
+        Migrator::down(&db.conn, Some(1)).await.expect("down again");
+        assert_eq!(dump::rows(&db).await["agent_tools"].as_array().expect("rows").len(), old.len() + 1, "no row is ever added twice");
     }
 }

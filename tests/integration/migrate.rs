@@ -15,6 +15,8 @@ db_test! {
             ("m20260310_000004_keys_versions_generation", true),
             ("m20260320_000005_proposal_ledger", true),
             ("m20260401_000006_connectors", true),
+            ("m20260410_000007_tenant_user_instructions", true),
+            ("m20260410_000008_link_delete_reminders", true),
         ]);
     }
 }
@@ -87,5 +89,83 @@ db_test! {
         assert!(rolled_back.get("channels").is_none(), "channels table dropped");
         let keys = |v: &serde_json::Value| v["agent_configurations"][0].as_object().expect("row").keys().cloned().collect::<Vec<_>>();
         assert_eq!(keys(&rolled_back), keys(&before));
+    }
+}
+
+/// Inserts one row of user instructions for the first agent; `tenant` None leaves the column out.
+async fn insert_instructions(
+    db: &loadout_tests::TestDb,
+    tenant: Option<&str>,
+    user: &str,
+    text: &str,
+) -> Result<(), sea_orm::DbErr> {
+    let (column, value) = match tenant {
+        Some(tenant) => ("tenant_id, ", format!("'{tenant}', ")),
+        None => ("", String::new()),
+    };
+    db.conn
+        .execute_unprepared(&format!(
+            "INSERT INTO user_agent_prompt_customizations ({column}user_id, agent_id, instructions, is_active, created_at, updated_at) \
+             SELECT {value}'{user}', id, '{text}', TRUE, '2026-01-15T09:30:00Z', '2026-01-15T09:30:00Z' FROM agent_configurations WHERE name = 'assistant'"
+        ))
+        .await
+        .map(|_| ())
+}
+
+fn instruction_rows(rows: &serde_json::Value) -> Vec<serde_json::Value> {
+    rows["user_agent_prompt_customizations"]
+        .as_array()
+        .expect("rows")
+        .clone()
+}
+
+db_test! {
+    async fn tenant_migration_gives_existing_instructions_the_default_tenant_and_down_restores_them(db) {
+        use migration::{Migrator, MigratorTrait};
+        Migrator::up(&db.conn, Some(1)).await.expect("base");
+        loadout_tests::legacy::load(&db.conn).await;
+        Migrator::up(&db.conn, Some(5)).await.expect("up to connectors");
+        let before = loadout_tests::dump::rows(&db).await;
+        Migrator::up(&db.conn, Some(1)).await.expect("tenant migration");
+
+        let after = instruction_rows(&loadout_tests::dump::rows(&db).await);
+        assert_eq!(after.len(), 3);
+        for (old, new) in instruction_rows(&before).iter().zip(&after) {
+            let mut new = new.clone();
+            assert_eq!(new.as_object_mut().expect("row").remove("tenant_id"), Some(serde_json::json!("default")));
+            assert_eq!(&new, old, "everything else is as it was");
+        }
+        // The unique key is now (tenant, agent, user): another tenant may hold user-1 too, the same tenant may not.
+        insert_instructions(&db, Some("acme"), "user-1", "Acme user-1.").await.expect("another tenant's user-1");
+        assert!(insert_instructions(&db, Some("acme"), "user-1", "Twice.").await.is_err(), "one row per tenant, agent and user");
+        db.conn.execute_unprepared("DELETE FROM user_agent_prompt_customizations WHERE tenant_id = 'acme'")
+            .await.expect("back to one tenant per user");
+        insert_instructions(&db, Some("acme"), "user-3", "Acme user-3.").await.expect("a user only acme has");
+
+        Migrator::down(&db.conn, Some(1)).await.expect("down with only one tenant per user");
+        // Every row is kept, text and all; only the tenant is gone.
+        let rolled_back = instruction_rows(&loadout_tests::dump::rows(&db).await);
+        assert_eq!(rolled_back[..3], instruction_rows(&before)[..]);
+        assert_eq!(rolled_back.len(), 4);
+        assert_eq!(rolled_back[3]["instructions"], "Acme user-3.");
+        assert!(rolled_back[3].get("tenant_id").is_none());
+        // The old unique key is back.
+        assert!(insert_instructions(&db, None, "user-3", "Twice.").await.is_err());
+    }
+}
+
+db_test! {
+    async fn tenant_migration_down_refuses_when_two_tenants_hold_one_users_instructions(db) {
+        use migration::{Migrator, MigratorTrait};
+        Migrator::up(&db.conn, Some(1)).await.expect("base");
+        loadout_tests::legacy::load(&db.conn).await;
+        Migrator::up(&db.conn, Some(6)).await.expect("up to the tenant migration");
+        insert_instructions(&db, Some("acme"), "user-1", "Acme user-1.").await.expect("insert");
+        let before = loadout_tests::dump::rows(&db).await;
+
+        let err = Migrator::down(&db.conn, Some(1)).await.expect_err("refused");
+        let message = err.to_string();
+        assert!(message.contains("\"user-1\"") && message.contains("2 tenants"), "{message}");
+        loadout_tests::dump::assert_same(&loadout_tests::dump::rows(&db).await, &before);
     }
 }

@@ -12,6 +12,7 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, Query
 
 const CHANNELS: [&str; 5] = ["web", "telegram", "scheduled", "heartbeat", "session_open"];
 const USER: &str = "user-7";
+const TENANT: &str = loadout::auth::keys::DEFAULT_TENANT;
 
 fn instant(text: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(text)
@@ -39,6 +40,7 @@ async fn assistant(db: &TestDb) -> agent_configurations::Model {
 async fn give_user_instructions(db: &TestDb) {
     let now = Utc::now();
     user_agent_prompt_customizations::ActiveModel {
+        tenant_id: Set(TENANT.into()),
         user_id: Set(USER.into()),
         agent_id: Set(assistant(db).await.id),
         instructions: Set("Answer in British English. Never schedule anything before 9:00.".into()),
@@ -73,7 +75,7 @@ async fn render(db: &TestDb, channel: &str, with_user_data: bool) -> builder::Re
             "Prefers short answers before noon.".into(),
             "Working on the Atlas migration with Priya;\ndeadline is 4 December.".into(),
         ];
-        context.user_instructions = load::user_instructions(&db.conn, agent_id, USER)
+        context.user_instructions = load::user_instructions(&db.conn, TENANT, agent_id, USER)
             .await
             .expect("instructions");
         assert!(
@@ -163,7 +165,7 @@ db_test! {
         assert!(!names.contains(&"delete_tasks"));
         assert!(!names.contains(&unlinked.name.as_str()));
         assert!(names.is_sorted());
-        assert_eq!(load::user_instructions(&db.conn, agent_id, USER).await.expect("query"), None);
+        assert_eq!(load::user_instructions(&db.conn, TENANT, agent_id, USER).await.expect("query"), None);
     }
 }
 

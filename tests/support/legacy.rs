@@ -86,8 +86,18 @@ pub const OLD_SOUL: &str = "## Personality\nYou are a diligent assistant.\n\n## 
 
 const STAMP: &str = "'2026-01-15T09:30:00Z'";
 
-/// Inserts the legacy world. Works on SQLite and Postgres alike.
+/// Inserts the legacy world. Works on SQLite and Postgres alike, on the base schema
+/// and on today's (where user instructions belong to the `default` tenant).
 pub async fn load(db: &DatabaseConnection) {
+    let tenanted = db
+        .execute_unprepared("SELECT tenant_id FROM user_agent_prompt_customizations WHERE 1 = 0")
+        .await
+        .is_ok();
+    let (tenant_column, tenant_value) = if tenanted {
+        ("tenant_id, ", "'default', ")
+    } else {
+        ("", "")
+    };
     let mut sql = Vec::new();
     for (name, kind, tier) in TOOLS {
         sql.push(format!(
@@ -127,11 +137,33 @@ pub async fn load(db: &DatabaseConnection) {
         ("user-1", "researcher", "Cite your sources.", "FALSE"),
     ] {
         sql.push(format!(
-            "INSERT INTO user_agent_prompt_customizations (user_id, agent_id, instructions, is_active, created_at, updated_at) \
-             SELECT '{user}', id, '{text}', {active}, {STAMP}, {STAMP} FROM agent_configurations WHERE name = '{agent}'"
+            "INSERT INTO user_agent_prompt_customizations ({tenant_column}user_id, agent_id, instructions, is_active, created_at, updated_at) \
+             SELECT {tenant_value}'{user}', id, '{text}', {active}, {STAMP}, {STAMP} FROM agent_configurations WHERE name = '{agent}'"
         ));
     }
     for statement in sql {
+        db.execute_unprepared(&statement)
+            .await
+            .unwrap_or_else(|e| panic!("legacy fixture: {e}\n{statement}"));
+    }
+}
+
+/// Gives the legacy assistant an active link to every legacy tool it lacks (so that
+/// every canonical tool has a predecessor it used) and switches off its link to the
+/// team's own tool: the assistant as UAT 1 of SPEC-019 imagines it.
+pub async fn link_assistant_to_every_predecessor(db: &DatabaseConnection) {
+    let statements = [
+        format!(
+            "INSERT INTO agent_tools (agent_id, tool_id, is_active, created_at, updated_at) \
+             SELECT a.id, t.id, TRUE, {STAMP}, {STAMP} FROM agent_configurations a, tools t \
+             WHERE a.name = 'assistant' AND t.name <> 'get_weather' \
+             AND NOT EXISTS (SELECT 1 FROM agent_tools l WHERE l.agent_id = a.id AND l.tool_id = t.id)"
+        ),
+        "UPDATE agent_tools SET is_active = FALSE WHERE tool_id = (SELECT id FROM tools WHERE name = 'get_weather') \
+         AND agent_id = (SELECT id FROM agent_configurations WHERE name = 'assistant')"
+            .to_owned(),
+    ];
+    for statement in statements {
         db.execute_unprepared(&statement)
             .await
             .unwrap_or_else(|e| panic!("legacy fixture: {e}\n{statement}"));

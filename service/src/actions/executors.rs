@@ -177,8 +177,9 @@ async fn run_builtin(
     }
 }
 
-/// Replaces the user's standing instructions for the agent, so the next rendered
-/// prompt shows them; bumps the configuration generation in the same transaction.
+/// Replaces the user's standing instructions for the agent in the call's tenant, so
+/// that tenant's next rendered prompt shows them (and no other tenant's does); bumps
+/// the configuration generation in the same transaction.
 async fn update_instructions(
     db: &sea_orm::DatabaseConnection,
     call: &Call,
@@ -195,6 +196,7 @@ async fn update_instructions(
         let txn = db.begin().await?;
         let now = chrono::Utc::now();
         let existing = uapc::Entity::find()
+            .filter(uapc::Column::TenantId.eq(&call.tenant))
             .filter(uapc::Column::AgentId.eq(call.agent_id))
             .filter(uapc::Column::UserId.eq(user))
             .one(&txn)
@@ -210,6 +212,7 @@ async fn update_instructions(
             }
             None => {
                 uapc::ActiveModel {
+                    tenant_id: Set(call.tenant.clone()),
                     user_id: Set(user.to_owned()),
                     agent_id: Set(call.agent_id),
                     instructions: Set(text.to_owned()),

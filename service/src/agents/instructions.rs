@@ -1,4 +1,5 @@
-//! A user's standing instructions for an agent, as an admin reads and sets them.
+//! A user's standing instructions for an agent, as an admin reads and sets them; always
+//! within the admin key's tenant.
 
 use chrono::Utc;
 use entity::user_agent_prompt_customizations as uapc;
@@ -27,10 +28,17 @@ pub struct InstructionsPut {
     pub instructions: Option<String>,
 }
 
-pub async fn get(state: &AppState, agent: &str, user: &str) -> Result<InstructionsView> {
+/// `tenant`'s user's instructions for the agent.
+pub async fn get(
+    state: &AppState,
+    tenant: &str,
+    agent: &str,
+    user: &str,
+) -> Result<InstructionsView> {
     check_id("user_id", user)?;
     let found = row(&state.db, agent).await?;
-    let instructions = crate::prompt::load::user_instructions(&state.db, found.id, user).await?;
+    let instructions =
+        crate::prompt::load::user_instructions(&state.db, tenant, found.id, user).await?;
     Ok(InstructionsView {
         agent: found.name,
         user_id: user.to_owned(),
@@ -38,9 +46,10 @@ pub async fn get(state: &AppState, agent: &str, user: &str) -> Result<Instructio
     })
 }
 
-/// Sets the user's instructions, or switches them off; the next prompt shows it.
+/// Sets `tenant`'s user's instructions, or switches them off; the next prompt shows it.
 pub async fn put(
     state: &AppState,
+    tenant: &str,
     agent: &str,
     user: &str,
     put: InstructionsPut,
@@ -52,6 +61,7 @@ pub async fn put(
     let write = guard::begin(&state.db).await?;
     let found = row(&*write, agent).await?;
     let existing = uapc::Entity::find()
+        .filter(uapc::Column::TenantId.eq(tenant))
         .filter(uapc::Column::AgentId.eq(found.id))
         .filter(uapc::Column::UserId.eq(user))
         .one(&*write)
@@ -70,6 +80,7 @@ pub async fn put(
         }
         (None, Some(text)) => {
             uapc::ActiveModel {
+                tenant_id: Set(tenant.to_owned()),
                 user_id: Set(user.to_owned()),
                 agent_id: Set(found.id),
                 instructions: Set(text.clone()),

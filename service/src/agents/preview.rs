@@ -42,7 +42,13 @@ pub struct Preview {
     pub renders: Vec<ChannelRender>,
 }
 
-pub async fn preview(state: &AppState, name: &str, request: PreviewRequest) -> Result<Preview> {
+/// Lints and renders the candidate; a `user_id`'s instructions are `tenant`'s.
+pub async fn preview(
+    state: &AppState,
+    tenant: &str,
+    name: &str,
+    request: PreviewRequest,
+) -> Result<Preview> {
     let problems = match &request.template {
         Some(text) => super::template::lint(state, text).await?,
         None => Vec::new(),
@@ -61,6 +67,7 @@ pub async fn preview(state: &AppState, name: &str, request: PreviewRequest) -> R
     for channel in channels {
         let one = fetch::render(
             state,
+            tenant,
             &candidate,
             RenderRequest {
                 channel: Some(channel),

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use sea_orm::DatabaseConnection;
 
+use crate::auth::keys::DEFAULT_TENANT;
 use crate::prompt::builder::{self, Clock, FixedClock, SystemClock};
 use crate::prompt::load;
 
@@ -28,6 +29,9 @@ pub struct RenderArgs {
     /// User id whose instructions to include.
     #[arg(long)]
     user: Option<String>,
+    /// The tenant the user belongs to (instructions are per tenant).
+    #[arg(long, default_value = DEFAULT_TENANT)]
+    tenant: String,
     /// The user's IANA time zone, e.g. Europe/Berlin.
     #[arg(long, default_value = "UTC", value_parser = parse_zone)]
     tz: Tz,
@@ -67,7 +71,7 @@ pub async fn run(db: &DatabaseConnection, command: PromptCommand) -> anyhow::Res
         .context("cannot read the channels")?;
     let channel = channels.get(&args.channel)?;
     let user_instructions = match &args.user {
-        Some(user) => load::user_instructions(db, agent_id, user)
+        Some(user) => load::user_instructions(db, &args.tenant, agent_id, user)
             .await
             .context("cannot read the user's instructions")?,
         None => None,

@@ -184,10 +184,12 @@ async fn restore_version(
     responses((status = 200, body = InstructionsView, description = "The instructions"), E400, E401, E403, E404))]
 async fn get_instructions(
     State(state): State<AppState>,
-    _key: AdminKey,
+    AdminKey(who): AdminKey,
     ApiPath((name, user)): ApiPath<(String, String)>,
 ) -> ApiResult<Json<InstructionsView>> {
-    Ok(Json(instructions::get(&state, &name, &user).await?))
+    Ok(Json(
+        instructions::get(&state, who.tenant(), &name, &user).await?,
+    ))
 }
 
 #[utoipa::path(put, path = "/v1/agents/{agent}/users/{user_id}/instructions", tag = "admin", summary = "Set or switch off a user's instructions (admin)",
@@ -195,11 +197,13 @@ async fn get_instructions(
     responses((status = 200, body = InstructionsView, description = "The instructions as saved"), E400, E401, E403, E404, E413, E422))]
 async fn put_instructions(
     State(state): State<AppState>,
-    _key: AdminKey,
+    AdminKey(who): AdminKey,
     ApiPath((name, user)): ApiPath<(String, String)>,
     ApiJson(put): ApiJson<InstructionsPut>,
 ) -> ApiResult<Json<InstructionsView>> {
-    Ok(Json(instructions::put(&state, &name, &user, put).await?))
+    Ok(Json(
+        instructions::put(&state, who.tenant(), &name, &user, put).await?,
+    ))
 }
 
 /// Renders a template that is not saved, with its lint report; nothing is written.
@@ -208,9 +212,11 @@ async fn put_instructions(
     responses((status = 200, body = Preview, description = "Lint report and renders"), E400, E401, E403, E404, E413))]
 async fn preview(
     State(state): State<AppState>,
-    _key: AdminKey,
+    AdminKey(who): AdminKey,
     ApiPath(name): ApiPath<String>,
     ApiJson(request): ApiJson<PreviewRequest>,
 ) -> ApiResult<Json<Preview>> {
-    Ok(Json(preview::preview(&state, &name, request).await?))
+    Ok(Json(
+        preview::preview(&state, who.tenant(), &name, request).await?,
+    ))
 }

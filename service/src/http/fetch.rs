@@ -1,6 +1,8 @@
 //! What agents call: their prompt, their tools, or both in one round trip.
 //! Any agent or admin key may read; every response carries a strong `ETag` and
-//! answers a matching `If-None-Match` with 304 and no body.
+//! answers a matching `If-None-Match` with 304 and no body. A prompt with a user's
+//! instructions is the caller's tenant's: the tenant comes from the key and is part
+//! of every cached prompt's key.
 
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -91,11 +93,12 @@ struct PromptQuery {
 }
 
 impl PromptQuery {
-    /// The cache key part; `\u{1}` marks an absent value.
-    fn key(&self) -> String {
+    /// The cache key part: the caller's tenant (its users' instructions are in the
+    /// body), then the query; `\u{1}` marks an absent value.
+    fn key(&self, tenant: &str) -> String {
         let part = |v: &Option<String>| v.clone().unwrap_or_else(|| "\u{1}".to_owned());
         format!(
-            "{}\0{}\0{}",
+            "{tenant}\0{}\0{}\0{}",
             part(&self.channel),
             part(&self.user_id),
             part(&self.tz)
@@ -128,16 +131,17 @@ struct FormatQuery {
     responses((status = 200, body = PromptView, description = "The prompt"), (status = 304, description = "Not modified"), E400, E401, E403, E404))]
 async fn get_prompt(
     State(state): State<AppState>,
-    _key: AgentKey,
+    AgentKey(who): AgentKey,
     ApiPath(name): ApiPath<String>,
     headers: HeaderMap,
     ApiQuery(q): ApiQuery<PromptQuery>,
 ) -> ApiResult<Response> {
     let now = state.clock.now();
-    let key = format!("prompt\0{name}\0{}\0{}", q.key(), minute(now));
+    let tenant = who.tenant();
+    let key = format!("prompt\0{name}\0{}\0{}", q.key(tenant), minute(now));
     cached(&state, &headers, key, async {
         let agent = fetch::agent(&state, &name).await?;
-        fetch::render(&state, &agent, q.into_request(now)).await
+        fetch::render(&state, tenant, &agent, q.into_request(now)).await
     })
     .await
 }
@@ -148,13 +152,13 @@ async fn get_prompt(
     responses((status = 200, body = PromptView, description = "The prompt"), (status = 304, description = "Not modified"), E400, E401, E403, E404, E413))]
 async fn render_prompt(
     State(state): State<AppState>,
-    _key: AgentKey,
+    AgentKey(who): AgentKey,
     ApiPath(name): ApiPath<String>,
     headers: HeaderMap,
     ApiJson(request): ApiJson<RenderRequest>,
 ) -> ApiResult<Response> {
     let agent = fetch::agent(&state, &name).await?;
-    let body = fetch::render(&state, &agent, request).await?;
+    let body = fetch::render(&state, who.tenant(), &agent, request).await?;
     Ok(respond(
         Encoded::new(&body).map_err(ApiError::internal)?,
         &headers,
@@ -212,21 +216,22 @@ impl LoadoutQuery {
     responses((status = 200, body = LoadoutView, description = "Prompt and tools"), (status = 304, description = "Not modified"), E400, E401, E403, E404))]
 async fn get_loadout(
     State(state): State<AppState>,
-    _key: AgentKey,
+    AgentKey(who): AgentKey,
     ApiPath(name): ApiPath<String>,
     headers: HeaderMap,
     ApiQuery(q): ApiQuery<LoadoutQuery>,
 ) -> ApiResult<Response> {
     let (prompt, format) = q.split();
     let now = state.clock.now();
+    let tenant = who.tenant();
     let key = format!(
         "loadout\0{name}\0{format}\0{}\0{}",
-        prompt.key(),
+        prompt.key(tenant),
         minute(now)
     );
     cached(&state, &headers, key, async {
         let agent = fetch::agent(&state, &name).await?;
-        fetch::loadout(&state, &agent, prompt.into_request(now), format).await
+        fetch::loadout(&state, tenant, &agent, prompt.into_request(now), format).await
     })
     .await
 }

@@ -47,17 +47,23 @@ pub async fn channels(state: &AppState) -> Result<Arc<Channels>> {
     Ok(channels)
 }
 
-async fn instructions(state: &AppState, agent_id: i32, user: &str) -> Result<Option<String>> {
+async fn instructions(
+    state: &AppState,
+    tenant: &str,
+    agent_id: i32,
+    user: &str,
+) -> Result<Option<String>> {
     let generation = state.cache.generation();
-    let found = match state.cache.instructions(agent_id, user, generation) {
+    let found = match state.cache.instructions(tenant, agent_id, user, generation) {
         Some(found) => found,
         None => {
-            let found: Option<Arc<str>> = load::user_instructions(&state.db, agent_id, user)
-                .await?
-                .map(Into::into);
+            let found: Option<Arc<str>> =
+                load::user_instructions(&state.db, tenant, agent_id, user)
+                    .await?
+                    .map(Into::into);
             state
                 .cache
-                .put_instructions(agent_id, user, generation, found.clone());
+                .put_instructions(tenant, agent_id, user, generation, found.clone());
             found
         }
     };
@@ -148,9 +154,11 @@ pub fn parse_tz(tz: Option<&str>) -> Result<Tz> {
 }
 
 /// Renders `agent`'s prompt for a channel. The channel must exist (404 naming the
-/// known ones); the user's instructions come from the cache.
+/// known ones); the user's instructions are `tenant`'s (the caller's key's, never a
+/// request's) and come from the cache.
 pub async fn render(
     state: &AppState,
+    tenant: &str,
     agent: &LoadedAgent,
     request: RenderRequest,
 ) -> Result<PromptView> {
@@ -176,7 +184,7 @@ pub async fn render(
         .get(name)
         .map_err(|e| Error::not_found(e.to_string()).with_details(KnownChannels::of(&channels)))?;
     let user_instructions = match &request.user_id {
-        Some(user) => instructions(state, agent.id, user).await?,
+        Some(user) => instructions(state, tenant, agent.id, user).await?,
         None => None,
     };
     let context = builder::Context {
@@ -203,14 +211,15 @@ pub fn tools(agent: &LoadedAgent, format: Format) -> ToolsView {
     }
 }
 
-/// Prompt and tools in one view.
+/// Prompt and tools in one view; the prompt as [`render`] makes it for `tenant`.
 pub async fn loadout(
     state: &AppState,
+    tenant: &str,
     agent: &LoadedAgent,
     request: RenderRequest,
     format: Format,
 ) -> Result<LoadoutView> {
-    let prompt = render(state, agent, request).await?;
+    let prompt = render(state, tenant, agent, request).await?;
     Ok(LoadoutView {
         agent: prompt.agent,
         prompt: PromptBody {

@@ -96,14 +96,17 @@ pub async fn channels(db: &impl ConnectionTrait) -> Result<Channels, DbErr> {
     ))
 }
 
-/// The user's active instructions for an agent, if any.
+/// The tenant's user's active instructions for an agent, if any. A user id names a
+/// person only inside a tenant: another tenant's `alice` is someone else.
 pub async fn user_instructions(
     db: &impl ConnectionTrait,
+    tenant: &str,
     agent_id: i32,
     user_id: &str,
 ) -> Result<Option<String>, DbErr> {
     use user_agent_prompt_customizations::Column;
     Ok(user_agent_prompt_customizations::Entity::find()
+        .filter(Column::TenantId.eq(tenant))
         .filter(Column::AgentId.eq(agent_id))
         .filter(Column::UserId.eq(user_id))
         .filter(Column::IsActive.eq(true))
