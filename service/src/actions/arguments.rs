@@ -82,18 +82,19 @@ pub fn errors(validator: &Validator, arguments: &Value) -> Vec<ArgumentError> {
 fn validator(
     cache: &Cache,
     stamp: i64,
-    tool: &entity::tools::Model,
+    tool_id: i32,
+    schema: &Value,
 ) -> std::result::Result<Arc<ToolValidator>, String> {
-    if let Some(cached) = cache.validator(tool.id, cache.generation())
-        && cached.schema == tool.parameters
+    if let Some(cached) = cache.validator(tool_id, cache.generation())
+        && cached.schema == *schema
     {
         return Ok(cached);
     }
     let compiled = Arc::new(ToolValidator {
-        validator: compile(&tool.parameters)?,
-        schema: tool.parameters.clone(),
+        validator: compile(schema)?,
+        schema: schema.clone(),
     });
-    cache.put_validator(tool.id, stamp, compiled.clone());
+    cache.put_validator(tool_id, stamp, compiled.clone());
     Ok(compiled)
 }
 
@@ -106,7 +107,7 @@ pub fn validate(
     tool: &entity::tools::Model,
     arguments: &Value,
 ) -> Result<()> {
-    let validator = validator(cache, stamp, tool).map_err(|why| {
+    let validator = validator(cache, stamp, tool.id, &tool.parameters).map_err(|why| {
         Error::refused(
             "invalid_arguments",
             format!(
@@ -339,6 +340,48 @@ mod tests {
     fn a_schema_that_is_not_json_schema_does_not_compile() {
         let why = compile(&object(json!({"type": "text"}))).expect_err("refused");
         assert!(why.contains("/properties/x/type"), "{why}");
+    }
+
+    #[test]
+    fn a_schema_naming_an_unknown_meta_schema_does_not_compile() {
+        let mut custom = object(json!({"type": "string"}));
+        custom["$schema"] = json!("https://example.com/my-meta-schema");
+        assert!(compile(&custom).is_err());
+    }
+
+    #[test]
+    fn a_schema_naming_draft_7_is_read_as_draft_7() {
+        // Draft 7 has no `prefixItems`: the keyword is ignored.
+        let mut pair = object(json!({"type": "array", "prefixItems": [{"type": "string"}]}));
+        pair["$schema"] = json!("http://json-schema.org/draft-07/schema#");
+        let validator = compile(&pair).expect("compiles");
+        assert_eq!(errors(&validator, &json!({"x": [1]})), []);
+    }
+
+    #[test]
+    fn a_validator_is_compiled_once_per_generation() {
+        let cache = Cache::new(4);
+        let schema = object(json!({"type": "string"}));
+        let first = validator(&cache, 4, 1, &schema).expect("compiles");
+        let again = validator(&cache, 4, 1, &schema).expect("compiles");
+        assert!(Arc::ptr_eq(&first, &again), "the same generation reuses it");
+        cache.observe(5);
+        let after_a_write = validator(&cache, 5, 1, &schema).expect("compiles");
+        assert!(
+            !Arc::ptr_eq(&first, &after_a_write),
+            "a new generation compiles again"
+        );
+    }
+
+    #[test]
+    fn a_schema_changed_within_a_generation_is_compiled_again() {
+        let cache = Cache::new(4);
+        let strings =
+            validator(&cache, 4, 1, &object(json!({"type": "string"}))).expect("compiles");
+        let numbers =
+            validator(&cache, 4, 1, &object(json!({"type": "number"}))).expect("compiles");
+        assert_eq!(errors(&strings.validator, &json!({"x": 1})).len(), 1);
+        assert_eq!(errors(&numbers.validator, &json!({"x": 1})), []);
     }
 
     #[test]
