@@ -61,6 +61,12 @@ impl Encoded {
     }
 }
 
+/// A tool's compiled argument validator, with the schema it was compiled from.
+pub struct ToolValidator {
+    pub schema: serde_json::Value,
+    pub validator: jsonschema::Validator,
+}
+
 /// Entries per map before it is pruned.
 const CAPACITY: usize = 4096;
 
@@ -107,7 +113,8 @@ impl<K: Eq + Hash, V: Clone> Stamped<K, V> {
     }
 }
 
-/// Per-process cache of agents, channels, user instructions and keys.
+/// Per-process cache of agents, channels, user instructions, keys and tools'
+/// argument validators.
 /// Its counters and generation are prometheus-client handles, so [`crate::metrics`]
 /// exposes them as they are, with no copy at scrape time.
 pub struct Cache {
@@ -118,6 +125,8 @@ pub struct Cache {
     instructions: Stamped<(String, i32, String), Option<Arc<str>>>,
     keys: Stamped<String, Option<Principal>>,
     responses: Stamped<String, Encoded>,
+    /// Argument validators by tool id, compiled once per generation.
+    validators: Stamped<i32, Arc<ToolValidator>>,
     /// Lookups answered from memory.
     pub hits: Counter,
     /// Lookups that found nothing fresh, so the caller went to the database.
@@ -136,6 +145,7 @@ impl Cache {
             instructions: Stamped::new(),
             keys: Stamped::new(),
             responses: Stamped::new(),
+            validators: Stamped::new(),
             hits: Counter::default(),
             misses: Counter::default(),
         }
@@ -216,6 +226,15 @@ impl Cache {
 
     pub fn put_response(&self, key: String, stamp: i64, response: Encoded) {
         self.responses.put(key, stamp, response);
+    }
+
+    /// The argument validator of the tool with this id.
+    pub fn validator(&self, tool_id: i32, generation: i64) -> Option<Arc<ToolValidator>> {
+        self.count(self.validators.get(&tool_id, generation))
+    }
+
+    pub fn put_validator(&self, tool_id: i32, stamp: i64, validator: Arc<ToolValidator>) {
+        self.validators.put(tool_id, stamp, validator);
     }
 
     /// Keys are cached by their hash, never by the key itself.

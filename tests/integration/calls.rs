@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 struct Api {
     state: AppState,
+    admin: String,
     agent: String,
     approver: String,
     other_agent: String,
@@ -25,6 +26,9 @@ impl Api {
         loadout::registry::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
             .await
             .expect("seed");
+        let admin = keys::create(&db.conn, "admin", Role::Admin)
+            .await
+            .expect("key");
         let agent = keys::create_for_tenant(&db.conn, "agent-a", Role::Agent, Some("acme"))
             .await
             .expect("key");
@@ -46,6 +50,7 @@ impl Api {
             db,
             Api {
                 state,
+                admin,
                 agent,
                 approver,
                 other_agent,
@@ -73,6 +78,44 @@ impl Api {
         )
         .await
     }
+}
+
+/// Creates `get_weather` (requires approval, so a valid call is proposed and nothing
+/// runs) with `parameters`, and attaches it to the assistant.
+async fn weather_tool(api: &Api, parameters: Value) {
+    let tool = json!({"name": "get_weather", "description": "Weather.", "approval_tier": "requires_approval", "parameters": parameters});
+    let (status, body) = api
+        .call(Method::POST, "/v1/tools", &api.admin, Some(tool))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, body) = api
+        .call(
+            Method::PUT,
+            "/v1/agents/assistant/links/get_weather",
+            &api.admin,
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+}
+
+fn weather_call(arguments: Value) -> Value {
+    json!({"tool": "get_weather", "arguments": arguments, "conversation_id": "c"})
+}
+
+/// Writes a tool's parameters straight to the database, as a drifted database holds them
+/// (the admin API refuses a schema the check would report).
+async fn drift_parameters(db: &TestDb, tool: &str, parameters: Value) {
+    use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+    let row = entity::tools::Entity::find()
+        .filter(entity::tools::Column::Name.eq(tool))
+        .one(&db.conn)
+        .await
+        .expect("read")
+        .expect("tool");
+    let mut row: entity::tools::ActiveModel = row.into();
+    row.parameters = Set(parameters);
+    row.update(&db.conn).await.expect("update");
 }
 
 fn instructions_call(text: &str) -> Value {
@@ -148,9 +191,10 @@ db_test! {
     async fn arguments_are_validated_and_idempotency_keys_are_honoured(db) {
         let (_db, api) = Api::new(db).await;
         let (status, bad) = api.tool_call(json!({"tool": "delete_tasks", "arguments": {"ids": ["t1"], "force": true}, "conversation_id": "c"})).await;
-        assert_eq!((status, bad["error"]["details"]["path"].clone()), (StatusCode::UNPROCESSABLE_ENTITY, json!("$.force")));
+        assert_eq!((status, bad["error"]["details"]["path"].clone()), (StatusCode::UNPROCESSABLE_ENTITY, json!("")), "an unknown property is the object's error: {bad}");
+        assert!(bad["error"]["message"].as_str().expect("message").contains("'force' was unexpected"), "{bad}");
         let (status, bad) = api.tool_call(json!({"tool": "delete_tasks", "arguments": {"ids": [7]}, "conversation_id": "c"})).await;
-        assert_eq!((status, bad["error"]["details"]["path"].clone()), (StatusCode::UNPROCESSABLE_ENTITY, json!("$.ids[0]")));
+        assert_eq!((status, bad["error"]["details"]["path"].clone()), (StatusCode::UNPROCESSABLE_ENTITY, json!("/ids/0")));
         let (status, _) = api.tool_call(json!({"tool": "get_weather", "arguments": {}, "conversation_id": "c"})).await;
         assert_eq!(status, StatusCode::NOT_FOUND);
 
@@ -312,9 +356,100 @@ db_test! {
 }
 
 db_test! {
+    async fn a_422_lists_every_invalid_argument_with_its_path_and_keyword(db) {
+        let (_db, api) = Api::new(db).await;
+        let (status, bad) = api.tool_call(json!({"tool": "delete_tasks", "arguments": {"ids": [7, "t2", false], "force": true}, "conversation_id": "c"})).await;
+        assert_eq!((status, bad["error"]["code"].clone()), (StatusCode::UNPROCESSABLE_ENTITY, json!("invalid_arguments")), "{bad}");
+        let mut found: Vec<(Value, Value)> = bad["error"]["details"]["errors"].as_array().expect("errors").iter()
+            .map(|e| (e["path"].clone(), e["keyword"].clone())).collect();
+        found.sort_by_key(|(path, _)| path.to_string());
+        assert_eq!(found, [
+            (json!(""), json!("additionalProperties")),
+            (json!("/ids/0"), json!("type")),
+            (json!("/ids/2"), json!("type")),
+        ]);
+        let first = &bad["error"]["details"]["errors"][0];
+        assert_eq!(bad["error"]["details"]["path"], first["path"], "details.path is the first error's path");
+        let message = bad["error"]["message"].as_str().expect("message");
+        assert!(message.contains(first["message"].as_str().expect("first message")), "{message}");
+        assert!(message.contains("3 errors"), "{message}");
+    }
+}
+
+db_test! {
     async fn instructions_over_the_admin_limit_are_refused_when_called(db) {
         let (_db, api) = Api::new(db).await;
         let (status, body) = api.tool_call(instructions_call(&"x".repeat(256 * 1024 + 1))).await;
         assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::PAYLOAD_TOO_LARGE, Some("payload_too_large")));
+    }
+}
+
+db_test! {
+    async fn arguments_are_validated_by_the_whole_of_json_schema_through_the_api(db) {
+        let (_db, api) = Api::new(db).await;
+        weather_tool(&api, json!({
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "minLength": 2, "pattern": "^[A-Z]"},
+                "at": {"type": "string", "format": "date-time"},
+                "days": {"type": "integer", "minimum": 1, "maximum": 7},
+                "notify": {"anyOf": [{"type": "string", "format": "email"}, {"type": "null"}]}
+            },
+            "required": ["city", "at", "days", "notify"],
+            "additionalProperties": false
+        })).await;
+        let (status, ok) = api.tool_call(weather_call(json!({"city": "Berlin", "at": "2026-11-21T08:30:00Z", "days": 3.0, "notify": null}))).await;
+        assert_eq!(status, StatusCode::OK, "{ok}");
+        let (status, bad) = api.tool_call(weather_call(json!({"city": "b", "at": "soon", "days": 8, "notify": "nobody"}))).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}");
+        let mut found: Vec<(String, String)> = bad["error"]["details"]["errors"].as_array().expect("errors").iter()
+            .map(|e| (e["path"].as_str().expect("path").to_owned(), e["keyword"].as_str().expect("keyword").to_owned())).collect();
+        found.sort();
+        let expected: Vec<(String, String)> = [("/at", "format"), ("/city", "minLength"), ("/city", "pattern"), ("/days", "maximum"), ("/notify", "anyOf")]
+            .into_iter().map(|(p, k)| (p.to_owned(), k.to_owned())).collect();
+        assert_eq!(found, expected);
+    }
+}
+
+db_test! {
+    async fn an_edited_schema_takes_effect_on_the_next_call(db) {
+        let (_db, api) = Api::new(db).await;
+        let schema = |city: Value| json!({"type": "object", "properties": {"city": city}, "required": ["city"], "additionalProperties": false});
+        weather_tool(&api, schema(json!({"type": "string"}))).await;
+        let (status, body) = api.tool_call(weather_call(json!({"city": "Berlin"}))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+
+        let edit = json!({"parameters": schema(json!({"enum": ["Paris"]}))});
+        let (status, body) = api.call(Method::PATCH, "/v1/tools/get_weather", &api.admin, Some(edit)).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+
+        let (status, bad) = api.tool_call(weather_call(json!({"city": "Berlin"}))).await;
+        assert_eq!((status, bad["error"]["details"]["errors"][0]["keyword"].clone()), (StatusCode::UNPROCESSABLE_ENTITY, json!("enum")), "{bad}");
+    }
+}
+
+db_test! {
+    async fn arguments_are_validated_against_the_stored_schema_not_the_strict_export(db) {
+        let (db, api) = Api::new(db).await;
+        // Not strict: `note` is optional and may not be null. The strict export would make
+        // it required and nullable; the call must follow the schema as stored.
+        let stored = json!({"type": "object", "properties": {"ids": {"type": "array", "items": {"type": "string"}}, "note": {"type": "string"}}, "required": ["ids"], "additionalProperties": false});
+        drift_parameters(&db, "delete_tasks", stored).await;
+        let (status, body) = api.tool_call(json!({"tool": "delete_tasks", "arguments": {"ids": ["t1"]}, "conversation_id": "c"})).await;
+        assert_eq!(status, StatusCode::OK, "an optional property may be left out: {body}");
+        let (status, bad) = api.tool_call(json!({"tool": "delete_tasks", "arguments": {"ids": ["t1"], "note": null}, "conversation_id": "c"})).await;
+        assert_eq!((status, bad["error"]["details"]["path"].clone()), (StatusCode::UNPROCESSABLE_ENTITY, json!("/note")), "{bad}");
+    }
+}
+
+db_test! {
+    async fn a_stored_schema_that_does_not_compile_is_a_422_naming_the_tool(db) {
+        let (db, api) = Api::new(db).await;
+        drift_parameters(&db, "delete_tasks", json!({"type": "object", "properties": {"ids": {"type": "array", "minItems": "one"}}})).await;
+        let (status, bad) = api.tool_call(json!({"tool": "delete_tasks", "arguments": {"ids": ["t1"]}, "conversation_id": "c"})).await;
+        assert_eq!((status, bad["error"]["code"].clone(), bad["error"]["details"]["tool"].clone()),
+            (StatusCode::UNPROCESSABLE_ENTITY, json!("invalid_arguments"), json!("delete_tasks")), "{bad}");
+        let message = bad["error"]["message"].as_str().expect("message");
+        assert!(message.contains("not valid JSON Schema") && message.contains("/properties/ids/minItems"), "{message}");
     }
 }

@@ -1,123 +1,145 @@
-//! Validates tool-call arguments against a tool's strict JSON Schema.
+//! Validates tool-call arguments against the tool's stored JSON Schema with the
+//! `jsonschema` crate: all of Draft 2020-12 (the draft when the schema names none),
+//! with `format` asserted (2020-12 only annotates it by default). The schema is the
+//! tool's `parameters` as stored, never the strict shape exported to OpenAI.
 //!
-//! Covers the subset strict tool schemas use (what `loadout check` enforces):
-//! `type` (a name or a list of names), `enum`, `properties`, `required`,
-//! `additionalProperties: false`, `items` and `minItems`/`maxItems`. The first
-//! problem is reported with a JSON path such as `$.tasks[1].title`.
+//! A tool's validator is compiled once per configuration generation and kept in the
+//! [`Cache`]; any admin write bumps the generation, so an edited schema is compiled
+//! again on the next call.
 
+use std::sync::Arc;
+
+use jsonschema::{ValidationError, Validator};
+use serde::Serialize;
 use serde_json::Value;
 
-/// Why a value does not match its schema.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{path}: {message}")]
-pub struct SchemaError {
+use crate::cache::{Cache, ToolValidator};
+use crate::error::{Error, Result};
+
+/// One way the arguments break the schema.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ArgumentError {
+    /// JSON Pointer to the offending value in the arguments (`""` is the whole object).
     pub path: String,
+    /// The schema keyword that failed (`type`, `required`, `pattern`, ...).
+    pub keyword: String,
+    /// What is wrong, without echoing the value back.
     pub message: String,
 }
 
-/// Checks `value` against `schema`.
-pub fn validate(schema: &Value, value: &Value) -> Result<(), SchemaError> {
-    walk(schema, value, "$")
+/// The details of an `invalid_arguments` refusal.
+#[derive(Debug, Serialize)]
+struct InvalidArguments {
+    /// The first error's path, as the details carried before every error was listed.
+    path: String,
+    /// Every error, in the validator's order.
+    errors: Vec<ArgumentError>,
 }
 
-fn fail(path: &str, message: String) -> Result<(), SchemaError> {
-    Err(SchemaError {
-        path: path.to_owned(),
-        message,
-    })
+/// The details of an `invalid_arguments` refusal caused by the schema itself.
+#[derive(Debug, Serialize)]
+struct UncompilableSchema {
+    tool: String,
 }
 
-fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
+/// Compiles `schema` as the call path does: Draft 2020-12 unless the schema's
+/// `$schema` names another draft, formats asserted, no remote `$ref` (the crate is
+/// built without resolvers). The error says why the schema is not usable.
+pub fn compile(schema: &Value) -> std::result::Result<Validator, String> {
+    jsonschema::options()
+        .should_validate_formats(true)
+        .build(schema)
+        .map_err(|e| describe_schema_error(&e))
+}
+
+/// A schema error as one line: where in the schema, and what.
+fn describe_schema_error(error: &ValidationError<'_>) -> String {
+    let at = error.instance_path().as_str();
+    if at.is_empty() {
+        error.to_string()
+    } else {
+        format!("at {at}: {error}")
     }
 }
 
-fn type_matches(expected: &str, value: &Value) -> bool {
-    let actual = type_name(value);
-    actual == expected || (expected == "number" && actual == "integer")
+/// Every error `arguments` has under `validator`; empty when they are valid.
+pub fn errors(validator: &Validator, arguments: &Value) -> Vec<ArgumentError> {
+    validator
+        .iter_errors(arguments)
+        .map(|e| ArgumentError {
+            path: e.instance_path().as_str().to_owned(),
+            keyword: e.kind().keyword().to_owned(),
+            message: e.masked().to_string(),
+        })
+        .collect()
 }
 
-fn walk(schema: &Value, value: &Value, path: &str) -> Result<(), SchemaError> {
-    let Some(schema) = schema.as_object() else {
-        // `true` accepts anything; `false` nothing.
-        return if schema == &Value::Bool(false) {
-            fail(path, "no value is allowed here".into())
-        } else {
-            Ok(())
-        };
-    };
-    if let Some(expected) = schema.get("type") {
-        let names: Vec<&str> = match expected {
-            Value::String(name) => vec![name.as_str()],
-            Value::Array(names) => names.iter().filter_map(Value::as_str).collect(),
-            _ => Vec::new(),
-        };
-        if !names.is_empty() && !names.iter().any(|name| type_matches(name, value)) {
-            return fail(
-                path,
-                format!("expected {}, got {}", names.join(" or "), type_name(value)),
-            );
-        }
-    }
-    if let Some(Value::Array(allowed)) = schema.get("enum")
-        && !allowed.contains(value)
+/// The tool's compiled validator: from the cache when it was compiled at this
+/// generation from this same schema, otherwise compiled and cached. Comparing the
+/// schema too closes the poll interval's window, in which another process's edit is
+/// already in the row but not yet in this process's generation.
+/// `stamp` is the generation read before the tool's row.
+fn validator(
+    cache: &Cache,
+    stamp: i64,
+    tool_id: i32,
+    schema: &Value,
+) -> std::result::Result<Arc<ToolValidator>, String> {
+    if let Some(cached) = cache.validator(tool_id, cache.generation())
+        && cached.schema == *schema
     {
-        let shown: Vec<String> = allowed.iter().map(Value::to_string).collect();
-        return fail(path, format!("must be one of {}", shown.join(", ")));
+        return Ok(cached);
     }
-    match value {
-        Value::Object(object) => {
-            let properties = schema.get("properties").and_then(Value::as_object);
-            if let Some(Value::Array(required)) = schema.get("required") {
-                for name in required.iter().filter_map(Value::as_str) {
-                    if !object.contains_key(name) {
-                        return fail(path, format!("missing required property {name:?}"));
-                    }
-                }
-            }
-            for (name, child) in object {
-                let child_path = format!("{path}.{name}");
-                match properties.and_then(|p| p.get(name)) {
-                    Some(child_schema) => walk(child_schema, child, &child_path)?,
-                    None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => {
-                        return fail(&child_path, "unknown property".into());
-                    }
-                    None => {
-                        if let Some(extra) = schema.get("additionalProperties") {
-                            walk(extra, child, &child_path)?;
-                        }
-                    }
-                }
-            }
-        }
-        Value::Array(items) => {
-            let count = items.len() as u64;
-            if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
-                && count < min
-            {
-                return fail(path, format!("needs at least {min} items"));
-            }
-            if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
-                && count > max
-            {
-                return fail(path, format!("allows at most {max} items"));
-            }
-            if let Some(item_schema) = schema.get("items") {
-                for (i, item) in items.iter().enumerate() {
-                    walk(item_schema, item, &format!("{path}[{i}]"))?;
-                }
-            }
-        }
-        _ => {}
-    }
-    Ok(())
+    let compiled = Arc::new(ToolValidator {
+        validator: compile(schema)?,
+        schema: schema.clone(),
+    });
+    cache.put_validator(tool_id, stamp, compiled.clone());
+    Ok(compiled)
+}
+
+/// Checks a call's arguments against `tool`'s stored schema. Invalid arguments, or a
+/// schema that does not compile (a drifted database), are a 422 `invalid_arguments`
+/// whose details list every error with its JSON Pointer path and keyword.
+pub fn validate(
+    cache: &Cache,
+    stamp: i64,
+    tool: &entity::tools::Model,
+    arguments: &Value,
+) -> Result<()> {
+    let validator = validator(cache, stamp, tool.id, &tool.parameters).map_err(|why| {
+        Error::refused(
+            "invalid_arguments",
+            format!(
+                "the tool {:?} has a schema that is not valid JSON Schema ({why}); no call can pass it until an admin fixes it",
+                tool.name
+            ),
+        )
+        .with_details(UncompilableSchema {
+            tool: tool.name.clone(),
+        })
+    })?;
+    let errors = errors(&validator.validator, arguments);
+    let Some(first) = errors.first() else {
+        return Ok(());
+    };
+    let at = match first.path.as_str() {
+        "" => "the arguments".to_owned(),
+        path => path.to_owned(),
+    };
+    let more = match errors.len() {
+        1 => String::new(),
+        n => format!(" ({n} errors in all, listed in details.errors)"),
+    };
+    let message = format!(
+        "invalid arguments: {at}: {}{more}. The arguments must match the tool's JSON Schema.",
+        first.message
+    );
+    let details = InvalidArguments {
+        path: first.path.clone(),
+        errors,
+    };
+    Err(Error::refused("invalid_arguments", message).with_details(details))
 }
 
 #[cfg(test)]
@@ -126,58 +148,245 @@ mod tests {
 
     use super::*;
 
-    fn tasks() -> Value {
-        json!({
+    /// The errors `arguments` has under `schema`, as (path, keyword).
+    fn problems(schema: Value, arguments: Value) -> Vec<(String, String)> {
+        let validator = compile(&schema).expect("compiles");
+        errors(&validator, &arguments)
+            .into_iter()
+            .map(|e| (e.path, e.keyword))
+            .collect()
+    }
+
+    fn object(property: Value) -> Value {
+        json!({"type": "object", "properties": {"x": property}, "required": ["x"], "additionalProperties": false})
+    }
+
+    fn passes(property: Value, x: Value) -> bool {
+        problems(object(property), json!({ "x": x })).is_empty()
+    }
+
+    fn keyword_of(property: Value, x: Value) -> Vec<(String, String)> {
+        problems(object(property), json!({ "x": x }))
+    }
+
+    fn at_x(keyword: &str) -> Vec<(String, String)> {
+        vec![("/x".to_owned(), keyword.to_owned())]
+    }
+
+    #[test]
+    fn one_point_zero_is_an_integer() {
+        assert!(passes(json!({"type": "integer"}), json!(1.0)));
+    }
+
+    #[test]
+    fn one_point_five_is_not_an_integer() {
+        assert_eq!(
+            keyword_of(json!({"type": "integer"}), json!(1.5)),
+            at_x("type")
+        );
+    }
+
+    #[test]
+    fn any_of_accepts_a_value_matching_one_branch_and_refuses_one_matching_none() {
+        let any_of = json!({"anyOf": [{"type": "string"}, {"type": "integer"}]});
+        assert!(passes(any_of.clone(), json!(3)));
+        assert_eq!(keyword_of(any_of, json!(true)), at_x("anyOf"));
+    }
+
+    #[test]
+    fn one_of_refuses_a_value_matching_two_branches() {
+        let one_of = json!({"oneOf": [{"type": "integer"}, {"minimum": 0}]});
+        assert!(passes(one_of.clone(), json!(-1)));
+        assert_eq!(keyword_of(one_of, json!(1)), at_x("oneOf"));
+    }
+
+    #[test]
+    fn const_refuses_any_other_value() {
+        assert!(passes(json!({"const": "v1"}), json!("v1")));
+        assert_eq!(
+            keyword_of(json!({"const": "v1"}), json!("v2")),
+            at_x("const")
+        );
+    }
+
+    #[test]
+    fn enum_refuses_a_value_outside_the_list() {
+        let levels = json!({"enum": ["low", "high", null]});
+        assert!(passes(levels.clone(), Value::Null));
+        assert_eq!(keyword_of(levels, json!("urgent")), at_x("enum"));
+    }
+
+    #[test]
+    fn pattern_refuses_a_string_that_does_not_match() {
+        let sku = json!({"type": "string", "pattern": "^[A-Z]{3}-[0-9]+$"});
+        assert!(passes(sku.clone(), json!("ABC-12")));
+        assert_eq!(keyword_of(sku, json!("abc-12")), at_x("pattern"));
+    }
+
+    #[test]
+    fn a_date_time_format_is_asserted() {
+        let when = json!({"type": "string", "format": "date-time"});
+        assert!(passes(when.clone(), json!("2026-11-21T08:30:00Z")));
+        assert_eq!(keyword_of(when, json!("next tuesday")), at_x("format"));
+    }
+
+    #[test]
+    fn an_email_format_is_asserted() {
+        let email = json!({"type": "string", "format": "email"});
+        assert!(passes(email.clone(), json!("ada@example.com")));
+        assert_eq!(keyword_of(email, json!("ada at example")), at_x("format"));
+    }
+
+    #[test]
+    fn minimum_and_maximum_bound_a_number() {
+        let percent = json!({"type": "number", "minimum": 0, "maximum": 100});
+        assert!(passes(percent.clone(), json!(100)));
+        assert_eq!(keyword_of(percent.clone(), json!(-1)), at_x("minimum"));
+        assert_eq!(keyword_of(percent, json!(100.5)), at_x("maximum"));
+    }
+
+    #[test]
+    fn min_length_and_max_length_bound_a_string() {
+        let code = json!({"type": "string", "minLength": 2, "maxLength": 3});
+        assert!(passes(code.clone(), json!("abc")));
+        assert_eq!(keyword_of(code.clone(), json!("a")), at_x("minLength"));
+        assert_eq!(keyword_of(code, json!("abcd")), at_x("maxLength"));
+    }
+
+    #[test]
+    fn unique_items_refuses_a_repeated_item() {
+        let tags = json!({"type": "array", "items": {"type": "string"}, "uniqueItems": true});
+        assert!(passes(tags.clone(), json!(["a", "b"])));
+        assert_eq!(keyword_of(tags, json!(["a", "a"])), at_x("uniqueItems"));
+    }
+
+    #[test]
+    fn a_ref_to_defs_is_followed() {
+        let schema = json!({
+            "type": "object",
+            "$defs": {"id": {"type": "string", "pattern": "^t[0-9]+$"}},
+            "properties": {"ids": {"type": "array", "items": {"$ref": "#/$defs/id"}}},
+            "required": ["ids"],
+            "additionalProperties": false
+        });
+        assert_eq!(problems(schema.clone(), json!({"ids": ["t1"]})), []);
+        assert_eq!(
+            problems(schema, json!({"ids": ["t1", "x"]})),
+            [("/ids/1".to_owned(), "pattern".to_owned())]
+        );
+    }
+
+    #[test]
+    fn errors_in_nested_arrays_have_their_json_pointer() {
+        let grid =
+            json!({"type": "array", "items": {"type": "array", "items": {"type": "integer"}}});
+        assert!(passes(grid.clone(), json!([[1, 2], [3]])));
+        assert_eq!(
+            keyword_of(grid, json!([[1, 2], [3, "four"]])),
+            [("/x/1/1".to_owned(), "type".to_owned())]
+        );
+    }
+
+    #[test]
+    fn every_error_is_listed_with_its_path_and_keyword() {
+        let schema = json!({
             "type": "object",
             "properties": {"tasks": {"type": "array", "minItems": 1, "items": {
                 "type": "object",
-                "properties": {
-                    "title": {"type": "string"},
-                    "priority": {"type": ["string", "null"], "enum": ["low", "high", null]}
-                },
+                "properties": {"title": {"type": "string"}, "priority": {"enum": ["low", "high"]}},
                 "required": ["title", "priority"],
                 "additionalProperties": false
             }}},
             "required": ["tasks"],
             "additionalProperties": false
-        })
-    }
-
-    fn error(value: Value) -> String {
-        validate(&tasks(), &value).expect_err("invalid").to_string()
+        });
+        let arguments =
+            json!({"tasks": [{"title": 5, "priority": "urgent"}, {"title": "ok"}], "x": 1});
+        let mut found = problems(schema, arguments);
+        found.sort();
+        let expected: Vec<(String, String)> = [
+            ("", "additionalProperties"),
+            ("/tasks/0/priority", "enum"),
+            ("/tasks/0/title", "type"),
+            ("/tasks/1", "required"),
+        ]
+        .into_iter()
+        .map(|(p, k)| (p.to_owned(), k.to_owned()))
+        .collect();
+        assert_eq!(found, expected);
     }
 
     #[test]
-    fn valid_arguments_pass() {
-        let ok = json!({"tasks": [{"title": "Buy milk", "priority": null}, {"title": "Call", "priority": "high"}]});
-        assert_eq!(validate(&tasks(), &ok), Ok(()));
+    fn a_schema_without_a_schema_keyword_is_read_as_draft_2020_12() {
+        // `prefixItems` exists only in 2020-12; an older draft would ignore it.
+        let pair =
+            json!({"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}]});
+        assert!(passes(pair.clone(), json!(["a", 1])));
+        assert_eq!(
+            keyword_of(pair, json!(["a", "b"])),
+            [("/x/1".to_owned(), "type".to_owned())]
+        );
     }
 
     #[test]
-    fn problems_are_reported_with_their_json_path() {
-        assert_eq!(error(json!({})), "$: missing required property \"tasks\"");
-        assert_eq!(
-            error(json!({"tasks": [], "x": 1})),
-            "$.tasks: needs at least 1 items"
+    fn messages_do_not_echo_the_value() {
+        let validator = compile(&object(json!({"type": "integer"}))).expect("compiles");
+        let found = errors(&validator, &json!({"x": "secret-token"}));
+        assert_eq!(found.len(), 1);
+        assert!(!found[0].message.contains("secret-token"), "{found:?}");
+    }
+
+    #[test]
+    fn a_schema_that_is_not_json_schema_does_not_compile() {
+        let why = compile(&object(json!({"type": "text"}))).expect_err("refused");
+        assert!(why.contains("/properties/x/type"), "{why}");
+    }
+
+    #[test]
+    fn a_schema_naming_an_unknown_meta_schema_does_not_compile() {
+        let mut custom = object(json!({"type": "string"}));
+        custom["$schema"] = json!("https://example.com/my-meta-schema");
+        assert!(compile(&custom).is_err());
+    }
+
+    #[test]
+    fn a_schema_naming_draft_7_is_read_as_draft_7() {
+        // Draft 7 has no `prefixItems`: the keyword is ignored.
+        let mut pair = object(json!({"type": "array", "prefixItems": [{"type": "string"}]}));
+        pair["$schema"] = json!("http://json-schema.org/draft-07/schema#");
+        let validator = compile(&pair).expect("compiles");
+        assert_eq!(errors(&validator, &json!({"x": [1]})), []);
+    }
+
+    #[test]
+    fn a_validator_is_compiled_once_per_generation() {
+        let cache = Cache::new(4);
+        let schema = object(json!({"type": "string"}));
+        let first = validator(&cache, 4, 1, &schema).expect("compiles");
+        let again = validator(&cache, 4, 1, &schema).expect("compiles");
+        assert!(Arc::ptr_eq(&first, &again), "the same generation reuses it");
+        cache.observe(5);
+        let after_a_write = validator(&cache, 5, 1, &schema).expect("compiles");
+        assert!(
+            !Arc::ptr_eq(&first, &after_a_write),
+            "a new generation compiles again"
         );
-        assert_eq!(
-            error(json!({"tasks": [{"title": "a", "priority": null}], "x": 1})),
-            "$.x: unknown property"
-        );
-        assert_eq!(
-            error(
-                json!({"tasks": [{"title": "a", "priority": null}, {"title": 5, "priority": null}]})
-            ),
-            "$.tasks[1].title: expected string, got integer"
-        );
-        assert_eq!(
-            error(json!({"tasks": [{"title": "a", "priority": "urgent"}]})),
-            "$.tasks[0].priority: must be one of \"low\", \"high\", null"
-        );
-        assert_eq!(
-            error(json!({"tasks": [{"title": "a"}]})),
-            "$.tasks[0]: missing required property \"priority\""
-        );
-        assert_eq!(error(json!([1])), "$: expected object, got array");
+    }
+
+    #[test]
+    fn a_schema_changed_within_a_generation_is_compiled_again() {
+        let cache = Cache::new(4);
+        let strings =
+            validator(&cache, 4, 1, &object(json!({"type": "string"}))).expect("compiles");
+        let numbers =
+            validator(&cache, 4, 1, &object(json!({"type": "number"}))).expect("compiles");
+        assert_eq!(errors(&strings.validator, &json!({"x": 1})).len(), 1);
+        assert_eq!(errors(&numbers.validator, &json!({"x": 1})), []);
+    }
+
+    #[test]
+    fn a_remote_ref_is_not_fetched() {
+        let remote = object(json!({"$ref": "https://example.com/schema.json"}));
+        assert!(compile(&remote).is_err());
     }
 }

@@ -38,12 +38,6 @@ pub struct ToolCall {
     pub idempotency_key: Option<String>,
 }
 
-/// The details of invalid arguments: the JSON path of the first problem.
-#[derive(Debug, Serialize)]
-struct ArgumentPath {
-    path: String,
-}
-
 fn check_request(request: &ToolCall) -> Result<()> {
     check_name("tool", &request.tool)?;
     check_id("conversation_id", &request.conversation_id)?;
@@ -131,13 +125,10 @@ pub async fn call(
     check_request(&request)?;
     let tenant = who.tenant();
     let loaded = crate::prompt::fetch::agent(state, agent).await?;
+    // Read before the tool's row, so a cached validator is never stamped newer than its schema.
+    let stamp = state.cache.generation();
     let tool = attached_tool(state, loaded.id, agent, &request.tool).await?;
-    super::arguments::validate(&tool.parameters, &request.arguments).map_err(|e| {
-        let path = ArgumentPath {
-            path: e.path.clone(),
-        };
-        Error::refused("invalid_arguments", e.to_string()).with_details(path)
-    })?;
+    super::arguments::validate(&state.cache, stamp, &tool, &request.arguments)?;
     super::requirements::check(&tool.name, request.user_id.as_deref(), &request.arguments)?;
     let serialized = serde_json::to_string(&request).map_err(Error::internal)?;
     let request_hash = crate::auth::keys::hash_bytes(serialized.as_bytes());

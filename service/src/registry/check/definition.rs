@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::code::ProblemCode;
+use crate::actions::arguments::compile;
 use crate::registry::Tier;
 use crate::registry::catalog::Catalog;
 use crate::registry::formats::strict_schema;
@@ -159,7 +160,9 @@ const TYPE_NAMES: [&str; 7] = [
 ];
 
 /// Why a value is not a usable JSON Schema object, or `None`. Checks the root shape
-/// and, recursively, that `type`, `properties`, `required` and `items` are well formed.
+/// and, recursively, that `type`, `properties`, `required` and `items` are well formed
+/// (naming the property path), then compiles it as a tool call would: the meta-schema
+/// of its draft (2020-12 unless `$schema` says otherwise), patterns, and `$ref`s.
 pub fn schema_problem(schema: &Value) -> Option<String> {
     let Some(root) = schema.as_object() else {
         return Some("not a JSON object".to_owned());
@@ -214,7 +217,12 @@ pub fn schema_problem(schema: &Value) -> Option<String> {
         }
         None
     }
-    walk("parameters", schema)
+    if let Some(why) = walk("parameters", schema) {
+        return Some(why);
+    }
+    compile(schema)
+        .err()
+        .map(|why| format!("parameters is not valid JSON Schema: {why}"))
 }
 
 /// Problems with the catalog file itself: unique names, vocabulary, tiers, strict schemas,
@@ -354,6 +362,43 @@ mod tests {
     fn a_property_of_an_unknown_type_is_an_invalid_schema() {
         let text = json!({"type": "object", "properties": {"x": {"type": "text"}}});
         assert_eq!(codes("get_tasks", "auto", text), ["invalid_schema"]);
+    }
+
+    #[test]
+    fn a_keyword_of_the_wrong_type_is_an_invalid_schema() {
+        let schema = json!({"type": "object", "properties": {"n": {"type": "integer", "minimum": "zero"}}, "required": ["n"], "additionalProperties": false});
+        let problem = schema_problem(&schema).unwrap_or_default();
+        assert!(problem.contains("/properties/n/minimum"), "{problem}");
+        assert_eq!(codes("get_tasks", "auto", schema), ["invalid_schema"]);
+    }
+
+    #[test]
+    fn a_pattern_that_is_not_a_regular_expression_is_an_invalid_schema() {
+        let schema = json!({"type": "object", "properties": {"s": {"type": "string", "pattern": "(unclosed"}}, "required": ["s"], "additionalProperties": false});
+        assert_eq!(codes("get_tasks", "auto", schema), ["invalid_schema"]);
+    }
+
+    #[test]
+    fn a_ref_to_a_missing_definition_is_an_invalid_schema() {
+        let schema = json!({"type": "object", "properties": {"s": {"$ref": "#/$defs/missing"}}, "required": ["s"], "additionalProperties": false});
+        assert_eq!(codes("get_tasks", "auto", schema), ["invalid_schema"]);
+    }
+
+    #[test]
+    fn a_schema_using_the_whole_of_draft_2020_12_is_valid() {
+        let schema = json!({
+            "type": "object",
+            "$defs": {"when": {"type": "string", "format": "date-time"}},
+            "properties": {
+                "at": {"$ref": "#/$defs/when"},
+                "email": {"type": "string", "format": "email", "maxLength": 254},
+                "count": {"type": "integer", "minimum": 1, "maximum": 10},
+                "mode": {"oneOf": [{"const": "fast"}, {"const": "slow"}]}
+            },
+            "required": ["at", "email", "count", "mode"],
+            "additionalProperties": false
+        });
+        assert_eq!(schema_problem(&schema), None);
     }
 
     #[test]
