@@ -806,8 +806,11 @@ fn the_readme_http_examples_work_when_pasted() {
     let dir = std::env::temp_dir().join(format!("loadout-readme-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let url = format!("sqlite://{}/readme.db?mode=rwc", dir.display());
-    let (child, addr, _) = spawn_serve(&url, &[], 0);
-    let blocks = readme_blocks("## HTTP API").join("\n");
+    // As the README's connector example says to start it.
+    let (child, addr, _) = spawn_serve(&url, &["--connector-allow", "127.0.0.1"], 0);
+    let mut blocks = readme_blocks("## HTTP API");
+    blocks.extend(readme_blocks("## Tool calls and approvals"));
+    let blocks = blocks.join("\n");
     let script = blocks
         .replace("cargo run -q --release --", "\"$LOADOUT\"")
         .replace("http://127.0.0.1:8080", &format!("http://{addr}"));
@@ -834,6 +837,10 @@ fn the_readme_http_examples_work_when_pasted() {
     assert!(
         printed.contains("\"name\":\"create_notes\""),
         "the tool was created: {printed}"
+    );
+    assert!(
+        printed.contains("\"connector\":\"tasks-backend\""),
+        "the tool was bound: {printed}"
     );
 }
 
