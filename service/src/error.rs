@@ -151,3 +151,9 @@ pub fn check_size(what: &str, text: &str, limit: usize) -> Result<()> {
     }
     Ok(())
 }
+
+/// For a field an update may clear: present, even as `null` (`Some(None)`), versus
+/// absent (`None`). Use with `#[serde(default, deserialize_with = "...")]`.
+pub fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    serde::Deserialize::deserialize(d).map(Some)
+}

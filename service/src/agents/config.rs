@@ -84,19 +84,14 @@ pub struct AgentUpdate {
     pub identity: Option<Value>,
     pub soul: Option<String>,
     /// `null` removes the section.
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "crate::error::present")]
     #[schema(value_type = Option<String>)]
     pub operating_model: Option<Option<String>>,
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "crate::error::present")]
     #[schema(value_type = Option<String>)]
     pub interaction_learning: Option<Option<String>>,
     /// Refuse the write (409) unless the soul is still at this version.
     pub expected_soul_version: Option<i32>,
-}
-
-/// A field that is present, even as `null` (`Some(None)`), versus absent (`None`).
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
-    Option::<String>::deserialize(d).map(Some)
 }
 
 pub async fn list(state: &AppState) -> Result<AgentList> {

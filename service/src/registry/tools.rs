@@ -105,15 +105,10 @@ pub struct ToolUpdate {
     #[schema(value_type = Option<Object>)]
     pub parameters: Option<Value>,
     /// `null` removes the section.
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "crate::error::present")]
     #[schema(value_type = Option<String>)]
     pub prompt_section: Option<Option<String>>,
     pub is_active: Option<bool>,
-}
-
-/// A field that is present, even as `null` (`Some(None)`), versus absent (`None`).
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
-    Option::<String>::deserialize(d).map(Some)
 }
 
 /// One problem of a refused definition.
