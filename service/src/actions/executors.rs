@@ -185,7 +185,7 @@ async fn update_instructions(
     call: &Call,
 ) -> crate::actions::ledger::Outcome {
     use entity::user_agent_prompt_customizations as uapc;
-    use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set, TransactionTrait};
+    use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
     let Some(user) = call.user_id.as_deref() else {
         return failure("update_instructions needs the call's user_id", false);
     };
@@ -193,7 +193,10 @@ async fn update_instructions(
         return failure("update_instructions needs \"instructions\" text", false);
     };
     let write = async {
-        let txn = db.begin().await?;
+        let txn = crate::db::begin_write(db).await?;
+        // First: the generation row's lock serialises this check-then-insert with
+        // any other write of the same user's instructions (and with admin writes).
+        crate::db::generation::bump(&txn).await?;
         let now = chrono::Utc::now();
         let existing = uapc::Entity::find()
             .filter(uapc::Column::TenantId.eq(&call.tenant))
@@ -226,7 +229,6 @@ async fn update_instructions(
                 .await?;
             }
         }
-        crate::db::generation::bump(&txn).await?;
         txn.commit().await
     };
     match write.await {

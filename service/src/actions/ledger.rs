@@ -17,7 +17,7 @@ use entity::{proposal_events, proposals};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait,
-    QueryFilter, QueryOrder, Set, TransactionTrait,
+    QueryFilter, QueryOrder, Set,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -110,7 +110,7 @@ pub async fn create(
     actor: &str,
     now: DateTime<Utc>,
 ) -> Result<proposals::Model, DbErr> {
-    let txn = db.begin().await?;
+    let txn = crate::db::begin_write(db).await?;
     let row = proposals::ActiveModel {
         tenant_id: Set(new.tenant_id),
         agent_id: Set(new.agent_id),
@@ -199,7 +199,7 @@ async fn transition(
         actor,
         now,
     } = *step;
-    let txn = db.begin().await?;
+    let txn = crate::db::begin_write(db).await?;
     let mut update = proposals::Entity::update_many()
         .col_expr(proposals::Column::State, Expr::value(to.as_str()))
         .col_expr(proposals::Column::UpdatedAt, Expr::value(now));
@@ -554,7 +554,7 @@ pub async fn finish(
     } else {
         State::Failed
     };
-    let txn = db.begin().await?;
+    let txn = crate::db::begin_write(db).await?;
     let moved = proposals::Entity::update_many()
         .col_expr(proposals::Column::State, Expr::value(to.as_str()))
         .col_expr(

@@ -1,6 +1,6 @@
 //! `loadout keys create|list|revoke`, directly on the database.
 
-use sea_orm::{DatabaseConnection, TransactionTrait};
+use sea_orm::DatabaseConnection;
 
 use crate::auth::keys::{self, Role};
 
@@ -44,7 +44,7 @@ pub async fn run(db: &DatabaseConnection, command: KeysCommand) -> anyhow::Resul
             }
         }
         KeysCommand::Revoke { name } => {
-            let txn = db.begin().await?;
+            let txn = crate::db::begin_write(db).await?;
             keys::revoke(&txn, &name).await?;
             crate::db::generation::bump(&txn).await?;
             txn.commit().await?;

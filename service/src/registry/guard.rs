@@ -6,10 +6,18 @@
 //! the API can never create drift that `serve` or CI would then reject. Two full
 //! reads per admin write: admin writes are rare, and this makes the rule true by
 //! construction rather than by a rule per endpoint.
+//!
+//! The guard is only sound if admin writes take turns: under READ COMMITTED two
+//! writes that each pass the check alone could commit together a state it rejects
+//! (a tool switched off while a soul that names it is saved). So the first statement
+//! of every write bumps the generation, which locks the `loadout_state` row until
+//! the transaction ends: the next write waits there, then reads (each Postgres
+//! statement takes a fresh snapshot) everything the first committed. On SQLite the
+//! transaction is `BEGIN IMMEDIATE`, which takes the database's one write lock.
 
 use std::collections::BTreeSet;
 
-use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, TransactionTrait};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction};
 use serde::Serialize;
 
 use super::check::{self, Problem, Report, Severity};
@@ -21,6 +29,8 @@ use crate::error::{Error, Result};
 pub struct Write {
     txn: DatabaseTransaction,
     errors_before: BTreeSet<String>,
+    /// The generation this write bumped to, holding the row lock.
+    generation: i64,
 }
 
 impl std::ops::Deref for Write {
@@ -51,15 +61,22 @@ async fn errors(db: &impl ConnectionTrait) -> Result<(Report, BTreeSet<String>)>
     Ok((report, errors))
 }
 
-/// Opens a write's transaction and notes the registry check's errors before it.
+/// Opens a write's transaction, waits for its turn (the generation row's lock) and
+/// notes the registry check's errors before it.
 pub async fn begin(db: &DatabaseConnection) -> Result<Write> {
-    let txn = db.begin().await?;
+    let txn = crate::db::begin_write(db).await?;
+    let generation = crate::db::generation::bump(&txn).await?;
     let (_, errors_before) = errors(&txn).await?;
-    Ok(Write { txn, errors_before })
+    Ok(Write {
+        txn,
+        errors_before,
+        generation,
+    })
 }
 
 /// Refuses the write (rolled back) if it would add a `loadout check` error;
-/// otherwise bumps the generation, commits, and lets this process see the write at once.
+/// otherwise commits (the generation [`begin`] bumped with it) and lets this process
+/// see the write at once.
 pub async fn commit(write: Write, cache: &Cache) -> Result<()> {
     let (report, _) = errors(&write.txn).await?;
     let added: Vec<Problem> = report
@@ -74,8 +91,7 @@ pub async fn commit(write: Write, cache: &Cache) -> Result<()> {
         return Err(Error::refused("registry_check_failed", message)
             .with_details(Problems { problems: added }));
     }
-    let generation = crate::db::generation::bump(&write.txn).await?;
     write.txn.commit().await?;
-    cache.observe(generation);
+    cache.observe(write.generation);
     Ok(())
 }

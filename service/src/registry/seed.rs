@@ -7,7 +7,7 @@ use chrono::Utc;
 use entity::{agent_configurations, agent_tools, channels, prompt_versions, tools};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
-    Set, TransactionTrait,
+    Set,
 };
 
 use crate::registry::catalog::Seeds;
@@ -56,8 +56,7 @@ impl fmt::Display for SeedReport {
 /// Creates catalog tools, channels, the default agent and its links where absent, in one transaction.
 /// A row that exists in any state (edited, inactive, soft-deleted) is left exactly as it is.
 pub async fn run(db: &DatabaseConnection, seeds: &Seeds) -> anyhow::Result<SeedReport> {
-    let txn = db
-        .begin()
+    let txn = crate::db::begin_write(db)
         .await
         .context("cannot start the seed transaction")?;
     let report = seed(&txn, seeds)
