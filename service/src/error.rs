@@ -113,9 +113,36 @@ impl Error {
     }
 }
 
+impl Error {
+    /// A database error as the caller should see it; `taken` says what a unique
+    /// key race means here (e.g. "an agent named \"x\" already exists").
+    pub fn from_db(error: sea_orm::DbErr, taken: impl FnOnce() -> String) -> Self {
+        match crate::db::classify(&error) {
+            crate::db::DbFailure::Taken => Self::conflict(taken()),
+            crate::db::DbFailure::Gone => Self::conflict(
+                "a row this change refers to was removed by a concurrent change; reload and try again",
+            ),
+            crate::db::DbFailure::Busy => {
+                tracing::warn!(error = %error, "database busy");
+                Self::new(
+                    Kind::Unavailable,
+                    "busy",
+                    "the database is busy; retry in a moment",
+                )
+            }
+            crate::db::DbFailure::Other => Self::internal(error),
+        }
+    }
+}
+
+/// The one mapping from database errors: a unique-key race is 409, a lock timeout
+/// 503, anything else 500 (logged, never shown). Call sites that know what was
+/// taken use [`Error::from_db`] for a better message.
 impl From<sea_orm::DbErr> for Error {
     fn from(error: sea_orm::DbErr) -> Self {
-        Self::internal(error)
+        Self::from_db(error, || {
+            "a concurrent change wrote the same thing first; reload and try again".to_owned()
+        })
     }
 }
 

@@ -9,5 +9,6 @@ mod http;
 mod migrate;
 mod prompt;
 mod proposals;
+mod races;
 mod seed;
 mod template_parity;

@@ -167,12 +167,13 @@ pub async fn call(
         .await
         .map_err(|e| {
             // Two concurrent calls with one idempotency key: the unique index picks one.
-            match has_key {
-                true => Error::conflict(format!(
-                    "a call with this idempotency key is in progress ({e})"
-                )),
-                false => e.into(),
-            }
+            Error::from_db(e, || match has_key {
+                true => {
+                    "a call with this idempotency key is in progress; retry it to read its result"
+                        .to_owned()
+                }
+                false => "a concurrent call wrote the same proposal first".to_owned(),
+            })
         })?;
     if !auto {
         return Ok(created.into());

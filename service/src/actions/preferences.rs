@@ -2,7 +2,8 @@
 
 use chrono::Utc;
 use entity::{tools, user_tool_preferences as prefs};
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use sea_orm::sea_query::OnConflict;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, Set};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
@@ -43,34 +44,30 @@ pub async fn set(
             ),
         ));
     }
+    // One upsert on the unique (tenant, user, tool) key: concurrent PUTs never race
+    // a check-then-insert, and the last one wins, as a PUT should.
     let now = Utc::now();
-    let existing = prefs::Entity::find()
-        .filter(prefs::Column::TenantId.eq(who.tenant()))
-        .filter(prefs::Column::UserId.eq(user))
-        .filter(prefs::Column::ToolId.eq(row.id))
-        .one(&state.db)
+    let row = prefs::ActiveModel {
+        tenant_id: Set(who.tenant().to_owned()),
+        user_id: Set(user.to_owned()),
+        tool_id: Set(row.id),
+        auto_approve: Set(preference.auto_approve),
+        created_at: Set(now),
+        updated_at: Set(now),
+        ..Default::default()
+    };
+    prefs::Entity::insert(row)
+        .on_conflict(
+            OnConflict::columns([
+                prefs::Column::TenantId,
+                prefs::Column::UserId,
+                prefs::Column::ToolId,
+            ])
+            .update_columns([prefs::Column::AutoApprove, prefs::Column::UpdatedAt])
+            .to_owned(),
+        )
+        .exec(&state.db)
         .await?;
-    match existing {
-        Some(found) => {
-            let mut active: prefs::ActiveModel = found.into();
-            active.auto_approve = Set(preference.auto_approve);
-            active.updated_at = Set(now);
-            active.update(&state.db).await?;
-        }
-        None => {
-            prefs::ActiveModel {
-                tenant_id: Set(who.tenant().to_owned()),
-                user_id: Set(user.to_owned()),
-                tool_id: Set(row.id),
-                auto_approve: Set(preference.auto_approve),
-                created_at: Set(now),
-                updated_at: Set(now),
-                ..Default::default()
-            }
-            .insert(&state.db)
-            .await?;
-        }
-    }
     Ok(PreferenceView {
         user_id: user.to_owned(),
         tool: tool.to_owned(),

@@ -125,18 +125,23 @@ pub async fn create(state: &AppState, author: &str, new: NewAgent) -> Result<Cre
         Some(text) => template::lint_new(state, text).await?,
         None => Vec::new(),
     };
-    let write = guard::begin(&state.db).await?;
-    let taken = agent_configurations::Entity::find()
-        .filter(agent_configurations::Column::Name.eq(new.name.as_str()))
-        .one(&*write)
-        .await?;
-    if taken.is_some() {
-        return Err(Error::conflict(format!(
-            "an agent named {:?} exists (or existed: names of deleted agents stay taken)",
-            new.name
-        )));
+    if let Some(text) = &new.prompt_template {
+        let agent = crate::prompt::builder::Agent {
+            name: new.name.clone(),
+            identity: new.identity.clone(),
+            soul: new.soul.clone(),
+            soul_version: 1,
+            prompt_template: None,
+            template_version: 1,
+            operating_model: new.operating_model.clone().unwrap_or_default(),
+            interaction_learning: new.interaction_learning.clone().unwrap_or_default(),
+            tools: Vec::new(),
+        };
+        crate::prompt::fetch::check_worst_case(state, text, &agent).await?;
     }
+    let write = guard::begin(&state.db).await?;
     let now = Utc::now();
+    let name = new.name.clone();
     let saved = agent_configurations::ActiveModel {
         name: Set(new.name),
         identity: Set(new.identity),
@@ -152,7 +157,14 @@ pub async fn create(state: &AppState, author: &str, new: NewAgent) -> Result<Cre
         ..Default::default()
     }
     .insert(&*write)
-    .await?;
+    .await
+    .map_err(|e| {
+        Error::from_db(e, || {
+            format!(
+                "an agent named {name:?} exists (or existed: names of deleted agents stay taken)"
+            )
+        })
+    })?;
     let first = template::NewVersion {
         agent_id: saved.id,
         version: 1,
@@ -206,6 +218,29 @@ fn check_update(update: &AgentUpdate) -> Result<()> {
     Ok(())
 }
 
+/// A larger soul, identity or section must not make the saved template's worst
+/// case pass the rendered-prompt limit (422, as a template save would be).
+async fn check_update_expansion(state: &AppState, name: &str, update: &AgentUpdate) -> Result<()> {
+    let loaded = crate::prompt::fetch::agent(state, name).await?;
+    let Some(text) = loaded.agent.prompt_template.as_deref() else {
+        return Ok(());
+    };
+    let mut agent = loaded.agent.clone();
+    if let Some(soul) = &update.soul {
+        agent.soul.clone_from(soul);
+    }
+    if let Some(identity) = &update.identity {
+        agent.identity = identity.clone();
+    }
+    if let Some(text) = &update.operating_model {
+        agent.operating_model = text.clone().unwrap_or_default();
+    }
+    if let Some(text) = &update.interaction_learning {
+        agent.interaction_learning = text.clone().unwrap_or_default();
+    }
+    crate::prompt::fetch::check_worst_case(state, text, &agent).await
+}
+
 /// Updates identity, soul or sections; a changed soul is a new soul version.
 pub async fn update(
     state: &AppState,
@@ -214,6 +249,7 @@ pub async fn update(
     update: AgentUpdate,
 ) -> Result<AgentView> {
     check_update(&update)?;
+    check_update_expansion(state, name, &update).await?;
     let write = guard::begin(&state.db).await?;
     let found = row(&*write, name).await?;
     if let Some(expected) = update.expected_soul_version

@@ -145,14 +145,6 @@ pub async fn create_for_tenant(
     {
         return Err(KeyError::InvalidTenant(tenant.to_owned()));
     }
-    let taken = api_keys::Entity::find()
-        .filter(api_keys::Column::Name.eq(name))
-        .one(db)
-        .await?
-        .is_some();
-    if taken {
-        return Err(KeyError::NameTaken(name.to_owned()));
-    }
     let mut random = [0u8; 6 + 32];
     getrandom::fill(&mut random).map_err(|e| KeyError::Random(e.to_string()))?;
     let prefix = hex(&random[..6]);
@@ -171,7 +163,12 @@ pub async fn create_for_tenant(
         ..Default::default()
     }
     .insert(db)
-    .await?;
+    .await
+    .map_err(|e| match crate::db::classify(&e) {
+        // The unique index on the name decides a race; no check-then-insert.
+        crate::db::DbFailure::Taken => KeyError::NameTaken(name.to_owned()),
+        _ => KeyError::Db(e),
+    })?;
     Ok(key)
 }
 

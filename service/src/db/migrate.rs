@@ -37,28 +37,33 @@ pub struct MigrationState {
     pub applied: bool,
 }
 
-/// Runs one migrate command; returns the status lines for `Status`.
+/// Runs one migrate command under the lock; returns the status lines for `Status`.
 pub async fn run(
     db: &DatabaseConnection,
     command: MigrateCommand,
 ) -> anyhow::Result<Vec<MigrationState>> {
-    with_lock(db, async || {
-        refuse_unknown_migrations(db).await?;
-        match command {
-            MigrateCommand::Up { n } => Migrator::up(db, n).await,
-            MigrateCommand::Down { n } => Migrator::down(db, Some(n)).await,
-            MigrateCommand::Status => Ok(()),
-            MigrateCommand::Fresh => Migrator::fresh(db).await,
-            MigrateCommand::Refresh => Migrator::refresh(db).await,
-            MigrateCommand::Reset => Migrator::reset(db).await,
-        }
-        .context("migration failed; its changes were rolled back")?;
-        status(db).await
-    })
-    .await
+    with_lock(db, async || apply(db, command).await).await
 }
 
-/// Applies every pending migration (what `serve` does on start).
+/// Runs one migrate command; the caller holds the lock ([`with_lock`]).
+pub async fn apply(
+    db: &DatabaseConnection,
+    command: MigrateCommand,
+) -> anyhow::Result<Vec<MigrationState>> {
+    refuse_unknown_migrations(db).await?;
+    match command {
+        MigrateCommand::Up { n } => Migrator::up(db, n).await,
+        MigrateCommand::Down { n } => Migrator::down(db, Some(n)).await,
+        MigrateCommand::Status => Ok(()),
+        MigrateCommand::Fresh => Migrator::fresh(db).await,
+        MigrateCommand::Refresh => Migrator::refresh(db).await,
+        MigrateCommand::Reset => Migrator::reset(db).await,
+    }
+    .context("migration failed; its changes were rolled back")?;
+    status(db).await
+}
+
+/// Applies every pending migration under the lock.
 pub async fn up(db: &DatabaseConnection) -> anyhow::Result<()> {
     run(db, MigrateCommand::Up { n: None }).await.map(drop)
 }
@@ -79,18 +84,49 @@ pub async fn status(db: &DatabaseConnection) -> anyhow::Result<Vec<MigrationStat
 
 /// Fails unless every migration this binary knows is applied and no unknown one is.
 pub async fn ensure_current(db: &DatabaseConnection) -> anyhow::Result<()> {
-    refuse_unknown_migrations(db).await?;
-    let pending: Vec<String> = status(db)
-        .await?
-        .into_iter()
-        .filter(|m| !m.applied)
-        .map(|m| m.name)
+    readiness(db).await.map_err(anyhow::Error::msg)
+}
+
+/// Whether this binary can serve the database, in words for `/ready`: never the
+/// driver's text (it can name hosts, users and SQL), which goes to the log instead.
+pub async fn readiness(db: &DatabaseConnection) -> Result<(), String> {
+    let applied = match Migrator::get_migration_models(db).await {
+        Ok(applied) => applied,
+        Err(e) => {
+            tracing::warn!(error = %e, "not ready: cannot read the applied migrations");
+            return Err(match crate::db::classify(&e) {
+                crate::db::DbFailure::Busy => {
+                    "the database is busy: no connection was free within the timeout".to_owned()
+                }
+                _ => {
+                    "the database does not answer, or its migration table cannot be read".to_owned()
+                }
+            });
+        }
+    };
+    let migrations = Migrator::migrations();
+    let known: Vec<&str> = migrations.iter().map(|m| m.name()).collect();
+    let unknown: Vec<&str> = applied
+        .iter()
+        .map(|m| m.version.as_str())
+        .filter(|v| !known.contains(v))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(format!(
+            "the database was migrated by a newer loadout ({}); upgrade this one",
+            unknown.join(", ")
+        ));
+    }
+    let pending: Vec<&str> = known
+        .iter()
+        .copied()
+        .filter(|k| !applied.iter().any(|m| m.version == *k))
         .collect();
     if !pending.is_empty() {
-        bail!(
+        return Err(format!(
             "the database is not migrated (pending: {}); run `loadout migrate up`",
             pending.join(", ")
-        );
+        ));
     }
     Ok(())
 }
@@ -119,10 +155,12 @@ async fn refuse_unknown_migrations(db: &DatabaseConnection) -> anyhow::Result<()
 }
 
 /// Runs `work` holding a cluster-wide advisory lock on Postgres, so two processes
-/// migrating one database take turns: the second finds nothing left to do.
-/// The lock lives in its own transaction on its own pooled connection and ends
-/// with it, even if this process dies. SQLite serialises writers itself.
-async fn with_lock<T>(
+/// migrating (or starting: migrate, seed, first admin key) on one database take
+/// turns: the second finds nothing left to do. The lock lives in its own
+/// transaction on its own pooled connection (so the pool needs two) and ends with
+/// it, even if this process dies. Not reentrant: `work` must not take it again.
+/// SQLite serialises writers itself, and each step there is one write transaction.
+pub async fn with_lock<T>(
     db: &DatabaseConnection,
     work: impl AsyncFnOnce() -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {

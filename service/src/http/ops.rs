@@ -61,16 +61,17 @@ async fn health() -> Json<Status> {
     Json(Status { status: "ok" })
 }
 
-/// Ready when the database answers and every migration is applied.
+/// Ready when the database answers and every migration is applied; otherwise 503
+/// saying in words what is wrong.
 #[utoipa::path(get, path = "/ready", tag = "operations", summary = "Readiness: database reachable, migrations current (no key)", security(()),
     responses((status = 200, description = "Ready", body = Status), E503))]
 async fn ready(State(state): State<AppState>) -> Result<Json<Status>, ApiError> {
-    match crate::db::migrate::ensure_current(&state.db).await {
+    match crate::db::migrate::readiness(&state.db).await {
         Ok(()) => Ok(Json(Status { status: "ready" })),
-        Err(e) => Err(ApiError::new(
+        Err(why) => Err(ApiError::new(
             crate::error::Kind::Unavailable,
             "not_ready",
-            format!("{e:#}"),
+            why,
         )),
     }
 }

@@ -191,18 +191,8 @@ pub async fn create(state: &AppState, new: NewTool) -> Result<ToolView> {
     check_description(&new.description)?;
     check_definition(&new.name, &new.approval_tier, &new.parameters)?;
     let write = guard::begin(&state.db).await?;
-    let existing = tools::Entity::find()
-        .filter(tools::Column::Name.eq(new.name.as_str()))
-        .one(&*write)
-        .await?;
-    if let Some(existing) = existing {
-        let how = match existing.deleted_at {
-            Some(_) => "a deleted tool still holds that name",
-            None => "a tool with that name exists",
-        };
-        return Err(Error::conflict(format!("{how}: {:?}", new.name)));
-    }
     let now = Utc::now();
+    let name = new.name.clone();
     let saved = tools::ActiveModel {
         name: Set(new.name),
         tool_type: Set(tool_type.as_str().to_owned()),
@@ -217,7 +207,12 @@ pub async fn create(state: &AppState, new: NewTool) -> Result<ToolView> {
         ..Default::default()
     }
     .insert(&*write)
-    .await?;
+    .await
+    .map_err(|e| {
+        Error::from_db(e, || {
+            format!("a tool named {name:?} exists (or existed: names of deleted tools stay taken)")
+        })
+    })?;
     guard::commit(write, &state.cache).await?;
     Ok(saved.into())
 }

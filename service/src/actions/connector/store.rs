@@ -196,17 +196,8 @@ pub async fn create(state: &AppState, new: NewConnector) -> Result<ConnectorView
     check_headers(&new.headers)?;
     check_url(state, &new.url).await?;
     let write = guard::begin(&state.db).await?;
-    let taken = connectors::Entity::find()
-        .filter(connectors::Column::Name.eq(new.name.as_str()))
-        .one(&*write)
-        .await?;
-    if taken.is_some() {
-        return Err(Error::conflict(format!(
-            "a connector named {:?} exists",
-            new.name
-        )));
-    }
     let now = Utc::now();
+    let name = new.name.clone();
     let saved = connectors::ActiveModel {
         name: Set(new.name),
         kind: Set(ToolType::Api.as_str().to_owned()),
@@ -220,7 +211,12 @@ pub async fn create(state: &AppState, new: NewConnector) -> Result<ConnectorView
         ..Default::default()
     }
     .insert(&*write)
-    .await?;
+    .await
+    .map_err(|e| {
+        Error::from_db(e, || {
+            format!("a connector named {name:?} exists (or existed: names of deleted connectors stay taken)")
+        })
+    })?;
     guard::commit(write, &state.cache).await?;
     Ok(saved.into())
 }
