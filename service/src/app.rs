@@ -16,6 +16,9 @@ use crate::registry::Tier;
 pub const PROPOSAL_LEASE: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
 /// How long a proposal waits for a decision unless configured per tier.
 pub const DEFAULT_PROPOSAL_TTL: chrono::TimeDelta = chrono::TimeDelta::hours(24);
+/// Largest rendered prompt unless configured: 4 MiB, some 500 times the seeded
+/// prompt, yet small enough that a few hundred renders at once fit in memory.
+pub const DEFAULT_MAX_PROMPT_BYTES: usize = 4 * 1024 * 1024;
 /// How often the proposal sweeper runs.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
 /// How often a process checks the database generation for other processes' writes.
@@ -31,6 +34,9 @@ pub struct Inner {
     pub metrics: Metrics,
     pub clock: Arc<dyn Clock>,
     pub max_template_bytes: usize,
+    /// Largest rendered prompt (`serve --max-prompt-bytes`): renders stop before it,
+    /// and saves whose worst case passes it are refused.
+    pub max_prompt_bytes: usize,
     /// Private or loopback addresses connectors may reach (`--connector-allow`).
     pub connector_allow: Vec<std::net::IpAddr>,
     /// How long an execution may hold a proposal before the sweeper presumes it dead.
@@ -73,6 +79,7 @@ impl AppState {
             metrics,
             clock,
             max_template_bytes,
+            max_prompt_bytes: DEFAULT_MAX_PROMPT_BYTES,
             connector_allow,
             proposal_lease: PROPOSAL_LEASE,
             proposal_ttls: std::collections::BTreeMap::new(),
@@ -97,6 +104,14 @@ impl AppState {
             .get(&tier)
             .copied()
             .unwrap_or(DEFAULT_PROPOSAL_TTL)
+    }
+
+    /// The same state with another rendered-prompt limit. Call before the state is shared.
+    pub fn with_max_prompt_bytes(mut self, limit: usize) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.0) {
+            inner.max_prompt_bytes = limit;
+        }
+        self
     }
 
     /// The same state with another execution lease (`serve --proposal-lease-seconds`).

@@ -446,7 +446,21 @@ fn spawn_serve(
     stdout_lines: usize,
 ) -> (std::process::Child, String, Vec<String>) {
     use std::io::{BufRead, BufReader};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_loadout"))
+    let mut child = start_serve(url, extra);
+    let addr = listening_address(&mut child);
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut printed = Vec::new();
+    for _ in 0..stdout_lines {
+        let mut l = String::new();
+        out.read_line(&mut l).expect("read stdout");
+        printed.push(l.trim_end().to_owned());
+    }
+    (child, addr, printed)
+}
+
+/// Starts `loadout serve` on a free port, stdout and stderr piped, without waiting.
+fn start_serve(url: &str, extra: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_loadout"))
         .args(["serve", "--bind", "127.0.0.1:0"])
         .args(extra)
         .env("DATABASE_URL", url)
@@ -454,7 +468,12 @@ fn spawn_serve(
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .expect("spawn serve");
+        .expect("spawn serve")
+}
+
+/// Reads the child's stderr until it says where it listens.
+fn listening_address(child: &mut std::process::Child) -> String {
+    use std::io::{BufRead, BufReader};
     let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
     let mut line = String::new();
     while !line.contains("listening on http://") {
@@ -464,20 +483,11 @@ fn spawn_serve(
             "serve exited early"
         );
     }
-    let addr = line
-        .trim()
+    line.trim()
         .rsplit("http://")
         .next()
         .expect("address")
-        .to_owned();
-    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut printed = Vec::new();
-    for _ in 0..stdout_lines {
-        let mut l = String::new();
-        out.read_line(&mut l).expect("read stdout");
-        printed.push(l.trim_end().to_owned());
-    }
-    (child, addr, printed)
+        .to_owned()
 }
 
 fn stop(mut child: std::process::Child) {
@@ -526,6 +536,48 @@ async fn two_serve_processes_on_one_postgres_see_each_others_writes() {
     }
     stop(second);
     stop(first);
+}
+
+/// Migrate, seed and the first admin key run under the migration lock: two
+/// replicas started at once on a fresh Postgres both serve, and exactly one key is printed.
+#[tokio::test]
+async fn two_serve_processes_started_together_on_a_fresh_postgres_print_one_admin_key() {
+    use std::io::Read;
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let mut children = [start_serve(&db.url, &[]), start_serve(&db.url, &[])];
+    let addrs = children.each_mut().map(listening_address);
+    for addr in &addrs {
+        let (status, body) = http_get(addr, "/ready", "none");
+        assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+    }
+    let outputs = children.each_mut().map(|child| {
+        // Printed before "listening", and line-buffered: all there by now, or never.
+        let mut stdout = child.stdout.take().expect("stdout");
+        let pid = child.id().to_string();
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill");
+        let mut text = String::new();
+        stdout.read_to_string(&mut text).expect("read stdout");
+        text
+    });
+    let keys: Vec<&str> = outputs
+        .iter()
+        .flat_map(|o| o.lines())
+        .filter(|l| l.starts_with("lo_"))
+        .collect();
+    assert_eq!(keys.len(), 1, "{outputs:?}");
+    for child in &mut children {
+        assert!(child.wait().expect("wait").success());
+    }
+    // The key is good, and a third start finds the schema, the seed and it whole.
+    let (child, addr, _) = spawn_serve(&db.url, &[], 0);
+    let (status, body) = http_get(&addr, "/v1/agents/assistant/prompt?channel=web", keys[0]);
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+    stop(child);
 }
 
 #[tokio::test]

@@ -54,6 +54,9 @@ pub async fn preview(
         None => Vec::new(),
     };
     let loaded = fetch::agent(state, name).await?;
+    if let Some(text) = &request.template {
+        fetch::check_worst_case(state, text, &loaded.agent).await?;
+    }
     let candidate = loaded.clone_with_template(request.template.clone());
     let channels: Vec<String> = match &request.channel {
         Some(channel) => vec![channel.clone()],

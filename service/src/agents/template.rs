@@ -185,10 +185,14 @@ pub async fn lint_tool_names(db: &impl ConnectionTrait) -> Result<lint::ToolName
     Ok(names)
 }
 
-/// Size-checks and lints a candidate template.
+/// Size-checks and lints a candidate template, off the async workers.
 pub async fn lint(state: &AppState, text: &str) -> Result<Vec<lint::Problem>> {
     check_template_size(state, text)?;
-    Ok(lint::lint(text, &lint_tool_names(&state.db).await?))
+    let names = lint_tool_names(&state.db).await?;
+    let text = text.to_owned();
+    tokio::task::spawn_blocking(move || lint::lint(&text, &names))
+        .await
+        .map_err(|e| Error::internal(format_args!("the lint did not finish: {e}")))
 }
 
 /// A new agent's template: lint errors refuse it (there is no `force` on create).
@@ -234,6 +238,10 @@ pub async fn save(
             "the template has lint errors; fix them or save with \"force\": true",
         )
         .with_details(Problems { problems }));
+    }
+    if let Some(text) = &template {
+        let loaded = crate::prompt::fetch::agent(state, name).await?;
+        crate::prompt::fetch::check_worst_case(state, text, &loaded.agent).await?;
     }
     let write = guard::begin(&state.db).await?;
     let found = row(&*write, name).await?;

@@ -43,6 +43,13 @@ pub struct ServeArgs {
     /// Largest prompt template accepted, in bytes.
     #[arg(long, env = "LOADOUT_MAX_TEMPLATE_BYTES", default_value_t = crate::cli::template::DEFAULT_MAX_TEMPLATE_BYTES)]
     pub max_template_bytes: usize,
+    /// Largest rendered prompt, in bytes: renders stop before it, and templates whose
+    /// worst case passes it are refused (422).
+    #[arg(long, env = "LOADOUT_MAX_PROMPT_BYTES", default_value_t = crate::app::DEFAULT_MAX_PROMPT_BYTES)]
+    pub max_prompt_bytes: usize,
+    /// Database connections in the serving pool (default: 4 on SQLite, 8 on Postgres).
+    #[arg(long, env = "LOADOUT_DB_POOL_SIZE", value_parser = clap::value_parser!(u32).range(2..=1000))]
+    pub db_pool_size: Option<u32>,
 }
 
 fn parse_lease(text: &str) -> Result<u32, String> {
@@ -87,6 +94,8 @@ impl From<ServeArgs> for Options {
             allow_drift: args.allow_drift,
             no_migrate: args.no_migrate,
             max_template_bytes: args.max_template_bytes,
+            max_prompt_bytes: args.max_prompt_bytes,
+            db_pool_size: args.db_pool_size,
         }
     }
 }
@@ -102,6 +111,8 @@ pub struct Options {
     pub allow_drift: bool,
     pub no_migrate: bool,
     pub max_template_bytes: usize,
+    pub max_prompt_bytes: usize,
+    pub db_pool_size: Option<u32>,
 }
 
 pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
@@ -114,24 +125,37 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
         allow_drift,
         no_migrate,
         max_template_bytes,
+        max_prompt_bytes,
+        db_pool_size,
     } = options;
     {
         // Its own pool: prepared statements cached before a migration's ALTER TABLE
         // must not serve requests afterwards.
+        // Migrate, seed and the first admin key all under the migration lock: two
+        // replicas starting together on a fresh database take turns, and the second
+        // finds the schema, the seed and a key already there (one key printed).
         let db = db::connect(database_url).await?;
-        if no_migrate {
-            migrate::ensure_current(&db).await?;
-        } else {
-            migrate::up(&db).await?;
-            let report = seed::run(&db, &Seeds::embedded()?).await?;
-            tracing::info!(%report, "migrated and seeded");
-        }
-        check_registry(&db, allow_drift).await?;
-        bootstrap_admin_key(&db).await?;
+        let new_key = migrate::with_lock(&db, async || {
+            if no_migrate {
+                migrate::ensure_current(&db).await?;
+            } else {
+                migrate::apply(&db, migrate::MigrateCommand::Up { n: None }).await?;
+                let report = seed::run(&db, &Seeds::embedded()?).await?;
+                tracing::info!(%report, "migrated and seeded");
+            }
+            check_registry(&db, allow_drift).await?;
+            bootstrap_admin_key(&db).await
+        })
+        .await?;
         db.close().await.ok();
+        if let Some((name, key)) = new_key {
+            println!("No usable API key existed, so an admin key named {name:?} was created.");
+            println!("It is shown only this once; store it now (loadout keys create makes more):");
+            println!("{key}");
+        }
     }
 
-    let db = db::connect(database_url).await?;
+    let db = db::connect_with(database_url, db_pool_size).await?;
     let state = AppState::with_connector_allow(
         db,
         Arc::new(SystemClock),
@@ -140,6 +164,7 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
     )
     .await
     .context("cannot read the configuration generation")?
+    .with_max_prompt_bytes(max_prompt_bytes)
     .with_proposal_lease(proposal_lease)
     .with_proposal_ttls(proposal_ttls);
     let poller = state.spawn_generation_poller();
@@ -214,20 +239,26 @@ async fn check_registry(db: &sea_orm::DatabaseConnection, allow_drift: bool) -> 
     Ok(())
 }
 
-/// On the very first start there is no key at all: create an admin key, print it
-/// once on stdout (alone on the last line), and say so.
-async fn bootstrap_admin_key(db: &sea_orm::DatabaseConnection) -> anyhow::Result<()> {
-    if keys::count_usable(db).await? > 0 {
-        return Ok(());
+/// On the very first start there is no key at all: create an admin key (returned
+/// with its name, for the caller to print once it is committed). Count and insert
+/// are one write transaction, so two processes cannot both find no key.
+async fn bootstrap_admin_key(
+    db: &sea_orm::DatabaseConnection,
+) -> anyhow::Result<Option<(String, String)>> {
+    let txn = db::begin_write(db).await?;
+    if keys::count_usable(&txn).await? > 0 {
+        return Ok(None);
     }
-    let existing: Vec<String> = keys::list(db).await?.into_iter().map(|k| k.name).collect();
+    let existing: Vec<String> = keys::list(&txn)
+        .await?
+        .into_iter()
+        .map(|k| k.name)
+        .collect();
     let name = std::iter::once("admin".to_owned())
         .chain((2..).map(|n| format!("admin-{n}")))
         .find(|n| !existing.contains(n))
         .unwrap_or_else(|| "admin".to_owned());
-    let key = keys::create(db, &name, Role::Admin).await?;
-    println!("No usable API key existed, so an admin key named {name:?} was created.");
-    println!("It is shown only this once; store it now (loadout keys create makes more):");
-    println!("{key}");
-    Ok(())
+    let key = keys::create(&txn, &name, Role::Admin).await?;
+    txn.commit().await?;
+    Ok(Some((name, key)))
 }

@@ -208,12 +208,32 @@ static BUILTIN: LazyLock<Result<minijinja::Environment<'static>, BuiltinError>> 
         Ok(env)
     });
 
-/// Renders `agent`'s prompt for `channel`.
+/// Renders `agent`'s prompt for `channel`, with no size limit (tests, benches, CLI).
 pub fn build_agent_prompt(
     agent: &Agent,
     channel: &Channel,
     context: &Context,
-) -> Result<RenderedPrompt, BuiltinError> {
+) -> Result<RenderedPrompt, BuildError> {
+    build_agent_prompt_within(agent, channel, context, usize::MAX)
+}
+
+/// Why a prompt could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Builtin(#[from] BuiltinError),
+    /// The prompt would pass the size limit; nothing past it was allocated.
+    #[error("the rendered prompt would pass {} bytes", .0.limit)]
+    TooLarge(template::Overflow),
+}
+
+/// Renders `agent`'s prompt for `channel`, never holding more than `limit` bytes.
+pub fn build_agent_prompt_within(
+    agent: &Agent,
+    channel: &Channel,
+    context: &Context,
+    limit: usize,
+) -> Result<RenderedPrompt, BuildError> {
     let sections = Sections::new(agent, channel, context);
     let template = agent
         .prompt_template
@@ -222,9 +242,20 @@ pub fn build_agent_prompt(
     let (source, text) = match template {
         Some(template) => (
             Source::Template,
-            template::safe_substitute(template, &sections.placeholders()),
+            template::safe_substitute_within(template, &sections.placeholders(), limit)
+                .map_err(BuildError::TooLarge)?,
         ),
-        None => (Source::Builtin, sections.builtin()?),
+        None => {
+            // The built-in assembly holds each section once: measure before rendering.
+            let (largest, total) = sections.sizes();
+            if total > limit {
+                return Err(BuildError::TooLarge(template::Overflow {
+                    placeholder: Some(largest.to_owned()),
+                    limit,
+                }));
+            }
+            (Source::Builtin, sections.builtin()?)
+        }
     };
     Ok(RenderedPrompt {
         text,
@@ -303,6 +334,30 @@ impl<'a> Sections<'a> {
         }
     }
 
+    /// The largest section's placeholder name, and all sections' bytes together
+    /// (titles and separators included, generously).
+    fn sizes(&self) -> (&'static str, usize) {
+        let session = self.session.as_ref().map_or(0, |(_, body)| body.len());
+        let sizes = [
+            ("identity", self.identity.len()),
+            ("soul", self.soul.len()),
+            ("channel_guidance", self.channel_guidance.len()),
+            ("current_time", self.current_time.len()),
+            ("user_instructions", self.user_instructions.len()),
+            ("memory_notes", self.memory_notes.len()),
+            ("tool_guidance", self.tool_guidance.len()),
+            ("operating_model", self.operating_model.len()),
+            ("interaction_learning", self.interaction_learning.len()),
+            ("session_section", session),
+        ];
+        let total = sizes.iter().map(|(_, n)| n + TITLE_ROOM).sum();
+        let largest = sizes
+            .iter()
+            .max_by_key(|(_, n)| *n)
+            .map_or("soul", |(name, _)| name);
+        (largest, total)
+    }
+
     fn builtin(&self) -> Result<String, BuiltinError> {
         let env = BUILTIN.as_ref().map_err(|e| BuiltinError(e.0.clone()))?;
         let (session_title, session_body) = match &self.session {
@@ -325,6 +380,74 @@ impl<'a> Sections<'a> {
             .get_template(BUILTIN_NAME)?
             .render(minijinja::context! { sections })?)
     }
+}
+
+/// Room for a section's title, heading marks and blank lines.
+const TITLE_ROOM: usize = 64;
+
+/// The most bytes each placeholder can bring, for a template's worst case.
+/// Values from the agent and channels are measured; values a render request
+/// brings are bounded by the limits the API enforces on them.
+#[derive(Clone, Debug)]
+pub struct Bounds {
+    /// Largest user instructions accepted (the admin and tool limits).
+    pub user_instructions: usize,
+    /// Largest memory notes a render can carry (the request body limit).
+    pub memory_notes: usize,
+}
+
+/// The largest text a template can render to for `agent` over every channel and
+/// every request: its own bytes plus, for each placeholder it uses, its count times
+/// the most that placeholder can bring. Returns the total and the placeholder
+/// that contributes most.
+pub fn worst_case(
+    template: &str,
+    agent: &Agent,
+    channels: &Channels,
+    bounds: &Bounds,
+) -> (usize, Option<&'static str>) {
+    let most = |name: &str| -> usize {
+        let titled = |n: usize| if n == 0 { 0 } else { n + TITLE_ROOM };
+        match name {
+            "identity" => identity(&agent.identity).len(),
+            "soul" => agent.soul.trim().len().max(DEFAULT_SOUL.len()),
+            "channel_guidance" => channels
+                .0
+                .iter()
+                .map(|c| c.guidance.trim().len())
+                .max()
+                .unwrap_or(0),
+            "current_time" => 128,
+            "user_instructions" => bounds.user_instructions.max(NO_INSTRUCTIONS.len()),
+            "memory_notes" => titled(bounds.memory_notes * 2),
+            "tool_guidance" => titled(tool_guidance(&agent.tools).len()),
+            "operating_model" => titled(agent.operating_model.trim().len()),
+            "interaction_learning" => titled(agent.interaction_learning.trim().len()),
+            "session_section" => titled(ONBOARDING.len() + 256),
+            _ => 0,
+        }
+    };
+    let mut total = template.len();
+    let mut by_name: Vec<(&'static str, usize)> = Vec::new();
+    for found in template::placeholders(template) {
+        let Some(&name) = super::lint::KNOWN_PLACEHOLDERS
+            .iter()
+            .find(|n| **n == found.name)
+        else {
+            continue;
+        };
+        let bytes = most(name);
+        total = total.saturating_add(bytes);
+        match by_name.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, sum)) => *sum = sum.saturating_add(bytes),
+            None => by_name.push((name, bytes)),
+        }
+    }
+    let largest = by_name
+        .iter()
+        .max_by_key(|(_, n)| *n)
+        .map(|(name, _)| *name);
+    (total, largest)
 }
 
 /// `"\n## Title\nbody\n"`, or `""` for an empty body.

@@ -18,6 +18,58 @@ use crate::registry::formats::{self, Format, Tools};
 
 /// At most this many memory notes in one render.
 const MAX_MEMORY_NOTES: usize = 200;
+/// At most this many bytes of memory notes in one render (a template's worst case
+/// counts on it).
+pub const MAX_MEMORY_NOTES_BYTES: usize = 256 * 1024;
+
+/// The most each request-time placeholder can bring, as the API limits them.
+pub fn bounds() -> builder::Bounds {
+    builder::Bounds {
+        user_instructions: crate::agents::MAX_TEXT_BYTES,
+        memory_notes: MAX_MEMORY_NOTES_BYTES,
+    }
+}
+
+/// 422 `prompt_too_large`: what would pass the limit, and the limit.
+pub fn too_large(placeholder: Option<&str>, bytes: Option<usize>, limit: usize) -> Error {
+    #[derive(Serialize)]
+    struct Details<'a> {
+        placeholder: Option<&'a str>,
+        worst_case_bytes: Option<usize>,
+        limit: usize,
+    }
+    let what = match placeholder {
+        Some(name) => format!("${name}"),
+        None => "the template's own text".to_owned(),
+    };
+    let message = match bytes {
+        Some(bytes) => format!(
+            "this template can render up to {bytes} bytes, most of it from {what}; the limit is {limit} bytes (serve --max-prompt-bytes)"
+        ),
+        None => format!(
+            "the rendered prompt would pass the limit of {limit} bytes at {what} (serve --max-prompt-bytes)"
+        ),
+    };
+    Error::refused("prompt_too_large", message).with_details(Details {
+        placeholder,
+        worst_case_bytes: bytes,
+        limit,
+    })
+}
+
+/// Refuses a template whose worst case for `agent` passes the limit (422).
+pub async fn check_worst_case(
+    state: &AppState,
+    template: &str,
+    agent: &builder::Agent,
+) -> Result<()> {
+    let channels = channels(state).await?;
+    let (bytes, largest) = builder::worst_case(template, agent, &channels, &bounds());
+    if bytes > state.max_prompt_bytes {
+        return Err(too_large(largest, Some(bytes), state.max_prompt_bytes));
+    }
+    Ok(())
+}
 
 /// The agent, from the cache or the database; 404 when there is no live agent of that name.
 pub async fn agent(state: &AppState, name: &str) -> Result<Arc<LoadedAgent>> {
@@ -180,6 +232,15 @@ pub async fn render(
             "at most {MAX_MEMORY_NOTES} memory notes"
         )));
     }
+    let notes_bytes: usize = request.memory_notes.iter().map(String::len).sum();
+    if notes_bytes > MAX_MEMORY_NOTES_BYTES {
+        return Err(Error::too_large(
+            "payload_too_large",
+            format!(
+                "memory notes are {notes_bytes} bytes together; the limit is {MAX_MEMORY_NOTES_BYTES} bytes"
+            ),
+        ));
+    }
     let channel = channels
         .get(name)
         .map_err(|e| Error::not_found(e.to_string()).with_details(KnownChannels::of(&channels)))?;
@@ -195,7 +256,13 @@ pub async fn render(
         last_message_at: request.last_message_at,
     };
     let rendered =
-        builder::build_agent_prompt(&agent.agent, channel, &context).map_err(Error::internal)?;
+        builder::build_agent_prompt_within(&agent.agent, channel, &context, state.max_prompt_bytes)
+            .map_err(|e| match e {
+                builder::BuildError::TooLarge(over) => {
+                    too_large(over.placeholder.as_deref(), None, over.limit)
+                }
+                builder::BuildError::Builtin(e) => Error::internal(e),
+            })?;
     Ok(PromptView {
         agent: agent.agent.name.clone(),
         text: rendered.text,

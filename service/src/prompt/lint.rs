@@ -48,57 +48,111 @@ pub struct ToolNames {
     pub inactive: BTreeSet<String>,
 }
 
-/// Lints a template: unknown placeholders are errors; invalid `$`, a placeholder
-/// used twice, and inactive tool names in the text are warnings.
-pub fn lint(text: &str, tools: &ToolNames) -> Vec<Problem> {
-    let mut problems = Vec::new();
-    let mut seen = BTreeSet::new();
-    for found in template::placeholders(text) {
-        let (line, column) = template::line_col(text, found.start);
-        let at = |severity, code, message| Problem {
-            severity,
+/// At most this many problems are reported; one more line counts the rest.
+pub const MAX_PROBLEMS: usize = 100;
+
+/// What was found, before it is worded: cheap to collect for any number of finds.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Find<'t> {
+    Unknown(&'t str),
+    Invalid,
+    Duplicate(&'t str),
+    InactiveTool(&'t str),
+}
+
+impl Find<'_> {
+    fn severity(self) -> Severity {
+        match self {
+            Find::Unknown(_) => Severity::Error,
+            _ => Severity::Warning,
+        }
+    }
+
+    fn problem(self, (line, column): (usize, usize)) -> Problem {
+        let (code, message) = match self {
+            Find::Unknown(name) => (
+                "unknown_placeholder",
+                format!("unknown placeholder ${name}; known: {}", KNOWN_PLACEHOLDERS.join(", ")),
+            ),
+            Find::Invalid => (
+                "invalid_placeholder",
+                "`$` not followed by a name, `{name}` or `$` is kept verbatim; write `$$` for a literal dollar".into(),
+            ),
+            Find::Duplicate(name) => (
+                "duplicate_placeholder",
+                format!("${name} appears more than once; its text will be repeated"),
+            ),
+            Find::InactiveTool(word) => (
+                "inactive_tool",
+                format!("names the tool {word}, which is not active"),
+            ),
+        };
+        Problem {
+            severity: self.severity(),
             code,
             message,
             line,
             column,
-        };
-        match found.kind {
-            PlaceholderKind::Escaped => {}
-            PlaceholderKind::Invalid => problems.push(at(
-                Severity::Warning,
-                "invalid_placeholder",
-                "`$` not followed by a name, `{name}` or `$` is kept verbatim; write `$$` for a literal dollar".into(),
-            )),
+        }
+    }
+}
+
+/// Lints a template: unknown placeholders are errors; invalid `$`, a placeholder
+/// used twice, and inactive tool names in the text are warnings. In position
+/// order; past [`MAX_PROBLEMS`], one `more_problems` entry counts the rest (an
+/// error if any of them is). Linear in the template: finds are collected as
+/// offsets, sorted, and only the reported ones are located and worded, with
+/// line and column advanced from one to the next.
+pub fn lint(text: &str, tools: &ToolNames) -> Vec<Problem> {
+    let mut finds: Vec<(usize, Severity, Find<'_>)> = Vec::new();
+    let mut seen = BTreeSet::new();
+    for found in template::placeholders(text) {
+        let find = match found.kind {
+            PlaceholderKind::Escaped => continue,
+            PlaceholderKind::Invalid => Find::Invalid,
             PlaceholderKind::Named | PlaceholderKind::Braced => {
                 if !KNOWN_PLACEHOLDERS.contains(&found.name) {
-                    problems.push(at(
-                        Severity::Error,
-                        "unknown_placeholder",
-                        format!("unknown placeholder ${}; known: {}", found.name, KNOWN_PLACEHOLDERS.join(", ")),
-                    ));
+                    Find::Unknown(found.name)
                 } else if !seen.insert(found.name) {
-                    problems.push(at(
-                        Severity::Warning,
-                        "duplicate_placeholder",
-                        format!("${} appears more than once; its text will be repeated", found.name),
-                    ));
+                    Find::Duplicate(found.name)
+                } else {
+                    continue;
                 }
             }
-        }
+        };
+        finds.push((found.start, find.severity(), find));
     }
     for (offset, word) in inactive_mentions(text, tools) {
-        {
-            let (line, column) = template::line_col(text, offset);
-            problems.push(Problem {
-                severity: Severity::Warning,
-                code: "inactive_tool",
-                message: format!("names the tool {word}, which is not active"),
-                line,
-                column,
-            });
+        let find = Find::InactiveTool(word);
+        finds.push((offset, find.severity(), find));
+    }
+    finds.sort_unstable();
+    let rest = finds.split_off(finds.len().min(MAX_PROBLEMS));
+    let mut position = template::LineCounter::new(text);
+    let mut problems: Vec<Problem> = finds
+        .into_iter()
+        .map(|(offset, _, find)| find.problem(position.advance_to(offset)))
+        .collect();
+    if let Some((offset, _, _)) = rest.first() {
+        let severity = match rest.iter().any(|(_, s, _)| *s == Severity::Error) {
+            true => Severity::Error,
+            false => Severity::Warning,
+        };
+        problems.push(Problem {
+            severity,
+            code: "more_problems",
+            message: format!(
+                "{} more problems from here on are not listed; fix the ones above first",
+                rest.len()
+            ),
+            line: 0,
+            column: 0,
+        });
+        let (line, column) = position.advance_to(*offset);
+        if let Some(last) = problems.last_mut() {
+            (last.line, last.column) = (line, column);
         }
     }
-    problems.sort_by_key(|p| (p.line, p.column, p.severity));
     problems
 }
 
@@ -186,6 +240,37 @@ mod tests {
             [("inactive_tool", 1, 6)]
         );
         assert!(codes("Call read_memory_x first.", &tools).is_empty());
+    }
+
+    #[test]
+    fn past_the_cap_one_entry_counts_the_rest_and_keeps_their_severity() {
+        let text = "${ ".repeat(50) + "\n" + &"$nope ".repeat(100);
+        let problems = lint(&text, &ToolNames::default());
+        assert_eq!(problems.len(), MAX_PROBLEMS + 1);
+        let last = problems.last().expect("last");
+        assert_eq!(
+            (last.code, last.severity),
+            ("more_problems", Severity::Error)
+        );
+        assert!(
+            last.message.starts_with("50 more problems"),
+            "{}",
+            last.message
+        );
+        assert_eq!((last.line, last.column), (2, 6 * 50 + 1));
+        assert!(has_errors(&problems));
+    }
+
+    #[test]
+    fn positions_advance_across_lines_as_each_problem_is_located() {
+        assert_eq!(
+            codes("$a\r\n  $b\n\n$c", &ToolNames::default()),
+            [
+                ("unknown_placeholder", 1, 1),
+                ("unknown_placeholder", 2, 3),
+                ("unknown_placeholder", 4, 1)
+            ]
+        );
     }
 
     #[test]

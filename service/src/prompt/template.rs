@@ -293,7 +293,49 @@ fn output_capacity(template: &str) -> usize {
 /// names and invalid `$` are left exactly as written.
 #[must_use]
 pub fn safe_substitute(template: &str, values: &(impl Values + ?Sized)) -> String {
-    let mut out = String::with_capacity(output_capacity(template));
+    // No output can reach usize::MAX bytes, so the limit is never met.
+    safe_substitute_within(template, values, usize::MAX).unwrap_or_default()
+}
+
+/// A render that would pass its size limit, stopped before it allocated past it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Overflow {
+    /// The placeholder whose value crossed the limit; `None` when the template's
+    /// own text did.
+    pub placeholder: Option<String>,
+    pub limit: usize,
+}
+
+/// [`safe_substitute`] that never holds more than `limit` bytes of output: the
+/// buffer starts at most `limit` long and each piece is measured before it is
+/// copied, so a template that repeats a large value fails fast instead of
+/// allocating its whole expansion.
+///
+/// # Errors
+///
+/// [`Overflow`] naming the placeholder that would cross `limit`.
+pub fn safe_substitute_within(
+    template: &str,
+    values: &(impl Values + ?Sized),
+    limit: usize,
+) -> Result<String, Overflow> {
+    let mut out = String::with_capacity(output_capacity(template).min(limit));
+    let overflow = |placeholder: Option<&str>| Overflow {
+        placeholder: placeholder.map(str::to_owned),
+        limit,
+    };
+    let push = |out: &mut String, piece: &str| -> bool {
+        let Some(needed) = out.len().checked_add(piece.len()).filter(|n| *n <= limit) else {
+            return false;
+        };
+        if needed > out.capacity() {
+            // Grow by doubling as `String` would, but never past the limit.
+            let target = needed.max(out.capacity().saturating_mul(2)).min(limit);
+            out.reserve_exact(target - out.len());
+        }
+        out.push_str(piece);
+        true
+    };
     // template[..copied] is already represented in `out`; text left verbatim
     // is not copied until the next replacement, so runs are copied whole.
     let mut copied = 0;
@@ -301,7 +343,9 @@ pub fn safe_substitute(template: &str, values: &(impl Values + ?Sized)) -> Strin
         let replacement = match found.kind {
             PlaceholderKind::Escaped => {
                 // Keep the first `$` of `$$` as part of the run before it.
-                out.push_str(&template[copied..found.end - 1]);
+                if !push(&mut out, &template[copied..found.end - 1]) {
+                    return Err(overflow(None));
+                }
                 copied = found.end;
                 continue;
             }
@@ -311,12 +355,18 @@ pub fn safe_substitute(template: &str, values: &(impl Values + ?Sized)) -> Strin
             },
             PlaceholderKind::Invalid => continue,
         };
-        out.push_str(&template[copied..found.start]);
-        out.push_str(replacement);
+        if !push(&mut out, &template[copied..found.start]) {
+            return Err(overflow(None));
+        }
+        if !push(&mut out, replacement) {
+            return Err(overflow(Some(found.name)));
+        }
         copied = found.end;
     }
-    out.push_str(&template[copied..]);
-    out
+    if !push(&mut out, &template[copied..]) {
+        return Err(overflow(None));
+    }
+    Ok(out)
 }
 
 /// Like Python's `Template.substitute`: every placeholder must be valid and
@@ -392,6 +442,56 @@ pub fn is_valid(template: &str) -> bool {
     placeholders(template).all(|found| found.kind != PlaceholderKind::Invalid)
 }
 
+/// [`line_col`] for increasing offsets, each from where the last one left off, so
+/// locating n problems in a template is linear rather than n scans from the start.
+pub struct LineCounter<'t> {
+    template: &'t str,
+    offset: usize,
+    line: usize,
+    column: usize,
+    /// The text so far ends with `\r`: a `\n` next is the same line break.
+    after_cr: bool,
+}
+
+impl<'t> LineCounter<'t> {
+    #[must_use]
+    pub fn new(template: &'t str) -> Self {
+        Self {
+            template,
+            offset: 0,
+            line: 1,
+            column: 1,
+            after_cr: false,
+        }
+    }
+
+    /// The (line, column) of `byte_offset`, as [`line_col`] gives it. An offset
+    /// before the previous one starts again from the beginning.
+    pub fn advance_to(&mut self, byte_offset: usize) -> (usize, usize) {
+        let mut end = byte_offset.min(self.template.len());
+        while !self.template.is_char_boundary(end) {
+            end -= 1;
+        }
+        if end < self.offset {
+            *self = Self::new(self.template);
+        }
+        for c in self.template[self.offset..end].chars() {
+            match c {
+                '\n' if self.after_cr => {}
+                '\r' | '\n' | '\u{0b}' | '\u{0c}' | '\u{1c}' | '\u{1d}' | '\u{1e}' | '\u{85}'
+                | '\u{2028}' | '\u{2029}' => {
+                    self.line += 1;
+                    self.column = 1;
+                }
+                _ => self.column += 1,
+            }
+            self.after_cr = c == '\r';
+        }
+        self.offset = end;
+        (self.line, self.column)
+    }
+}
+
 /// 1-based (line, column) of a byte offset: lines split exactly as Python's
 /// `str.splitlines` (`\n`, `\r`, `\r\n`, `\v` `\x0b`, `\f` `\x0c`, `\x1c`,
 /// `\x1d`, `\x1e`, `\x85`, `\u2028`, `\u2029`), column counted in Unicode
@@ -404,29 +504,7 @@ pub fn is_valid(template: &str) -> bool {
 /// panics.
 #[must_use]
 pub fn line_col(template: &str, byte_offset: usize) -> (usize, usize) {
-    let mut end = byte_offset.min(template.len());
-    while !template.is_char_boundary(end) {
-        end -= 1;
-    }
-    let mut line = 1;
-    let mut column = 1;
-    let mut chars = template[..end].chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\r' => {
-                chars.next_if_eq(&'\n');
-                line += 1;
-                column = 1;
-            }
-            '\n' | '\u{0b}' | '\u{0c}' | '\u{1c}' | '\u{1d}' | '\u{1e}' | '\u{85}' | '\u{2028}'
-            | '\u{2029}' => {
-                line += 1;
-                column = 1;
-            }
-            _ => column += 1,
-        }
-    }
-    (line, column)
+    LineCounter::new(template).advance_to(byte_offset)
 }
 
 #[cfg(test)]
@@ -447,6 +525,25 @@ mod tests {
     }
 
     use PlaceholderKind::{Braced, Escaped, Invalid, Named};
+
+    #[test]
+    fn a_render_past_its_limit_stops_and_names_the_placeholder() {
+        let soul = "x".repeat(1000);
+        let values = map(&[("soul", soul.as_str())]);
+        let template = "$soul ".repeat(100);
+        let err = safe_substitute_within(&template, &values, 10_000).expect_err("over");
+        assert_eq!(err.placeholder.as_deref(), Some("soul"));
+        assert_eq!(err.limit, 10_000);
+        let fits = safe_substitute_within(&template, &values, 100_100).expect("fits");
+        assert_eq!(fits, safe_substitute(&template, &values));
+        assert!(fits.capacity() <= 100_100, "{}", fits.capacity());
+    }
+
+    #[test]
+    fn a_template_longer_than_the_limit_overflows_without_a_placeholder() {
+        let err = safe_substitute_within(&"a".repeat(11), &map(&[]), 10).expect_err("over");
+        assert_eq!(err.placeholder, None);
+    }
 
     #[test]
     fn a_doubled_dollar_becomes_one_dollar() {

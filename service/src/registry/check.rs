@@ -53,7 +53,14 @@ pub async fn run(
         .into_iter()
         .map(|v| (v.agent_id, v.version))
         .collect();
-    Ok(check(catalog, executors, &tools, &agents, &links, &forced))
+    // The rules (template lint among them) are CPU work over every row: run them
+    // off the async workers, so one huge template cannot stall other requests.
+    let (catalog, executors) = (catalog.clone(), executors.clone());
+    tokio::task::spawn_blocking(move || {
+        check(&catalog, &executors, &tools, &agents, &links, &forced)
+    })
+    .await
+    .map_err(|e| DbErr::Custom(format!("the registry check did not finish: {e}")))
 }
 
 /// The rules, on rows already read. `forced_templates` holds `(agent id, version)` of
