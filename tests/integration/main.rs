@@ -6,6 +6,7 @@ mod canonicalization;
 mod check;
 mod connectors;
 mod http;
+mod limits;
 mod migrate;
 mod prompt;
 mod proposals;

@@ -209,7 +209,7 @@ async fn put_instructions(
 /// Renders a template that is not saved, with its lint report; nothing is written.
 #[utoipa::path(post, path = "/v1/agents/{agent}/prompt/preview", tag = "admin", summary = "Render an unsaved template for one or every channel, with its lint report (admin)",
     params(("agent" = String, Path)), request_body = PreviewRequest,
-    responses((status = 200, body = Preview, description = "Lint report and renders"), E400, E401, E403, E404, E413))]
+    responses((status = 200, body = Preview, description = "Lint report and renders"), E400, E401, E403, E404, E413, E422))]
 async fn preview(
     State(state): State<AppState>,
     AdminKey(who): AdminKey,

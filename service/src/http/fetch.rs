@@ -13,7 +13,7 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::{ApiError, ApiResult, E400, E401, E403, E404, E413};
+use super::error::{ApiError, ApiResult, E400, E401, E403, E404, E413, E422};
 use super::extract::{AgentKey, ApiJson, ApiPath, ApiQuery};
 use crate::app::AppState;
 use crate::cache::Encoded;
@@ -128,7 +128,7 @@ struct FormatQuery {
 #[utoipa::path(get, path = "/v1/agents/{agent}/prompt", tag = "agents",
     summary = "The agent's rendered prompt for a channel (agent or admin key; ETag)",
     params(("agent" = String, Path), PromptQuery),
-    responses((status = 200, body = PromptView, description = "The prompt"), (status = 304, description = "Not modified"), E400, E401, E403, E404))]
+    responses((status = 200, body = PromptView, description = "The prompt"), (status = 304, description = "Not modified"), E400, E401, E403, E404, E422))]
 async fn get_prompt(
     State(state): State<AppState>,
     AgentKey(who): AgentKey,
@@ -149,7 +149,7 @@ async fn get_prompt(
 #[utoipa::path(post, path = "/v1/agents/{agent}/prompt/render", tag = "agents",
     summary = "Render with memory notes and session data in the body (agent or admin key; ETag)",
     params(("agent" = String, Path)), request_body = RenderRequest,
-    responses((status = 200, body = PromptView, description = "The prompt"), (status = 304, description = "Not modified"), E400, E401, E403, E404, E413))]
+    responses((status = 200, body = PromptView, description = "The prompt"), (status = 304, description = "Not modified"), E400, E401, E403, E404, E413, E422))]
 async fn render_prompt(
     State(state): State<AppState>,
     AgentKey(who): AgentKey,
@@ -213,7 +213,7 @@ impl LoadoutQuery {
 #[utoipa::path(get, path = "/v1/agents/{agent}/loadout", tag = "agents",
     summary = "Prompt and tools in one response (agent or admin key; ETag)",
     params(("agent" = String, Path), LoadoutQuery),
-    responses((status = 200, body = LoadoutView, description = "Prompt and tools"), (status = 304, description = "Not modified"), E400, E401, E403, E404))]
+    responses((status = 200, body = LoadoutView, description = "Prompt and tools"), (status = 304, description = "Not modified"), E400, E401, E403, E404, E422))]
 async fn get_loadout(
     State(state): State<AppState>,
     AgentKey(who): AgentKey,
