@@ -106,6 +106,16 @@ impl AppState {
             .unwrap_or(DEFAULT_PROPOSAL_TTL)
     }
 
+    /// The same state with a cache of another size (`serve --cache-mib`). Call before
+    /// the state is shared.
+    pub fn with_cache_budget(mut self, bytes: usize) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.0) {
+            inner.cache = Cache::with_budget(inner.cache.generation(), bytes);
+            inner.metrics = Metrics::new(&inner.cache);
+        }
+        self
+    }
+
     /// The same state with another rendered-prompt limit. Call before the state is shared.
     pub fn with_max_prompt_bytes(mut self, limit: usize) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.0) {

@@ -8,10 +8,9 @@
 //! stale entry behind: at worst an entry read after a commit is stamped too old and
 //! is read again.
 
-use std::collections::HashMap;
 use std::hash::Hash;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, RwLock};
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
@@ -67,19 +66,133 @@ pub struct ToolValidator {
     pub validator: jsonschema::Validator,
 }
 
-/// Entries per map before it is pruned.
-const CAPACITY: usize = 4096;
+/// How many bytes the cache may hold in all, unless configured (`serve --cache-mib`).
+pub const DEFAULT_BUDGET: usize = 128 * 1024 * 1024;
+/// Encoded responses larger than this are served but never cached: a few of them
+/// would crowd out thousands of ordinary ones.
+pub const MAX_CACHED_BODY: usize = 256 * 1024;
+/// What moka and the map spend per entry besides the key and value themselves.
+const ENTRY_OVERHEAD: usize = 96;
 
-/// One generation-stamped map.
-struct Stamped<K, V> {
-    entries: RwLock<HashMap<K, (i64, V)>>,
+/// The bytes an entry holds, as near as cheaply known: the cache's weigher.
+trait Weigh {
+    fn bytes(&self) -> usize;
 }
 
-impl<K: Eq + Hash, V: Clone> Stamped<K, V> {
-    fn new() -> Self {
-        Self {
-            entries: RwLock::new(HashMap::new()),
-        }
+impl Weigh for String {
+    fn bytes(&self) -> usize {
+        self.len()
+    }
+}
+
+impl Weigh for () {
+    fn bytes(&self) -> usize {
+        0
+    }
+}
+
+impl Weigh for i32 {
+    fn bytes(&self) -> usize {
+        4
+    }
+}
+
+impl Weigh for (String, i32, String) {
+    fn bytes(&self) -> usize {
+        self.0.len() + 4 + self.2.len()
+    }
+}
+
+impl<T: Weigh> Weigh for Option<T> {
+    fn bytes(&self) -> usize {
+        self.as_ref().map_or(0, Weigh::bytes)
+    }
+}
+
+impl Weigh for Arc<str> {
+    fn bytes(&self) -> usize {
+        self.len()
+    }
+}
+
+impl Weigh for Arc<LoadedAgent> {
+    fn bytes(&self) -> usize {
+        let agent = &self.agent;
+        let text = [
+            &agent.name,
+            &agent.soul,
+            &agent.operating_model,
+            &agent.interaction_learning,
+        ]
+        .iter()
+        .map(|s| s.len())
+        .sum::<usize>()
+            + agent.prompt_template.as_ref().map_or(0, String::len)
+            + agent.identity.to_string().len();
+        let tools: usize = agent
+            .tools
+            .iter()
+            .map(|t| {
+                t.name.len()
+                    + t.description.len()
+                    + t.prompt_section.as_ref().map_or(0, String::len)
+            })
+            .sum();
+        // The definitions repeat names and descriptions and add the schemas.
+        let defs: usize = self
+            .tools
+            .iter()
+            .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
+            .sum();
+        text + tools + defs
+    }
+}
+
+impl Weigh for Arc<Channels> {
+    fn bytes(&self) -> usize {
+        self.names().map(|n| n.len() + 64).sum::<usize>() + self.guidance_bytes()
+    }
+}
+
+impl Weigh for Principal {
+    fn bytes(&self) -> usize {
+        self.key_name.len() + self.tenant_id.as_ref().map_or(0, String::len)
+    }
+}
+
+impl Weigh for Encoded {
+    fn bytes(&self) -> usize {
+        self.body.len() + self.etag.len()
+    }
+}
+
+impl Weigh for Arc<ToolValidator> {
+    fn bytes(&self) -> usize {
+        // A compiled validator is a tree of nodes a few times the schema's text.
+        self.schema.to_string().len() * 4
+    }
+}
+
+/// One generation-stamped map, bounded in bytes: moka's TinyLFU admission keeps
+/// frequently read entries when a stream of one-off keys (new users) arrives, and
+/// its LRU eviction drops the least recently used; no map is ever cleared whole.
+struct Stamped<K, V> {
+    entries: moka::sync::Cache<K, (i64, V)>,
+}
+
+impl<K, V> Stamped<K, V>
+where
+    K: Eq + Hash + Weigh + Send + Sync + 'static,
+    V: Clone + Weigh + Send + Sync + 'static,
+{
+    fn new(max_bytes: usize) -> Self {
+        let entries = moka::sync::Cache::builder()
+            .max_capacity(max_bytes as u64)
+            .weigher(|key: &K, (_, value): &(i64, V)| {
+                u32::try_from(key.bytes() + value.bytes() + ENTRY_OVERHEAD).unwrap_or(u32::MAX)
+            })
+            .build();
+        Self { entries }
     }
 
     fn get<Q>(&self, key: &Q, generation: i64) -> Option<V>
@@ -87,34 +200,33 @@ impl<K: Eq + Hash, V: Clone> Stamped<K, V> {
         K: std::borrow::Borrow<Q>,
         Q: Eq + Hash + ?Sized,
     {
-        let entries = self.entries.read().unwrap_or_else(|e| e.into_inner());
-        entries
+        self.entries
             .get(key)
             .filter(|(stamp, _)| *stamp >= generation)
-            .map(|(_, v)| v.clone())
+            .map(|(_, v)| v)
     }
 
     fn put(&self, key: K, stamp: i64, value: V) {
-        let mut entries = self.entries.write().unwrap_or_else(|e| e.into_inner());
-        // Old generations are dead weight; drop them when the map grows, and start
-        // over if it is still full (old minutes, many users): memory stays bounded.
-        if entries.len() >= CAPACITY {
-            entries.retain(|_, (s, _)| *s >= stamp);
-            if entries.len() >= CAPACITY {
-                entries.clear();
-            }
-        }
-        match entries.get(&key) {
-            Some((existing, _)) if *existing > stamp => {}
-            _ => {
-                entries.insert(key, (stamp, value));
-            }
-        }
+        use moka::ops::compute::Op;
+        // A late writer (stamped before a newer entry was read) must not replace it.
+        self.entries
+            .entry(key)
+            .and_compute_with(|existing| match existing {
+                Some(entry) if entry.value().0 > stamp => Op::Nop,
+                _ => Op::Put((stamp, value)),
+            });
+    }
+
+    /// Bytes held, as the weigher counts them (after pending evictions run).
+    #[cfg(test)]
+    fn weight(&self) -> u64 {
+        self.entries.run_pending_tasks();
+        self.entries.weighted_size()
     }
 }
 
-/// Per-process cache of agents, channels, user instructions, keys and tools'
-/// argument validators.
+/// Per-process cache of agents, channels, user instructions, keys, encoded
+/// responses and tools' argument validators, each map bounded in bytes.
 /// Its counters and generation are prometheus-client handles, so [`crate::metrics`]
 /// exposes them as they are, with no copy at scrape time.
 pub struct Cache {
@@ -123,7 +235,9 @@ pub struct Cache {
     channels: Stamped<(), Arc<Channels>>,
     /// By (tenant, agent id, user): a user id names a person only inside a tenant.
     instructions: Stamped<(String, i32, String), Option<Arc<str>>>,
-    keys: Stamped<String, Option<Principal>>,
+    /// Successful authentications only: a failed lookup is never cached, so tokens
+    /// that match no key can neither evict good keys nor fill memory.
+    keys: Stamped<String, Principal>,
     responses: Stamped<String, Encoded>,
     /// Argument validators by tool id, compiled once per generation.
     validators: Stamped<i32, Arc<ToolValidator>>,
@@ -134,23 +248,30 @@ pub struct Cache {
 }
 
 impl Cache {
-    /// An empty cache at `generation`.
+    /// An empty cache at `generation` with the default budget.
     pub fn new(generation: i64) -> Self {
+        Self::with_budget(generation, DEFAULT_BUDGET)
+    }
+
+    /// An empty cache at `generation` holding at most about `bytes`: half for
+    /// encoded responses, the rest split between agents, users' instructions,
+    /// validators and keys.
+    pub fn with_budget(generation: i64, bytes: usize) -> Self {
         let gauge = Gauge::<i64, AtomicI64>::default();
         gauge.set(generation);
+        let share = |n: usize| bytes / 16 * n;
         Self {
             generation: gauge,
-            agents: Stamped::new(),
-            channels: Stamped::new(),
-            instructions: Stamped::new(),
-            keys: Stamped::new(),
-            responses: Stamped::new(),
-            validators: Stamped::new(),
+            responses: Stamped::new(share(8)),
+            agents: Stamped::new(share(2)),
+            instructions: Stamped::new(share(3)),
+            validators: Stamped::new(share(2)),
+            keys: Stamped::new(share(1)),
+            channels: Stamped::new(share(1).max(1024 * 1024)),
             hits: Counter::default(),
             misses: Counter::default(),
         }
     }
-
     /// The newest generation this process knows of.
     pub fn generation(&self) -> i64 {
         self.generation.inner().load(Ordering::Acquire)
@@ -224,8 +345,11 @@ impl Cache {
         self.count(self.responses.get(key, generation))
     }
 
+    /// Caches a response unless its body is over [`MAX_CACHED_BODY`].
     pub fn put_response(&self, key: String, stamp: i64, response: Encoded) {
-        self.responses.put(key, stamp, response);
+        if response.body.len() <= MAX_CACHED_BODY {
+            self.responses.put(key, stamp, response);
+        }
     }
 
     /// The argument validator of the tool with this id.
@@ -238,11 +362,12 @@ impl Cache {
     }
 
     /// Keys are cached by their hash, never by the key itself.
-    pub fn key(&self, key_hash: &str, generation: i64) -> Option<Option<Principal>> {
+    pub fn key(&self, key_hash: &str, generation: i64) -> Option<Principal> {
         self.count(self.keys.get(key_hash, generation))
     }
 
-    pub fn put_key(&self, key_hash: String, stamp: i64, principal: Option<Principal>) {
+    /// Caches a successful authentication (failures are never cached).
+    pub fn put_key(&self, key_hash: String, stamp: i64, principal: Principal) {
         self.keys.put(key_hash, stamp, principal);
     }
 }
@@ -276,17 +401,35 @@ mod tests {
     }
 
     #[test]
-    fn a_map_never_grows_past_its_capacity() {
-        let map: Stamped<u32, u32> = Stamped::new();
-        for i in 0..(CAPACITY as u32 * 3) {
-            map.put(i, 1, i);
+    fn a_map_never_holds_more_bytes_than_its_budget() {
+        let map: Stamped<String, Arc<str>> = Stamped::new(64 * 1024);
+        for i in 0..10_000 {
+            map.put(format!("user-{i}"), 1, Arc::from("x".repeat(1000)));
         }
-        let len = map.entries.read().map(|e| e.len()).unwrap_or(usize::MAX);
-        assert!(len <= CAPACITY, "{len}");
-        assert_eq!(
-            map.get(&(CAPACITY as u32 * 3 - 1), 1),
-            Some(CAPACITY as u32 * 3 - 1)
-        );
+        let held = map.weight();
+        assert!(held <= 64 * 1024, "{held}");
+        assert!(held > 0);
+    }
+
+    #[test]
+    fn a_stream_of_new_keys_does_not_flush_a_frequently_read_one() {
+        let map: Stamped<String, Arc<str>> = Stamped::new(64 * 1024);
+        map.put("hot".to_owned(), 1, Arc::from("value"));
+        for i in 0..20_000 {
+            assert!(map.get("hot", 1).is_some(), "evicted after {i} new keys");
+            map.put(format!("user-{i}"), 1, Arc::from("x".repeat(500)));
+        }
+    }
+
+    #[test]
+    fn a_body_over_the_size_limit_is_served_but_not_cached() {
+        let cache = Cache::new(1);
+        let big = Encoded::new(&"x".repeat(MAX_CACHED_BODY)).expect("encode");
+        cache.put_response("big".to_owned(), 1, big);
+        assert!(cache.response("big", 1).is_none());
+        let small = Encoded::new(&"x").expect("encode");
+        cache.put_response("small".to_owned(), 1, small);
+        assert!(cache.response("small", 1).is_some());
     }
 
     #[test]

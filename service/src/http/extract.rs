@@ -35,15 +35,15 @@ async fn principal(parts: &Parts, state: &AppState) -> Result<Principal, ApiErro
         .ok_or_else(ApiError::unauthorized)?;
     let key_hash = keys::hash(presented);
     let generation = state.cache.generation();
-    let found = match state.cache.key(&key_hash, generation) {
-        Some(found) => found,
-        None => {
-            let found = keys::authenticate(&state.db, presented).await?;
-            state.cache.put_key(key_hash, generation, found.clone());
-            found
-        }
-    };
-    found.ok_or_else(ApiError::unauthorized)
+    if let Some(found) = state.cache.key(&key_hash, generation) {
+        return Ok(found);
+    }
+    // Only a key that exists is cached: unknown tokens cannot evict good keys.
+    let found = keys::authenticate(&state.db, presented)
+        .await?
+        .ok_or_else(ApiError::unauthorized)?;
+    state.cache.put_key(key_hash, generation, found.clone());
+    Ok(found)
 }
 
 /// The principal if its role is one of `roles`; 403 naming them otherwise.

@@ -102,6 +102,11 @@ impl Channels {
     }
 
     /// Channel names, sorted.
+    /// The bytes of every channel's guidance together.
+    pub fn guidance_bytes(&self) -> usize {
+        self.0.iter().map(|c| c.guidance.len()).sum()
+    }
+
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.0.iter().map(|c| c.name.as_str())
     }
