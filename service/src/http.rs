@@ -16,6 +16,7 @@ pub mod openapi;
 pub mod ops;
 pub mod registry;
 pub mod router;
+pub mod server;
 pub mod trace;
 
 pub use extract::MAX_BODY_BYTES;

@@ -909,3 +909,90 @@ fn serve_refuses_a_lease_shorter_than_the_longest_call_timeout() {
         stderr(&out)
     );
 }
+
+/// Reads whatever the server sends until it closes or `wait` passes; `None` on timeout.
+fn read_until_closed(
+    stream: &mut std::net::TcpStream,
+    wait: std::time::Duration,
+) -> Option<String> {
+    use std::io::Read;
+    stream.set_read_timeout(Some(wait)).expect("timeout");
+    let mut out = Vec::new();
+    match stream.read_to_end(&mut out) {
+        Ok(_) => Some(String::from_utf8_lossy(&out).into_owned()),
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+            Some(String::from_utf8_lossy(&out).into_owned())
+        }
+        Err(_) => None,
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_sends_half_a_header_is_cut_off_while_others_are_served() {
+    use std::io::Write;
+    let db = TestDb::sqlite().await;
+    let (child, addr, _) = spawn_serve(&db.url, &["--header-timeout-ms", "500"], 3);
+    let mut slow: Vec<std::net::TcpStream> = (0..50)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(&addr).expect("connect");
+            s.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+                .expect("half a head");
+            s
+        })
+        .collect();
+    let (status, body) = http_get(&addr, "/health", "none");
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+    for s in &mut slow {
+        // Closed by the server (no response, or a 408 hyper writes), never left open.
+        let closed = read_until_closed(s, std::time::Duration::from_secs(10));
+        assert!(
+            closed.is_some(),
+            "a half-sent request was still open after 10 s"
+        );
+    }
+    stop(child);
+}
+
+#[tokio::test]
+async fn a_declared_oversize_body_is_refused_with_413_before_anything_reads_it() {
+    use std::io::Write;
+    let db = TestDb::sqlite().await;
+    let (child, addr, _) = spawn_serve(&db.url, &[], 3);
+    let mut s = std::net::TcpStream::connect(&addr).expect("connect");
+    // No key and no body: only the declared length can decide, and it must, at once.
+    s.write_all(b"POST /v1/tools HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n")
+        .expect("head");
+    let reply = read_until_closed(&mut s, std::time::Duration::from_secs(10)).expect("an answer");
+    assert!(reply.starts_with("HTTP/1.1 413"), "{reply}");
+    assert!(reply.contains("\"code\":\"payload_too_large\""), "{reply}");
+    stop(child);
+}
+
+#[tokio::test]
+async fn past_the_connection_limit_a_client_waits_until_a_connection_closes() {
+    use std::io::Write;
+    let db = TestDb::sqlite().await;
+    let (child, addr, _) = spawn_serve(
+        &db.url,
+        &["--max-connections", "2", "--header-timeout-ms", "1500"],
+        3,
+    );
+    let idle: Vec<std::net::TcpStream> = (0..2)
+        .map(|_| std::net::TcpStream::connect(&addr).expect("connect"))
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let mut third = std::net::TcpStream::connect(&addr).expect("connect (kernel queue)");
+    third
+        .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .expect("request");
+    assert_eq!(
+        read_until_closed(&mut third, std::time::Duration::from_millis(500)),
+        None,
+        "served although two connections held the limit"
+    );
+    // The idle two are closed by the header timeout; then the third is served.
+    let reply = read_until_closed(&mut third, std::time::Duration::from_secs(10)).expect("served");
+    assert!(reply.starts_with("HTTP/1.1 200"), "{reply}");
+    drop(idle);
+    stop(child);
+}

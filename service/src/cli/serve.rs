@@ -47,6 +47,19 @@ pub struct ServeArgs {
     /// worst case passes it are refused (422).
     #[arg(long, env = "LOADOUT_MAX_PROMPT_BYTES", default_value_t = crate::app::DEFAULT_MAX_PROMPT_BYTES)]
     pub max_prompt_bytes: usize,
+    /// How long a client may take to send a request's head, in milliseconds (also how
+    /// long an idle keep-alive connection stays open).
+    #[arg(long, env = "LOADOUT_HEADER_TIMEOUT_MS", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout_ms: u64,
+    /// Close a connection on which no byte has moved for this many seconds.
+    #[arg(long, env = "LOADOUT_IDLE_TIMEOUT_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+    pub idle_timeout_secs: u64,
+    /// Connections served at once; more wait in the accept queue.
+    #[arg(long, env = "LOADOUT_MAX_CONNECTIONS", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
+    /// Memory for the per-process cache, in MiB (half of it for encoded responses).
+    #[arg(long, env = "LOADOUT_CACHE_MIB", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub cache_mib: u32,
     /// Database connections in the serving pool (default: 4 on SQLite, 8 on Postgres).
     #[arg(long, env = "LOADOUT_DB_POOL_SIZE", value_parser = clap::value_parser!(u32).range(2..=1000))]
     pub db_pool_size: Option<u32>,
@@ -96,6 +109,12 @@ impl From<ServeArgs> for Options {
             max_template_bytes: args.max_template_bytes,
             max_prompt_bytes: args.max_prompt_bytes,
             db_pool_size: args.db_pool_size,
+            cache_bytes: args.cache_mib as usize * 1024 * 1024,
+            limits: http::server::Limits {
+                header_read_timeout: std::time::Duration::from_millis(args.header_timeout_ms),
+                idle_timeout: std::time::Duration::from_secs(args.idle_timeout_secs),
+                max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+            },
         }
     }
 }
@@ -113,6 +132,8 @@ pub struct Options {
     pub max_template_bytes: usize,
     pub max_prompt_bytes: usize,
     pub db_pool_size: Option<u32>,
+    pub cache_bytes: usize,
+    pub limits: http::server::Limits,
 }
 
 pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
@@ -127,6 +148,8 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
         max_template_bytes,
         max_prompt_bytes,
         db_pool_size,
+        cache_bytes,
+        limits,
     } = options;
     {
         // Its own pool: prepared statements cached before a migration's ALTER TABLE
@@ -164,6 +187,7 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
     )
     .await
     .context("cannot read the configuration generation")?
+    .with_cache_budget(cache_bytes)
     .with_max_prompt_bytes(max_prompt_bytes)
     .with_proposal_lease(proposal_lease)
     .with_proposal_ttls(proposal_ttls);
@@ -193,10 +217,14 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
     let local = listener.local_addr().unwrap_or(bind);
     tracing::info!(address = %local, "listening");
     eprintln!("loadout listening on http://{local}");
-    axum::serve(listener, http::router(state))
-        .with_graceful_shutdown(http::shutdown_signal())
-        .await
-        .context("the server failed")?;
+    http::server::serve(
+        listener,
+        http::router(state),
+        limits,
+        http::shutdown_signal(),
+    )
+    .await
+    .context("the server failed")?;
     poller.abort();
     sweeper.abort();
     if let Some(metrics) = metrics {

@@ -5,6 +5,9 @@ use std::sync::LazyLock;
 
 use axum::extract::DefaultBodyLimit;
 use axum::{Json, Router, middleware};
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -18,13 +21,33 @@ use crate::app::AppState;
 /// key here; see [`ops::metrics_router`].
 pub fn router(state: AppState) -> Router {
     let (router, _spec) = api_routes().split_for_parts();
+    // Outermost last: an unusable client id is dropped, an id is set, the span and
+    // the `served` line wrap everything, the id is echoed, panics become our 500,
+    // metrics see the final status, and an oversize body is refused before the rest.
+    let trace = TraceLayer::new_for_http()
+        .make_span_with(trace::span)
+        .on_request(())
+        .on_response(trace::served)
+        .on_failure(());
     router
         .fallback(|| async { ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(middleware::from_fn_with_state(state.clone(), trace::trace))
+        .layer(middleware::from_fn(trace::refuse_declared_oversize))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            trace::record_metrics,
+        ))
+        .layer(CatchPanicLayer::custom(trace::panic_response))
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID_HEADER))
+        .layer(trace)
+        .layer(SetRequestIdLayer::new(REQUEST_ID_HEADER, trace::Sequence))
+        .layer(middleware::from_fn(trace::drop_unusable_request_id))
         .with_state(state)
 }
+
+const REQUEST_ID_HEADER: axum::http::HeaderName =
+    axum::http::HeaderName::from_static(trace::REQUEST_ID);
 
 /// The OpenAPI description of every route (what `/openapi.json` serves).
 pub fn openapi() -> utoipa::openapi::OpenApi {

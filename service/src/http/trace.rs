@@ -1,120 +1,240 @@
-//! One span per request and one `served` line with its status and latency.
+//! Request tracing through tower-http: an id per request (set when the client sent
+//! none, echoed as `x-request-id`), one span per request attached with
+//! `.instrument` by `TraceLayer` (never held entered across an await), one `served`
+//! line with the status and latency, panics answered in our 500 shape, metrics per
+//! route, and bodies refused by their declared length before anything reads them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use axum::body::Body;
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::HeaderValue;
+use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
-use axum::response::Response;
-use tracing::Instrument;
+use axum::response::{IntoResponse, Response};
+use tower_http::request_id::{MakeRequestId, RequestId};
 
+use super::error::ApiError;
+use super::extract::MAX_BODY_BYTES;
 use crate::app::AppState;
 
-static REQUEST_SEQ: AtomicU64 = AtomicU64::new(1);
+/// The header that carries a request's id in and out.
+pub const REQUEST_ID: &str = "x-request-id";
 
-/// One span per request with an id (echoed as `x-request-id`), and one log line with
-/// the status and latency. Never the body: prompts and keys stay out of logs.
-pub async fn trace(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let id = REQUEST_SEQ.fetch_add(1, Ordering::Relaxed);
+/// Request ids made here: the process id and a sequence number, so ids from two
+/// replicas in one log do not collide.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sequence;
+
+impl MakeRequestId for Sequence {
+    fn make_request_id<B>(&mut self, _request: &axum::http::Request<B>) -> Option<RequestId> {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        HeaderValue::from_str(&format!("{:x}-{n}", std::process::id()))
+            .ok()
+            .map(RequestId::new)
+    }
+}
+
+/// A client's own request id is kept only if it is short, visible ASCII; anything
+/// else is dropped so that [`Sequence`] makes one (logs stay bounded and parseable).
+pub async fn drop_unusable_request_id(mut request: Request, next: Next) -> Response {
+    let usable = |v: &HeaderValue| {
+        let bytes = v.as_bytes();
+        !bytes.is_empty() && bytes.len() <= 64 && bytes.iter().all(|b| b.is_ascii_graphic())
+    };
+    if request
+        .headers()
+        .get(REQUEST_ID)
+        .is_some_and(|v| !usable(v))
+    {
+        request.headers_mut().remove(REQUEST_ID);
+    }
+    next.run(request).await
+}
+
+/// The request's span: its id, method and path (never the query, body or headers).
+pub fn span(request: &axum::http::Request<Body>) -> tracing::Span {
+    let id = request
+        .headers()
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("-");
+    tracing::info_span!("request", id, method = %request.method(), path = %request.uri().path())
+}
+
+/// The one line per request, inside its span.
+pub fn served(response: &Response, latency: Duration, _span: &tracing::Span) {
+    tracing::info!(
+        status = response.status().as_u16(),
+        latency_us = latency.as_micros() as u64,
+        "served"
+    );
+}
+
+/// A panic in a handler answers our 500 (the panic itself is logged by the hook).
+pub fn panic_response(_panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    ApiError::internal("a handler panicked").into_response()
+}
+
+/// Counts and times every request by route template, method and status.
+pub async fn record_metrics(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
     let method = request.method().clone();
-    let path = request.uri().path().to_owned();
     let route = request
         .extensions()
         .get::<MatchedPath>()
         .map_or("unmatched", |m| m.as_str())
         .to_owned();
-    let span = tracing::info_span!("request", id, %method, %path);
     let started = Instant::now();
-    // `instrument`, not `enter`: a guard held across the await would leave the span
-    // entered on this thread while the request waits, so every other request polled
-    // there would nest under it, and log lines would grow without bound.
-    let mut response = next.run(request).instrument(span.clone()).await;
-    let elapsed = started.elapsed();
-    state
-        .metrics
-        .record(route, &method, response.status().as_u16(), elapsed);
-    let micros = elapsed.as_micros();
-    span.in_scope(|| {
-        tracing::info!(
-            status = response.status().as_u16(),
-            latency_us = micros as u64,
-            "served"
-        );
-    });
-    if let Ok(value) = HeaderValue::from_str(&id.to_string()) {
-        response.headers_mut().insert("x-request-id", value);
-    }
+    let response = next.run(request).await;
+    state.metrics.record(
+        route,
+        &method,
+        response.status().as_u16(),
+        started.elapsed(),
+    );
     response
+}
+
+/// A body declared larger than the limit is refused at once, before any extractor
+/// (or the key check) runs and before a byte of it is read.
+pub async fn refuse_declared_oversize(request: Request, next: Next) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        let mut response = ApiError::too_large(
+            "payload_too_large",
+            format!("request bodies are limited to {MAX_BODY_BYTES} bytes"),
+        )
+        .into_response();
+        // The body is never read: do not keep the connection for another request.
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return response;
+    }
+    next.run(request).await
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
 
-    use axum::Router;
     use axum::body::Body;
-    use axum::routing::get;
     use tower::ServiceExt;
+    use tracing::field::{Field, Visit};
     use tracing_subscriber::layer::{Context, SubscriberExt};
     use tracing_subscriber::registry::LookupSpan;
 
-    /// Records, for every `served` line, how many spans enclose it.
-    struct Depths(Arc<Mutex<Vec<usize>>>);
+    /// A span's `id` field.
+    struct Id(String);
 
-    impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<S> for Depths {
-        fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
-            let depth = ctx.event_scope(event).map_or(0, |scope| scope.count());
-            self.0.lock().expect("depths").push(depth);
+    /// Finds one field's text (`id` on spans, `message` on events).
+    struct Find(&'static str, Option<String>);
+
+    impl Visit for Find {
+        fn record_str(&mut self, field: &Field, value: &str) {
+            if field.name() == self.0 {
+                self.1 = Some(value.to_owned());
+            }
+        }
+
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            if field.name() == self.0 {
+                self.1 = Some(format!("{value:?}"));
+            }
         }
     }
 
-    /// A request that waits while another is served on the same thread must not
-    /// leave its span entered there: each `served` line has its own span only.
+    /// For every `served` line, the ids of the request spans that enclose it.
+    struct Served(Arc<Mutex<Vec<Vec<String>>>>);
+
+    impl<S: tracing::Subscriber + for<'a> LookupSpan<'a>> tracing_subscriber::Layer<S> for Served {
+        fn on_new_span(
+            &self,
+            attrs: &tracing::span::Attributes<'_>,
+            id: &tracing::span::Id,
+            ctx: Context<'_, S>,
+        ) {
+            let mut find = Find("id", None);
+            attrs.record(&mut find);
+            if let (Some(span), Some(value)) = (ctx.span(id), find.1) {
+                span.extensions_mut().insert(Id(value));
+            }
+        }
+
+        fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
+            let mut find = Find("message", None);
+            event.record(&mut find);
+            if find.1.as_deref() != Some("served") {
+                return;
+            }
+            let ids = ctx.event_scope(event).map_or_else(Vec::new, |scope| {
+                scope
+                    .filter(|span| span.name() == "request")
+                    .filter_map(|span| span.extensions().get::<Id>().map(|id| id.0.clone()))
+                    .collect()
+            });
+            self.0.lock().expect("served").push(ids);
+        }
+    }
+
+    /// Requests that wait on the database interleave on one thread: each `served`
+    /// line must carry exactly its own request's span, and no other.
     #[tokio::test(flavor = "current_thread")]
-    async fn a_waiting_request_does_not_adopt_the_next_ones_span() {
+    async fn each_log_line_carries_exactly_its_own_requests_span() {
         let dir = std::env::temp_dir().join(format!("loadout-trace-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let url = format!("sqlite://{}/trace.db?mode=rwc", dir.display());
         let db = crate::db::connect(&url).await.expect("connect");
         crate::db::migrate::up(&db).await.expect("migrate");
+        let seeds = crate::registry::catalog::Seeds::embedded().expect("seeds");
+        crate::registry::seed::run(&db, &seeds).await.expect("seed");
+        let key = crate::auth::keys::create(&db, "agent", crate::auth::keys::Role::Agent)
+            .await
+            .expect("key");
         let clock = Arc::new(crate::prompt::builder::SystemClock);
         let state = crate::app::AppState::new(db, clock, 1024)
             .await
             .expect("state");
+        let app = crate::http::router(state);
 
-        let depths = Arc::new(Mutex::new(Vec::new()));
-        let subscriber = tracing_subscriber::registry().with(Depths(depths.clone()));
+        let served = Arc::new(Mutex::new(Vec::new()));
+        let subscriber = tracing_subscriber::registry().with(Served(served.clone()));
         let _default = tracing::subscriber::set_default(subscriber);
-        let (release, wait) = tokio::sync::oneshot::channel::<()>();
-        let wait = Arc::new(Mutex::new(Some(wait)));
-        let slow = get(move || {
-            let wait = wait.lock().expect("wait").take();
-            async move {
-                if let Some(wait) = wait {
-                    wait.await.ok();
-                }
-            }
-        });
-        let app = Router::new()
-            .route("/slow", slow)
-            .route("/fast", get(|| async {}))
-            .layer(axum::middleware::from_fn_with_state(
-                state.clone(),
-                super::trace,
-            ))
-            .with_state(state);
-        let request = |path: &str| {
-            axum::http::Request::get(path)
+        // A new user each time: every request waits on the database for instructions.
+        let requests: Vec<_> = (0..24)
+            .map(|i| {
+                let request = axum::http::Request::get(format!(
+                    "/v1/agents/assistant/prompt?channel=web&user_id=user-{i}"
+                ))
+                .header("authorization", format!("Bearer {key}"))
                 .body(Body::empty())
-                .expect("request")
-        };
-        let slow = tokio::spawn(app.clone().oneshot(request("/slow")));
-        tokio::task::yield_now().await; // the slow request is now waiting, mid-span
-        app.oneshot(request("/fast")).await.expect("fast");
-        release.send(()).ok();
-        slow.await.expect("join").expect("slow");
+                .expect("request");
+                tokio::spawn(app.clone().oneshot(request))
+            })
+            .collect();
+        let mut ids = Vec::new();
+        for request in requests {
+            let response = request.await.expect("join").expect("infallible");
+            assert_eq!(response.status(), 200);
+            let id = response
+                .headers()
+                .get(super::REQUEST_ID)
+                .expect("x-request-id");
+            ids.push(vec![id.to_str().expect("ascii").to_owned()]);
+        }
         std::fs::remove_dir_all(&dir).ok();
-        assert_eq!(*depths.lock().expect("depths"), [1, 1], "fast, then slow");
+        let mut lines = served.lock().expect("served").clone();
+        lines.sort();
+        ids.sort();
+        assert_eq!(lines, ids, "each line's request spans, by line");
     }
 }
