@@ -5,7 +5,7 @@ use clap::Parser;
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = loadout::cli::Cli::parse();
-    loadout::telemetry::init(cli.log_format);
+    let _logs = loadout::telemetry::init(cli.log_format);
     match loadout::cli::run(cli).await {
         Ok(code) => code,
         Err(err) => {

@@ -58,19 +58,29 @@ fn respond(encoded: Encoded, headers: &HeaderMap) -> Response {
 /// Serves a GET from the response cache, or builds, encodes and caches it. `key`
 /// must name everything the body depends on besides the configuration generation
 /// (which stamps the entry) and the minute (part of the key, because the prompt
-/// shows the current time to the minute).
+/// shows the current time to the minute). `None`: build every time, never cache.
+///
+/// Per-user prompts are not cached whole: each conversation has its own user, so
+/// on a real load almost every one was built once and evicted unused (BENCHMARKS.md,
+/// issue 12). Their one query, the user's instructions, is cached instead, so a
+/// user's second fetch is a render and an encode, with no database.
 async fn cached<T: Serialize>(
     state: &AppState,
     headers: &HeaderMap,
-    key: String,
+    key: Option<String>,
     build: impl Future<Output = ApiResult<T>>,
 ) -> ApiResult<Response> {
     let generation = state.cache.generation();
-    if let Some(hit) = state.cache.response(&key, generation) {
+    if let Some(hit) = key
+        .as_deref()
+        .and_then(|k| state.cache.response(k, generation))
+    {
         return Ok(respond(hit, headers));
     }
     let encoded = Encoded::new(&build.await?).map_err(ApiError::internal)?;
-    state.cache.put_response(key, generation, encoded.clone());
+    if let Some(key) = key {
+        state.cache.put_response(key, generation, encoded.clone());
+    }
     Ok(respond(encoded, headers))
 }
 
@@ -138,7 +148,10 @@ async fn get_prompt(
 ) -> ApiResult<Response> {
     let now = state.clock.now();
     let tenant = who.tenant();
-    let key = format!("prompt\0{name}\0{}\0{}", q.key(tenant), minute(now));
+    let key = q
+        .user_id
+        .is_none()
+        .then(|| format!("prompt\0{name}\0{}\0{}", q.key(tenant), minute(now)));
     cached(&state, &headers, key, async {
         let agent = fetch::agent(&state, &name).await?;
         fetch::render(&state, tenant, &agent, q.into_request(now)).await
@@ -177,7 +190,7 @@ async fn get_tools(
     ApiQuery(q): ApiQuery<FormatQuery>,
 ) -> ApiResult<Response> {
     let format = q.format.unwrap_or(Format::Openai);
-    let key = format!("tools\0{name}\0{format}");
+    let key = Some(format!("tools\0{name}\0{format}"));
     cached(&state, &headers, key, async {
         Ok(fetch::tools(&*fetch::agent(&state, &name).await?, format))
     })
@@ -224,11 +237,13 @@ async fn get_loadout(
     let (prompt, format) = q.split();
     let now = state.clock.now();
     let tenant = who.tenant();
-    let key = format!(
-        "loadout\0{name}\0{format}\0{}\0{}",
-        prompt.key(tenant),
-        minute(now)
-    );
+    let key = prompt.user_id.is_none().then(|| {
+        format!(
+            "loadout\0{name}\0{format}\0{}\0{}",
+            prompt.key(tenant),
+            minute(now)
+        )
+    });
     cached(&state, &headers, key, async {
         let agent = fetch::agent(&state, &name).await?;
         fetch::loadout(&state, tenant, &agent, prompt.into_request(now), format).await

@@ -21,9 +21,9 @@ use crate::app::AppState;
 /// key here; see [`ops::metrics_router`].
 pub fn router(state: AppState) -> Router {
     let (router, _spec) = api_routes().split_for_parts();
-    // Outermost last: an unusable client id is dropped, an id is set, the span and
-    // the `served` line wrap everything, the id is echoed, panics become our 500,
-    // metrics see the final status, and an oversize body is refused before the rest.
+    // Outermost last: an id is set (unless the client sent one), the span and the
+    // `served` line wrap everything, the id is echoed, panics become our 500, and
+    // the edge refuses an oversize body and records metrics with the final status.
     let trace = TraceLayer::new_for_http()
         .make_span_with(trace::span)
         .on_request(())
@@ -33,16 +33,11 @@ pub fn router(state: AppState) -> Router {
         .fallback(|| async { ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(middleware::from_fn(trace::refuse_declared_oversize))
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            trace::record_metrics,
-        ))
+        .layer(middleware::from_fn_with_state(state.clone(), trace::edge))
         .layer(CatchPanicLayer::custom(trace::panic_response))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID_HEADER))
         .layer(trace)
         .layer(SetRequestIdLayer::new(REQUEST_ID_HEADER, trace::Sequence))
-        .layer(middleware::from_fn(trace::drop_unusable_request_id))
         .with_state(state)
 }
 

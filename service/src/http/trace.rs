@@ -1,7 +1,7 @@
 //! Request tracing through tower-http: an id per request (set when the client sent
-//! none, echoed as `x-request-id`), one span per request attached with
-//! `.instrument` by `TraceLayer` (never held entered across an await), one `served`
-//! line with the status and latency, panics answered in our 500 shape, metrics per
+//! none, echoed as `x-request-id`), one span per request that `TraceLayer` enters
+//! only while it polls (never held across an await), one `served` line with the
+//! status and latency, panics answered in our 500 shape; and the edge: metrics per
 //! route, and bodies refused by their declared length before anything reads them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,28 +29,23 @@ pub struct Sequence;
 impl MakeRequestId for Sequence {
     fn make_request_id<B>(&mut self, _request: &axum::http::Request<B>) -> Option<RequestId> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
+        static PROCESS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let process = PROCESS.get_or_init(|| format!("{:x}-", std::process::id()));
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        HeaderValue::from_str(&format!("{:x}-{n}", std::process::id()))
-            .ok()
-            .map(RequestId::new)
+        let mut id = String::with_capacity(process.len() + 20);
+        id.push_str(process);
+        id.push_str(&n.to_string());
+        HeaderValue::try_from(id).ok().map(RequestId::new)
     }
 }
 
-/// A client's own request id is kept only if it is short, visible ASCII; anything
-/// else is dropped so that [`Sequence`] makes one (logs stay bounded and parseable).
-pub async fn drop_unusable_request_id(mut request: Request, next: Next) -> Response {
-    let usable = |v: &HeaderValue| {
-        let bytes = v.as_bytes();
-        !bytes.is_empty() && bytes.len() <= 64 && bytes.iter().all(|b| b.is_ascii_graphic())
-    };
-    if request
-        .headers()
-        .get(REQUEST_ID)
-        .is_some_and(|v| !usable(v))
-    {
-        request.headers_mut().remove(REQUEST_ID);
-    }
-    next.run(request).await
+/// A client's own request id is logged only if it is short, visible ASCII
+/// (logs stay bounded and parseable); it is echoed back either way.
+fn usable_id(value: &HeaderValue) -> Option<&str> {
+    let bytes = value.as_bytes();
+    let usable =
+        !bytes.is_empty() && bytes.len() <= 64 && bytes.iter().all(|b| b.is_ascii_graphic());
+    usable.then(|| value.to_str().ok()).flatten()
 }
 
 /// The request's span: its id, method and path (never the query, body or headers).
@@ -58,7 +53,7 @@ pub fn span(request: &axum::http::Request<Body>) -> tracing::Span {
     let id = request
         .headers()
         .get(REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
+        .and_then(usable_id)
         .unwrap_or("-");
     tracing::info_span!("request", id, method = %request.method(), path = %request.uri().path())
 }
@@ -77,12 +72,15 @@ pub fn panic_response(_panic: Box<dyn std::any::Any + Send + 'static>) -> Respon
     ApiError::internal("a handler panicked").into_response()
 }
 
-/// Counts and times every request by route template, method and status.
-pub async fn record_metrics(
-    State(state): State<AppState>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// The edge of every request: a body declared larger than the limit is refused at
+/// once, before any extractor (or the key check) runs and before a byte of it is
+/// read; every request is counted and timed by route template, method and status.
+pub async fn edge(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
     let method = request.method().clone();
     let route = request
         .extensions()
@@ -90,7 +88,10 @@ pub async fn record_metrics(
         .map_or("unmatched", |m| m.as_str())
         .to_owned();
     let started = Instant::now();
-    let response = next.run(request).await;
+    let response = match declared {
+        Some(n) if n > MAX_BODY_BYTES as u64 => too_large(),
+        _ => next.run(request).await,
+    };
     state.metrics.record(
         route,
         &method,
@@ -100,27 +101,17 @@ pub async fn record_metrics(
     response
 }
 
-/// A body declared larger than the limit is refused at once, before any extractor
-/// (or the key check) runs and before a byte of it is read.
-pub async fn refuse_declared_oversize(request: Request, next: Next) -> Response {
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-        let mut response = ApiError::too_large(
-            "payload_too_large",
-            format!("request bodies are limited to {MAX_BODY_BYTES} bytes"),
-        )
-        .into_response();
-        // The body is never read: do not keep the connection for another request.
-        response
-            .headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
-        return response;
-    }
-    next.run(request).await
+fn too_large() -> Response {
+    let mut response = ApiError::too_large(
+        "payload_too_large",
+        format!("request bodies are limited to {MAX_BODY_BYTES} bytes"),
+    )
+    .into_response();
+    // The body is never read: do not keep the connection for another request.
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 #[cfg(test)]

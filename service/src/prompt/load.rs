@@ -1,11 +1,10 @@
 //! Reads what [`super::builder`] needs from the database. Soft-deleted rows
 //! (`deleted_at` set) and inactive tools or links are never returned.
 
-use entity::{
-    agent_configurations, agent_tools, channels, tools, user_agent_prompt_customizations,
-};
+use entity::{agent_configurations, agent_tools, channels, tools};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Statement,
 };
 
 use super::builder::{Agent, Channel, Channels, Tool};
@@ -98,20 +97,32 @@ pub async fn channels(db: &impl ConnectionTrait) -> Result<Channels, DbErr> {
 
 /// The tenant's user's active instructions for an agent, if any. A user id names a
 /// person only inside a tenant: another tenant's `alice` is someone else.
+///
+/// This is the one query of a per-user fetch, so it is written out: one column,
+/// on the (tenant_id, agent_id, user_id) unique index, the same text every time
+/// (a prepared statement the pool keeps), no query builder on the hot path.
 pub async fn user_instructions(
     db: &impl ConnectionTrait,
     tenant: &str,
     agent_id: i32,
     user_id: &str,
 ) -> Result<Option<String>, DbErr> {
-    use user_agent_prompt_customizations::Column;
-    Ok(user_agent_prompt_customizations::Entity::find()
-        .filter(Column::TenantId.eq(tenant))
-        .filter(Column::AgentId.eq(agent_id))
-        .filter(Column::UserId.eq(user_id))
-        .filter(Column::IsActive.eq(true))
-        .filter(Column::DeletedAt.is_null())
-        .one(db)
-        .await?
-        .map(|row| row.instructions))
+    let backend = db.get_database_backend();
+    let sql = match backend {
+        DbBackend::Postgres => {
+            "SELECT instructions FROM user_agent_prompt_customizations WHERE tenant_id = $1 AND agent_id = $2 AND user_id = $3 AND is_active AND deleted_at IS NULL"
+        }
+        _ => {
+            "SELECT instructions FROM user_agent_prompt_customizations WHERE tenant_id = ? AND agent_id = ? AND user_id = ? AND is_active AND deleted_at IS NULL"
+        }
+    };
+    let statement = Statement::from_sql_and_values(
+        backend,
+        sql,
+        [tenant.into(), agent_id.into(), user_id.into()],
+    );
+    match db.query_one_raw(statement).await? {
+        Some(row) => Ok(Some(row.try_get_by_index(0)?)),
+        None => Ok(None),
+    }
 }
