@@ -45,8 +45,8 @@ impl LoadedAgent {
 #[derive(Clone, Debug)]
 pub struct Encoded {
     pub body: axum::body::Bytes,
-    /// Quoted, as sent in the `ETag` header.
-    pub etag: String,
+    /// Quoted, as sent in the `ETag` header (a header value: cloning it is a count).
+    pub etag: axum::http::HeaderValue,
 }
 
 impl Encoded {
@@ -54,7 +54,9 @@ impl Encoded {
         let bytes = serde_json::to_vec(body)?;
         let digest = crate::auth::keys::hash_bytes(&bytes);
         Ok(Self {
-            etag: format!("\"{}\"", &digest[..32]),
+            // Hex and quotes only: always a valid header value.
+            etag: axum::http::HeaderValue::try_from(format!("\"{}\"", &digest[..32]))
+                .unwrap_or_else(|_| axum::http::HeaderValue::from_static("\"\"")),
             body: bytes.into(),
         })
     }

@@ -5,7 +5,7 @@
 //! of every cached prompt's key.
 
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -28,27 +28,46 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(get_loadout))
 }
 
+/// The request's `If-None-Match` values, and nothing else of its headers (the
+/// `HeaderMap` extractor would copy them all on every fetch).
+pub struct IfNoneMatch(Vec<HeaderValue>);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for IfNoneMatch {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Self(
+            parts
+                .headers
+                .get_all(header::IF_NONE_MATCH)
+                .iter()
+                .cloned()
+                .collect(),
+        ))
+    }
+}
+
 /// 200 with the body, or 304 when `If-None-Match` holds its ETag (or `*`).
-fn respond(encoded: Encoded, headers: &HeaderMap) -> Response {
-    let matches = headers
-        .get_all(header::IF_NONE_MATCH)
+fn respond(encoded: Encoded, conditional: &IfNoneMatch) -> Response {
+    let etag = encoded.etag.as_bytes();
+    let matches = conditional
+        .0
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
+        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
         .any(|tag| {
-            let tag = tag.trim();
-            tag == "*" || tag == encoded.etag
+            let tag = tag.trim_ascii();
+            tag == b"*" || tag == etag
         });
-    let Ok(etag) = HeaderValue::from_str(&encoded.etag) else {
-        return ApiError::internal("an ETag is not a header value").into_response();
-    };
     if matches {
-        return (StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response();
+        return (StatusCode::NOT_MODIFIED, [(header::ETAG, encoded.etag)]).into_response();
     }
     let json = HeaderValue::from_static("application/json");
     let no_cache = HeaderValue::from_static("no-cache");
     let headers = [
-        (header::ETAG, etag),
+        (header::ETAG, encoded.etag),
         (header::CONTENT_TYPE, json),
         (header::CACHE_CONTROL, no_cache),
     ];
@@ -66,7 +85,7 @@ fn respond(encoded: Encoded, headers: &HeaderMap) -> Response {
 /// user's second fetch is a render and an encode, with no database.
 async fn cached<T: Serialize>(
     state: &AppState,
-    headers: &HeaderMap,
+    headers: &IfNoneMatch,
     key: Option<String>,
     build: impl Future<Output = ApiResult<T>>,
 ) -> ApiResult<Response> {
@@ -143,7 +162,7 @@ async fn get_prompt(
     State(state): State<AppState>,
     AgentKey(who): AgentKey,
     ApiPath(name): ApiPath<String>,
-    headers: HeaderMap,
+    headers: IfNoneMatch,
     ApiQuery(q): ApiQuery<PromptQuery>,
 ) -> ApiResult<Response> {
     let now = state.clock.now();
@@ -167,7 +186,7 @@ async fn render_prompt(
     State(state): State<AppState>,
     AgentKey(who): AgentKey,
     ApiPath(name): ApiPath<String>,
-    headers: HeaderMap,
+    headers: IfNoneMatch,
     ApiJson(request): ApiJson<RenderRequest>,
 ) -> ApiResult<Response> {
     let agent = fetch::agent(&state, &name).await?;
@@ -186,7 +205,7 @@ async fn get_tools(
     State(state): State<AppState>,
     _key: AgentKey,
     ApiPath(name): ApiPath<String>,
-    headers: HeaderMap,
+    headers: IfNoneMatch,
     ApiQuery(q): ApiQuery<FormatQuery>,
 ) -> ApiResult<Response> {
     let format = q.format.unwrap_or(Format::Openai);
@@ -231,7 +250,7 @@ async fn get_loadout(
     State(state): State<AppState>,
     AgentKey(who): AgentKey,
     ApiPath(name): ApiPath<String>,
-    headers: HeaderMap,
+    headers: IfNoneMatch,
     ApiQuery(q): ApiQuery<LoadoutQuery>,
 ) -> ApiResult<Response> {
     let (prompt, format) = q.split();
