@@ -2,7 +2,11 @@
 
 pub mod batch;
 
-use tracing_subscriber::EnvFilter;
+use tracing::Level;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{Layer, Registry};
 
 /// How log lines are written.
 #[derive(Clone, Copy, Debug, Default, clap::ValueEnum)]
@@ -19,17 +23,34 @@ pub enum LogFormat {
 #[must_use = "dropping the guard stops the log writer"]
 pub fn init(format: LogFormat) -> batch::Flush {
     let (writer, flush) = batch::start(std::io::stderr());
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,sea_orm_migration=warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(writer)
         // Colour codes only for a person at a terminal, never into files or collectors.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    // A second init (tests) is harmless: the first subscriber stays.
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
+    let fmt: Box<dyn Layer<Registry> + Send + Sync> = match format {
+        LogFormat::Text => fmt.boxed(),
+        LogFormat::Json => fmt.json().boxed(),
     };
+    // A second init (tests) is harmless: the first subscriber stays.
+    let _ = tracing_subscriber::registry()
+        .with(fmt)
+        .with(filter())
+        .try_init();
     flush
+}
+
+/// `RUST_LOG` as per-target levels (`info,sqlx=warn`), or the default. A `Targets`
+/// filter decides from the callsite alone, with no lock per span enter and exit
+/// (`EnvFilter` takes a shared lock there to support span-field directives, which
+/// loadout does not need); an unreadable `RUST_LOG` falls back to the default.
+fn filter() -> Targets {
+    std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or_else(|| {
+            Targets::new()
+                .with_default(Level::INFO)
+                .with_target("sqlx", Level::WARN)
+                .with_target("sea_orm_migration", Level::WARN)
+        })
 }
