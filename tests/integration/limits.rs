@@ -5,9 +5,8 @@ use std::sync::Arc;
 
 use axum::http::{Method, StatusCode};
 use loadout::app::AppState;
-use loadout::auth::keys::{self, Role};
+use loadout::auth::keys::Role;
 use loadout::prompt::builder::SystemClock;
-use loadout::registry::catalog::Seeds;
 use loadout_tests::api::call;
 use loadout_tests::sea_orm::{ConnectionTrait, Statement};
 use loadout_tests::{TestDb, db_test};
@@ -21,13 +20,8 @@ struct Api {
 
 impl Api {
     async fn new(db: TestDb, max_prompt_bytes: usize) -> Api {
-        let db = db.migrated().await;
-        loadout::registry::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
-            .await
-            .expect("seed");
-        let admin = keys::create(&db.conn, "admin", Role::Admin)
-            .await
-            .expect("key");
+        let db = db.seeded().await;
+        let admin = db.key("admin", Role::Admin).await;
         let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144)
             .await
             .expect("state")
@@ -96,7 +90,7 @@ db_test! {
             },
             [template.into(), "s".repeat(60_000).into()],
         )).await.expect("update");
-        let agent = keys::create(&api.db.conn, "agent", Role::Agent).await.expect("key");
+        let agent = api.db.key("agent", Role::Agent).await;
         let (status, body) = call(&api.state, Method::GET, "/v1/agents/assistant/prompt?channel=web", &agent, None).await;
         assert_eq!((status, code(&body)), (StatusCode::UNPROCESSABLE_ENTITY, "prompt_too_large"), "{body}");
         assert_eq!(body["error"]["details"]["placeholder"], "soul");

@@ -7,7 +7,6 @@ use axum::http::{Method, StatusCode};
 use loadout::app::AppState;
 use loadout::auth::keys::{self, KeyError, Role};
 use loadout::prompt::builder::SystemClock;
-use loadout::registry::catalog::Seeds;
 use loadout_tests::api::call;
 use loadout_tests::{TestDb, db_test};
 use serde_json::{Value, json};
@@ -21,16 +20,9 @@ struct Api {
 
 impl Api {
     async fn new(db: TestDb) -> Api {
-        let db = db.migrated().await;
-        loadout::registry::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
-            .await
-            .expect("seed");
-        let admin = keys::create(&db.conn, "admin", Role::Admin)
-            .await
-            .expect("key");
-        let approver = keys::create(&db.conn, "approver", Role::Approver)
-            .await
-            .expect("key");
+        let db = db.seeded().await;
+        let admin = db.key("admin", Role::Admin).await;
+        let approver = db.key("approver", Role::Approver).await;
         let state = AppState::with_connector_allow(
             db.reconnect().await,
             Arc::new(SystemClock),
@@ -53,22 +45,43 @@ impl Api {
 
     /// Sends `n` copies of one request at once; every status with its error code.
     async fn race(&self, n: usize, method: Method, path: &str, body: Value) -> Vec<(u16, String)> {
-        let tasks: Vec<_> = (0..n)
-            .map(|_| {
-                let (state, key, method) = (self.state.clone(), self.admin.clone(), method.clone());
-                let (path, body) = (path.to_owned(), body.clone());
-                tokio::spawn(async move { call(&state, method, &path, &key, Some(body)).await })
+        let mut out: Vec<(u16, String)> = all_at_once(self, method, path, vec![body; n])
+            .await
+            .into_iter()
+            .map(|(status, body)| {
+                let code = body["error"]["code"].as_str().unwrap_or("").to_owned();
+                (status.as_u16(), code)
             })
             .collect();
-        let mut out = Vec::new();
-        for task in tasks {
-            let (status, body) = task.await.expect("join");
-            let code = body["error"]["code"].as_str().unwrap_or("").to_owned();
-            out.push((status.as_u16(), code));
-        }
         out.sort();
         out
     }
+}
+
+/// Sends `bodies.len()` admin requests to one route at once; each status and body.
+async fn all_at_once(
+    api: &Api,
+    method: Method,
+    path: &str,
+    bodies: Vec<Value>,
+) -> Vec<(StatusCode, Value)> {
+    let tasks: Vec<_> = bodies
+        .into_iter()
+        .map(|body| {
+            let (state, key, method, path) = (
+                api.state.clone(),
+                api.admin.clone(),
+                method.clone(),
+                path.to_owned(),
+            );
+            tokio::spawn(async move { call(&state, method, &path, &key, Some(body)).await })
+        })
+        .collect();
+    let mut out = Vec::new();
+    for task in tasks {
+        out.push(task.await.expect("join"));
+    }
+    out
 }
 
 /// One 201 (or 200) and the rest 409 `conflict`: never a 500.
@@ -164,17 +177,8 @@ db_test! {
 db_test! {
     async fn concurrent_soul_saves_without_a_version_each_make_their_own_version(db) {
         let api = Api::new(db).await;
-        let tasks: Vec<_> = (0..10)
-            .map(|i| {
-                let (state, key) = (api.state.clone(), api.admin.clone());
-                tokio::spawn(async move {
-                    call(&state, Method::PATCH, "/v1/agents/assistant", &key,
-                        Some(json!({"soul": format!("Soul number {i}.")}))).await
-                })
-            })
-            .collect();
-        for task in tasks {
-            let (status, body) = task.await.expect("join");
+        let souls = (0..10).map(|i| json!({"soul": format!("Soul number {i}.")})).collect();
+        for (status, body) in all_at_once(&api, Method::PATCH, "/v1/agents/assistant", souls).await {
             assert_eq!(status, StatusCode::OK, "{body}");
         }
         let (_, agent) = api.admin(Method::GET, "/v1/agents/assistant", None).await;
@@ -185,18 +189,9 @@ db_test! {
 db_test! {
     async fn twenty_concurrent_template_puts_without_a_version_all_win_in_turn(db) {
         let api = Api::new(db).await;
-        let tasks: Vec<_> = (0..20)
-            .map(|i| {
-                let (state, key) = (api.state.clone(), api.admin.clone());
-                tokio::spawn(async move {
-                    call(&state, Method::PUT, "/v1/agents/assistant/prompt-template", &key,
-                        Some(json!({"template": format!("Template {i}. $soul")}))).await
-                })
-            })
-            .collect();
+        let templates = (0..20).map(|i| json!({"template": format!("Template {i}. $soul")})).collect();
         let mut versions = Vec::new();
-        for task in tasks {
-            let (status, body) = task.await.expect("join");
+        for (status, body) in all_at_once(&api, Method::PUT, "/v1/agents/assistant/prompt-template", templates).await {
             assert_eq!(status, StatusCode::OK, "{body}");
             versions.push(body["version"].as_i64().expect("version"));
         }

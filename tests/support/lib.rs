@@ -106,6 +106,23 @@ impl TestDb {
             .expect("migrate up");
         self
     }
+
+    /// Applies every migration, then seeds the embedded catalog, agent and channels.
+    pub async fn seeded(self) -> TestDb {
+        let db = self.migrated().await;
+        let seeds = loadout::registry::catalog::Seeds::embedded().expect("seeds");
+        loadout::registry::seed::run(&db.conn, &seeds)
+            .await
+            .expect("seed");
+        db
+    }
+
+    /// A new key of `role` named `name`, in the default tenant.
+    pub async fn key(&self, name: &str, role: loadout::auth::keys::Role) -> String {
+        loadout::auth::keys::create(&self.conn, name, role)
+            .await
+            .expect("create a key")
+    }
 }
 
 /// `postgres://u@h:5432/postgres?x` → `postgres://u@h:5432/NAME?x`.
