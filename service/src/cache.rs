@@ -8,9 +8,10 @@
 //! stale entry behind: at worst an entry read after a commit is stamped too old and
 //! is read again.
 
+use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, RwLock};
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
@@ -73,6 +74,8 @@ pub const DEFAULT_BUDGET: usize = 128 * 1024 * 1024;
 /// Encoded responses larger than this are served but never cached: a few of them
 /// would crowd out thousands of ordinary ones.
 pub const MAX_CACHED_BODY: usize = 256 * 1024;
+/// Authenticated keys cached at most (more are looked up each time).
+pub const MAX_KEYS: usize = 65_536;
 /// What moka and the map spend per entry besides the key and value themselves.
 const ENTRY_OVERHEAD: usize = 96;
 
@@ -156,12 +159,6 @@ impl Weigh for Arc<Channels> {
     }
 }
 
-impl Weigh for Principal {
-    fn bytes(&self) -> usize {
-        self.key_name.len() + self.tenant_id.as_ref().map_or(0, String::len)
-    }
-}
-
 impl Weigh for Encoded {
     fn bytes(&self) -> usize {
         self.body.len() + self.etag.len()
@@ -238,8 +235,11 @@ pub struct Cache {
     /// By (tenant, agent id, user): a user id names a person only inside a tenant.
     instructions: Stamped<(String, i32, String), Option<Arc<str>>>,
     /// Successful authentications only: a failed lookup is never cached, so tokens
-    /// that match no key can neither evict good keys nor fill memory.
-    keys: Stamped<String, Principal>,
+    /// that match no key can neither evict good keys nor fill memory. Only keys an
+    /// admin created can enter, so a plain map (read on every request, the cheapest
+    /// lookup there is) is bounded by the keys table; past [`MAX_KEYS`] new ones are
+    /// simply not cached.
+    keys: RwLock<HashMap<String, (i64, Principal)>>,
     responses: Stamped<String, Encoded>,
     /// Argument validators by tool id, compiled once per generation.
     validators: Stamped<i32, Arc<ToolValidator>>,
@@ -256,8 +256,8 @@ impl Cache {
     }
 
     /// An empty cache at `generation` holding at most about `bytes`: half for
-    /// encoded responses, the rest split between agents, users' instructions,
-    /// validators and keys.
+    /// encoded responses, the rest split between agents, users' instructions and
+    /// validators.
     pub fn with_budget(generation: i64, bytes: usize) -> Self {
         let gauge = Gauge::<i64, AtomicI64>::default();
         gauge.set(generation);
@@ -268,7 +268,7 @@ impl Cache {
             agents: Stamped::new(share(2)),
             instructions: Stamped::new(share(3)),
             validators: Stamped::new(share(2)),
-            keys: Stamped::new(share(1)),
+            keys: RwLock::new(HashMap::new()),
             channels: Stamped::new(share(1).max(1024 * 1024)),
             hits: Counter::default(),
             misses: Counter::default(),
@@ -365,12 +365,26 @@ impl Cache {
 
     /// Keys are cached by their hash, never by the key itself.
     pub fn key(&self, key_hash: &str, generation: i64) -> Option<Principal> {
-        self.count(self.keys.get(key_hash, generation))
+        let keys = self.keys.read().unwrap_or_else(|e| e.into_inner());
+        let found = keys
+            .get(key_hash)
+            .filter(|(stamp, _)| *stamp >= generation)
+            .map(|(_, principal)| principal.clone());
+        drop(keys);
+        self.count(found)
     }
 
     /// Caches a successful authentication (failures are never cached).
     pub fn put_key(&self, key_hash: String, stamp: i64, principal: Principal) {
-        self.keys.put(key_hash, stamp, principal);
+        let mut keys = self.keys.write().unwrap_or_else(|e| e.into_inner());
+        let room = keys.len() < MAX_KEYS || keys.contains_key(&key_hash);
+        match keys.get(&key_hash) {
+            Some((existing, _)) if *existing > stamp => {}
+            _ if room => {
+                keys.insert(key_hash, (stamp, principal));
+            }
+            _ => {}
+        }
     }
 }
 

@@ -996,3 +996,26 @@ async fn past_the_connection_limit_a_client_waits_until_a_connection_closes() {
     drop(idle);
     stop(child);
 }
+
+#[tokio::test]
+async fn a_body_that_stops_arriving_is_cut_off_by_the_idle_timeout() {
+    use std::io::Write;
+    let db = TestDb::sqlite().await;
+    let (child, addr, printed) = spawn_serve(&db.url, &["--idle-timeout-secs", "1"], 3);
+    let admin = &printed[2];
+    let mut s = std::net::TcpStream::connect(&addr).expect("connect");
+    // A whole head (so the header timeout is done with it), then 10 of 100 body bytes.
+    write!(
+        s,
+        "POST /v1/tools HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {admin}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"name\": "
+    )
+    .expect("head and a little body");
+    let closed = read_until_closed(&mut s, std::time::Duration::from_secs(10));
+    assert!(
+        closed.is_some(),
+        "a stalled upload was still open after 10 s"
+    );
+    let (status, body) = http_get(&addr, "/health", "none");
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+    stop(child);
+}

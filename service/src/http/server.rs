@@ -66,6 +66,7 @@ pub async fn serve(
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let graceful = GracefulShutdown::new();
     let service = TowerToHyperService::new(router);
+    let ticker = tokio::spawn(tick());
     tokio::pin!(shutdown);
     while let Some((stream, permit)) = next_connection(&listener, &permits, &mut shutdown).await {
         stream.set_nodelay(true).ok();
@@ -86,6 +87,7 @@ pub async fn serve(
     }
     drop(listener);
     drain(graceful).await;
+    ticker.abort();
     Ok(())
 }
 
@@ -127,14 +129,23 @@ async fn next_connection(
     }
 }
 
-/// Seconds since the process started, as a coarse clock every connection can read
-/// and write with one atomic operation: no timer is touched per read or write.
+/// Seconds since the serving loop started, as a coarse clock every connection can
+/// read and write with one atomic operation: no clock is read and no timer touched
+/// per read or write. [`tick`] advances it once a second.
+static NOW: AtomicU64 = AtomicU64::new(0);
+
 fn coarse_now() -> u64 {
-    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    START
-        .get_or_init(std::time::Instant::now)
-        .elapsed()
-        .as_secs()
+    NOW.load(Ordering::Relaxed)
+}
+
+/// Advances [`NOW`] once a second, for as long as the server runs.
+async fn tick() {
+    let start = tokio::time::Instant::now();
+    let mut every = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        every.tick().await;
+        NOW.store(start.elapsed().as_secs(), Ordering::Relaxed);
+    }
 }
 
 /// A stream that notes when a byte last moved; [`idle_watch`] reads the note.
