@@ -104,22 +104,17 @@ pub async fn readiness(db: &DatabaseConnection) -> Result<(), String> {
             });
         }
     };
-    let migrations = Migrator::migrations();
-    let known: Vec<&str> = migrations.iter().map(|m| m.name()).collect();
-    let unknown: Vec<&str> = applied
-        .iter()
-        .map(|m| m.version.as_str())
-        .filter(|v| !known.contains(v))
-        .collect();
+    let unknown = unknown_versions(applied.iter().map(|m| m.version.as_str()));
     if !unknown.is_empty() {
         return Err(format!(
             "the database was migrated by a newer loadout ({}); upgrade this one",
             unknown.join(", ")
         ));
     }
-    let pending: Vec<&str> = known
+    let migrations = Migrator::migrations();
+    let pending: Vec<&str> = migrations
         .iter()
-        .copied()
+        .map(|m| m.name())
         .filter(|k| !applied.iter().any(|m| m.version == *k))
         .collect();
     if !pending.is_empty() {
@@ -131,20 +126,20 @@ pub async fn readiness(db: &DatabaseConnection) -> Result<(), String> {
     Ok(())
 }
 
+/// The applied versions this binary does not know: a newer loadout ran them.
+fn unknown_versions<'a>(applied: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let migrations = Migrator::migrations();
+    applied
+        .filter(|v| !migrations.iter().any(|m| m.name() == *v))
+        .collect()
+}
+
 /// A database migrated by a newer loadout must not be touched by this one.
 async fn refuse_unknown_migrations(db: &DatabaseConnection) -> anyhow::Result<()> {
-    let known: Vec<String> = Migrator::migrations()
-        .iter()
-        .map(|m| m.name().to_owned())
-        .collect();
     let applied = Migrator::get_migration_models(db)
         .await
         .context("cannot read applied migrations")?;
-    let unknown: Vec<&str> = applied
-        .iter()
-        .map(|m| m.version.as_str())
-        .filter(|v| !known.iter().any(|k| k == v))
-        .collect();
+    let unknown = unknown_versions(applied.iter().map(|m| m.version.as_str()));
     if !unknown.is_empty() {
         bail!(
             "the database has migrations this loadout does not know ({}); it was migrated by a newer version: upgrade loadout",
