@@ -6,6 +6,7 @@ pub mod agent_tools;
 pub mod api_keys;
 pub mod channels;
 pub mod connectors;
+pub mod console_sessions;
 pub mod loadout_state;
 pub mod prompt_versions;
 pub mod proposal_events;
@@ -19,6 +20,7 @@ pub mod prelude {
     pub use super::agent_tools::Entity as AgentTools;
     pub use super::api_keys::Entity as ApiKeys;
     pub use super::channels::Entity as Channels;
+    pub use super::console_sessions::Entity as ConsoleSessions;
     pub use super::loadout_state::Entity as LoadoutState;
     pub use super::prompt_versions::Entity as PromptVersions;
     pub use super::proposal_events::Entity as ProposalEvents;

@@ -16,6 +16,8 @@ pub struct Model {
     pub body: Option<String>,
     /// Saved with `force: true` despite lint errors.
     pub forced: bool,
+    /// Why a forced version was saved anyway (the person's words); `None` otherwise.
+    pub reason: Option<String>,
     /// The API key name, `cli`, `seed` or `migration`.
     pub author: String,
     pub created_at: DateTimeUtc,

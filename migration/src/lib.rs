@@ -12,6 +12,7 @@ mod m20260320_000005_proposal_ledger;
 mod m20260401_000006_connectors;
 mod m20260410_000007_tenant_user_instructions;
 pub mod m20260410_000008_link_delete_reminders;
+mod m20261124_000009_console_sessions;
 
 /// Every migration, oldest first.
 pub struct Migrator;
@@ -28,6 +29,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20260401_000006_connectors::Migration),
             Box::new(m20260410_000007_tenant_user_instructions::Migration),
             Box::new(m20260410_000008_link_delete_reminders::Migration),
+            Box::new(m20261124_000009_console_sessions::Migration),
         ]
     }
 }

@@ -11,6 +11,7 @@ pub mod auth;
 pub mod cache;
 pub mod cli;
 pub mod closed;
+pub mod console;
 pub mod db;
 pub mod error;
 pub mod http;

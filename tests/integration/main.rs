@@ -5,6 +5,7 @@ mod calls;
 mod canonicalization;
 mod check;
 mod connectors;
+mod console;
 mod http;
 mod limits;
 mod migrate;

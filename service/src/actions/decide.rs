@@ -4,11 +4,12 @@
 
 use chrono::Utc;
 use entity::{agent_configurations, proposals, tools};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
 use serde::Serialize;
 
 use super::executors::{Call, EXECUTION_TIMEOUT, Executors, NotRunnable};
-use super::ledger::{self, Approval, LedgerError, Outcome, State};
+pub use super::ledger::State;
+use super::ledger::{self, Approval, LedgerError, Outcome};
 use super::views::{ConversationProposals, EventView, ProposalDetail, ProposalView};
 use crate::app::AppState;
 use crate::auth::Principal;
@@ -152,6 +153,36 @@ pub async fn conversation(
         conversation_id: conversation.to_owned(),
         proposals: rows.into_iter().map(ProposalView::from).collect(),
     })
+}
+
+/// The most proposals [`queue`] lists.
+pub const QUEUE_LIMIT: u64 = 200;
+
+/// The caller's tenant's proposals, newest first: those in `state` when given,
+/// otherwise every state; at most [`QUEUE_LIMIT`].
+pub async fn queue(
+    state: &AppState,
+    who: &Principal,
+    only: Option<State>,
+) -> Result<Vec<ProposalView>> {
+    let mut query = proposals::Entity::find()
+        .filter(proposals::Column::TenantId.eq(who.tenant()))
+        .order_by_desc(proposals::Column::Id)
+        .limit(QUEUE_LIMIT);
+    if let Some(only) = only {
+        query = query.filter(proposals::Column::State.eq(only.as_str()));
+    }
+    let rows = query.all(&state.db).await?;
+    Ok(rows.into_iter().map(ProposalView::from).collect())
+}
+
+/// How many of the caller's tenant's proposals wait for a decision.
+pub async fn pending(state: &AppState, who: &Principal) -> Result<u64> {
+    Ok(proposals::Entity::find()
+        .filter(proposals::Column::TenantId.eq(who.tenant()))
+        .filter(proposals::Column::State.eq(State::Proposed.as_str()))
+        .count(&state.db)
+        .await?)
 }
 
 /// Approves and executes exactly once; a proposal already running or done is

@@ -169,6 +169,7 @@ pub async fn create(state: &AppState, author: &str, new: NewAgent) -> Result<Cre
         agent_id: saved.id,
         version: 1,
         forced: false,
+        reason: None,
         author,
     };
     template::record(&write, Kind::Soul, &first, Some(new.soul)).await?;
@@ -276,6 +277,7 @@ pub async fn update(
             agent_id: found.id,
             version,
             forced: false,
+            reason: None,
             author,
         };
         template::record(&write, Kind::Soul, &next, update.soul).await?;

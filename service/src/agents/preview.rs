@@ -24,6 +24,9 @@ pub struct PreviewRequest {
     #[serde(default)]
     pub memory_notes: Vec<String>,
     pub last_message_at: Option<DateTime<Utc>>,
+    /// Render as of this moment (`$current_time`, the session section); now when absent.
+    #[serde(default)]
+    pub now: Option<DateTime<Utc>>,
 }
 
 /// One channel's render of the candidate.
@@ -78,7 +81,7 @@ pub async fn preview(
                 tz: request.tz.clone(),
                 memory_notes: request.memory_notes.clone(),
                 last_message_at: request.last_message_at,
-                now: None,
+                now: request.now,
             },
         )
         .await?;

@@ -61,6 +61,8 @@ pub struct VersionView {
     pub version: i32,
     pub template: Option<String>,
     pub forced: bool,
+    /// Why it was forced, when the saver said.
+    pub reason: Option<String>,
     /// The name of the key that saved it.
     pub author: String,
     pub created_at: DateTime<Utc>,
@@ -72,6 +74,7 @@ impl From<prompt_versions::Model> for VersionView {
             version: v.version,
             template: v.body,
             forced: v.forced,
+            reason: v.reason,
             author: v.author,
             created_at: v.created_at,
         }
@@ -96,13 +99,40 @@ pub struct TemplatePut {
     /// Save even with lint errors; recorded as forced.
     #[serde(default)]
     pub force: bool,
+    /// Why the save is forced (kept with the version; at most 500 characters).
+    pub reason: Option<String>,
 }
+
+/// A template save: the text, the version it replaces, and whether to force it.
+#[derive(Debug, Default)]
+pub struct Change {
+    /// `None` clears the template (the built-in assembly renders).
+    pub template: Option<String>,
+    pub expected_version: Option<i32>,
+    pub force: bool,
+    pub reason: Option<String>,
+}
+
+impl From<TemplatePut> for Change {
+    fn from(put: TemplatePut) -> Self {
+        Self {
+            template: Some(put.template),
+            expected_version: put.expected_version,
+            force: put.force,
+            reason: put.reason,
+        }
+    }
+}
+
+/// The longest reason kept with a forced version.
+pub const MAX_REASON_CHARS: usize = 500;
 
 /// A version row to write.
 pub struct NewVersion<'a> {
     pub agent_id: i32,
     pub version: i32,
     pub forced: bool,
+    pub reason: Option<&'a str>,
     pub author: &'a str,
 }
 
@@ -137,6 +167,7 @@ pub async fn record(
         version: Set(new.version),
         body: Set(body),
         forced: Set(new.forced),
+        reason: Set(new.reason.map(str::to_owned)),
         author: Set(new.author.to_owned()),
         created_at: Set(Utc::now()),
         ..Default::default()
@@ -224,10 +255,23 @@ pub async fn save(
     state: &AppState,
     author: &str,
     name: &str,
-    template: Option<String>,
-    expected_version: Option<i32>,
-    force: bool,
+    change: Change,
 ) -> Result<SavedTemplate> {
+    let Change {
+        template,
+        expected_version,
+        force,
+        reason,
+    } = change;
+    let reason = reason.filter(|r| !r.trim().is_empty());
+    if reason
+        .as_ref()
+        .is_some_and(|r| r.chars().count() > MAX_REASON_CHARS)
+    {
+        return Err(Error::invalid(format!(
+            "reason: at most {MAX_REASON_CHARS} characters"
+        )));
+    }
     let problems = match &template {
         Some(text) => lint(state, text).await?,
         None => Vec::new(),
@@ -278,6 +322,7 @@ pub async fn save(
         agent_id: found.id,
         version,
         forced: force,
+        reason: reason.as_deref(),
         author,
     };
     let saved = record(&write, Kind::Template, &next, template).await?;
@@ -338,5 +383,11 @@ pub async fn restore(
 ) -> Result<SavedTemplate> {
     let (found, old) = one_version(state, name, version).await?;
     let expected = Some(found.template_version);
-    save(state, author, name, old.body, expected, old.forced).await
+    let change = Change {
+        template: old.body,
+        expected_version: expected,
+        force: old.forced,
+        reason: old.reason,
+    };
+    save(state, author, name, change).await
 }

@@ -223,13 +223,19 @@ pub async fn authenticate(
     db: &impl ConnectionTrait,
     presented: &str,
 ) -> Result<Option<Principal>, DbErr> {
+    Ok(authenticate_row(db, presented).await?.map(|(_, who)| who))
+}
+
+/// [`authenticate`], with the key's row id (what a console session refers to).
+pub async fn authenticate_row(
+    db: &impl ConnectionTrait,
+    presented: &str,
+) -> Result<Option<(i32, Principal)>, DbErr> {
     let Some(prefix) = prefix_of(presented) else {
         return Ok(None);
     };
-    let Some(row) = api_keys::Entity::find()
+    let Some(row) = live()
         .filter(api_keys::Column::Prefix.eq(prefix))
-        .filter(api_keys::Column::RevokedAt.is_null())
-        .filter(api_keys::Column::DeletedAt.is_null())
         .one(db)
         .await?
     else {
@@ -238,11 +244,39 @@ pub async fn authenticate(
     if !constant_time_eq(hash(presented).as_bytes(), row.key_hash.as_bytes()) {
         return Ok(None);
     }
-    Ok(row.role.parse::<Role>().ok().map(|role| Principal {
+    Ok(principal_of(row))
+}
+
+/// The principal of key row `id` while it is neither revoked nor deleted.
+pub async fn principal_by_id(
+    db: &impl ConnectionTrait,
+    id: i32,
+) -> Result<Option<Principal>, DbErr> {
+    let row = live().filter(api_keys::Column::Id.eq(id)).one(db).await?;
+    Ok(row.and_then(|row| principal_of(row).map(|(_, who)| who)))
+}
+
+fn live() -> sea_orm::Select<api_keys::Entity> {
+    api_keys::Entity::find()
+        .filter(api_keys::Column::RevokedAt.is_null())
+        .filter(api_keys::Column::DeletedAt.is_null())
+}
+
+fn principal_of(row: api_keys::Model) -> Option<(i32, Principal)> {
+    let role = row.role.parse::<Role>().ok()?;
+    let who = Principal {
         key_name: row.name,
         role,
         tenant_id: row.tenant_id,
-    }))
+    };
+    Some((row.id, who))
+}
+
+/// 32 random bytes as 64 lowercase hex digits (console session and CSRF tokens).
+pub fn random_token() -> Result<String, getrandom::Error> {
+    let mut random = [0u8; 32];
+    getrandom::fill(&mut random)?;
+    Ok(hex(&random))
 }
 
 #[cfg(test)]

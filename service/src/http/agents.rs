@@ -107,8 +107,7 @@ async fn put_template(
     ApiPath(name): ApiPath<String>,
     ApiJson(put): ApiJson<TemplatePut>,
 ) -> ApiResult<Json<SavedTemplate>> {
-    let (text, expected) = (Some(put.template), put.expected_version);
-    let saved = template::save(&state, &who.key_name, &name, text, expected, put.force).await?;
+    let saved = template::save(&state, &who.key_name, &name, put.into()).await?;
     Ok(Json(saved))
 }
 
@@ -131,15 +130,11 @@ async fn delete_template(
     ApiPath(name): ApiPath<String>,
     ApiQuery(q): ApiQuery<ExpectedVersion>,
 ) -> ApiResult<Json<SavedTemplate>> {
-    let saved = template::save(
-        &state,
-        &who.key_name,
-        &name,
-        None,
-        q.expected_version,
-        false,
-    )
-    .await?;
+    let change = template::Change {
+        expected_version: q.expected_version,
+        ..Default::default()
+    };
+    let saved = template::save(&state, &who.key_name, &name, change).await?;
     Ok(Json(saved))
 }
 

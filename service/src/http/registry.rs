@@ -10,7 +10,7 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::{ApiError, ApiResult, E400, E401, E403, E404, E409, E413, E422};
+use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422};
 use super::extract::{AdminKey, ApiJson, ApiPath, ApiQuery};
 use crate::app::AppState;
 use crate::registry::channels::{self, ChannelList, ChannelUpdate, ChannelView};
@@ -32,10 +32,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 #[utoipa::path(get, path = "/v1/registry/check", tag = "registry", summary = "The `loadout check` report as JSON (admin)",
     responses((status = 200, body = Report, description = "The report"), E401, E403))]
 async fn registry_check(State(state): State<AppState>, _key: AdminKey) -> ApiResult<Json<Report>> {
-    let seeds = crate::registry::catalog::Seeds::shared().map_err(ApiError::internal)?;
-    let executors = crate::actions::executors::Executors::load(&state.db, Vec::new()).await?;
-    let report = crate::registry::check::run(&state.db, &seeds.catalog, &executors).await?;
-    Ok(Json(report))
+    Ok(Json(crate::registry::check::current(&state).await?))
 }
 
 /// Which tools to list.

@@ -30,6 +30,7 @@ pub fn router(state: AppState) -> Router {
         .on_response(trace::served)
         .on_failure(());
     router
+        .merge(crate::console::router())
         .fallback(|| async { ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

@@ -36,6 +36,14 @@ use rows::Rows;
 use crate::actions::executors::Executors;
 use crate::registry::catalog::Catalog;
 
+/// The check as the API and the console report it: every rule, on the database
+/// as it is now, with the shared seeds and the executors loaded afresh.
+pub async fn current(state: &crate::app::AppState) -> crate::error::Result<Report> {
+    let seeds = super::catalog::Seeds::shared().map_err(crate::error::Error::internal)?;
+    let executors = Executors::load(&state.db, Vec::new()).await?;
+    Ok(run(&state.db, &seeds.catalog, &executors).await?)
+}
+
 /// Runs every rule against the database.
 pub async fn run(
     db: &impl ConnectionTrait,

@@ -1,0 +1,60 @@
+//! The web console: server-rendered pages for admins (prompts, tools, connectors,
+//! keys) and approvers (the proposal queue), on the API's port.
+//!
+//! A page handler reads the domain through the same functions as the JSON API,
+//! renders a minijinja template from `templates/console/` (embedded), and for a
+//! form post redirects (post/redirect/get). A request made by htmx (`HX-Request`)
+//! gets the partial it asked for; every other request gets the whole page, so every
+//! page works without JavaScript. Sign-in, sessions and CSRF are in [`session`].
+
+pub mod agents;
+pub mod page;
+pub mod pages;
+pub mod proposals;
+pub mod session;
+
+use axum::Router;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+
+use crate::app::AppState;
+
+/// Every console route. `GET /` sends a newcomer to the console.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/", get(|| async { Redirect::to("/console/") }))
+        .route("/console", get(|| async { Redirect::to("/console/") }))
+        .route("/console/assets/{file}", get(asset))
+        .route(
+            "/console/sign-in",
+            get(session::sign_in_page).post(session::sign_in),
+        )
+        .route("/console/sign-out", post(session::sign_out))
+        .merge(pages::routes())
+        .merge(agents::routes())
+        .merge(proposals::routes())
+}
+
+/// The vendored script and the style sheet, cached for a day.
+async fn asset(axum::extract::Path(file): axum::extract::Path<String>) -> Response {
+    let (body, kind): (&'static str, &'static str) = match file.as_str() {
+        "htmx.min.js" => (
+            include_str!("../../templates/console/assets/htmx-2.0.11.min.js"),
+            "text/javascript; charset=utf-8",
+        ),
+        "console.css" => (
+            include_str!("../../templates/console/assets/console.css"),
+            "text/css; charset=utf-8",
+        ),
+        _ => return (StatusCode::NOT_FOUND, "no such asset").into_response(),
+    };
+    (
+        [
+            (header::CONTENT_TYPE, kind),
+            (header::CACHE_CONTROL, "public, max-age=86400"),
+        ],
+        body,
+    )
+        .into_response()
+}

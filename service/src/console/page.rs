@@ -1,0 +1,253 @@
+//! What every console page shares: the embedded templates, the frame around a
+//! page (who is signed in, the CSRF token), error pages, the form extractor, and
+//! the signed-in person ([`Signed`]) that handlers receive.
+
+use std::sync::LazyLock;
+
+use axum::extract::rejection::FormRejection;
+use axum::extract::{FromRequest, Request};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+use minijinja::Environment;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::auth::{Principal, Role};
+use crate::error::{Error, Kind};
+
+/// A form that carries nothing but its CSRF token (sign-out, decisions, restore, revoke).
+#[derive(serde::Deserialize)]
+pub struct CsrfOnly {
+    #[serde(default)]
+    pub csrf: String,
+}
+
+/// A signed-in person: the key's principal and the session's CSRF token.
+#[derive(Clone, Debug)]
+pub struct Signed {
+    pub who: Principal,
+    pub csrf: String,
+    /// The `console_sessions` row.
+    pub session_id: i32,
+}
+
+impl Signed {
+    pub fn is_admin(&self) -> bool {
+        self.who.role == Role::Admin
+    }
+
+    /// The refusal of a form whose CSRF token is missing or not this session's;
+    /// `None` when the token is right (compared in constant time).
+    pub fn refused(&self, presented: &str) -> Option<Response> {
+        let (a, b) = (presented.as_bytes(), self.csrf.as_bytes());
+        let same =
+            a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0;
+        if same {
+            return None;
+        }
+        let error = Error::new(
+            Kind::Forbidden,
+            "csrf",
+            "this form is out of date or did not come from this console (its CSRF token is missing or wrong); reload the page and try again",
+        );
+        Some(error_page(Some(self), &error))
+    }
+}
+
+/// The templates, embedded: the binary needs no files beside it.
+static TEMPLATES: LazyLock<Environment<'static>> = LazyLock::new(|| {
+    environment().unwrap_or_else(|e| {
+        // A unit test parses every template, so this is never reached by a build
+        // that passed its tests; pages then answer 500 naming the template.
+        tracing::error!(error = %e, "a console template does not parse");
+        Environment::new()
+    })
+});
+
+fn environment() -> Result<Environment<'static>, minijinja::Error> {
+    let mut env = Environment::new();
+    for (name, source) in [
+        (
+            "base.html",
+            include_str!("../../../templates/console/base.html"),
+        ),
+        (
+            "sign_in.html",
+            include_str!("../../../templates/console/sign_in.html"),
+        ),
+        (
+            "message.html",
+            include_str!("../../../templates/console/message.html"),
+        ),
+        (
+            "overview.html",
+            include_str!("../../../templates/console/overview.html"),
+        ),
+        (
+            "agent.html",
+            include_str!("../../../templates/console/agent.html"),
+        ),
+        (
+            "problems.html",
+            include_str!("../../../templates/console/problems.html"),
+        ),
+        (
+            "preview.html",
+            include_str!("../../../templates/console/preview.html"),
+        ),
+        (
+            "versions.html",
+            include_str!("../../../templates/console/versions.html"),
+        ),
+        (
+            "proposals.html",
+            include_str!("../../../templates/console/proposals.html"),
+        ),
+        (
+            "proposal.html",
+            include_str!("../../../templates/console/proposal.html"),
+        ),
+        (
+            "keys.html",
+            include_str!("../../../templates/console/keys.html"),
+        ),
+        (
+            "tools.html",
+            include_str!("../../../templates/console/tools.html"),
+        ),
+        (
+            "connectors.html",
+            include_str!("../../../templates/console/connectors.html"),
+        ),
+    ] {
+        env.add_template(name, source)?;
+    }
+    Ok(env)
+}
+
+/// What every page knows: who is signed in and the session's CSRF token.
+#[derive(Serialize)]
+struct Frame<'a, T: Serialize> {
+    who: Option<Who<'a>>,
+    csrf: &'a str,
+    #[serde(flatten)]
+    page: T,
+}
+
+#[derive(Serialize)]
+struct Who<'a> {
+    name: &'a str,
+    role: &'a str,
+    tenant: &'a str,
+    admin: bool,
+}
+
+/// Renders `template` with `page`'s fields and the frame, as `status`.
+pub fn render(
+    signed: Option<&Signed>,
+    status: StatusCode,
+    template: &str,
+    page: impl Serialize,
+) -> Response {
+    let frame = Frame {
+        who: signed.map(|s| Who {
+            name: &s.who.key_name,
+            role: s.who.role.as_str(),
+            tenant: s.who.tenant(),
+            admin: s.is_admin(),
+        }),
+        csrf: signed.map_or("", |s| s.csrf.as_str()),
+        page,
+    };
+    let rendered = TEMPLATES
+        .get_template(template)
+        .and_then(|t| t.render(&frame));
+    match rendered {
+        Ok(html) => {
+            let mut response = (status, Html(html)).into_response();
+            // Pages carry a CSRF token and private data: never stored by a cache.
+            response
+                .headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            response
+        }
+        Err(e) => {
+            tracing::error!(template, error = %e, "a console page did not render");
+            (StatusCode::INTERNAL_SERVER_ERROR, "the page did not render").into_response()
+        }
+    }
+}
+
+/// A page that says one thing: an error, or a refusal.
+#[derive(Serialize)]
+struct Message<'a> {
+    title: &'a str,
+    message: &'a str,
+}
+
+/// The console's answer to a domain error: a page with the message, as the
+/// error's status (internal causes are logged, never shown).
+pub fn error_page(signed: Option<&Signed>, error: &Error) -> Response {
+    let status = crate::http::error::status(error.kind);
+    let message = if error.kind == Kind::Internal {
+        tracing::error!(error = %error.message, "console request failed");
+        "Something went wrong on the server; the log has the cause."
+    } else {
+        error.message.as_str()
+    };
+    let title = status.canonical_reason().unwrap_or("Error");
+    render(signed, status, "message.html", Message { title, message })
+}
+
+/// Whether htmx made the request (it then wants the partial, not the page).
+pub fn wants_partial(headers: &HeaderMap) -> bool {
+    headers.get("hx-request").is_some_and(|v| v == "true")
+}
+
+/// A form body; a malformed one is an error page, never axum's plain text.
+pub struct Form<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Form<T> {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Response> {
+        match axum::Form::<T>::from_request(request, state).await {
+            Ok(axum::Form(value)) => Ok(Form(value)),
+            Err(rejection) => Err(form_error(&rejection)),
+        }
+    }
+}
+
+fn form_error(rejection: &FormRejection) -> Response {
+    let error = Error::invalid(format!(
+        "the form could not be read: {}",
+        rejection.body_text()
+    ));
+    error_page(None, &error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_template_parses_and_escapes_html() {
+        let env = environment().expect("every console template parses");
+        let page = Message {
+            title: "t",
+            message: "<script>x</script>",
+        };
+        let frame = Frame {
+            who: None,
+            csrf: "",
+            page,
+        };
+        let html = env
+            .get_template("message.html")
+            .unwrap()
+            .render(&frame)
+            .unwrap();
+        assert!(html.contains("&lt;script&gt;x"), "{html}");
+        assert!(!html.contains("<script>x"), "{html}");
+    }
+}

@@ -1,0 +1,219 @@
+//! The admin's pages that read the registry: the overview (the registry check, the
+//! queue's size, the agents), tools, connectors, and keys.
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use serde::{Deserialize, Serialize};
+
+use super::page::{CsrfOnly, Form, Signed, error_page, render};
+use super::session::Admin;
+use crate::actions::connector::store::{self as connectors, ConnectorView};
+use crate::actions::decide;
+use crate::agents::config::{self as agents, AgentView};
+use crate::app::AppState;
+use crate::auth::Role;
+use crate::auth::keys::{self, KeyError, KeyInfo};
+use crate::error::{Error, Result};
+use crate::registry::check::Report;
+use crate::registry::tools::{self, ToolView};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/console/", get(overview))
+        .route("/console/tools", get(tool_list))
+        .route("/console/connectors", get(connector_list))
+        .route("/console/keys", get(key_list).post(create_key))
+        .route("/console/keys/{name}/revoke", post(revoke_key))
+}
+
+#[derive(Serialize)]
+struct Overview {
+    title: &'static str,
+    check: Report,
+    pending: u64,
+    agents: Vec<AgentView>,
+}
+
+/// Admins see the overview; an approver is sent to the queue.
+async fn overview(State(state): State<AppState>, signed: Signed) -> Response {
+    if !signed.is_admin() {
+        return Redirect::to("/console/proposals").into_response();
+    }
+    let read = async {
+        let check = crate::registry::check::current(&state).await?;
+        let pending = decide::pending(&state, &signed.who).await?;
+        let agents = agents::list(&state).await?.agents;
+        Result::Ok(Overview {
+            title: "Overview",
+            check,
+            pending,
+            agents,
+        })
+    };
+    match read.await {
+        Ok(page) => render(Some(&signed), StatusCode::OK, "overview.html", page),
+        Err(e) => error_page(Some(&signed), &e),
+    }
+}
+
+#[derive(Serialize)]
+struct Tools {
+    title: &'static str,
+    tools: Vec<ToolView>,
+}
+
+async fn tool_list(State(state): State<AppState>, Admin(signed): Admin) -> Response {
+    match tools::list(&state, None).await {
+        Ok(list) => {
+            let page = Tools {
+                title: "Tools",
+                tools: list.tools,
+            };
+            render(Some(&signed), StatusCode::OK, "tools.html", page)
+        }
+        Err(e) => error_page(Some(&signed), &e),
+    }
+}
+
+#[derive(Serialize)]
+struct Connectors {
+    title: &'static str,
+    connectors: Vec<ConnectorView>,
+}
+
+async fn connector_list(State(state): State<AppState>, Admin(signed): Admin) -> Response {
+    match connectors::list(&state).await {
+        Ok(list) => {
+            let page = Connectors {
+                title: "Connectors",
+                connectors: list.connectors,
+            };
+            render(Some(&signed), StatusCode::OK, "connectors.html", page)
+        }
+        Err(e) => error_page(Some(&signed), &e),
+    }
+}
+
+#[derive(Serialize, Default)]
+struct Keys<'a> {
+    title: &'static str,
+    keys: Vec<KeyInfo>,
+    /// The key just created: shown on this one response and never again.
+    created: Option<Created<'a>>,
+    error: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Created<'a> {
+    name: &'a str,
+    key: &'a str,
+}
+
+/// The admin's tenant's keys (another tenant's are not shown).
+async fn tenant_keys(state: &AppState, signed: &Signed) -> Result<Vec<KeyInfo>> {
+    let all = keys::list(&state.db).await?;
+    Ok(all
+        .into_iter()
+        .filter(|k| k.tenant == signed.who.tenant())
+        .collect())
+}
+
+async fn key_list(State(state): State<AppState>, Admin(signed): Admin) -> Response {
+    keys_page(&state, &signed, StatusCode::OK, None, None).await
+}
+
+async fn keys_page(
+    state: &AppState,
+    signed: &Signed,
+    status: StatusCode,
+    created: Option<Created<'_>>,
+    error: Option<String>,
+) -> Response {
+    match tenant_keys(state, signed).await {
+        Ok(keys) => {
+            let page = Keys {
+                title: "Keys",
+                keys,
+                created,
+                error,
+            };
+            render(Some(signed), status, "keys.html", page)
+        }
+        Err(e) => error_page(Some(signed), &e),
+    }
+}
+
+#[derive(Deserialize)]
+struct NewKey {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    role: String,
+}
+
+/// Creates a key in the admin's tenant and shows it once (this response is
+/// `no-store`, like every page).
+async fn create_key(
+    State(state): State<AppState>,
+    Admin(signed): Admin,
+    Form(form): Form<NewKey>,
+) -> Response {
+    if let Some(refused) = signed.refused(&form.csrf) {
+        return refused;
+    }
+    let Ok(role) = form.role.parse::<Role>() else {
+        let error = format!("role must be admin, agent or approver, not {:?}", form.role);
+        return keys_page(&state, &signed, StatusCode::BAD_REQUEST, None, Some(error)).await;
+    };
+    let name = form.name.trim();
+    let tenant = signed.who.tenant_id.as_deref();
+    match keys::create_for_tenant(&state.db, name, role, tenant).await {
+        Ok(key) => {
+            tracing::info!(key = name, by = %signed.who.key_name, "key created in the console");
+            let created = Created { name, key: &key };
+            keys_page(&state, &signed, StatusCode::OK, Some(created), None).await
+        }
+        Err(KeyError::Db(e)) => error_page(Some(&signed), &e.into()),
+        Err(e) => {
+            let status = match e {
+                KeyError::NameTaken(_) => StatusCode::CONFLICT,
+                _ => StatusCode::BAD_REQUEST,
+            };
+            keys_page(&state, &signed, status, None, Some(e.to_string())).await
+        }
+    }
+}
+
+/// Revokes a key of the admin's tenant; its console sessions end with it.
+async fn revoke_key(
+    State(state): State<AppState>,
+    Admin(signed): Admin,
+    Path(name): Path<String>,
+    Form(form): Form<CsrfOnly>,
+) -> Response {
+    if let Some(refused) = signed.refused(&form.csrf) {
+        return refused;
+    }
+    let revoke = async {
+        let ours = tenant_keys(&state, &signed)
+            .await?
+            .iter()
+            .any(|k| k.name == name);
+        if !ours {
+            return Err(Error::not_found(format!("no key named {name:?}")));
+        }
+        keys::revoke(&state.db, &name).await.map_err(|e| match e {
+            KeyError::Db(e) => e.into(),
+            other => Error::not_found(other.to_string()),
+        })
+    };
+    match revoke.await {
+        Ok(()) => Redirect::to("/console/keys").into_response(),
+        Err(e) => error_page(Some(&signed), &e),
+    }
+}

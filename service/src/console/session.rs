@@ -1,0 +1,237 @@
+//! Console sign-in: an admin or approver key opens a server-side session.
+//!
+//! - The browser gets a random token in a cookie (`HttpOnly`, `SameSite=Strict`,
+//!   `Path=/console`, `Secure` when the request came over https through a proxy
+//!   that says so in `X-Forwarded-Proto`), never the key. The row keeps the token's
+//!   SHA-256 and the key's row id, so revoking the key ends its sessions at once.
+//! - Sessions expire after [`LIFETIME`]; sign-out ends one (`ended_at`), on every
+//!   replica at once, since the row is the session.
+//! - Each session has a CSRF token; every form that changes anything carries it and
+//!   [`Signed::check`] compares it in constant time. `SameSite=Strict` is the second
+//!   line: a cross-site post carries no cookie at all.
+
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use chrono::{Duration, Utc};
+use entity::console_sessions;
+use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use serde::{Deserialize, Serialize};
+
+use super::page::{CsrfOnly, Form, Signed, error_page, render};
+use crate::app::AppState;
+use crate::auth::Role;
+use crate::auth::keys;
+use crate::error::{Error, Result};
+
+/// The cookie that carries the session token.
+pub const COOKIE: &str = "loadout_session";
+/// How long a session lasts from sign-in.
+pub const LIFETIME: Duration = Duration::hours(8);
+
+/// A signed-in admin; anyone else gets 403 (or the sign-in page).
+pub struct Admin(pub Signed);
+
+impl FromRequestParts<AppState> for Signed {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> std::result::Result<Self, Response> {
+        match find(state, &parts.headers).await {
+            Ok(Some(signed)) => Ok(signed),
+            Ok(None) if parts.method == Method::GET => {
+                Err(Redirect::to("/console/sign-in").into_response())
+            }
+            Ok(None) => Err(error_page(None, &Error::unauthorized())),
+            Err(e) => Err(error_page(None, &e)),
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for Admin {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> std::result::Result<Self, Response> {
+        let signed = Signed::from_request_parts(parts, state).await?;
+        if signed.is_admin() {
+            Ok(Admin(signed))
+        } else {
+            Err(error_page(Some(&signed), &Error::forbidden("an admin key")))
+        }
+    }
+}
+
+/// The session a request's cookie names, if it is open and its key still valid.
+async fn find(state: &AppState, headers: &HeaderMap) -> Result<Option<Signed>> {
+    let Some(token) = cookie(headers) else {
+        return Ok(None);
+    };
+    let row = console_sessions::Entity::find()
+        .filter(console_sessions::Column::TokenHash.eq(keys::hash(token)))
+        .filter(console_sessions::Column::EndedAt.is_null())
+        .filter(console_sessions::Column::ExpiresAt.gt(Utc::now()))
+        .one(&state.db)
+        .await?;
+    let Some(row) = row else { return Ok(None) };
+    let Some(who) = keys::principal_by_id(&state.db, row.api_key_id).await? else {
+        return Ok(None);
+    };
+    Ok(Some(Signed {
+        who,
+        csrf: row.csrf_token,
+        session_id: row.id,
+    }))
+}
+
+/// The session token from the `Cookie` header(s).
+fn cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(name, _)| *name == COOKIE)
+        .map(|(_, value)| value)
+        .filter(|v| v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Whether the browser reached us over https (a TLS-terminating proxy says so).
+fn over_https(headers: &HeaderMap) -> bool {
+    headers
+        .get("x-forwarded-proto")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"https"))
+}
+
+fn set_cookie(headers: &HeaderMap, token: &str, max_age: i64) -> HeaderValue {
+    let secure = if over_https(headers) { "; Secure" } else { "" };
+    let value = format!(
+        "{COOKIE}={token}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}"
+    );
+    HeaderValue::from_str(&value).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+#[derive(Serialize)]
+struct SignInPage<'a> {
+    title: &'static str,
+    error: Option<&'a str>,
+}
+
+pub async fn sign_in_page(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Ok(Some(_)) = find(&state, &headers).await {
+        return Redirect::to("/console/").into_response();
+    }
+    let page = SignInPage {
+        title: "Sign in",
+        error: None,
+    };
+    render(None, StatusCode::OK, "sign_in.html", page)
+}
+
+#[derive(Deserialize)]
+pub struct SignIn {
+    #[serde(default)]
+    key: String,
+}
+
+/// Opens a session for an admin or approver key; agent keys cannot sign in.
+pub async fn sign_in(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<SignIn>,
+) -> Response {
+    let refused = |status, error| {
+        let page = SignInPage {
+            title: "Sign in",
+            error: Some(error),
+        };
+        render(None, status, "sign_in.html", page)
+    };
+    let found = match keys::authenticate_row(&state.db, form.key.trim()).await {
+        Ok(found) => found,
+        Err(e) => return error_page(None, &e.into()),
+    };
+    let Some((key_id, who)) = found else {
+        return refused(
+            StatusCode::UNAUTHORIZED,
+            "That key is not valid, or it was revoked.",
+        );
+    };
+    if who.role == Role::Agent {
+        return refused(
+            StatusCode::FORBIDDEN,
+            "Agent keys cannot sign in; use an admin or approver key.",
+        );
+    }
+    let token = match open(&state, key_id).await {
+        Ok(token) => token,
+        Err(e) => return error_page(None, &e),
+    };
+    tracing::info!(key = %who.key_name, "console sign-in");
+    let home = if who.role == Role::Admin {
+        "/console/"
+    } else {
+        "/console/proposals"
+    };
+    let mut response = Redirect::to(home).into_response();
+    let max_age = LIFETIME.num_seconds();
+    response
+        .headers_mut()
+        .insert(header::SET_COOKIE, set_cookie(&headers, &token, max_age));
+    response
+}
+
+/// Stores a new session for key row `key_id`; returns the cookie's token.
+async fn open(state: &AppState, key_id: i32) -> Result<String> {
+    let random = |_| Error::internal("the system random number generator failed");
+    let (token, csrf) = (
+        keys::random_token().map_err(random)?,
+        keys::random_token().map_err(random)?,
+    );
+    let now = Utc::now();
+    console_sessions::ActiveModel {
+        token_hash: Set(keys::hash(&token)),
+        api_key_id: Set(key_id),
+        csrf_token: Set(csrf),
+        created_at: Set(now),
+        expires_at: Set(now + LIFETIME),
+        ended_at: Set(None),
+        ..Default::default()
+    }
+    .insert(&state.db)
+    .await?;
+    Ok(token)
+}
+
+/// Ends the session (it stays as a row) and clears the cookie.
+pub async fn sign_out(
+    State(state): State<AppState>,
+    signed: Signed,
+    headers: HeaderMap,
+    Form(form): Form<CsrfOnly>,
+) -> Response {
+    if let Some(refused) = signed.refused(&form.csrf) {
+        return refused;
+    }
+    let ended = console_sessions::ActiveModel {
+        id: Set(signed.session_id),
+        ended_at: Set(Some(Utc::now())),
+        ..Default::default()
+    }
+    .update(&state.db)
+    .await;
+    if let Err(e) = ended {
+        return error_page(Some(&signed), &e.into());
+    }
+    let mut response = Redirect::to("/console/sign-in").into_response();
+    response
+        .headers_mut()
+        .insert(header::SET_COOKIE, set_cookie(&headers, "", 0));
+    response
+}

@@ -1,0 +1,491 @@
+//! The web console in a real headless Chromium, driven over WebDriver (Debian's
+//! `chromium` and `chromium-driver`), against loadout served on 127.0.0.1 with a
+//! fresh database per test, on both backends. Controls are found by their visible
+//! labels and button names, as a person (or a screen reader) finds them.
+//!
+//! Without `chromedriver` these tests say so and pass, unless
+//! `LOADOUT_REQUIRE_BROWSER=1` (CI sets it) makes that a failure. On a failure the
+//! page is saved as a PNG and its path printed.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, ensure};
+use axum::http::{Method, StatusCode};
+use fantoccini::{Client, ClientBuilder, Locator, elements::Element};
+use loadout::app::AppState;
+use loadout::auth::keys::{self, Role};
+use loadout::prompt::builder::SystemClock;
+use loadout_tests::{TestDb, db_test};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(15);
+
+/// One chromedriver for the whole test binary, on a port of its own.
+struct Driver {
+    url: String,
+    _child: Child,
+}
+
+static DRIVER: OnceLock<Option<Mutex<Driver>>> = OnceLock::new();
+
+fn driver_url() -> Option<String> {
+    let driver = DRIVER.get_or_init(|| {
+        let binary =
+            std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "/usr/bin/chromedriver".into());
+        if !std::path::Path::new(&binary).exists() {
+            let required = std::env::var_os("LOADOUT_REQUIRE_BROWSER").is_some();
+            assert!(
+                !required,
+                "LOADOUT_REQUIRE_BROWSER is set but {binary} is missing"
+            );
+            eprintln!(
+                "skipping browser tests: no {binary} (apt-get install chromium chromium-driver)"
+            );
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new(&binary)
+            .arg(format!("--port={port}"))
+            .arg("--allowed-ips=127.0.0.1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let url = format!("http://127.0.0.1:{port}");
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(Mutex::new(Driver { url, _child: child }))
+    });
+    driver
+        .as_ref()
+        .map(|d| d.lock().expect("driver").url.clone())
+}
+
+/// A fresh headless Chromium that resolves no host names (loopback only).
+async fn browser() -> Option<Client> {
+    let url = driver_url()?;
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    let args = [
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-default-apps",
+        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+        "--window-size=1280,900",
+    ];
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({"binary": chromium, "args": args}),
+    );
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    let client = ClientBuilder::new(connector)
+        .capabilities(caps)
+        .connect(&url)
+        .await
+        .expect("a Chromium session");
+    Some(client)
+}
+
+/// loadout on 127.0.0.1 with the seeds, an admin, an agent and an approver key.
+struct Site {
+    _db: TestDb,
+    state: AppState,
+    base: String,
+    admin: String,
+    agent: String,
+    approver: String,
+}
+
+impl Site {
+    async fn new(db: TestDb) -> Site {
+        let db = db.seeded().await;
+        let admin = db.key("admin", Role::Admin).await;
+        let agent = db.key("agent", Role::Agent).await;
+        let approver = keys::create(&db.conn, "approver", Role::Approver)
+            .await
+            .expect("key");
+        let allow = vec!["127.0.0.1".parse().expect("ip")];
+        let state = AppState::with_connector_allow(
+            db.reconnect().await,
+            Arc::new(SystemClock),
+            262_144,
+            allow,
+        )
+        .await
+        .expect("state");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("address"));
+        let app = loadout::http::router(state.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await.ok() });
+        Site {
+            _db: db,
+            state,
+            base,
+            admin,
+            agent,
+            approver,
+        }
+    }
+
+    async fn api(
+        &self,
+        method: Method,
+        path: &str,
+        key: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        loadout_tests::api::call(&self.state, method, path, key, body).await
+    }
+}
+
+/// Runs `steps`; on failure saves a screenshot, prints its path, and fails the test.
+async fn run<F>(name: &str, client: Client, steps: F)
+where
+    F: AsyncFnOnce(&Client) -> Result<()>,
+{
+    let outcome = steps(&client).await;
+    if let Err(e) = &outcome {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/browser-failures");
+        // The test's thread is named after it (`console::...::sqlite`): one file per test and backend.
+        let test = std::thread::current()
+            .name()
+            .unwrap_or(name)
+            .replace("::", "-");
+        let path = dir.join(format!("{test}.png"));
+        let saved = match client.screenshot().await {
+            Ok(png) => std::fs::create_dir_all(&dir)
+                .and_then(|()| std::fs::write(&path, png))
+                .is_ok(),
+            Err(_) => false,
+        };
+        if saved {
+            eprintln!("browser test {name} failed; screenshot: {}", path.display());
+        }
+        let _ = client.close().await;
+        panic!("{name}: {e:#}");
+    }
+    let _ = client.close().await;
+}
+
+/// The control whose `<label>` says exactly `label`.
+async fn field(client: &Client, label: &str) -> Result<Element> {
+    let xpath = format!("//label[normalize-space()='{label}']");
+    let label_el = client
+        .find(Locator::XPath(&xpath))
+        .await
+        .with_context(|| format!("no label {label:?}"))?;
+    let id = label_el
+        .attr("for")
+        .await?
+        .ok_or_else(|| anyhow!("label {label:?} has no `for`"))?;
+    Ok(client.find(Locator::Id(&id)).await?)
+}
+
+/// The button named `name`, inside `scope` (an XPath prefix, or "" for the page).
+async fn button(client: &Client, scope: &str, name: &str) -> Result<Element> {
+    let xpath = format!("{scope}//button[normalize-space()='{name}' or @aria-label='{name}']");
+    client
+        .find(Locator::XPath(&xpath))
+        .await
+        .with_context(|| format!("no button {name:?} in {scope:?}"))
+}
+
+/// Waits until the region named `region` contains `text`.
+async fn region_shows(client: &Client, region: &str, text: &str) -> Result<Element> {
+    let xpath = format!("//*[@aria-label='{region}'][contains(., '{text}')]");
+    client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::XPath(&xpath))
+        .await
+        .with_context(|| format!("region {region:?} never showed {text:?}"))
+}
+
+/// Waits until the page (body text) contains `text`.
+async fn page_shows(client: &Client, text: &str) -> Result<()> {
+    let xpath = format!("//body[contains(., '{text}')]");
+    client
+        .wait()
+        .at_most(WAIT)
+        .for_element(Locator::XPath(&xpath))
+        .await
+        .with_context(|| format!("the page never showed {text:?}"))?;
+    Ok(())
+}
+
+async fn sign_in(client: &Client, site: &Site, key: &str) -> Result<()> {
+    client.goto(&format!("{}/", site.base)).await?;
+    field(client, "API key").await?.send_keys(key).await?;
+    button(client, "", "Sign in").await?.click().await?;
+    page_shows(client, "Sign out").await
+}
+
+db_test!(
+    async fn an_admin_edits_previews_saves_diffs_and_restores_a_template(db) {
+        let site = Site::new(db).await;
+        let Some(client) = browser().await else { return };
+        run("template", client, async |c: &Client| {
+            sign_in(c, &site, &site.admin).await?;
+            c.goto(&format!("{}/console/agents/assistant", site.base)).await?;
+            let before = site.api(Method::GET, "/v1/agents/assistant/prompt-template", &site.admin, None).await.1;
+            let editor = field(c, "Template").await?;
+            editor.clear().await?;
+            editor.send_keys("Hello $nope").await?;
+            region_shows(c, "Problems", "unknown placeholder $nope").await?;
+            editor.clear().await?;
+            editor.send_keys("Hello from the console. $soul").await?;
+            region_shows(c, "Problems", "No problems").await?;
+            field(c, "Time zone").await?.send_keys("Europe/Berlin").await?;
+            button(c, "//form[@id='template-form']", "Preview").await?.click().await?;
+            region_shows(c, "Preview", "Hello from the console.").await?;
+            let channels = c.find_all(Locator::XPath("//*[@aria-label='Preview']//article")).await?;
+            ensure!(channels.len() >= 2, "the preview shows {} channels", channels.len());
+            button(c, "//form[@id='template-form']", "Save").await?.click().await?;
+            page_shows(c, "Saved the template.").await?;
+
+            let (status, prompt) = site.api(Method::GET, "/v1/agents/assistant/prompt?channel=web", &site.agent, None).await;
+            ensure!(status == StatusCode::OK, "prompt fetch: {status} {prompt}");
+            let text = prompt["text"].as_str().unwrap_or_default();
+            ensure!(text.starts_with("Hello from the console."), "the agent fetched {text:?}");
+
+            let saved = before["version"].as_i64().unwrap_or_default() + 1;
+            c.goto(&format!("{}/console/agents/assistant/versions", site.base)).await?;
+            region_shows(c, "Diff", "+ Hello from the console. $soul").await?;
+            button(c, "", &format!("Restore version {}", saved - 1)).await?.click().await?;
+            page_shows(c, &format!("Version {} → version {}", saved - 1, saved + 1)).await?;
+            let (_, now) = site.api(Method::GET, "/v1/agents/assistant/prompt-template", &site.admin, None).await;
+            ensure!(now["version"].as_i64() == Some(saved + 1), "after restore: {now}");
+            ensure!(now["template"] == before["template"], "restored {now} from {before}");
+            Ok(())
+        })
+        .await;
+    }
+);
+
+db_test!(
+    async fn a_stale_save_shows_the_conflict_and_a_forced_save_needs_a_reason(db) {
+        let site = Site::new(db).await;
+        let Some(client) = browser().await else { return };
+        run("conflict", client, async |c: &Client| {
+            sign_in(c, &site, &site.admin).await?;
+            c.goto(&format!("{}/console/agents/assistant", site.base)).await?;
+            // Someone else saves while this editor is open.
+            let (status, body) = site.api(Method::PUT, "/v1/agents/assistant/prompt-template", &site.admin,
+                Some(json!({"template": "Theirs. $soul"}))).await;
+            ensure!(status == StatusCode::OK, "{body}");
+            let editor = field(c, "Template").await?;
+            editor.clear().await?;
+            editor.send_keys("Mine. $soul").await?;
+            button(c, "//form[@id='template-form']", "Save").await?.click().await?;
+            region_shows(c, "Conflict", "− Theirs. $soul").await?;
+            region_shows(c, "Conflict", "+ Mine. $soul").await?;
+
+            let editor = field(c, "Template").await?;
+            editor.clear().await?;
+            editor.send_keys("Broken $nope").await?;
+            field(c, "Force: save even with lint errors").await?.click().await?;
+            button(c, "//form[@id='template-form']", "Save").await?.click().await?;
+            page_shows(c, "needs a reason").await?;
+            field(c, "Force: save even with lint errors").await?.click().await?;
+            field(c, "Reason").await?.send_keys("placeholder arrives with the next deploy").await?;
+            button(c, "//form[@id='template-form']", "Save").await?.click().await?;
+            page_shows(c, "Saved the template.").await?;
+            let (_, versions) = site.api(Method::GET, "/v1/agents/assistant/prompt-template/versions", &site.admin, None).await;
+            let last = versions["versions"].as_array().and_then(|v| v.last()).cloned().unwrap_or_default();
+            ensure!(last["forced"] == json!(true), "{last}");
+            ensure!(last["reason"] == json!("placeholder arrives with the next deploy"), "{last}");
+            Ok(())
+        })
+        .await;
+    }
+);
+
+/// A real HTTP backend on 127.0.0.1 that counts the calls it receives.
+async fn backend() -> (String, Arc<Mutex<Vec<Value>>>) {
+    let received: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let log = received.clone();
+    let app = axum::Router::new().route(
+        "/delete",
+        axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
+            let log = log.clone();
+            async move {
+                log.lock().expect("log").push(body);
+                axum::Json(json!({"done": true}))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/delete", listener.local_addr().expect("address"));
+    tokio::spawn(async move { axum::serve(listener, app).await.ok() });
+    (url, received)
+}
+
+async fn propose(site: &Site, conversation: &str) -> Result<i64> {
+    let (status, body) = site.api(Method::POST, "/v1/agents/assistant/tool-calls", &site.agent,
+        Some(json!({"tool": "delete_tasks", "arguments": {"ids": [conversation]}, "conversation_id": conversation}))).await;
+    ensure!(status == StatusCode::OK, "{body}");
+    body["proposal_id"]
+        .as_i64()
+        .ok_or_else(|| anyhow!("no proposal id in {body}"))
+}
+
+db_test!(
+    async fn an_approver_approves_once_declines_and_cannot_open_admin_pages(db) {
+        let site = Site::new(db).await;
+        let (url, received) = backend().await;
+        let (status, body) = site.api(Method::POST, "/v1/connectors", &site.admin,
+            Some(json!({"name": "tasks", "url": url, "timeout_ms": 5000}))).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let (status, body) = site.api(Method::PUT, "/v1/tools/delete_tasks/connector", &site.admin,
+            Some(json!({"connector": "tasks"}))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let Some(client) = browser().await else { return };
+        run("approver", client, async |c: &Client| {
+            let first = propose(&site, "c1").await?;
+            let second = propose(&site, "c2").await?;
+            sign_in(c, &site, &site.approver).await?;
+            // An approver lands on the queue and sees both.
+            let landed = c.current_url().await?;
+            ensure!(landed.path() == "/console/proposals", "an approver landed on {landed}");
+            page_shows(c, &format!("#{first} ")).await?;
+            page_shows(c, &format!("#{second} ")).await?;
+            c.find(Locator::XPath(&format!("//a[starts-with(normalize-space(), '#{first} ')]"))).await?.click().await?;
+            button(c, "", "Approve").await?.click().await?;
+            page_shows(c, "succeeded").await?;
+            ensure!(received.lock().expect("log").len() == 1, "the backend got {:?}", received.lock().expect("log"));
+            c.goto(&format!("{}/console/proposals/{second}", site.base)).await?;
+            button(c, "", "Decline").await?.click().await?;
+            page_shows(c, "declined").await?;
+            let (_, detail) = site.api(Method::GET, &format!("/v1/proposals/{second}"), &site.approver, None).await;
+            ensure!(detail["state"] == "declined", "{detail}");
+            ensure!(received.lock().expect("log").len() == 1, "a declined proposal reached the backend");
+
+            for admin_page in ["/console/keys", "/console/agents/assistant", "/console/tools"] {
+                c.goto(&format!("{}{admin_page}", site.base)).await?;
+                page_shows(c, "it needs an admin key").await?;
+            }
+            Ok(())
+        })
+        .await;
+    }
+);
+
+db_test!(
+    async fn forms_without_the_csrf_token_are_refused_and_sign_out_ends_the_session(db) {
+        let site = Site::new(db).await;
+        let Some(client) = browser().await else { return };
+        run("session", client, async |c: &Client| {
+            c.goto(&format!("{}/console/sign-in", site.base)).await?;
+            field(c, "API key").await?.send_keys(&site.agent).await?;
+            button(c, "", "Sign in").await?.click().await?;
+            page_shows(c, "Agent keys cannot sign in").await?;
+
+            sign_in(c, &site, &site.admin).await?;
+            let cookie = c.get_named_cookie("loadout_session").await?;
+            ensure!(cookie.http_only() == Some(true), "{cookie:?}");
+            ensure!(format!("{:?}", cookie.same_site()) == "Some(Strict)", "{cookie:?}");
+            ensure!(!cookie.value().contains("lo_"), "the key itself reached the browser");
+
+            c.goto(&format!("{}/console/agents/assistant", site.base)).await?;
+            c.execute("document.querySelector('#template-form input[name=csrf]').remove()", vec![]).await?;
+            button(c, "//form[@id='template-form']", "Save").await?.click().await?;
+            page_shows(c, "CSRF token is missing or wrong").await?;
+
+            let session = format!("loadout_session={}", cookie.value());
+            ensure!(status_with(&site, &session).await == StatusCode::OK, "the session works before sign-out");
+            c.goto(&format!("{}/console/", site.base)).await?;
+            button(c, "", "Sign out").await?.click().await?;
+            page_shows(c, "API key").await?;
+            ensure!(status_with(&site, &session).await == StatusCode::SEE_OTHER, "the old cookie still works");
+            Ok(())
+        })
+        .await;
+    }
+);
+
+/// The status of `GET /console/` with only `cookie` (no browser).
+async fn status_with(site: &Site, cookie: &str) -> StatusCode {
+    use tower::ServiceExt;
+    let request = axum::http::Request::get("/console/")
+        .header("cookie", cookie)
+        .body(axum::body::Body::empty())
+        .expect("request");
+    let app = loadout::http::router(site.state.clone());
+    app.oneshot(request).await.expect("answer").status()
+}
+
+/// Writes the README's screenshots to `docs/` (run on purpose, not in the suite):
+/// `cargo test -p loadout-tests --test integration console::screenshots -- --ignored`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "writes docs/console-*.png; run by hand after a console change"]
+async fn screenshots() {
+    let site = Site::new(TestDb::sqlite().await).await;
+    let Some(client) = browser().await else {
+        return;
+    };
+    run("screenshots", client, async |c: &Client| {
+        let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
+        std::fs::create_dir_all(&docs)?;
+        let shot = async |name: &str| -> Result<()> {
+            std::fs::write(
+                docs.join(format!("console-{name}.png")),
+                c.screenshot().await?,
+            )?;
+            Ok(())
+        };
+        propose(&site, "kitchen").await?;
+        sign_in(c, &site, &site.admin).await?;
+        shot("overview").await?;
+        c.goto(&format!("{}/console/agents/assistant", site.base))
+            .await?;
+        let editor = field(c, "Template").await?;
+        editor.clear().await?;
+        editor
+            .send_keys("$identity\n\n$soul\n\nIt is $current_time.\n\n$channel_guidance")
+            .await?;
+        field(c, "Time zone")
+            .await?
+            .send_keys("Europe/Berlin")
+            .await?;
+        button(c, "//form[@id='template-form']", "Preview")
+            .await?
+            .click()
+            .await?;
+        let preview = region_shows(c, "Preview", "It is ").await?;
+        c.execute(
+            "arguments[0].scrollIntoView()",
+            vec![serde_json::to_value(&preview)?],
+        )
+        .await?;
+        shot("editor-preview").await?;
+        button(c, "//form[@id='template-form']", "Save")
+            .await?
+            .click()
+            .await?;
+        page_shows(c, "Saved the template.").await?;
+        c.goto(&format!("{}/console/agents/assistant/versions", site.base))
+            .await?;
+        shot("diff").await?;
+        c.goto(&format!("{}/console/proposals", site.base)).await?;
+        shot("proposals").await
+    })
+    .await;
+}
