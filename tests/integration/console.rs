@@ -299,6 +299,9 @@ db_test!(
             let editor = field(c, "Template").await?;
             editor.clear().await?;
             editor.send_keys("Broken $nope").await?;
+            // Wait for the lint as a person would: its answer grows the Problems
+            // region, and a click while the layout shifts can land on the wrong control.
+            region_shows(c, "Problems", "unknown placeholder $nope").await?;
             field(c, "Force: save even with lint errors").await?.click().await?;
             button(c, "//form[@id='template-form']", "Save").await?.click().await?;
             page_shows(c, "needs a reason").await?;
