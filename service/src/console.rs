@@ -1,5 +1,5 @@
-//! The web console: server-rendered pages for admins (prompts, tools, connectors,
-//! keys) and approvers (the proposal queue), on the API's port.
+//! The web console: server-rendered pages for admins (prompts, tools, links,
+//! channels, connectors, keys) and approvers (the proposal queue), on the API's port.
 //!
 //! A page handler reads the domain through the same functions as the JSON API,
 //! renders a minijinja template from `templates/console/` (embedded), and for a
@@ -8,9 +8,11 @@
 //! page works without JavaScript. Sign-in, sessions and CSRF are in [`session`].
 
 pub mod agents;
+pub mod connectors;
 pub mod page;
 pub mod pages;
 pub mod proposals;
+pub mod registry;
 pub mod session;
 
 use axum::Router;
@@ -34,6 +36,8 @@ pub fn router() -> Router<AppState> {
         .merge(pages::routes())
         .merge(agents::routes())
         .merge(proposals::routes())
+        .merge(registry::routes())
+        .merge(connectors::routes())
 }
 
 /// The vendored script and the style sheet, cached for a day.

@@ -319,6 +319,172 @@ db_test!(
     }
 );
 
+db_test!(
+    async fn an_admin_creates_edits_binds_and_links_a_tool_and_edits_a_connector_and_a_channel(db) {
+        let site = Site::new(db).await;
+        let (url, _received) = backend().await;
+        let Some(client) = browser().await else { return };
+        run("registry", client, async |c: &Client| {
+            sign_in(c, &site, &site.admin).await?;
+            // A name outside the vocabulary and no tier: refused with each reason and its fix.
+            c.goto(&format!("{}/console/tools", site.base)).await?;
+            field(c, "Name").await?.send_keys("fetch_forecasts").await?;
+            field(c, "Description").await?.send_keys("The forecast for a place.").await?;
+            button(c, "", "Create tool").await?.click().await?;
+            page_shows(c, "\"fetch\" is not a canonical verb").await?;
+            page_shows(c, "Fix: set an explicit approval_tier").await?;
+            let typed = field(c, "Description").await?.prop("value").await?.unwrap_or_default();
+            ensure!(typed == "The forecast for a place.", "the refused form lost the description: {typed:?}");
+            let name = field(c, "Name").await?;
+            name.clear().await?;
+            name.send_keys("get_forecasts").await?;
+            field(c, "Approval tier").await?.select_by_value("auto").await?;
+            button(c, "", "Create tool").await?.click().await?;
+            page_shows(c, "Created the tool.").await?;
+
+            // Edit the tier on the tool's page.
+            field(c, "Approval tier").await?.select_by_value("requires_approval").await?;
+            button(c, "", "Save tool").await?.click().await?;
+            page_shows(c, "Saved the tool.").await?;
+            let (_, tool) = site.api(Method::GET, "/v1/tools/get_forecasts", &site.admin, None).await;
+            ensure!(tool["approval_tier"] == "requires_approval", "{tool}");
+            ensure!(tool["description"] == "The forecast for a place.", "{tool}");
+
+            // A connector with a secret header: the value is sent, never shown.
+            c.goto(&format!("{}/console/connectors", site.base)).await?;
+            field(c, "Name").await?.send_keys("weather").await?;
+            field(c, "URL").await?.send_keys(&url).await?;
+            field(c, "Headers").await?.send_keys("Authorization: Bearer s3cret-value").await?;
+            button(c, "", "Create connector").await?.click().await?;
+            saved_in(c, "connector-weather").await?;
+            page_shows(c, "Headers: Authorization").await?;
+            ensure!(!c.source().await?.contains("s3cret-value"), "a header value reached the page");
+            field(c, "Timeout of weather (ms)").await?.clear().await?;
+            field(c, "Timeout of weather (ms)").await?.send_keys("2500").await?;
+            button(c, "", "Save weather").await?.click().await?;
+            saved_in(c, "connector-weather").await?;
+            let (_, connector) = site.api(Method::GET, "/v1/connectors/weather", &site.admin, None).await;
+            ensure!(connector["timeout_ms"] == 2500 && connector["headers"] == json!(["Authorization"]), "{connector}");
+
+            // Bind the tool to it, and see the binding in the registry list.
+            c.goto(&format!("{}/console/tools/get_forecasts", site.base)).await?;
+            field(c, "Connector").await?.select_by_value("weather").await?;
+            button(c, "", "Save connector").await?.click().await?;
+            page_shows(c, "Saved the connector binding.").await?;
+            c.goto(&format!("{}/console/tools", site.base)).await?;
+            c.find(Locator::XPath("//tr[td//code[.='get_forecasts']][td[.='weather']]")).await
+                .context("the tools list does not show get_forecasts on weather")?;
+
+            // Link it to the agent; the agent's tool list carries it.
+            c.goto(&format!("{}/console/agents/assistant/tools", site.base)).await?;
+            button(c, "", "Link get_forecasts").await?.click().await?;
+            c.wait().at_most(WAIT).for_element(Locator::XPath("//button[@aria-label='Unlink get_forecasts']")).await
+                .context("the link page never offered Unlink get_forecasts")?;
+            let (_, links) = site.api(Method::GET, "/v1/agents/assistant/links", &site.admin, None).await;
+            let linked = links["links"].as_array().into_iter().flatten()
+                .any(|l| l["tool"] == "get_forecasts" && l["active"] == true);
+            ensure!(linked, "{links}");
+
+            // A channel's guidance.
+            c.goto(&format!("{}/console/channels", site.base)).await?;
+            let guidance = field(c, "Guidance for web").await?;
+            guidance.clear().await?;
+            guidance.send_keys("Answer in short paragraphs.").await?;
+            button(c, "", "Save web").await?.click().await?;
+            saved_in(c, "channel-web").await?;
+            let (_, web) = site.api(Method::GET, "/v1/channels/web", &site.admin, None).await;
+            ensure!(web["guidance"] == "Answer in short paragraphs.", "{web}");
+            Ok(())
+        })
+        .await;
+    }
+);
+
+/// Waits for the "Saved." notice in the section with id `section`.
+async fn saved_in(c: &Client, section: &str) -> Result<()> {
+    let xpath = format!("//section[@id='{section}']//*[@role='status'][contains(., 'Saved.')]");
+    c.wait()
+        .at_most(WAIT)
+        .for_element(Locator::XPath(&xpath))
+        .await
+        .with_context(|| format!("{section} never said Saved."))?;
+    Ok(())
+}
+
+/// `id|text|form` of the focused element, to follow keyboard focus.
+async fn focused(c: &Client) -> Result<String> {
+    let script = "const e = document.activeElement; return (e.id || '') + '|' + (e.tagName === 'BUTTON' ? e.textContent.trim() : '') + '|' + (e.form ? e.form.id : '');";
+    Ok(c.execute(script, vec![])
+        .await?
+        .as_str()
+        .unwrap_or_default()
+        .to_owned())
+}
+
+/// Presses Tab until the focused element's description starts with `wanted`.
+async fn tab_to(c: &Client, wanted: &str) -> Result<()> {
+    for _ in 0..60 {
+        if focused(c).await?.starts_with(wanted) {
+            return Ok(());
+        }
+        c.active_element().await?.send_keys(TAB).await?;
+    }
+    Err(anyhow!(
+        "Tab never reached {wanted:?}; focus is on {:?}",
+        focused(c).await?
+    ))
+}
+
+const TAB: &str = "\u{e004}";
+const ENTER: &str = "\u{e007}";
+const CONTROL: &str = "\u{e009}";
+const END: &str = "\u{e010}";
+const NO_MODIFIER: &str = "\u{e000}";
+
+/// How many CSS pixels the page is wider than the window (0 when it fits).
+async fn overflow(c: &Client) -> Result<i64> {
+    let v = c
+        .execute(
+            "return document.documentElement.scrollWidth - window.innerWidth;",
+            vec![],
+        )
+        .await?;
+    Ok(v.as_i64().unwrap_or(i64::MAX))
+}
+
+db_test!(
+    async fn at_phone_width_an_admin_signs_in_edits_and_saves_by_keyboard_alone(db) {
+        let site = Site::new(db).await;
+        let Some(client) = browser().await else { return };
+        run("keyboard", client, async |c: &Client| {
+            c.set_window_size(390, 844).await?;
+            c.goto(&format!("{}/console/sign-in", site.base)).await?;
+            tab_to(c, "key|").await?;
+            c.active_element().await?.send_keys(&format!("{}{ENTER}", site.admin)).await?;
+            page_shows(c, "Sign out").await?;
+            for path in ["/console/", "/console/agents/assistant", "/console/tools", "/console/connectors",
+                "/console/channels", "/console/keys", "/console/proposals", "/console/agents/assistant/versions"] {
+                c.goto(&format!("{}{path}", site.base)).await?;
+                let wider = overflow(c).await?;
+                ensure!(wider <= 0, "{path} is {wider}px wider than a 390px phone");
+            }
+            c.goto(&format!("{}/console/agents/assistant", site.base)).await?;
+            tab_to(c, "template|").await?;
+            // Ctrl+End puts the caret after the text, as a person would.
+            c.active_element().await?.send_keys(&format!("{CONTROL}{END}{NO_MODIFIER} Typed by keyboard.")).await?;
+            region_shows(c, "Problems", "No problems").await?;
+            tab_to(c, "|Save|template-form").await?;
+            c.active_element().await?.send_keys(ENTER).await?;
+            page_shows(c, "Saved the template.").await?;
+            let (_, now) = site.api(Method::GET, "/v1/agents/assistant/prompt-template", &site.admin, None).await;
+            let text = now["template"].as_str().unwrap_or_default();
+            ensure!(text.ends_with(" Typed by keyboard."), "saved {text:?}");
+            Ok(())
+        })
+        .await;
+    }
+);
+
 /// A real HTTP backend on 127.0.0.1 that counts the calls it receives.
 async fn backend() -> (String, Arc<Mutex<Vec<Value>>>) {
     let received: Arc<Mutex<Vec<Value>>> = Arc::default();

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use similar::{ChangeTag, TextDiff};
 
-use super::page::{CsrfOnly, Form, Signed, error_page, render, wants_partial};
+use super::page::{CsrfOnly, Form, Signed, blank, error_page, render, wants_partial};
 use super::session::Admin;
 use crate::agents::config::{self as agents, AgentUpdate, AgentView};
 use crate::agents::preview::{self, ChannelRender, PreviewRequest};
@@ -233,11 +233,6 @@ impl TemplateForm {
     fn text(&self) -> String {
         self.template.replace("\r\n", "\n")
     }
-}
-
-fn blank(text: &str) -> Option<String> {
-    let text = text.trim();
-    (!text.is_empty()).then(|| text.to_owned())
 }
 
 fn parse_at(at: &str) -> Result<Option<DateTime<Utc>>> {

@@ -116,6 +116,26 @@ fn environment() -> Result<Environment<'static>, minijinja::Error> {
             include_str!("../../../templates/console/tools.html"),
         ),
         (
+            "tool.html",
+            include_str!("../../../templates/console/tool.html"),
+        ),
+        (
+            "links.html",
+            include_str!("../../../templates/console/links.html"),
+        ),
+        (
+            "channels.html",
+            include_str!("../../../templates/console/channels.html"),
+        ),
+        (
+            "tool_fields.html",
+            include_str!("../../../templates/console/tool_fields.html"),
+        ),
+        (
+            "refusal.html",
+            include_str!("../../../templates/console/refusal.html"),
+        ),
+        (
             "connectors.html",
             include_str!("../../../templates/console/connectors.html"),
         ),
@@ -197,6 +217,12 @@ pub fn error_page(signed: Option<&Signed>, error: &Error) -> Response {
     };
     let title = status.canonical_reason().unwrap_or("Error");
     render(signed, status, "message.html", Message { title, message })
+}
+
+/// A text field's value, trimmed; `None` when it is empty or blank.
+pub fn blank(text: &str) -> Option<String> {
+    let text = text.trim();
+    (!text.is_empty()).then(|| text.to_owned())
 }
 
 /// Whether htmx made the request (it then wants the partial, not the page).

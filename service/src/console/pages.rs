@@ -1,5 +1,5 @@
-//! The admin's pages that read the registry: the overview (the registry check, the
-//! queue's size, the agents), tools, connectors, and keys.
+//! The admin's overview (the registry check, the queue's size, the agents) and
+//! keys (list, create, revoke).
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 
 use super::page::{CsrfOnly, Form, Signed, error_page, render};
 use super::session::Admin;
-use crate::actions::connector::store::{self as connectors, ConnectorView};
 use crate::actions::decide;
 use crate::agents::config::{self as agents, AgentView};
 use crate::app::AppState;
@@ -18,13 +17,10 @@ use crate::auth::Role;
 use crate::auth::keys::{self, KeyError, KeyInfo};
 use crate::error::{Error, Result};
 use crate::registry::check::Report;
-use crate::registry::tools::{self, ToolView};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/console/", get(overview))
-        .route("/console/tools", get(tool_list))
-        .route("/console/connectors", get(connector_list))
         .route("/console/keys", get(key_list).post(create_key))
         .route("/console/keys/{name}/revoke", post(revoke_key))
 }
@@ -55,44 +51,6 @@ async fn overview(State(state): State<AppState>, signed: Signed) -> Response {
     };
     match read.await {
         Ok(page) => render(Some(&signed), StatusCode::OK, "overview.html", page),
-        Err(e) => error_page(Some(&signed), &e),
-    }
-}
-
-#[derive(Serialize)]
-struct Tools {
-    title: &'static str,
-    tools: Vec<ToolView>,
-}
-
-async fn tool_list(State(state): State<AppState>, Admin(signed): Admin) -> Response {
-    match tools::list(&state, None).await {
-        Ok(list) => {
-            let page = Tools {
-                title: "Tools",
-                tools: list.tools,
-            };
-            render(Some(&signed), StatusCode::OK, "tools.html", page)
-        }
-        Err(e) => error_page(Some(&signed), &e),
-    }
-}
-
-#[derive(Serialize)]
-struct Connectors {
-    title: &'static str,
-    connectors: Vec<ConnectorView>,
-}
-
-async fn connector_list(State(state): State<AppState>, Admin(signed): Admin) -> Response {
-    match connectors::list(&state).await {
-        Ok(list) => {
-            let page = Connectors {
-                title: "Connectors",
-                connectors: list.connectors,
-            };
-            render(Some(&signed), StatusCode::OK, "connectors.html", page)
-        }
         Err(e) => error_page(Some(&signed), &e),
     }
 }

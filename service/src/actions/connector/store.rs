@@ -185,6 +185,28 @@ pub async fn list(state: &AppState) -> Result<ConnectorList> {
     })
 }
 
+/// Each live tool's connector, by tool name (tools without one are absent).
+pub async fn bindings(state: &AppState) -> Result<std::collections::BTreeMap<String, String>> {
+    let live = connectors::Entity::find()
+        .filter(connectors::Column::DeletedAt.is_null())
+        .all(&state.db)
+        .await?;
+    let names: std::collections::HashMap<i32, String> =
+        live.into_iter().map(|c| (c.id, c.name)).collect();
+    let bound = tools::Entity::find()
+        .filter(tools::Column::DeletedAt.is_null())
+        .filter(tools::Column::ConnectorId.is_not_null())
+        .all(&state.db)
+        .await?;
+    Ok(bound
+        .into_iter()
+        .filter_map(|t| {
+            let connector = names.get(&t.connector_id?)?.clone();
+            Some((t.name, connector))
+        })
+        .collect())
+}
+
 pub async fn get(state: &AppState, name: &str) -> Result<ConnectorView> {
     Ok(row(&state.db, name).await?.into())
 }

@@ -1,0 +1,214 @@
+//! The admin's connector pages: list, create and edit. Header values are
+//! write-only here as in the API: the pages show header names, a form never holds
+//! a stored value, and an edit with the headers field left empty keeps them.
+
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::page::{Form, Signed, blank, error_page, render};
+use super::session::Admin;
+use crate::actions::connector::store::{
+    self as store, ConnectorUpdate, ConnectorView, NewConnector,
+};
+use crate::app::AppState;
+use crate::error::{Error, Kind, Result};
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/console/connectors", get(list).post(create))
+        .route("/console/connectors/{name}", post(update))
+}
+
+/// A connector form as posted. Headers are one `Name: value` per line.
+#[derive(Serialize, Deserialize, Default)]
+struct Fields {
+    #[serde(default, skip_serializing)]
+    csrf: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    url: String,
+    #[serde(default)]
+    method: String,
+    #[serde(default)]
+    timeout_ms: String,
+    /// Never echoed back: a refused form comes back with this field empty.
+    #[serde(default, skip_serializing)]
+    headers: String,
+    /// A checkbox on the edit form: remove every header.
+    #[serde(default, skip_serializing)]
+    clear_headers: Option<String>,
+}
+
+impl Fields {
+    fn timeout(&self) -> Result<Option<i32>> {
+        let text = self.timeout_ms.trim();
+        if text.is_empty() {
+            return Ok(None);
+        }
+        text.parse().map(Some).map_err(|_| {
+            Error::refused(
+                "invalid_timeout",
+                "timeout must be a whole number of milliseconds",
+            )
+        })
+    }
+
+    /// The headers field as a map; `None` when it is empty.
+    fn headers(&self) -> Result<Option<Map<String, Value>>> {
+        let mut map = Map::new();
+        for line in self.headers.lines().filter(|l| !l.trim().is_empty()) {
+            let Some((name, value)) = line.split_once(':') else {
+                return Err(Error::refused(
+                    "invalid_headers",
+                    "write each header on its own line as `Name: value`",
+                ));
+            };
+            map.insert(
+                name.trim().to_owned(),
+                Value::String(value.trim().to_owned()),
+            );
+        }
+        Ok((!map.is_empty()).then_some(map))
+    }
+}
+
+#[derive(Serialize, Default)]
+struct Connectors {
+    title: &'static str,
+    connectors: Vec<ConnectorView>,
+    form: Fields,
+    /// The connector whose form the error belongs to; empty for the new one.
+    failed: String,
+    error: Option<String>,
+    /// The connector just saved; the page compares it with each name and never shows it.
+    saved: Option<String>,
+}
+
+/// The page around `page`'s form state, with the live connectors filled in.
+async fn show(state: &AppState, signed: &Signed, status: StatusCode, page: Connectors) -> Response {
+    match store::list(state).await {
+        Ok(list) => {
+            let page = Connectors {
+                title: "Connectors",
+                connectors: list.connectors,
+                ..page
+            };
+            render(Some(signed), status, "connectors.html", page)
+        }
+        Err(e) => error_page(Some(signed), &e),
+    }
+}
+
+#[derive(Deserialize)]
+struct Saved {
+    saved: Option<String>,
+}
+
+async fn list(
+    State(state): State<AppState>,
+    Admin(signed): Admin,
+    Query(query): Query<Saved>,
+) -> Response {
+    let page = Connectors {
+        form: Fields {
+            method: "POST".to_owned(),
+            timeout_ms: "30000".to_owned(),
+            ..Default::default()
+        },
+        saved: query.saved,
+        ..Default::default()
+    };
+    show(&state, &signed, StatusCode::OK, page).await
+}
+
+/// The answer to a refused write: the page again, the form as typed (headers
+/// excepted) and the message; an internal error is an error page.
+async fn refused(
+    state: &AppState,
+    signed: &Signed,
+    form: Fields,
+    failed: String,
+    e: Error,
+) -> Response {
+    if e.kind == Kind::Internal {
+        return error_page(Some(signed), &e);
+    }
+    let status = crate::http::error::status(e.kind);
+    let page = Connectors {
+        form,
+        failed,
+        error: Some(e.message),
+        ..Default::default()
+    };
+    show(state, signed, status, page).await
+}
+
+async fn create(
+    State(state): State<AppState>,
+    Admin(signed): Admin,
+    Form(form): Form<Fields>,
+) -> Response {
+    if let Some(refused) = signed.refused(&form.csrf) {
+        return refused;
+    }
+    let create = async {
+        let new = NewConnector {
+            name: form.name.trim().to_owned(),
+            url: form.url.trim().to_owned(),
+            method: blank(&form.method).unwrap_or_else(|| "POST".to_owned()),
+            headers: form.headers()?.unwrap_or_default(),
+            timeout_ms: form.timeout()?.unwrap_or(30_000),
+        };
+        store::create(&state, new).await
+    };
+    match create.await {
+        Ok(c) => {
+            tracing::info!(connector = %c.name, by = %signed.who.key_name, "connector created in the console");
+            Redirect::to(&format!(
+                "/console/connectors?saved={0}#connector-{0}",
+                c.name
+            ))
+            .into_response()
+        }
+        Err(e) => refused(&state, &signed, form, String::new(), e).await,
+    }
+}
+
+async fn update(
+    State(state): State<AppState>,
+    Admin(signed): Admin,
+    Path(name): Path<String>,
+    Form(form): Form<Fields>,
+) -> Response {
+    if let Some(refused) = signed.refused(&form.csrf) {
+        return refused;
+    }
+    let update = async {
+        let headers = match form.headers()? {
+            Some(map) => Some(map),
+            None if form.clear_headers.is_some() => Some(Map::new()),
+            None => None,
+        };
+        let change = ConnectorUpdate {
+            url: blank(&form.url),
+            method: blank(&form.method),
+            headers,
+            timeout_ms: form.timeout()?,
+        };
+        store::update(&state, &name, change).await
+    };
+    match update.await {
+        Ok(_) => Redirect::to(&format!(
+            "/console/connectors?saved={name}#connector-{name}"
+        ))
+        .into_response(),
+        Err(e) if e.kind == Kind::NotFound => error_page(Some(&signed), &e),
+        Err(e) => refused(&state, &signed, Fields::default(), name, e).await,
+    }
+}
