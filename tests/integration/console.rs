@@ -580,6 +580,11 @@ db_test!(
 
             let session = format!("loadout_session={}", cookie.value());
             ensure!(status_with(&site, &session).await == StatusCode::OK, "the session works before sign-out");
+            // A malformed address or query is a page in the console's shape, not plain text.
+            for bad in ["/console/proposals/abc", "/console/agents/assistant/versions?from=x"] {
+                let (status, kind) = get_with(&site, bad, &session).await;
+                ensure!(status == StatusCode::BAD_REQUEST && kind.starts_with("text/html"), "{bad}: {status} {kind}");
+            }
             c.goto(&format!("{}/console/", site.base)).await?;
             button(c, "", "Sign out").await?.click().await?;
             page_shows(c, "API key").await?;
@@ -592,13 +597,25 @@ db_test!(
 
 /// The status of `GET /console/` with only `cookie` (no browser).
 async fn status_with(site: &Site, cookie: &str) -> StatusCode {
+    get_with(site, "/console/", cookie).await.0
+}
+
+/// `GET path` with only `cookie` (no browser): the status and the content type.
+async fn get_with(site: &Site, path: &str, cookie: &str) -> (StatusCode, String) {
     use tower::ServiceExt;
-    let request = axum::http::Request::get("/console/")
+    let request = axum::http::Request::get(path)
         .header("cookie", cookie)
         .body(axum::body::Body::empty())
         .expect("request");
     let app = loadout::http::router(site.state.clone());
-    app.oneshot(request).await.expect("answer").status()
+    let response = app.oneshot(request).await.expect("answer");
+    let kind = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    (response.status(), kind)
 }
 
 /// Writes the README's screenshots to `docs/` (run on purpose, not in the suite):

@@ -3,7 +3,7 @@
 //! template's versions with a line diff and restore.
 
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use similar::{ChangeTag, TextDiff};
 
-use super::page::{CsrfOnly, Form, Signed, blank, error_page, render, wants_partial};
+use super::page::{CsrfOnly, Form, Path, Query, Signed, blank, error_page, render, wants_partial};
 use super::session::Admin;
 use crate::agents::config::{self as agents, AgentUpdate, AgentView};
 use crate::agents::preview::{self, ChannelRender, PreviewRequest};

@@ -3,14 +3,14 @@
 //! a stored value, and an edit with the headers field left empty keeps them.
 
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::page::{Form, Signed, blank, error_page, render};
+use super::page::{Form, Path, Query, Signed, blank, error_page, render};
 use super::session::Admin;
 use crate::actions::connector::store::{
     self as store, ConnectorUpdate, ConnectorView, NewConnector,

@@ -5,7 +5,8 @@
 use std::sync::LazyLock;
 
 use axum::extract::rejection::FormRejection;
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 use minijinja::Environment;
@@ -240,6 +241,44 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Form<T> {
         match axum::Form::<T>::from_request(request, state).await {
             Ok(axum::Form(value)) => Ok(Form(value)),
             Err(rejection) => Err(form_error(&rejection)),
+        }
+    }
+}
+
+/// A path's parameters; a malformed one (`/console/proposals/abc`) is an error
+/// page, never axum's plain text.
+pub struct Path<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for Path<T> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(value)) => Ok(Path(value)),
+            Err(rejection) => Err(error_page(
+                None,
+                &Error::invalid(format!(
+                    "the address is not valid: {}",
+                    rejection.body_text()
+                )),
+            )),
+        }
+    }
+}
+
+/// A query string; a malformed one is an error page, never axum's plain text.
+pub struct Query<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Response> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(value)) => Ok(Query(value)),
+            Err(rejection) => Err(error_page(
+                None,
+                &Error::invalid(format!("the query is not valid: {}", rejection.body_text())),
+            )),
         }
     }
 }

@@ -2,13 +2,13 @@
 //! keys (list, create, revoke).
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 
-use super::page::{CsrfOnly, Form, Signed, error_page, render};
+use super::page::{CsrfOnly, Form, Path, Signed, error_page, render};
 use super::session::Admin;
 use crate::actions::decide;
 use crate::agents::config::{self as agents, AgentView};

@@ -3,13 +3,13 @@
 //! retry, through the same functions (and tenant rule) as the API.
 
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 
-use super::page::{CsrfOnly, Form, Signed, error_page, render};
+use super::page::{CsrfOnly, Form, Path, Query, Signed, error_page, render};
 use crate::actions::decide::{self, State as ProposalState};
 use crate::actions::views::{ProposalDetail, ProposalView};
 use crate::app::AppState;

@@ -7,14 +7,14 @@
 use std::collections::BTreeMap;
 
 use axum::Router;
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::page::{Form, Signed, blank, error_page, render};
+use super::page::{Form, Path, Query, Signed, blank, error_page, render};
 use super::session::Admin;
 use crate::actions::connector::store::{self as connectors, Binding};
 use crate::app::AppState;
