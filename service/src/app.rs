@@ -37,8 +37,9 @@ pub struct Inner {
     /// Largest rendered prompt (`serve --max-prompt-bytes`): renders stop before it,
     /// and saves whose worst case passes it are refused.
     pub max_prompt_bytes: usize,
-    /// Private or loopback addresses connectors may reach (`--connector-allow`).
-    pub connector_allow: Vec<std::net::IpAddr>,
+    /// The one outbound HTTP client and its address check (`--connector-allow`,
+    /// `--connector-ca`).
+    pub outbound: crate::actions::connector::Outbound,
     /// How long an execution may hold a proposal before the sweeper presumes it dead.
     pub proposal_lease: chrono::TimeDelta,
     /// How long a proposal waits for a decision, by approval tier (default 24 h).
@@ -70,6 +71,8 @@ impl AppState {
         max_template_bytes: usize,
         connector_allow: Vec<std::net::IpAddr>,
     ) -> Result<Self, sea_orm::DbErr> {
+        let outbound = crate::actions::connector::Outbound::new(connector_allow, None)
+            .map_err(|e| sea_orm::DbErr::Custom(e.to_string()))?;
         let generation = crate::db::generation::current(&db).await?;
         let cache = Cache::new(generation);
         let metrics = Metrics::new(&cache);
@@ -80,7 +83,7 @@ impl AppState {
             clock,
             max_template_bytes,
             max_prompt_bytes: DEFAULT_MAX_PROMPT_BYTES,
-            connector_allow,
+            outbound,
             proposal_lease: PROPOSAL_LEASE,
             proposal_ttls: std::collections::BTreeMap::new(),
         })))
@@ -124,6 +127,15 @@ impl AppState {
         self
     }
 
+    /// The same state with another outbound client (`serve --connector-ca`). Call
+    /// before the state is shared.
+    pub fn with_outbound(mut self, outbound: crate::actions::connector::Outbound) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.0) {
+            inner.outbound = outbound;
+        }
+        self
+    }
+
     /// The same state with another execution lease (`serve --proposal-lease-seconds`).
     /// Call before the state is shared.
     pub fn with_proposal_lease(mut self, lease: chrono::TimeDelta) -> Self {
@@ -135,6 +147,6 @@ impl AppState {
 
     /// The executors as the database binds them now.
     pub async fn executors(&self) -> Result<crate::actions::executors::Executors, sea_orm::DbErr> {
-        crate::actions::executors::Executors::load(&self.db, self.connector_allow.clone()).await
+        crate::actions::executors::Executors::load(&self.db, Some(self.outbound.clone())).await
     }
 }

@@ -62,15 +62,24 @@ async fn target() -> (String, Received) {
     (format!("http://{address}"), received)
 }
 
-struct Api {
+pub(crate) struct Api {
     _db: TestDb,
     state: AppState,
-    admin: String,
+    pub(crate) admin: String,
     agent: String,
 }
 
 impl Api {
-    async fn new(db: TestDb, allow: bool) -> Api {
+    pub(crate) async fn new(db: TestDb, allow: bool) -> Api {
+        Api::with_outbound(db, allow, None).await
+    }
+
+    /// Like [`Api::new`], with `outbound` as the client connectors go through.
+    pub(crate) async fn with_outbound(
+        db: TestDb,
+        allow: bool,
+        outbound: Option<loadout::actions::connector::Outbound>,
+    ) -> Api {
         let db = db.migrated().await;
         loadout::registry::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
             .await
@@ -94,6 +103,10 @@ impl Api {
         )
         .await
         .expect("state");
+        let state = match outbound {
+            Some(outbound) => state.with_outbound(outbound),
+            None => state,
+        };
         Api {
             _db: db,
             state,
@@ -102,7 +115,7 @@ impl Api {
         }
     }
 
-    async fn call(
+    pub(crate) async fn call(
         &self,
         method: Method,
         path: &str,
@@ -113,7 +126,7 @@ impl Api {
     }
 
     /// Creates connector `name` at `url` and binds `delete_tasks` to it.
-    async fn connect(&self, name: &str, url: &str, timeout_ms: i32) {
+    pub(crate) async fn connect(&self, name: &str, url: &str, timeout_ms: i32) {
         let (status, body) = self.call(Method::POST, "/v1/connectors", &self.admin,
             Some(json!({"name": name, "url": url, "headers": {"authorization": "Bearer backend-secret"}, "timeout_ms": timeout_ms}))).await;
         assert_eq!(status, StatusCode::CREATED, "{body}");
@@ -128,14 +141,14 @@ impl Api {
         assert_eq!(status, StatusCode::OK, "{body}");
     }
 
-    async fn propose(&self) -> i64 {
+    pub(crate) async fn propose(&self) -> i64 {
         let (status, body) = self.call(Method::POST, "/v1/agents/assistant/tool-calls", &self.agent,
             Some(json!({"tool": "delete_tasks", "arguments": {"ids": ["t1", "t2"]}, "conversation_id": "c"}))).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         body["proposal_id"].as_i64().expect("id")
     }
 
-    async fn approve(&self, id: i64) -> Value {
+    pub(crate) async fn approve(&self, id: i64) -> Value {
         let (status, body) = self
             .call(
                 Method::POST,

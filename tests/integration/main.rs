@@ -7,6 +7,7 @@ mod check;
 mod connectors;
 mod console;
 mod http;
+mod https;
 mod limits;
 mod migrate;
 mod prompt;

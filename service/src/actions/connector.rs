@@ -1,113 +1,26 @@
 //! The HTTP `api` connector: sends an approved call's arguments as JSON to the
-//! connector's URL, once per attempt, with an `Idempotency-Key` header.
+//! connector's URL (`https://`, or `http://`), once per attempt, with an
+//! `Idempotency-Key` header, through the one pooled client of [`outbound`].
 //!
-//! Outbound URLs are checked before every call: `http` only (no TLS stack is built
-//! in yet), and every address the host resolves to must be public unless it is on
-//! the allow-list (`--connector-allow`; the tests allow 127.0.0.1). The request goes
-//! to the checked address itself (the Host header carries the name), so DNS cannot
-//! change between the check and the call. Redirects are never followed (hyper does
-//! not). Results are sanitised: no response bodies of failures, no URLs, no headers.
+//! Outbound addresses are checked by that client's resolver (and IP literals before
+//! each call): only globally routable addresses, unless allow-listed
+//! (`--connector-allow`; the tests allow 127.0.0.1). Redirects are never followed.
+//! Results are sanitised: no response bodies of failures, no URLs, no headers.
 
+pub mod address;
+pub mod outbound;
 pub mod store;
 
-use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Bytes;
 use serde_json::Value;
+
+pub use outbound::{Outbound, UrlRefused};
 
 use crate::actions::ledger::{Call, Outcome};
 
 /// Largest response body read from a connector.
 const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
-
-/// Why an outbound URL is refused.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct UrlRefused(pub String);
-
-/// Addresses no connector may reach unless allow-listed: loopback, private,
-/// link-local (cloud metadata included), unspecified, multicast, broadcast.
-pub fn forbidden(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_multicast()
-                || v4.is_broadcast()
-                || v4.octets()[0] == 0
-                || (v4.octets()[0] == 100 && (64..128).contains(&v4.octets()[1]))
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return forbidden(IpAddr::V4(v4));
-            }
-            let first = v6.segments()[0];
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (first & 0xfe00) == 0xfc00
-                || (first & 0xffc0) == 0xfe80
-        }
-    }
-}
-
-/// A checked destination: the address to connect to, and the request's path and host.
-#[derive(Clone, Debug)]
-pub struct Target {
-    pub address: SocketAddr,
-    pub host: String,
-    pub path_and_query: String,
-}
-
-/// Checks `url` and resolves it to one allowed address.
-pub async fn check_url(url: &str, allow: &[IpAddr]) -> Result<Target, UrlRefused> {
-    let uri: hyper::Uri = url
-        .parse()
-        .map_err(|_| UrlRefused("the URL is not valid".into()))?;
-    match uri.scheme_str() {
-        Some("http") => {}
-        Some("https") => {
-            return Err(UrlRefused(
-                "https connectors are not supported yet (no TLS stack is built in)".into(),
-            ));
-        }
-        _ => return Err(UrlRefused("the URL must start with http://".into())),
-    }
-    let host = uri
-        .host()
-        .ok_or_else(|| UrlRefused("the URL has no host".into()))?
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_owned();
-    let port = uri.port_u16().unwrap_or(80);
-    let addresses: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), port))
-        .await
-        .map_err(|_| UrlRefused(format!("the host {host} does not resolve")))?
-        .collect();
-    let Some(first) = addresses.first().copied() else {
-        return Err(UrlRefused(format!("the host {host} does not resolve")));
-    };
-    if let Some(bad) = addresses
-        .iter()
-        .find(|a| forbidden(a.ip()) && !allow.contains(&a.ip()))
-    {
-        return Err(UrlRefused(format!(
-            "{host} resolves to {}, a loopback, private, link-local or metadata address; allow-list it to use it",
-            bad.ip()
-        )));
-    }
-    Ok(Target {
-        address: first,
-        host: uri.authority().map_or(host, |a| a.to_string()),
-        path_and_query: uri
-            .path_and_query()
-            .map_or_else(|| "/".to_owned(), |p| p.to_string()),
-    })
-}
 
 /// A connector as the executor needs it.
 #[derive(Clone, Debug)]
@@ -187,18 +100,20 @@ fn context(call: &Call) -> Vec<(&'static str, String)> {
 /// Sends one attempt: the arguments as the JSON body, the context as `Loadout-*`
 /// headers, `Idempotency-Key: {proposal}:{attempt}`. 2xx → success with the JSON
 /// body (or `{"status"}`); 4xx → not retryable; 5xx, timeouts and connection errors →
-/// retryable.
-pub async fn call(connector: &Connector, allow: &[IpAddr], call: &Call) -> Outcome {
-    let target = match check_url(&connector.url, allow).await {
-        Ok(target) => target,
+/// retryable; a refused address → not retryable.
+pub async fn call(connector: &Connector, outbound: &Outbound, call: &Call) -> Outcome {
+    let url = match outbound.check_url(&connector.url).await {
+        Ok(url) => url,
         Err(e) => return failure(&format!("the connector's URL is refused: {e}"), false),
     };
-    let uri = format!("http://{}{}", target.address, target.path_and_query);
-    let mut request = hyper::Request::builder()
-        .method(connector.method.as_str())
-        .uri(uri)
-        .header(hyper::header::HOST, target.host.as_str())
-        .header(hyper::header::CONTENT_TYPE, "application/json")
+    let Ok(method) = reqwest::Method::from_bytes(connector.method.as_bytes()) else {
+        return failure("the connector's method is not valid", false);
+    };
+    let mut request = outbound
+        .client()
+        .request(method, url)
+        .timeout(connector.timeout)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
         .header("idempotency-key", call.idempotency_key.as_str());
     for (name, value) in context(call) {
         request = request.header(name, value);
@@ -210,15 +125,9 @@ pub async fn call(connector: &Connector, allow: &[IpAddr], call: &Call) -> Outco
             request = request.header(name.as_str(), value.as_str());
         }
     }
-    let Ok(request) = request.body(Full::new(Bytes::from(call.arguments.to_string()))) else {
-        return failure("the connector's method or headers are not valid", false);
-    };
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<Full<Bytes>>();
-    let response = match tokio::time::timeout(connector.timeout, client.request(request)).await {
-        Err(_) => return failure("the connector timed out", true),
-        Ok(Err(_)) => return failure("the connector could not be reached", true),
-        Ok(Ok(response)) => response,
+    let response = match request.body(call.arguments.to_string()).send().await {
+        Ok(response) => response,
+        Err(e) => return sent_failure(&e),
     };
     let status = response.status();
     if status.is_server_error() {
@@ -233,15 +142,9 @@ pub async fn call(connector: &Connector, allow: &[IpAddr], call: &Call) -> Outco
             false,
         );
     }
-    let body = match tokio::time::timeout(
-        connector.timeout,
-        Limited::new(response.into_body(), MAX_RESPONSE_BYTES).collect(),
-    )
-    .await
-    {
-        Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(_)) => return failure("the connector's answer could not be read", true),
-        Err(_) => return failure("the connector timed out", true),
+    let body = match read_body(response).await {
+        Ok(body) => body,
+        Err(outcome) => return outcome,
     };
     let status_only = || StatusOnly {
         status: status.as_u16(),
@@ -255,55 +158,81 @@ pub async fn call(connector: &Connector, allow: &[IpAddr], call: &Call) -> Outco
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// A request that got no answer, in words without URLs or addresses.
+fn sent_failure(error: &reqwest::Error) -> Outcome {
+    if let Some(refused) = outbound::refused_by_check(error) {
+        return failure(&format!("the connector's URL is refused: {refused}"), false);
+    }
+    if error.is_builder() {
+        return failure("the connector's method or headers are not valid", false);
+    }
+    if error.is_timeout() {
+        return failure("the connector timed out", true);
+    }
+    failure("the connector could not be reached", true)
+}
 
-    #[test]
-    fn private_and_metadata_addresses_are_forbidden() {
-        for ip in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "172.16.0.1",
-            "192.168.1.1",
-            "169.254.169.254",
-            "0.0.0.0",
-            "100.64.0.1",
-            "::1",
-            "fd00::1",
-            "fe80::1",
-            "::ffff:127.0.0.1",
-        ] {
-            assert!(forbidden(ip.parse().expect("ip")), "{ip}");
-        }
-        for ip in ["93.184.216.34", "8.8.8.8", "2606:4700::1111"] {
-            assert!(!forbidden(ip.parse().expect("ip")), "{ip}");
+/// The answer's body, at most [`MAX_RESPONSE_BYTES`] (the request's timeout covers it).
+async fn read_body(mut response: reqwest::Response) -> Result<Vec<u8>, Outcome> {
+    let mut body = Vec::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
+                    return Err(failure(
+                        "the connector's answer is larger than 1 MiB",
+                        false,
+                    ));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => return Ok(body),
+            Err(e) if e.is_timeout() => return Err(failure("the connector timed out", true)),
+            Err(_) => return Err(failure("the connector's answer could not be read", true)),
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::outbound::check_url;
 
     #[tokio::test]
     async fn urls_are_checked_before_any_request() {
         let refused =
             |url: &'static str| async move { check_url(url, &[]).await.expect_err(url).0 };
+        for url in [
+            "http://127.0.0.1:9/x",
+            "http://169.254.169.254/latest",
+            "http://[64:ff9b::a00:1]/",
+            "http://[2002:a9fe:a9fe::]/",
+            "http://[::7f00:1]/",
+            "http://[::ffff:0:7f00:1]/",
+            "http://[fec0::1]/",
+            "http://198.18.0.1/",
+            "http://240.0.0.1/",
+            "http://192.0.0.1/",
+            "https://10.0.0.1/",
+        ] {
+            let why = refused(url).await;
+            assert!(why.contains("not publicly routable"), "{url}: {why}");
+            assert!(
+                !why.contains("10.0.0.1") && !why.contains("127."),
+                "{url}: {why}"
+            );
+        }
+        assert!(refused("ftp://example.com/").await.contains("https://"));
         assert!(
-            refused("http://127.0.0.1:9/x")
+            refused("http://user:pw@127.0.0.1/")
                 .await
-                .contains("allow-list it")
+                .contains("user or password")
         );
-        assert!(
-            refused("http://169.254.169.254/latest")
-                .await
-                .contains("metadata address")
-        );
-        assert!(refused("https://example.com/").await.contains("https"));
-        assert!(refused("ftp://example.com/").await.contains("http://"));
         let allowed = check_url(
             "http://127.0.0.1:9/hook?x=1",
             &["127.0.0.1".parse().expect("ip")],
         )
         .await
         .expect("allow-listed");
-        assert_eq!(allowed.path_and_query, "/hook?x=1");
-        assert_eq!(allowed.host, "127.0.0.1:9");
+        assert_eq!(allowed.path(), "/hook");
     }
 }

@@ -4,9 +4,8 @@
 //! (`update_instructions`: loadout owns users' instructions) and no connectors.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
 
-use crate::actions::connector::Connector;
+use crate::actions::connector::{Connector, Outbound};
 use crate::registry::ToolType;
 
 /// The longest any call may run; a connector's `timeout_ms` may not exceed it.
@@ -24,8 +23,9 @@ pub struct Executors {
     builtin: BTreeSet<String>,
     /// Tool name → the connector its calls go to.
     connectors: BTreeMap<String, Connector>,
-    /// Addresses connectors may reach although they are private or loopback.
-    allow: Vec<IpAddr>,
+    /// The client connector calls go through; `None` where nothing is called
+    /// (`loadout check` and the write guard only ask what is runnable).
+    outbound: Option<Outbound>,
 }
 
 impl Executors {
@@ -34,19 +34,19 @@ impl Executors {
         Self {
             builtin: BUILTIN.iter().map(|s| (*s).to_owned()).collect(),
             connectors: BTreeMap::new(),
-            allow: Vec::new(),
+            outbound: None,
         }
     }
 
     /// The builtins plus every live tool ↔ connector binding in the database.
     pub async fn load(
         db: &impl sea_orm::ConnectionTrait,
-        allow: Vec<IpAddr>,
+        outbound: Option<Outbound>,
     ) -> Result<Self, sea_orm::DbErr> {
         use entity::{connectors, tools};
         use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
         let mut executors = Self::compiled_in();
-        executors.allow = allow;
+        executors.outbound = outbound;
         let bound = tools::Entity::find()
             .filter(tools::Column::ConnectorId.is_not_null())
             .filter(tools::Column::DeletedAt.is_null())
@@ -138,13 +138,16 @@ impl Executors {
     ) -> crate::actions::ledger::Outcome {
         let db = db.clone();
         let connector = self.connectors.get(&call.tool).cloned();
-        let allow = self.allow.clone();
+        let outbound = self.outbound.clone();
         let timeout = connector.as_ref().map_or(timeout, |c| {
             c.timeout.min(timeout) + std::time::Duration::from_millis(100)
         });
         let task = tokio::spawn(async move {
             match connector {
-                Some(c) => crate::actions::connector::call(&c, &allow, &call).await,
+                Some(c) => match outbound {
+                    Some(outbound) => crate::actions::connector::call(&c, &outbound, &call).await,
+                    None => failure("this process has no outbound client", false),
+                },
                 None => run_builtin(&db, &call).await,
             }
         });

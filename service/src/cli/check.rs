@@ -43,7 +43,7 @@ pub async fn run(database_url: &str, args: CheckArgs) -> anyhow::Result<ExitCode
     let catalog = load_catalog(args.catalog.as_deref())?;
     let db = db::connect(database_url).await?;
     migrate::ensure_current(&db).await?;
-    let executors = Executors::load(&db, Vec::new()).await?;
+    let executors = Executors::load(&db, None).await?;
     let report = crate::registry::check::run(&db, &catalog, &executors).await;
     db.close().await.ok();
     let report = report?;

@@ -25,6 +25,10 @@ pub struct ServeArgs {
     /// Private or loopback IPs connectors may reach (comma-separated), e.g. 127.0.0.1.
     #[arg(long, env = "LOADOUT_CONNECTOR_ALLOW", value_delimiter = ',')]
     pub connector_allow: Vec<std::net::IpAddr>,
+    /// A PEM bundle of CA certificates connectors trust besides the Mozilla roots
+    /// (for a private CA).
+    #[arg(long, env = "LOADOUT_CONNECTOR_CA")]
+    pub connector_ca: Option<std::path::PathBuf>,
     /// How long an approved proposal may wait unclaimed before the sweeper reports it.
     /// At least the longest call timeout (30 s): an executing call's own lease is its
     /// timeout plus a margin.
@@ -98,6 +102,7 @@ impl From<ServeArgs> for Options {
             bind: args.bind,
             metrics_bind: args.metrics_bind,
             connector_allow: args.connector_allow,
+            connector_ca: args.connector_ca,
             proposal_lease: seconds(args.proposal_lease_seconds),
             proposal_ttls: args
                 .proposal_ttls
@@ -125,6 +130,7 @@ pub struct Options {
     pub bind: SocketAddr,
     pub metrics_bind: Option<SocketAddr>,
     pub connector_allow: Vec<std::net::IpAddr>,
+    pub connector_ca: Option<std::path::PathBuf>,
     pub proposal_lease: chrono::TimeDelta,
     pub proposal_ttls: std::collections::BTreeMap<Tier, chrono::TimeDelta>,
     pub allow_drift: bool,
@@ -141,6 +147,7 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
         bind,
         metrics_bind,
         connector_allow,
+        connector_ca,
         proposal_lease,
         proposal_ttls,
         allow_drift,
@@ -178,6 +185,7 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
         }
     }
 
+    let outbound = outbound(connector_allow.clone(), connector_ca.as_deref())?;
     let db = db::connect_with(database_url, db_pool_size).await?;
     let state = AppState::with_connector_allow(
         db,
@@ -190,7 +198,8 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
     .with_cache_budget(cache_bytes)
     .with_max_prompt_bytes(max_prompt_bytes)
     .with_proposal_lease(proposal_lease)
-    .with_proposal_ttls(proposal_ttls);
+    .with_proposal_ttls(proposal_ttls)
+    .with_outbound(outbound);
     let poller = state.spawn_generation_poller();
     let sweeper = state.spawn_proposal_sweeper();
     let metrics = match metrics_bind {
@@ -233,13 +242,31 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The outbound client, trusting `ca`'s certificates too when given.
+fn outbound(
+    allow: Vec<std::net::IpAddr>,
+    ca: Option<&std::path::Path>,
+) -> anyhow::Result<crate::actions::connector::Outbound> {
+    let pem =
+        match ca {
+            Some(path) => Some(std::fs::read(path).with_context(|| {
+                format!("cannot read the connector CA bundle {}", path.display())
+            })?),
+            None => None,
+        };
+    crate::actions::connector::Outbound::new(allow, pem.as_deref()).with_context(|| match ca {
+        Some(path) => format!("the connector CA bundle {} is not usable", path.display()),
+        None => "the outbound HTTP client could not be built".to_owned(),
+    })
+}
+
 /// The same check as `loadout check`: errors stop the start unless `allow_drift`.
 async fn check_registry(db: &sea_orm::DatabaseConnection, allow_drift: bool) -> anyhow::Result<()> {
     let catalog = Seeds::embedded()?.catalog;
     let report = crate::registry::check::run(
         db,
         &catalog,
-        &crate::actions::executors::Executors::load(db, Vec::new()).await?,
+        &crate::actions::executors::Executors::load(db, None).await?,
     )
     .await?;
     if allow_drift {

@@ -40,7 +40,7 @@ use crate::registry::catalog::Catalog;
 /// as it is now, with the shared seeds and the executors loaded afresh.
 pub async fn current(state: &crate::app::AppState) -> crate::error::Result<Report> {
     let seeds = super::catalog::Seeds::shared().map_err(crate::error::Error::internal)?;
-    let executors = Executors::load(&state.db, Vec::new()).await?;
+    let executors = Executors::load(&state.db, None).await?;
     Ok(run(&state.db, &seeds.catalog, &executors).await?)
 }
 

@@ -50,7 +50,7 @@ pub struct Problems<T> {
 /// The report and its errors, each as its one-line text (code, subject, message).
 async fn errors(db: &impl ConnectionTrait) -> Result<(Report, BTreeSet<String>)> {
     let seeds = super::catalog::Seeds::shared().map_err(Error::internal)?;
-    let executors = Executors::load(db, Vec::new()).await?;
+    let executors = Executors::load(db, None).await?;
     let report = check::run(db, &seeds.catalog, &executors).await?;
     let errors = report
         .problems

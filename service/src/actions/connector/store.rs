@@ -62,7 +62,8 @@ pub struct ConnectorList {
 #[serde(deny_unknown_fields)]
 pub struct NewConnector {
     pub name: String,
-    /// `http://`; every resolved address must be public unless allowed by `--connector-allow`.
+    /// `https://` (or `http://`); every address it names or resolves to must be
+    /// globally routable unless allowed by `--connector-allow`.
     pub url: String,
     /// `POST` (default) or `PUT`.
     #[serde(default = "post")]
@@ -168,7 +169,9 @@ fn check_headers(headers: &Map<String, Value>) -> Result<()> {
 }
 
 async fn check_url(state: &AppState, url: &str) -> Result<()> {
-    super::check_url(url, &state.connector_allow)
+    state
+        .outbound
+        .check_url(url)
         .await
         .map(drop)
         .map_err(|e| Error::refused("url_refused", e.to_string()))
