@@ -1,4 +1,4 @@
-//! `connectors`: an HTTP endpoint that carries out `api` tool calls.
+//! `connectors`: an HTTP API or MCP server that carries out `api` and `mcp` tool calls.
 
 use sea_orm::entity::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -10,7 +10,8 @@ pub struct Model {
     pub id: i32,
     #[sea_orm(unique)]
     pub name: String,
-    /// `api` (HTTP); `mcp` comes later.
+    /// `http` (an HTTP API; calls POST or PUT the arguments) or `mcp` (a Streamable
+    /// HTTP MCP server; calls are `tools/call`).
     pub kind: String,
     pub url: String,
     /// `POST` or `PUT`.

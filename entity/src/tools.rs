@@ -19,8 +19,16 @@ pub struct Model {
     /// JSON Schema of the tool's arguments.
     pub parameters: Json,
     pub prompt_section: Option<String>,
-    /// The connector an `api` tool's calls go to; `None` = not connected.
+    /// The connector an `api` or `mcp` tool's calls go to; `None` = not connected.
     pub connector_id: Option<i32>,
+    /// The tool's name at its connector's server; `None` = its own name.
+    pub remote_name: Option<String>,
+    /// What the last sync wrote as the description (an admin's edit differs from it).
+    pub synced_description: Option<String>,
+    /// What the last sync wrote as the approval tier.
+    pub synced_tier: Option<String>,
+    /// When a sync found the remote tool gone.
+    pub remote_gone_at: Option<DateTimeUtc>,
     pub is_active: bool,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,

@@ -13,6 +13,7 @@ mod m20260401_000006_connectors;
 mod m20260410_000007_tenant_user_instructions;
 pub mod m20260410_000008_link_delete_reminders;
 mod m20261124_000009_console_sessions;
+mod m20261124_000010_mcp_connectors;
 
 /// Every migration, oldest first.
 pub struct Migrator;
@@ -30,6 +31,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20260410_000007_tenant_user_instructions::Migration),
             Box::new(m20260410_000008_link_delete_reminders::Migration),
             Box::new(m20261124_000009_console_sessions::Migration),
+            Box::new(m20261124_000010_mcp_connectors::Migration),
         ]
     }
 }

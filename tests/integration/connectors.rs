@@ -66,7 +66,7 @@ pub(crate) struct Api {
     _db: TestDb,
     state: AppState,
     pub(crate) admin: String,
-    agent: String,
+    pub(crate) agent: String,
 }
 
 impl Api {

@@ -553,7 +553,7 @@ db_test! {
             "POST /v1/proposals/{id}/decline", "POST /v1/proposals/{id}/retry",
             "PUT /v1/users/{user_id}/tools/{tool}/preference",
             "GET /v1/connectors", "POST /v1/connectors", "GET /v1/connectors/{connector}",
-            "PATCH /v1/connectors/{connector}", "DELETE /v1/connectors/{connector}",
+            "PATCH /v1/connectors/{connector}", "DELETE /v1/connectors/{connector}", "POST /v1/connectors/{connector}/sync",
             "PUT /v1/tools/{tool}/connector",
         ].iter().map(|r| { let (m, p) = r.split_once(' ').expect("method path"); (m.to_owned(), p.to_owned()) }).collect();
         expected.sort();

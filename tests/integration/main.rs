@@ -9,6 +9,7 @@ mod console;
 mod http;
 mod https;
 mod limits;
+mod mcp_connectors;
 mod migrate;
 mod prompt;
 mod proposals;

@@ -18,6 +18,7 @@ db_test! {
             ("m20260410_000007_tenant_user_instructions", true),
             ("m20260410_000008_link_delete_reminders", true),
             ("m20261124_000009_console_sessions", true),
+            ("m20261124_000010_mcp_connectors", true),
         ]);
     }
 }

@@ -2,7 +2,9 @@
 
 use entity::prelude::*;
 use entity::{agent_configurations, tools};
-use sea_orm::{DatabaseConnection, EntityTrait, FromQueryResult, JsonValue, QueryOrder, Statement};
+use sea_orm::{
+    DatabaseConnection, EntityTrait, FromQueryResult, JsonValue, QueryOrder, QuerySelect, Statement,
+};
 use serde_json::{Value, json};
 
 /// Every row of the four base tables and, where it exists, `channels`, timestamps included, ordered by id. Raw SQL, so it
@@ -80,8 +82,24 @@ pub fn assert_same(left: &Value, right: &Value) {
 
 /// The registry as a person reads it: by name, without ids or timestamps.
 pub async fn registry(db: &DatabaseConnection) -> Value {
+    // Only the columns every schema since the canonicalization has (later
+    // migrations add others that a migrated-down database lacks).
+    #[derive(FromQueryResult)]
+    struct Tool {
+        id: i32,
+        name: String,
+        tool_type: String,
+        approval_tier: String,
+        is_active: bool,
+        deleted_at: Option<sea_orm::prelude::DateTimeUtc>,
+    }
+    use tools::Column as C;
     let tools = Tools::find()
-        .order_by_asc(tools::Column::Name)
+        .select_only()
+        .columns([C::Id, C::Name, C::ApprovalTier, C::IsActive, C::DeletedAt])
+        .column_as(C::ToolType, "tool_type")
+        .order_by_asc(C::Name)
+        .into_model::<Tool>()
         .all(db)
         .await
         .expect("tools");

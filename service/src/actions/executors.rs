@@ -61,7 +61,8 @@ impl Executors {
             .collect();
         for tool in bound {
             if let Some(c) = tool.connector_id.and_then(|id| live.get(&id)) {
-                executors.connectors.insert(tool.name, connector_of(c));
+                let connector = connector_of(c, &tool);
+                executors.connectors.insert(tool.name, connector);
             }
         }
         Ok(executors)
@@ -145,7 +146,7 @@ impl Executors {
         let task = tokio::spawn(async move {
             match connector {
                 Some(c) => match outbound {
-                    Some(outbound) => crate::actions::connector::call(&c, &outbound, &call).await,
+                    Some(outbound) => crate::actions::connector::run(&c, &outbound, &call).await,
                     None => failure("this process has no outbound client", false),
                 },
                 None => run_builtin(&db, &call).await,
@@ -249,18 +250,19 @@ async fn update_instructions(
     }
 }
 
-fn connector_of(row: &entity::connectors::Model) -> Connector {
-    let headers = row
-        .headers
-        .as_object()
-        .map(|h| {
-            h.iter()
-                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
-                .collect()
-        })
-        .unwrap_or_default();
+fn connector_of(row: &entity::connectors::Model, tool: &entity::tools::Model) -> Connector {
+    let headers = crate::actions::connector::target::header_pairs(row);
     Connector {
         name: row.name.clone(),
+        // A drifted kind is called as neither: `check` reports it, the call fails.
+        kind: row
+            .kind
+            .parse()
+            .unwrap_or(crate::actions::connector::Kind::Http),
+        remote_tool: tool
+            .remote_name
+            .clone()
+            .unwrap_or_else(|| tool.name.clone()),
         url: row.url.clone(),
         method: row.method.clone(),
         headers,

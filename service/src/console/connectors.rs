@@ -31,6 +31,9 @@ struct Fields {
     csrf: String,
     #[serde(default)]
     name: String,
+    /// `http` or `mcp` (new connectors only).
+    #[serde(default)]
+    kind: String,
     #[serde(default)]
     url: String,
     #[serde(default)]
@@ -160,6 +163,7 @@ async fn create(
     let create = async {
         let new = NewConnector {
             name: form.name.trim().to_owned(),
+            kind: blank(&form.kind).unwrap_or_else(|| "http".to_owned()),
             url: form.url.trim().to_owned(),
             method: blank(&form.method).unwrap_or_else(|| "POST".to_owned()),
             headers: form.headers()?.unwrap_or_default(),

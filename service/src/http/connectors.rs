@@ -7,11 +7,12 @@ use axum::http::StatusCode;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422};
+use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422, E424};
 use super::extract::{AdminKey, ApiJson, ApiPath};
 use crate::actions::connector::store::{
     self, Binding, BindingView, ConnectorList, ConnectorUpdate, ConnectorView, NewConnector,
 };
+use crate::actions::connector::sync::{self, SyncReport, SyncRequest};
 use crate::app::AppState;
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -19,6 +20,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(list_connectors, create_connector))
         .routes(routes!(get_connector, update_connector, delete_connector))
         .routes(routes!(bind_tool))
+        .routes(routes!(sync_connector))
 }
 
 #[utoipa::path(get, path = "/v1/connectors", tag = "connectors", summary = "List connectors; header values are never shown (admin)",
@@ -30,7 +32,7 @@ async fn list_connectors(
     Ok(Json(store::list(&state).await?))
 }
 
-#[utoipa::path(post, path = "/v1/connectors", tag = "connectors", summary = "Create an HTTP API connector; the URL is checked (admin)",
+#[utoipa::path(post, path = "/v1/connectors", tag = "connectors", summary = "Create an http (API) or mcp (MCP server) connector; the URL is checked (admin)",
     request_body = NewConnector,
     responses((status = 201, body = ConnectorView, description = "Created"), E400, E401, E403, E409, E413, E422))]
 async fn create_connector(
@@ -75,7 +77,19 @@ async fn delete_connector(
     Ok(Json(store::delete(&state, &name).await?))
 }
 
-#[utoipa::path(put, path = "/v1/tools/{tool}/connector", tag = "connectors", summary = "Bind an api tool to a connector, or null to disconnect it (admin)",
+#[utoipa::path(post, path = "/v1/connectors/{connector}/sync", tag = "connectors", summary = "Sync an MCP connector's tools into the registry; dry_run reports without writing (admin)",
+    params(("connector" = String, Path)), request_body = SyncRequest,
+    responses((status = 200, body = SyncReport, description = "Added, updated, unchanged, disabled and refused tools"), E400, E401, E403, E404, E413, E422, E424))]
+async fn sync_connector(
+    State(state): State<AppState>,
+    _key: AdminKey,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(request): ApiJson<SyncRequest>,
+) -> ApiResult<Json<SyncReport>> {
+    Ok(Json(sync::run(&state, &name, request).await?))
+}
+
+#[utoipa::path(put, path = "/v1/tools/{tool}/connector", tag = "connectors", summary = "Bind an api tool to an http connector or an mcp tool to an mcp one, or null to disconnect it (admin)",
     params(("tool" = String, Path)), request_body = Binding,
     responses((status = 200, body = BindingView, description = "The binding as set"), E400, E401, E403, E404, E413, E422))]
 async fn bind_tool(

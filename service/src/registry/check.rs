@@ -89,6 +89,7 @@ pub fn check(
     tool::definitions(&rows, &mut out);
     tool::executors(&rows, &mut out);
     tool::duplicates(&rows, &mut out);
+    tool::remote_gone(&rows, &mut out);
     prompt::stale_names_in_tool_sections(&rows, &mut out);
     prompt::stale_names_in_souls(&rows, &mut out);
     prompt::stale_names_in_templates(&rows, &mut out);

@@ -77,6 +77,12 @@ pub async fn begin(db: &DatabaseConnection) -> Result<Write> {
 /// Refuses the write (rolled back) if it would add a `loadout check` error;
 /// otherwise commits (the generation [`begin`] bumped with it) and lets this process
 /// see the write at once.
+/// Ends a write without keeping anything (a dry run).
+pub async fn rollback(write: Write) -> Result<()> {
+    write.txn.rollback().await?;
+    Ok(())
+}
+
 pub async fn commit(write: Write, cache: &Cache) -> Result<()> {
     let (report, _) = errors(&write.txn).await?;
     let added: Vec<Problem> = report

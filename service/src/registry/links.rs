@@ -2,7 +2,7 @@
 
 use chrono::Utc;
 use entity::{agent_tools, tools};
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -66,11 +66,27 @@ pub async fn set(state: &AppState, agent: &str, tool: &str, on: bool) -> Result<
     let write = guard::begin(&state.db).await?;
     let agent = crate::agents::row(&*write, agent).await?;
     let tool = super::tools::row(&*write, tool).await?;
+    set_in(&*write, &agent, &tool, on).await?;
+    guard::commit(write, &state.cache).await?;
+    Ok(LinkSet {
+        agent: agent.name,
+        tool: tool.name,
+        active: on,
+    })
+}
+
+/// [`set`] inside a write that is already open (a connector sync attaching its tools).
+pub async fn set_in(
+    db: &impl ConnectionTrait,
+    agent: &entity::agent_configurations::Model,
+    tool: &entity::tools::Model,
+    on: bool,
+) -> Result<()> {
     let now = Utc::now();
     let existing = agent_tools::Entity::find()
         .filter(agent_tools::Column::AgentId.eq(agent.id))
         .filter(agent_tools::Column::ToolId.eq(tool.id))
-        .one(&*write)
+        .one(db)
         .await?;
     match existing {
         Some(link) => {
@@ -78,7 +94,7 @@ pub async fn set(state: &AppState, agent: &str, tool: &str, on: bool) -> Result<
             active.is_active = Set(on);
             active.deleted_at = Set(None);
             active.updated_at = Set(now);
-            active.update(&*write).await?;
+            active.update(db).await?;
         }
         None if on => {
             agent_tools::ActiveModel {
@@ -90,7 +106,7 @@ pub async fn set(state: &AppState, agent: &str, tool: &str, on: bool) -> Result<
                 deleted_at: Set(None),
                 ..Default::default()
             }
-            .insert(&*write)
+            .insert(db)
             .await?;
         }
         None => {
@@ -100,10 +116,5 @@ pub async fn set(state: &AppState, agent: &str, tool: &str, on: bool) -> Result<
             )));
         }
     }
-    guard::commit(write, &state.cache).await?;
-    Ok(LinkSet {
-        agent: agent.name,
-        tool: tool.name,
-        active: on,
-    })
+    Ok(())
 }

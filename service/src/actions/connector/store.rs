@@ -19,7 +19,7 @@ use crate::registry::{ToolType, guard};
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ConnectorView {
     pub name: String,
-    /// `api`.
+    /// `http` (an HTTP API) or `mcp` (an MCP server over Streamable HTTP).
     pub kind: String,
     pub url: String,
     /// `POST` or `PUT`.
@@ -62,6 +62,10 @@ pub struct ConnectorList {
 #[serde(deny_unknown_fields)]
 pub struct NewConnector {
     pub name: String,
+    /// `http` (default) or `mcp`.
+    #[serde(default = "http")]
+    #[schema(value_type = super::Kind)]
+    pub kind: String,
     /// `https://` (or `http://`); every address it names or resolves to must be
     /// globally routable unless allowed by `--connector-allow`.
     pub url: String,
@@ -75,6 +79,10 @@ pub struct NewConnector {
     /// 1 to 30000 (the cap on every call); 30000 when absent.
     #[serde(default = "thirty_seconds")]
     pub timeout_ms: i32,
+}
+
+fn http() -> String {
+    super::Kind::Http.as_str().to_owned()
 }
 
 fn post() -> String {
@@ -110,6 +118,20 @@ pub struct Binding {
 pub struct BindingView {
     pub tool: String,
     pub connector: Option<String>,
+}
+
+/// The live connector of that name; 404 otherwise.
+pub async fn live(db: &impl ConnectionTrait, name: &str) -> Result<connectors::Model> {
+    row(db, name).await
+}
+
+fn check_kind(kind: &str) -> Result<super::Kind> {
+    kind.parse().map_err(|_| {
+        Error::refused(
+            "invalid_kind",
+            format!("kind must be one of {}", super::Kind::NAMES.join(", ")),
+        )
+    })
 }
 
 async fn row(db: &impl ConnectionTrait, name: &str) -> Result<connectors::Model> {
@@ -216,6 +238,7 @@ pub async fn get(state: &AppState, name: &str) -> Result<ConnectorView> {
 
 pub async fn create(state: &AppState, new: NewConnector) -> Result<ConnectorView> {
     check_name("connector", &new.name)?;
+    let kind = check_kind(&new.kind)?;
     check_method(&new.method)?;
     check_timeout(new.timeout_ms)?;
     check_headers(&new.headers)?;
@@ -225,7 +248,7 @@ pub async fn create(state: &AppState, new: NewConnector) -> Result<ConnectorView
     let name = new.name.clone();
     let saved = connectors::ActiveModel {
         name: Set(new.name),
-        kind: Set(ToolType::Api.as_str().to_owned()),
+        kind: Set(kind.as_str().to_owned()),
         url: Set(new.url),
         method: Set(new.method),
         headers: Set(Value::Object(new.headers)),
@@ -302,7 +325,8 @@ pub async fn delete(state: &AppState, name: &str) -> Result<ConnectorView> {
     Ok(saved.into())
 }
 
-/// Binds an `api` tool to a connector, or disconnects it.
+/// Binds an `api` tool to an `http` connector or an `mcp` tool to an `mcp` one, or
+/// disconnects it.
 pub async fn bind(state: &AppState, tool: &str, binding: Binding) -> Result<BindingView> {
     check_name("tool", tool)?;
     let write = guard::begin(&state.db).await?;
@@ -312,17 +336,39 @@ pub async fn bind(state: &AppState, tool: &str, binding: Binding) -> Result<Bind
         .one(&*write)
         .await?
         .ok_or_else(|| Error::not_found(format!("no tool named {tool:?}")))?;
-    if found.tool_type.parse() != Ok(ToolType::Api) {
+    let tool_type = found.tool_type.parse::<ToolType>();
+    if !matches!(tool_type, Ok(ToolType::Api | ToolType::Mcp)) {
         return Err(Error::refused(
             "not_an_api_tool",
             format!(
-                "{tool} is a {} tool; only api tools take a connector",
+                "{tool} is a {} tool; only api and mcp tools take a connector",
                 found.tool_type
             ),
         ));
     }
     let connector_id = match &binding.connector {
-        Some(name) => Some(row(&*write, name).await?.id),
+        Some(name) => {
+            let connector = row(&*write, name).await?;
+            let kind = connector
+                .kind
+                .parse::<super::Kind>()
+                .map(super::Kind::tool_type);
+            if kind != tool_type {
+                return Err(Error::refused(
+                    "connector_kind_mismatch",
+                    format!(
+                        "{name} is an {} connector; an {} tool needs {}",
+                        connector.kind,
+                        found.tool_type,
+                        match tool_type {
+                            Ok(ToolType::Mcp) => "an mcp connector",
+                            _ => "an http connector",
+                        }
+                    ),
+                ));
+            }
+            Some(connector.id)
+        }
         None => None,
     };
     let mut active: tools::ActiveModel = found.into();

@@ -35,6 +35,8 @@ crate::closed_set! {
         NotInCatalog = "not_in_catalog",
         /// A soul, template or tool prompt section names an inactive or retired tool.
         PromptNamesInactiveTool = "prompt_names_inactive_tool",
+        /// A sync found a synced tool's remote tool gone from its server.
+        RemoteToolGone = "remote_tool_gone",
         /// A name the catalog retired or renamed is still active.
         RetiredToolActive = "retired_tool_active",
         /// A create_/update_ tool does not take a list of items, or a delete_ tool a list of ids.

@@ -142,6 +142,28 @@ pub(super) fn executors(rows: &Rows, out: &mut Problems) {
     }
 }
 
+/// A synced tool whose remote tool a sync found gone (the sync switched it off).
+pub(super) fn remote_gone(rows: &Rows, out: &mut Problems) {
+    let gone = rows
+        .tools
+        .iter()
+        .filter(|t| t.deleted_at.is_none())
+        .filter_map(|t| Some((t, t.remote_gone_at?)));
+    for (tool, when) in gone {
+        out.warning(
+            "tool",
+            &tool.name,
+            ProblemCode::RemoteToolGone,
+            format!(
+                "its remote tool {:?} was gone from its connector's server at the sync of {}; the tool is switched off",
+                tool.remote_name.as_deref().unwrap_or(&tool.name),
+                when.format("%Y-%m-%d %H:%M UTC")
+            ),
+            "bring the tool back on the server and sync again, or delete the tool",
+        );
+    }
+}
+
 /// Active tool names that collide once case and word order are ignored.
 pub(super) fn duplicates(rows: &Rows, out: &mut Problems) {
     let mut keys: BTreeMap<String, Vec<&str>> = BTreeMap::new();
@@ -197,6 +219,10 @@ mod tests {
             parameters: json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}),
             prompt_section: None,
             connector_id: None,
+            remote_name: None,
+            synced_description: None,
+            synced_tier: None,
+            remote_gone_at: None,
             is_active: true,
             created_at: now,
             updated_at: now,

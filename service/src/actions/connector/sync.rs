@@ -1,0 +1,501 @@
+//! Syncing an `mcp` connector's tools into the registry: `tools/list` on the
+//! server, then, in one guarded write, each remote tool added or updated as an
+//! `mcp` tool bound to the connector, and tools the server no longer has switched
+//! off (never deleted). `dry_run` plans the same write and rolls it back.
+//!
+//! - Names follow the vocabulary: the remote verb is mapped (list/fetch/read → get,
+//!   find/query → search, add/new → create, edit/modify/patch → update,
+//!   remove → delete; get, search, create, update, delete, set, link kept) and the
+//!   connector's name goes after it: `get_forecast` on `weather` is
+//!   `get_weather_forecast`. A name that cannot be mapped is refused with the
+//!   reason unless `rename` maps it.
+//! - The tier comes from the annotations: `readOnlyHint` (and not destructive) →
+//!   `auto`; anything else → `requires_approval`. Never a silent default.
+//! - The schema must already be strict; a loose one is refused with the reason.
+//! - An admin's edit of a synced tool's description or tier (it differs from what
+//!   the last sync wrote) survives a re-sync unless `overwrite`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono::Utc;
+use entity::{connectors, tools};
+use rmcp::model::Tool;
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::mcp::{self, McpError, Server};
+use super::store;
+use super::target::Kind;
+use crate::app::AppState;
+use crate::error::{Error, Result};
+use crate::registry::check::{definition_problems, name_problem};
+use crate::registry::{Tier, ToolType, guard, links};
+
+/// The body of `POST /v1/connectors/{connector}/sync`.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SyncRequest {
+    /// Plan and report, write nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+    /// Replace admins' edits of synced descriptions and tiers with the server's.
+    #[serde(default)]
+    pub overwrite: bool,
+    /// Remote name → loadout name, for names the verb mapping cannot place.
+    #[serde(default)]
+    pub rename: BTreeMap<String, String>,
+    /// Also switch the synced tools on for this agent.
+    pub agent: Option<String>,
+}
+
+/// One remote tool in a sync's answer.
+#[derive(Debug, Clone, Serialize, ToSchema, PartialEq, Eq)]
+pub struct SyncEntry {
+    /// Its name on the server.
+    pub remote: String,
+    /// Its name in loadout (`null` when no name could be made).
+    pub name: Option<String>,
+    /// Why it was refused (refused entries only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// What a sync did (or, with `dry_run`, would do).
+#[derive(Debug, Default, Serialize, ToSchema)]
+pub struct SyncReport {
+    pub connector: String,
+    pub dry_run: bool,
+    pub added: Vec<SyncEntry>,
+    pub updated: Vec<SyncEntry>,
+    pub unchanged: Vec<SyncEntry>,
+    /// Tools whose remote tool is gone: switched off.
+    pub disabled: Vec<SyncEntry>,
+    pub refused: Vec<SyncEntry>,
+}
+
+/// The loadout name of remote tool `remote` on connector `connector`, or why none.
+pub fn loadout_name(remote: &str, connector: &str) -> Result<String, String> {
+    let snake = snake_case(remote);
+    let Some((verb, noun)) = snake.split_once('_') else {
+        return Err(format!(
+            "{remote:?} has no verb to map (names are verb_noun); map it with rename"
+        ));
+    };
+    let verb = match verb {
+        "get" | "list" | "fetch" | "read" => "get",
+        "search" | "find" | "query" => "search",
+        "create" | "add" | "new" => "create",
+        "update" | "edit" | "modify" | "patch" => "update",
+        "delete" | "remove" => "delete",
+        "set" => "set",
+        "link" => "link",
+        other => {
+            return Err(format!(
+                "the verb {other:?} of {remote:?} has no canonical mapping; map it with rename"
+            ));
+        }
+    };
+    let connector = snake_case(connector);
+    let name = if noun == connector || noun.starts_with(&format!("{connector}_")) {
+        format!("{verb}_{noun}")
+    } else {
+        format!("{verb}_{connector}_{noun}")
+    };
+    match name_problem(&name) {
+        Some(why) => Err(format!(
+            "{remote:?} maps to {name:?}, which breaks the vocabulary: {why}"
+        )),
+        None => Ok(name),
+    }
+}
+
+/// `getForecast`, `get-forecast` and `get.forecast` as `get_forecast`.
+fn snake_case(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 4);
+    let mut previous_lower = false;
+    for c in text.chars() {
+        if c.is_ascii_uppercase() && previous_lower {
+            out.push('_');
+        }
+        previous_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        out.push(match c {
+            '-' | '.' | ' ' => '_',
+            c => c.to_ascii_lowercase(),
+        });
+    }
+    out
+}
+
+/// A remote tool as loadout would store it.
+struct Wanted {
+    remote: String,
+    name: String,
+    description: String,
+    tier: Tier,
+    schema: Value,
+}
+
+/// The tier the annotations ask for: read-only and not destructive → `auto`.
+fn tier_of(tool: &Tool) -> Tier {
+    let hints = tool.annotations.as_ref();
+    let read_only = hints.and_then(|a| a.read_only_hint) == Some(true);
+    let destructive = hints.and_then(|a| a.destructive_hint) == Some(true);
+    if read_only && !destructive {
+        Tier::Auto
+    } else {
+        Tier::RequiresApproval
+    }
+}
+
+/// Each remote tool as wanted, or refused with the reason.
+fn plan(
+    remote: Vec<Tool>,
+    connector: &str,
+    rename: &BTreeMap<String, String>,
+) -> (Vec<Wanted>, Vec<SyncEntry>) {
+    let mut wanted: Vec<Wanted> = Vec::new();
+    let mut refused = Vec::new();
+    for tool in remote {
+        let remote = tool.name.to_string();
+        let refuse = |name: Option<String>, reason: String| SyncEntry {
+            remote: remote.clone(),
+            name,
+            reason: Some(reason),
+        };
+        let name = match rename.get(&remote) {
+            Some(name) => match name_problem(name) {
+                None => name.clone(),
+                Some(why) => {
+                    refused.push(refuse(
+                        Some(name.clone()),
+                        format!("the rename breaks the vocabulary: {why}"),
+                    ));
+                    continue;
+                }
+            },
+            None => match loadout_name(&remote, connector) {
+                Ok(name) => name,
+                Err(why) => {
+                    refused.push(refuse(None, why));
+                    continue;
+                }
+            },
+        };
+        let description = tool
+            .description
+            .as_deref()
+            .unwrap_or_default()
+            .trim()
+            .to_owned();
+        if description.is_empty() || description.len() > 4096 {
+            refused.push(refuse(
+                Some(name),
+                "the server gives no description (or one over 4096 bytes)".into(),
+            ));
+            continue;
+        }
+        if let Some(first) = wanted.iter().find(|w| w.name == name) {
+            let reason = format!(
+                "{:?} also maps to {name:?}; rename one of them",
+                first.remote
+            );
+            refused.push(refuse(Some(name), reason));
+            continue;
+        }
+        let tier = tier_of(&tool);
+        let schema = Value::Object((*tool.input_schema).clone());
+        let problems = definition_problems(&name, tier.as_str(), &schema, false);
+        if !problems.is_empty() {
+            let reason = problems
+                .iter()
+                .map(|(_, message, hint)| format!("{message} ({hint})"))
+                .collect::<Vec<_>>()
+                .join("; ");
+            refused.push(refuse(Some(name), reason));
+            continue;
+        }
+        wanted.push(Wanted {
+            remote,
+            name,
+            description,
+            tier,
+            schema,
+        });
+    }
+    (wanted, refused)
+}
+
+/// Reads the connector's server and brings the registry in line with it.
+pub async fn run(state: &AppState, connector: &str, request: SyncRequest) -> Result<SyncReport> {
+    let row = store::live(&state.db, connector).await?;
+    if row.kind.parse() != Ok(Kind::Mcp) {
+        return Err(Error::refused(
+            "not_an_mcp_connector",
+            format!(
+                "{connector} is an {} connector; sync reads an MCP server's tools/list (OpenAPI documents are not read yet)",
+                row.kind
+            ),
+        ));
+    }
+    if let Some(agent) = &request.agent {
+        crate::agents::row(&state.db, agent).await?;
+    }
+    let remote = list(state, &row).await?;
+    let (wanted, refused) = plan(remote, &row.name, &request.rename);
+    let write = guard::begin(&state.db).await?;
+    let mut report = apply(&*write, &row, wanted, &request).await?;
+    report.refused = refused;
+    report.dry_run = request.dry_run;
+    if request.dry_run {
+        guard::rollback(write).await?;
+    } else {
+        guard::commit(write, &state.cache).await?;
+    }
+    Ok(report)
+}
+
+/// `tools/list` within the connector's timeout.
+async fn list(state: &AppState, row: &connectors::Model) -> Result<Vec<Tool>> {
+    let headers = super::target::header_pairs(row);
+    let server = Server {
+        url: &row.url,
+        headers: &headers,
+        outbound: &state.outbound,
+    };
+    let timeout = std::time::Duration::from_millis(u64::try_from(row.timeout_ms).unwrap_or(30_000));
+    let unreachable = || {
+        Error::new(
+            crate::error::Kind::NotRunnable,
+            "connector_unreachable",
+            format!("the MCP server of {} could not be reached", row.name),
+        )
+    };
+    match tokio::time::timeout(timeout, mcp::list_tools(&server)).await {
+        Err(_) => Err(unreachable()),
+        Ok(Ok(tools)) => Ok(tools),
+        Ok(Err(McpError::Refused(why))) => Err(Error::refused("url_refused", why)),
+        Ok(Err(McpError::Unreachable)) => Err(unreachable()),
+        Ok(Err(McpError::Failed(why))) => Err(Error::new(
+            crate::error::Kind::NotRunnable,
+            "connector_failed",
+            format!("the MCP server of {} refused tools/list: {why}", row.name),
+        )),
+    }
+}
+
+/// Writes the plan (inside the caller's transaction) and says what changed.
+async fn apply(
+    db: &impl ConnectionTrait,
+    connector: &connectors::Model,
+    wanted: Vec<Wanted>,
+    request: &SyncRequest,
+) -> Result<SyncReport> {
+    let now = Utc::now();
+    let mut report = SyncReport {
+        connector: connector.name.clone(),
+        ..Default::default()
+    };
+    let names: Vec<String> = wanted.iter().map(|w| w.name.clone()).collect();
+    let existing: BTreeMap<String, tools::Model> = tools::Entity::find()
+        .filter(tools::Column::Name.is_in(names))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|t| (t.name.clone(), t))
+        .collect();
+    let agent = match &request.agent {
+        Some(name) => Some(crate::agents::row(db, name).await?),
+        None => None,
+    };
+    let mut seen = BTreeSet::new();
+    for want in wanted {
+        let entry = SyncEntry {
+            remote: want.remote.clone(),
+            name: Some(want.name.clone()),
+            reason: None,
+        };
+        seen.insert(want.remote.clone());
+        let saved = match existing.get(&want.name) {
+            None => {
+                let saved = insert(db, connector, &want, now).await?;
+                report.added.push(entry);
+                saved
+            }
+            Some(row) if ours(row, connector, &want.remote) => {
+                let (saved, changed) = update(db, row, &want, request.overwrite, now).await?;
+                match changed {
+                    true => report.updated.push(entry),
+                    false => report.unchanged.push(entry),
+                }
+                saved
+            }
+            Some(_) => {
+                report.refused.push(SyncEntry {
+                    reason: Some(format!(
+                        "a tool named {:?} exists and is not {}'s {:?}",
+                        want.name, connector.name, want.remote
+                    )),
+                    ..entry
+                });
+                continue;
+            }
+        };
+        if let Some(agent) = &agent {
+            links::set_in(db, agent, &saved, true).await?;
+        }
+    }
+    report.disabled = disable_gone(db, connector, &seen, now).await?;
+    Ok(report)
+}
+
+fn ours(row: &tools::Model, connector: &connectors::Model, remote: &str) -> bool {
+    row.deleted_at.is_none()
+        && row.connector_id == Some(connector.id)
+        && row.remote_name.as_deref() == Some(remote)
+}
+
+async fn insert(
+    db: &impl ConnectionTrait,
+    connector: &connectors::Model,
+    want: &Wanted,
+    now: chrono::DateTime<Utc>,
+) -> Result<tools::Model> {
+    let tier = want.tier.as_str().to_owned();
+    let row = tools::ActiveModel {
+        name: Set(want.name.clone()),
+        tool_type: Set(ToolType::Mcp.as_str().to_owned()),
+        description: Set(want.description.clone()),
+        approval_tier: Set(tier.clone()),
+        parameters: Set(want.schema.clone()),
+        prompt_section: Set(None),
+        connector_id: Set(Some(connector.id)),
+        remote_name: Set(Some(want.remote.clone())),
+        synced_description: Set(Some(want.description.clone())),
+        synced_tier: Set(Some(tier)),
+        remote_gone_at: Set(None),
+        is_active: Set(true),
+        created_at: Set(now),
+        updated_at: Set(now),
+        deleted_at: Set(None),
+        ..Default::default()
+    };
+    Ok(row.insert(db).await?)
+}
+
+/// Applies the server's tool to an existing synced tool; `true` when anything changed.
+async fn update(
+    db: &impl ConnectionTrait,
+    row: &tools::Model,
+    want: &Wanted,
+    overwrite: bool,
+    now: chrono::DateTime<Utc>,
+) -> Result<(tools::Model, bool)> {
+    let tier = want.tier.as_str();
+    // An admin's edit is a value that differs from what the last sync wrote.
+    let keep_description = !overwrite && Some(&row.description) != row.synced_description.as_ref();
+    let keep_tier = !overwrite && Some(&row.approval_tier) != row.synced_tier.as_ref();
+    let description = if keep_description {
+        row.description.clone()
+    } else {
+        want.description.clone()
+    };
+    let approval_tier = if keep_tier {
+        row.approval_tier.clone()
+    } else {
+        tier.to_owned()
+    };
+    let came_back = row.remote_gone_at.is_some();
+    let changed = description != row.description
+        || approval_tier != row.approval_tier
+        || want.schema != row.parameters
+        || row.synced_description.as_deref() != Some(want.description.as_str())
+        || row.synced_tier.as_deref() != Some(tier)
+        || came_back;
+    if !changed {
+        return Ok((row.clone(), false));
+    }
+    let mut active: tools::ActiveModel = row.clone().into();
+    active.description = Set(description);
+    active.approval_tier = Set(approval_tier);
+    active.parameters = Set(want.schema.clone());
+    active.synced_description = Set(Some(want.description.clone()));
+    active.synced_tier = Set(Some(tier.to_owned()));
+    if came_back {
+        active.remote_gone_at = Set(None);
+        active.is_active = Set(true);
+    }
+    active.updated_at = Set(now);
+    Ok((active.update(db).await?, true))
+}
+
+/// Switches off this connector's synced tools whose remote tool is gone.
+async fn disable_gone(
+    db: &impl ConnectionTrait,
+    connector: &connectors::Model,
+    seen: &BTreeSet<String>,
+    now: chrono::DateTime<Utc>,
+) -> Result<Vec<SyncEntry>> {
+    let synced = tools::Entity::find()
+        .filter(tools::Column::ConnectorId.eq(connector.id))
+        .filter(tools::Column::RemoteName.is_not_null())
+        .filter(tools::Column::RemoteGoneAt.is_null())
+        .filter(tools::Column::DeletedAt.is_null())
+        .all(db)
+        .await?;
+    let mut disabled = Vec::new();
+    for row in synced {
+        let remote = row.remote_name.clone().unwrap_or_default();
+        if seen.contains(&remote) {
+            continue;
+        }
+        disabled.push(SyncEntry {
+            remote,
+            name: Some(row.name.clone()),
+            reason: None,
+        });
+        let mut active: tools::ActiveModel = row.into();
+        active.is_active = Set(false);
+        active.remote_gone_at = Set(Some(now));
+        active.updated_at = Set(now);
+        active.update(db).await?;
+    }
+    Ok(disabled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_verbs_map_to_the_vocabulary_with_the_connector_after_the_verb() {
+        for (remote, name) in [
+            ("get_forecast", "get_weather_forecast"),
+            ("list_alerts", "get_weather_alerts"),
+            ("fetchStations", "get_weather_stations"),
+            ("read-report", "get_weather_report"),
+            ("find_cities", "search_weather_cities"),
+            ("query_history", "search_weather_history"),
+            ("add_note", "create_weather_note"),
+            ("new_alert", "create_weather_alert"),
+            ("edit_note", "update_weather_note"),
+            ("modify_note", "update_weather_note"),
+            ("patch_note", "update_weather_note"),
+            ("remove_note", "delete_weather_note"),
+            ("set_units", "set_weather_units"),
+            ("link_station", "link_weather_station"),
+            ("get_weather_now", "get_weather_now"),
+        ] {
+            assert_eq!(
+                loadout_name(remote, "weather").as_deref(),
+                Ok(name),
+                "{remote}"
+            );
+        }
+        for remote in ["frobnicate", "run_report", "forecast"] {
+            let why = loadout_name(remote, "weather").expect_err(remote);
+            assert!(why.contains("rename"), "{remote}: {why}");
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! What every kind of connector shares: the kinds, a connector as an executor
+//! needs it, the headers a connector may not set, and the answer size limit.
+
+use std::time::Duration;
+
+/// Largest answer read from a connector.
+pub const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
+
+crate::closed_set! {
+    /// The protocol a connector speaks.
+    pub enum Kind as "connector kind" {
+        /// An HTTP API: a call POSTs (or PUTs) the arguments as JSON.
+        Http = "http",
+        /// An MCP server over Streamable HTTP: a call is `tools/call`.
+        Mcp = "mcp",
+    }
+}
+
+impl Kind {
+    /// The tool type whose calls this kind of connector carries.
+    pub fn tool_type(self) -> crate::registry::ToolType {
+        match self {
+            Kind::Http => crate::registry::ToolType::Api,
+            Kind::Mcp => crate::registry::ToolType::Mcp,
+        }
+    }
+}
+
+/// A connector as the executor needs it, for one bound tool.
+#[derive(Clone, Debug)]
+pub struct Connector {
+    pub name: String,
+    pub kind: Kind,
+    /// The bound tool's name at the server (`tools/call`); its own name by default.
+    pub remote_tool: String,
+    pub url: String,
+    pub method: String,
+    pub headers: Vec<(String, String)>,
+    pub timeout: Duration,
+}
+
+/// Whether a connector may not set this header (case-insensitive).
+pub fn reserved(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    RESERVED_HEADERS.contains(&name.as_str()) || name.starts_with(CONTEXT_PREFIX)
+}
+
+/// Headers a connector may not set: loadout sets them, or they frame the request.
+pub const RESERVED_HEADERS: [&str; 8] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "te",
+    "upgrade",
+    "idempotency-key",
+    "content-type",
+];
+
+/// The prefix of the context headers loadout sends; a connector may not set them.
+pub const CONTEXT_PREFIX: &str = "loadout-";
+
+/// A connector's headers as (name, value) pairs; values that are not text are skipped.
+pub fn header_pairs(row: &entity::connectors::Model) -> Vec<(String, String)> {
+    row.headers
+        .as_object()
+        .map(|h| {
+            h.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
