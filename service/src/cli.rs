@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod check;
+pub mod connectors;
 pub mod keys;
 pub mod migrate;
 pub mod prompt;
@@ -56,6 +57,11 @@ pub enum Command {
         #[command(subcommand)]
         command: keys::KeysCommand,
     },
+    /// Sync an MCP connector's tools into the registry.
+    Connectors {
+        #[command(subcommand)]
+        command: connectors::ConnectorsCommand,
+    },
     /// Inspect the proposal ledger.
     Proposals {
         #[command(subcommand)]
@@ -96,6 +102,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Proposals { command } => {
             with_db(&cli.database_url, true, |db| {
                 Box::pin(proposals::run(db, command))
+            })
+            .await
+        }
+        Command::Connectors { command } => {
+            with_db(&cli.database_url, true, |db| {
+                Box::pin(connectors::run(db, command))
             })
             .await
         }

@@ -63,7 +63,7 @@ async fn target() -> (String, Received) {
 }
 
 pub(crate) struct Api {
-    _db: TestDb,
+    pub(crate) db: TestDb,
     state: AppState,
     pub(crate) admin: String,
     pub(crate) agent: String,
@@ -108,7 +108,7 @@ impl Api {
             None => state,
         };
         Api {
-            _db: db,
+            db,
             state,
             admin,
             agent,

@@ -366,3 +366,32 @@ db_test! {
         assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_kind")), "{body}");
     }
 }
+
+db_test! {
+    async fn loadout_connectors_sync_runs_the_same_sync_from_the_command_line(db) {
+        use loadout::cli::connectors::{ConnectorsCommand, run};
+        let server = McpServer::start();
+        let api = Api::new(db, true).await;
+        connect_weather(&api, &server).await;
+        let sync = |dry_run: bool| ConnectorsCommand::Sync {
+            name: "weather".into(),
+            dry_run,
+            overwrite: false,
+            agent: Some("assistant".into()),
+            renames: vec![("frobnicate".into(), RENAME.into())],
+            connector_allow: vec!["127.0.0.1".parse().expect("ip")],
+            connector_ca: None,
+        };
+        run(&api.db.conn, sync(true)).await.expect("dry run");
+        let (status, _) = api.call(Method::GET, &format!("/v1/tools/{RENAME}"), &api.admin, None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "--dry-run wrote a tool");
+        run(&api.db.conn, sync(false)).await.expect("sync");
+        let (status, tool) = api.call(Method::GET, &format!("/v1/tools/{RENAME}"), &api.admin, None).await;
+        assert_eq!((status, tool["type"].as_str()), (StatusCode::OK, Some("mcp")), "{tool}");
+        let refused = run(&api.db.conn, ConnectorsCommand::Sync {
+            name: "weather".into(), dry_run: false, overwrite: false, agent: None, renames: vec![],
+            connector_allow: vec![], connector_ca: None,
+        }).await.expect_err("loopback is refused without --connector-allow");
+        assert!(refused.to_string().contains("not publicly routable"), "{refused}");
+    }
+}

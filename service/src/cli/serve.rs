@@ -243,7 +243,7 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
 }
 
 /// The outbound client, trusting `ca`'s certificates too when given.
-fn outbound(
+pub fn outbound(
     allow: Vec<std::net::IpAddr>,
     ca: Option<&std::path::Path>,
 ) -> anyhow::Result<crate::actions::connector::Outbound> {

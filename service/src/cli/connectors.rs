@@ -1,0 +1,73 @@
+//! `loadout connectors sync NAME`: the same sync as `POST /v1/connectors/{name}/sync`,
+//! run from the command line against the database, printing the report as JSON.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use sea_orm::DatabaseConnection;
+
+use crate::actions::connector::sync::{self, SyncRequest};
+use crate::app::AppState;
+use crate::prompt::builder::SystemClock;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum ConnectorsCommand {
+    /// Read an MCP connector's tools/list and bring its tools into the registry.
+    Sync {
+        /// The connector's name.
+        name: String,
+        /// Print what would change; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Replace admins' edits of synced descriptions and tiers with the server's.
+        #[arg(long)]
+        overwrite: bool,
+        /// Also switch the synced tools on for this agent.
+        #[arg(long)]
+        agent: Option<String>,
+        /// Map a remote name the verb mapping cannot place: REMOTE=LOADOUT_NAME (repeatable).
+        #[arg(long = "rename", value_parser = parse_rename)]
+        renames: Vec<(String, String)>,
+        /// Private or loopback IPs the server may be on (comma-separated).
+        #[arg(long, env = "LOADOUT_CONNECTOR_ALLOW", value_delimiter = ',')]
+        connector_allow: Vec<std::net::IpAddr>,
+        /// A PEM bundle of CA certificates to trust besides the Mozilla roots.
+        #[arg(long, env = "LOADOUT_CONNECTOR_CA")]
+        connector_ca: Option<std::path::PathBuf>,
+    },
+}
+
+fn parse_rename(text: &str) -> Result<(String, String), String> {
+    let (remote, name) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?} is not REMOTE=LOADOUT_NAME"))?;
+    Ok((remote.to_owned(), name.to_owned()))
+}
+
+pub async fn run(db: &DatabaseConnection, command: ConnectorsCommand) -> anyhow::Result<()> {
+    let ConnectorsCommand::Sync {
+        name,
+        dry_run,
+        overwrite,
+        agent,
+        renames,
+        connector_allow,
+        connector_ca,
+    } = command;
+    let outbound = crate::cli::serve::outbound(connector_allow.clone(), connector_ca.as_deref())?;
+    let state = AppState::new(db.clone(), Arc::new(SystemClock), 0)
+        .await
+        .context("cannot read the configuration generation")?
+        .with_outbound(outbound);
+    let request = SyncRequest {
+        dry_run,
+        overwrite,
+        rename: renames.into_iter().collect(),
+        agent,
+    };
+    let report = sync::run(&state, &name, request)
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(())
+}
