@@ -411,6 +411,37 @@ async fn saved_in(c: &Client, section: &str) -> Result<()> {
     Ok(())
 }
 
+db_test!(
+    async fn an_admin_previews_and_runs_an_mcp_connectors_sync(db) {
+        let site = Site::new(db).await;
+        let server = crate::mcp_connectors::McpServer::start();
+        let (status, body) = site.api(Method::POST, "/v1/connectors", &site.admin,
+            Some(json!({"name": "weather", "kind": "mcp", "url": server.url}))).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let Some(client) = browser().await else { return };
+        run("sync", client, async |c: &Client| {
+            sign_in(c, &site, &site.admin).await?;
+            c.goto(&format!("{}/console/connectors", site.base)).await?;
+            button(c, "", "Preview sync of weather").await?.click().await?;
+            region_shows(c, "Sync of weather", "Dry run").await?;
+            region_shows(c, "Sync of weather", "get_weather_forecast").await?;
+            region_shows(c, "Sync of weather", "map it with rename").await?;
+            let (status, _) = site.api(Method::GET, "/v1/tools/get_weather_forecast", &site.admin, None).await;
+            ensure!(status == StatusCode::NOT_FOUND, "the preview wrote a tool");
+            field(c, "Attach tools of weather to agent (optional)").await?.send_keys("assistant").await?;
+            field(c, "Renames for weather (one remote=loadout_name per line)").await?.send_keys("frobnicate=set_weather_frobs").await?;
+            button(c, "", "Sync weather").await?.click().await?;
+            region_shows(c, "Sync of weather", "Synced.").await?;
+            let (status, tool) = site.api(Method::GET, "/v1/tools/get_weather_forecast", &site.admin, None).await;
+            ensure!(status == StatusCode::OK && tool["type"] == "mcp", "{status} {tool}");
+            let (status, renamed) = site.api(Method::GET, "/v1/tools/set_weather_frobs", &site.admin, None).await;
+            ensure!(status == StatusCode::OK, "the rename was not applied: {renamed}");
+            Ok(())
+        })
+        .await;
+    }
+);
+
 /// `id|text|form` of the focused element, to follow keyboard focus.
 async fn focused(c: &Client) -> Result<String> {
     let script = "const e = document.activeElement; return (e.id || '') + '|' + (e.tagName === 'BUTTON' ? e.textContent.trim() : '') + '|' + (e.form ? e.form.id : '');";

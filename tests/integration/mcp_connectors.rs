@@ -121,14 +121,14 @@ impl ServerHandler for Weather {
 }
 
 /// The server, running in a runtime of its own on a thread of its own.
-struct McpServer {
-    url: String,
+pub(crate) struct McpServer {
+    pub(crate) url: String,
     weather: Weather,
     runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl McpServer {
-    fn start() -> McpServer {
+    pub(crate) fn start() -> McpServer {
         let weather = Weather {
             tools: Arc::new(Mutex::new(weather_tools())),
             calls: Arc::default(),

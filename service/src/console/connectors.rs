@@ -15,6 +15,7 @@ use super::session::Admin;
 use crate::actions::connector::store::{
     self as store, ConnectorUpdate, ConnectorView, NewConnector,
 };
+use crate::actions::connector::sync::{self as syncing, SyncReport, SyncRequest};
 use crate::app::AppState;
 use crate::error::{Error, Kind, Result};
 
@@ -22,6 +23,7 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/console/connectors", get(list).post(create))
         .route("/console/connectors/{name}", post(update))
+        .route("/console/connectors/{name}/sync", post(sync))
 }
 
 /// A connector form as posted. Headers are one `Name: value` per line.
@@ -91,6 +93,8 @@ struct Connectors {
     error: Option<String>,
     /// The connector just saved; the page compares it with each name and never shows it.
     saved: Option<String>,
+    /// A sync's report (or dry run's plan), shown under its connector.
+    report: Option<SyncReport>,
 }
 
 /// The page around `page`'s form state, with the live connectors filled in.
@@ -212,6 +216,60 @@ async fn update(
             "/console/connectors?saved={name}#connector-{name}"
         ))
         .into_response(),
+        Err(e) if e.kind == Kind::NotFound => error_page(Some(&signed), &e),
+        Err(e) => refused(&state, &signed, Fields::default(), name, e).await,
+    }
+}
+
+#[derive(Deserialize)]
+struct SyncForm {
+    #[serde(default)]
+    csrf: String,
+    /// `dry-run` (the default) or `sync`.
+    #[serde(default)]
+    mode: String,
+    #[serde(default)]
+    agent: String,
+    /// One `remote=loadout_name` per line.
+    #[serde(default)]
+    renames: String,
+    /// A checkbox: replace admins' edits with the server's.
+    overwrite: Option<String>,
+}
+
+/// Runs a sync (or its dry run) and shows the report under the connector.
+async fn sync(
+    State(state): State<AppState>,
+    Admin(signed): Admin,
+    Path(name): Path<String>,
+    Form(form): Form<SyncForm>,
+) -> Response {
+    if let Some(refused) = signed.refused(&form.csrf) {
+        return refused;
+    }
+    let request = SyncRequest {
+        dry_run: form.mode != "sync",
+        overwrite: form.overwrite.is_some(),
+        rename: form
+            .renames
+            .lines()
+            .filter_map(|line| line.split_once('='))
+            .map(|(remote, name)| (remote.trim().to_owned(), name.trim().to_owned()))
+            .collect(),
+        agent: blank(&form.agent),
+    };
+    match syncing::run(&state, &name, request).await {
+        Ok(report) => {
+            if !report.dry_run {
+                tracing::info!(connector = %name, by = %signed.who.key_name, "connector synced in the console");
+            }
+            let page = Connectors {
+                failed: name,
+                report: Some(report),
+                ..Default::default()
+            };
+            show(&state, &signed, StatusCode::OK, page).await
+        }
         Err(e) if e.kind == Kind::NotFound => error_page(Some(&signed), &e),
         Err(e) => refused(&state, &signed, Fields::default(), name, e).await,
     }
