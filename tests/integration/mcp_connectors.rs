@@ -395,3 +395,26 @@ db_test! {
         assert!(refused.to_string().contains("not publicly routable"), "{refused}");
     }
 }
+
+db_test! {
+    async fn migration_ten_down_refuses_while_an_mcp_connector_exists_and_restores_the_old_kind(db) {
+        use migration::{Migrator, MigratorTrait};
+        use sea_orm::ConnectionTrait;
+        let api = Api::new(db, true).await;
+        for (name, kind) in [("inside", "mcp"), ("plain", "http")] {
+            let (status, body) = api.call(Method::POST, "/v1/connectors", &api.admin,
+                Some(json!({"name": name, "kind": kind, "url": "http://127.0.0.1:9/x"}))).await;
+            assert_eq!(status, StatusCode::CREATED, "{body}");
+        }
+        let err = Migrator::down(&api.db.conn, Some(1)).await.expect_err("refused");
+        assert!(err.to_string().contains("1 mcp connector"), "{err}");
+        let conn = api.db.reconnect().await;
+        conn.execute_unprepared("DELETE FROM connectors WHERE kind = 'mcp'").await.expect("remove it");
+        Migrator::down(&conn, Some(1)).await.expect("down");
+        let rows = loadout_tests::dump::rows(&api.db).await;
+        assert!(rows["tools"][0].get("remote_name").is_none(), "the columns are gone");
+        let kinds = conn.query_all_raw(sea_orm::Statement::from_string(conn.get_database_backend(), "SELECT kind FROM connectors")).await.expect("kinds");
+        let kinds: Vec<String> = kinds.iter().map(|r| r.try_get::<String>("", "kind").expect("kind")).collect();
+        assert_eq!(kinds, ["api"], "http is api again");
+    }
+}
