@@ -19,6 +19,8 @@ pub struct Model {
     pub key_hash: String,
     /// Reserved for multi-tenancy: a key will carry its tenant.
     pub tenant_id: Option<String>,
+    /// An agent key scoped to this agent (by name); `None` reaches every agent.
+    pub agent: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
     pub revoked_at: Option<DateTimeUtc>,

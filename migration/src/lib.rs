@@ -14,6 +14,7 @@ mod m20260410_000007_tenant_user_instructions;
 pub mod m20260410_000008_link_delete_reminders;
 mod m20261124_000009_console_sessions;
 mod m20261124_000010_mcp_connectors;
+mod m20261124_000011_agent_scoped_keys;
 
 /// Every migration, oldest first.
 pub struct Migrator;
@@ -32,6 +33,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20260410_000008_link_delete_reminders::Migration),
             Box::new(m20261124_000009_console_sessions::Migration),
             Box::new(m20261124_000010_mcp_connectors::Migration),
+            Box::new(m20261124_000011_agent_scoped_keys::Migration),
         ]
     }
 }

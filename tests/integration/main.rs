@@ -14,5 +14,6 @@ mod migrate;
 mod prompt;
 mod proposals;
 mod races;
+mod scoped_keys;
 mod seed;
 mod template_parity;

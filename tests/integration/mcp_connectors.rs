@@ -406,6 +406,7 @@ db_test! {
                 Some(json!({"name": name, "kind": kind, "url": "http://127.0.0.1:9/x"}))).await;
             assert_eq!(status, StatusCode::CREATED, "{body}");
         }
+        Migrator::down(&api.db.conn, Some(1)).await.expect("migration 11 down first");
         let err = Migrator::down(&api.db.conn, Some(1)).await.expect_err("refused");
         assert!(err.to_string().contains("1 mcp connector"), "{err}");
         let conn = api.db.reconnect().await;

@@ -19,6 +19,7 @@ db_test! {
             ("m20260410_000008_link_delete_reminders", true),
             ("m20261124_000009_console_sessions", true),
             ("m20261124_000010_mcp_connectors", true),
+            ("m20261124_000011_agent_scoped_keys", true),
         ]);
     }
 }

@@ -37,9 +37,16 @@ pub struct Principal {
     pub key_name: String,
     pub role: Role,
     pub tenant_id: Option<String>,
+    /// The one agent a scoped agent key reaches; `None` reaches every agent.
+    pub agent: Option<String>,
 }
 
 impl Principal {
+    /// Whether this key reaches `agent`: always, unless it is scoped to another.
+    pub fn reaches(&self, agent: &str) -> bool {
+        self.agent.as_deref().is_none_or(|scope| scope == agent)
+    }
+
     /// The tenant every object this key touches belongs to; never taken from a request.
     pub fn tenant(&self) -> &str {
         self.tenant_id.as_deref().unwrap_or(DEFAULT_TENANT)
@@ -53,6 +60,8 @@ pub struct KeyInfo {
     pub role: String,
     pub prefix: String,
     pub tenant: String,
+    /// The agent a scoped agent key reaches (`None`: every agent).
+    pub agent: Option<String>,
     pub created_at: DateTime<Utc>,
     pub revoked_at: Option<DateTime<Utc>>,
 }
@@ -71,6 +80,10 @@ pub enum KeyError {
     NameTaken(String),
     #[error("no key named {0:?}")]
     NotFound(String),
+    #[error("only agent keys are scoped to an agent (admin and approver keys reach every agent)")]
+    ScopeNeedsAgentRole,
+    #[error("no agent named {0:?} to scope the key to")]
+    UnknownAgent(String),
     #[error("the system random number generator failed: {0}")]
     Random(String),
     #[error(transparent)]
@@ -137,6 +150,30 @@ pub async fn create_for_tenant(
     role: Role,
     tenant: Option<&str>,
 ) -> Result<String, KeyError> {
+    create_scoped(db, name, role, tenant, None).await
+}
+
+/// Creates a key; an agent key with `agent` reaches that agent only.
+pub async fn create_scoped(
+    db: &impl ConnectionTrait,
+    name: &str,
+    role: Role,
+    tenant: Option<&str>,
+    agent: Option<&str>,
+) -> Result<String, KeyError> {
+    if let Some(agent) = agent {
+        if role != Role::Agent {
+            return Err(KeyError::ScopeNeedsAgentRole);
+        }
+        let live = entity::agent_configurations::Entity::find()
+            .filter(entity::agent_configurations::Column::Name.eq(agent))
+            .filter(entity::agent_configurations::Column::DeletedAt.is_null())
+            .one(db)
+            .await?;
+        if live.is_none() {
+            return Err(KeyError::UnknownAgent(agent.to_owned()));
+        }
+    }
     if !valid_name(name) {
         return Err(KeyError::InvalidName(name.to_owned()));
     }
@@ -156,6 +193,7 @@ pub async fn create_for_tenant(
         prefix: Set(prefix),
         key_hash: Set(hash(&key)),
         tenant_id: Set(tenant.map(str::to_owned)),
+        agent: Set(agent.map(str::to_owned)),
         created_at: Set(now),
         updated_at: Set(now),
         revoked_at: Set(None),
@@ -185,6 +223,7 @@ pub async fn list(db: &impl ConnectionTrait) -> Result<Vec<KeyInfo>, DbErr> {
             role: k.role,
             prefix: k.prefix,
             tenant: k.tenant_id.unwrap_or_else(|| DEFAULT_TENANT.to_owned()),
+            agent: k.agent,
             created_at: k.created_at,
             revoked_at: k.revoked_at,
         })
@@ -268,6 +307,7 @@ fn principal_of(row: api_keys::Model) -> Option<(i32, Principal)> {
         key_name: row.name,
         role,
         tenant_id: row.tenant_id,
+        agent: row.agent,
     };
     Some((row.id, who))
 }

@@ -16,9 +16,13 @@ pub enum KeysCommand {
         /// The tenant whose runtime data (proposals) the key works on; `default` if omitted.
         #[arg(long)]
         tenant: Option<String>,
+        /// Scope an agent key to this agent: every other agent answers 404 to it.
+        /// Without it an agent key reaches every agent.
+        #[arg(long)]
+        agent: Option<String>,
     },
-    /// One tab-separated line per key: name, role, prefix, tenant, created, revoked
-    /// (never the key).
+    /// One tab-separated line per key: name, role, prefix, tenant, created, revoked,
+    /// agent scope (`*` for every agent; never the key).
     List,
     /// Revoke a key by name; requests with it get 401 from then on.
     Revoke { name: String },
@@ -26,8 +30,14 @@ pub enum KeysCommand {
 
 pub async fn run(db: &DatabaseConnection, command: KeysCommand) -> anyhow::Result<()> {
     match command {
-        KeysCommand::Create { role, name, tenant } => {
-            let key = keys::create_for_tenant(db, &name, role, tenant.as_deref()).await?;
+        KeysCommand::Create {
+            role,
+            name,
+            tenant,
+            agent,
+        } => {
+            let key =
+                keys::create_scoped(db, &name, role, tenant.as_deref(), agent.as_deref()).await?;
             println!("created {role} key {name:?}; it is shown once, store it now:");
             println!("{key}");
         }
@@ -37,8 +47,9 @@ pub async fn run(db: &DatabaseConnection, command: KeysCommand) -> anyhow::Resul
                     .revoked_at
                     .map_or_else(|| "-".to_owned(), |t| t.to_rfc3339());
                 let created = k.created_at.to_rfc3339();
+                let scope = k.agent.as_deref().unwrap_or("*");
                 println!(
-                    "{}\t{}\tlo_{}\t{}\t{created}\t{revoked}",
+                    "{}\t{}\tlo_{}\t{}\t{created}\t{revoked}\t{scope}",
                     k.name, k.role, k.prefix, k.tenant
                 );
             }

@@ -112,6 +112,9 @@ struct NewKey {
     name: String,
     #[serde(default)]
     role: String,
+    /// Scope an agent key to this agent; empty reaches every agent.
+    #[serde(default)]
+    agent: String,
 }
 
 /// Creates a key in the admin's tenant and shows it once (this response is
@@ -130,7 +133,8 @@ async fn create_key(
     };
     let name = form.name.trim();
     let tenant = signed.who.tenant_id.as_deref();
-    match keys::create_for_tenant(&state.db, name, role, tenant).await {
+    let agent = super::page::blank(&form.agent);
+    match keys::create_scoped(&state.db, name, role, tenant, agent.as_deref()).await {
         Ok(key) => {
             tracing::info!(key = name, by = %signed.who.key_name, "key created in the console");
             let created = Created { name, key: &key };

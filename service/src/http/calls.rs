@@ -38,6 +38,7 @@ async fn tool_call(
     ApiPath(agent): ApiPath<String>,
     ApiJson(request): ApiJson<ToolCall>,
 ) -> ApiResult<Json<CallResult>> {
+    super::extract::reach(&who, &agent)?;
     Ok(Json(call::call(&state, &who, &agent, request).await?))
 }
 

@@ -25,6 +25,17 @@ pub struct ApproverKey(pub Principal);
 /// The caller, who must hold an admin key.
 pub struct AdminKey(pub Principal);
 
+/// Refuses an agent a scoped key does not reach with the 404 an agent that does not
+/// exist gets, so the key cannot tell the two apart.
+pub fn reach(who: &Principal, agent: &str) -> Result<(), ApiError> {
+    if who.reaches(agent) {
+        return Ok(());
+    }
+    Err(crate::error::Error::not_found(format!(
+        "no agent named {agent:?}"
+    )))
+}
+
 async fn principal(parts: &Parts, state: &AppState) -> Result<Principal, ApiError> {
     let presented = parts
         .headers

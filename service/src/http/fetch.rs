@@ -14,7 +14,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiError, ApiResult, E400, E401, E403, E404, E413, E422};
-use super::extract::{AgentKey, ApiJson, ApiPath, ApiQuery};
+use super::extract::{AgentKey, ApiJson, ApiPath, ApiQuery, reach};
 use crate::app::AppState;
 use crate::cache::Encoded;
 use crate::prompt::fetch::{self, LoadoutView, PromptView, RenderRequest, ToolsView};
@@ -165,6 +165,7 @@ async fn get_prompt(
     headers: IfNoneMatch,
     ApiQuery(q): ApiQuery<PromptQuery>,
 ) -> ApiResult<Response> {
+    reach(&who, &name)?;
     let now = state.clock.now();
     let tenant = who.tenant();
     let key = q
@@ -189,6 +190,7 @@ async fn render_prompt(
     headers: IfNoneMatch,
     ApiJson(request): ApiJson<RenderRequest>,
 ) -> ApiResult<Response> {
+    reach(&who, &name)?;
     let agent = fetch::agent(&state, &name).await?;
     let body = fetch::render(&state, who.tenant(), &agent, request).await?;
     Ok(respond(
@@ -203,11 +205,12 @@ async fn render_prompt(
     responses((status = 200, body = ToolsView, description = "The tools, sorted by name"), (status = 304, description = "Not modified"), E400, E401, E403, E404))]
 async fn get_tools(
     State(state): State<AppState>,
-    _key: AgentKey,
+    AgentKey(who): AgentKey,
     ApiPath(name): ApiPath<String>,
     headers: IfNoneMatch,
     ApiQuery(q): ApiQuery<FormatQuery>,
 ) -> ApiResult<Response> {
+    reach(&who, &name)?;
     let format = q.format.unwrap_or(Format::Openai);
     let key = Some(format!("tools\0{name}\0{format}"));
     cached(&state, &headers, key, async {
@@ -253,6 +256,7 @@ async fn get_loadout(
     headers: IfNoneMatch,
     ApiQuery(q): ApiQuery<LoadoutQuery>,
 ) -> ApiResult<Response> {
+    reach(&who, &name)?;
     let (prompt, format) = q.split();
     let now = state.clock.now();
     let tenant = who.tenant();

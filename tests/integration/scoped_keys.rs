@@ -1,0 +1,67 @@
+//! Agent-scoped keys: a key made with `--agent NAME` reaches that agent only; every
+//! other agent answers 404, exactly as an agent that does not exist, on the prompt,
+//! render, tools, loadout and tool-call routes. Unscoped agent keys reach every agent.
+
+use std::sync::Arc;
+
+use axum::http::{Method, StatusCode};
+use loadout::app::AppState;
+use loadout::auth::keys::{self, KeyError, Role};
+use loadout::prompt::builder::SystemClock;
+use loadout_tests::db_test;
+use serde_json::{Value, json};
+
+db_test! {
+    async fn a_scoped_agent_key_reaches_its_agent_and_no_other(db) {
+        let db = db.seeded().await;
+        let admin = db.key("admin", Role::Admin).await;
+        let open = db.key("every-agent", Role::Agent).await;
+        let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144).await.expect("state");
+        let call = |method: Method, path: String, key: String, body: Option<Value>| {
+            let state = state.clone();
+            async move { loadout_tests::api::call(&state, method, &path, &key, body).await }
+        };
+        let (status, body) = call(Method::POST, "/v1/agents".into(), admin.clone(),
+            Some(json!({"name": "researcher", "identity": {"name": "Researcher"}, "soul": "You dig."}))).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let (status, body) = call(Method::PUT, "/v1/agents/researcher/links/get_tasks".into(), admin.clone(), None).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let scoped = keys::create_scoped(&db.conn, "assistant-only", Role::Agent, None, Some("assistant"))
+            .await.expect("a scoped key");
+
+        let routes = |agent: &str| vec![
+            (Method::GET, format!("/v1/agents/{agent}/prompt?channel=web"), None),
+            (Method::POST, format!("/v1/agents/{agent}/prompt/render"), Some(json!({"channel": "web"}))),
+            (Method::GET, format!("/v1/agents/{agent}/tools"), None),
+            (Method::GET, format!("/v1/agents/{agent}/loadout?channel=web"), None),
+            (Method::POST, format!("/v1/agents/{agent}/tool-calls"),
+                Some(json!({"tool": "get_tasks", "arguments": {}, "conversation_id": "c"}))),
+        ];
+        for (method, path, body) in routes("assistant") {
+            let (status, answer) = call(method, path.clone(), scoped.clone(), body).await;
+            assert_ne!(status, StatusCode::NOT_FOUND, "its own agent: {path} {answer}");
+        }
+        for ((method, path, body), (_, missing_path, _)) in routes("researcher").into_iter().zip(routes("nobody")) {
+            let (status, answer) = call(method.clone(), path.clone(), scoped.clone(), body.clone()).await;
+            assert_eq!(status, StatusCode::NOT_FOUND, "another agent: {path} {answer}");
+            let (_, missing) = call(method.clone(), missing_path, scoped.clone(), body.clone()).await;
+            let text = |v: &Value| v["error"]["message"].as_str().unwrap_or_default().replace("researcher", "X").replace("nobody", "X");
+            assert_eq!((answer["error"]["code"].clone(), text(&answer)), (missing["error"]["code"].clone(), text(&missing)),
+                "a scoped key cannot tell another agent from none: {path}");
+            let (status, answer) = call(method, path.clone(), open.clone(), body).await;
+            assert_ne!(status, StatusCode::NOT_FOUND, "an unscoped agent key reaches every agent: {path} {answer}");
+        }
+
+        let listed = keys::list(&db.conn).await.expect("list");
+        let scope = |name: &str| listed.iter().find(|k| k.name == name).map(|k| k.agent.clone());
+        assert_eq!((scope("assistant-only"), scope("every-agent")), (Some(Some("assistant".to_owned())), Some(None)));
+        assert!(matches!(keys::create_scoped(&db.conn, "x", Role::Admin, None, Some("assistant")).await, Err(KeyError::ScopeNeedsAgentRole)));
+        assert!(matches!(keys::create_scoped(&db.conn, "y", Role::Agent, None, Some("nobody")).await, Err(KeyError::UnknownAgent(_))));
+
+        use migration::{Migrator, MigratorTrait};
+        let err = Migrator::down(&db.conn, Some(1)).await.expect_err("a live scoped key blocks the down");
+        assert!(err.to_string().contains("agent-scoped key"), "{err}");
+        keys::revoke(&db.conn, "assistant-only").await.expect("revoke");
+        Migrator::down(&db.conn, Some(1)).await.expect("down once the scoped key is revoked");
+    }
+}
