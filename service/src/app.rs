@@ -28,6 +28,26 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
 #[derive(Clone)]
 pub struct AppState(Arc<Inner>);
 
+/// Where the MCP endpoint may be reached from.
+#[derive(Clone, Debug)]
+pub struct McpOptions {
+    /// `Host` header values rmcp accepts (DNS rebinding protection).
+    pub allowed_hosts: Vec<String>,
+    /// Browser `Origin`s allowed; a request with any other `Origin` is refused.
+    pub allowed_origins: Vec<String>,
+}
+
+impl Default for McpOptions {
+    fn default() -> Self {
+        Self {
+            allowed_hosts: ["localhost", "127.0.0.1", "::1"]
+                .map(str::to_owned)
+                .to_vec(),
+            allowed_origins: Vec::new(),
+        }
+    }
+}
+
 pub struct Inner {
     pub db: DatabaseConnection,
     pub cache: Cache,
@@ -40,6 +60,8 @@ pub struct Inner {
     /// The one outbound HTTP client and its address check (`--connector-allow`,
     /// `--connector-ca`).
     pub outbound: crate::actions::connector::Outbound,
+    /// Who may reach the MCP endpoint from where (`--mcp-allowed-host`, `--mcp-allowed-origin`).
+    pub mcp: McpOptions,
     /// How long an execution may hold a proposal before the sweeper presumes it dead.
     pub proposal_lease: chrono::TimeDelta,
     /// How long a proposal waits for a decision, by approval tier (default 24 h).
@@ -84,6 +106,7 @@ impl AppState {
             max_template_bytes,
             max_prompt_bytes: DEFAULT_MAX_PROMPT_BYTES,
             outbound,
+            mcp: McpOptions::default(),
             proposal_lease: PROPOSAL_LEASE,
             proposal_ttls: std::collections::BTreeMap::new(),
         })))
@@ -132,6 +155,14 @@ impl AppState {
     pub fn with_outbound(mut self, outbound: crate::actions::connector::Outbound) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.0) {
             inner.outbound = outbound;
+        }
+        self
+    }
+
+    /// The same state with other MCP host and origin lists. Call before the state is shared.
+    pub fn with_mcp(mut self, mcp: McpOptions) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.0) {
+            inner.mcp = mcp;
         }
         self
     }

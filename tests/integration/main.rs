@@ -10,6 +10,7 @@ mod http;
 mod https;
 mod limits;
 mod mcp_connectors;
+mod mcp_server;
 mod migrate;
 mod prompt;
 mod proposals;

@@ -29,6 +29,20 @@ pub struct ServeArgs {
     /// (for a private CA).
     #[arg(long, env = "LOADOUT_CONNECTOR_CA")]
     pub connector_ca: Option<std::path::PathBuf>,
+    /// Host names the MCP endpoint answers to (comma-separated); loopback names when absent.
+    #[arg(
+        long = "mcp-allowed-host",
+        env = "LOADOUT_MCP_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    pub mcp_allowed_hosts: Vec<String>,
+    /// Browser origins allowed to call the MCP endpoint (comma-separated); none when absent.
+    #[arg(
+        long = "mcp-allowed-origin",
+        env = "LOADOUT_MCP_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub mcp_allowed_origins: Vec<String>,
     /// How long an approved proposal may wait unclaimed before the sweeper reports it.
     /// At least the longest call timeout (30 s): an executing call's own lease is its
     /// timeout plus a margin.
@@ -103,6 +117,7 @@ impl From<ServeArgs> for Options {
             metrics_bind: args.metrics_bind,
             connector_allow: args.connector_allow,
             connector_ca: args.connector_ca,
+            mcp: mcp_options(args.mcp_allowed_hosts, args.mcp_allowed_origins),
             proposal_lease: seconds(args.proposal_lease_seconds),
             proposal_ttls: args
                 .proposal_ttls
@@ -131,6 +146,7 @@ pub struct Options {
     pub metrics_bind: Option<SocketAddr>,
     pub connector_allow: Vec<std::net::IpAddr>,
     pub connector_ca: Option<std::path::PathBuf>,
+    pub mcp: crate::app::McpOptions,
     pub proposal_lease: chrono::TimeDelta,
     pub proposal_ttls: std::collections::BTreeMap<Tier, chrono::TimeDelta>,
     pub allow_drift: bool,
@@ -148,6 +164,7 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
         metrics_bind,
         connector_allow,
         connector_ca,
+        mcp,
         proposal_lease,
         proposal_ttls,
         allow_drift,
@@ -199,7 +216,8 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
     .with_max_prompt_bytes(max_prompt_bytes)
     .with_proposal_lease(proposal_lease)
     .with_proposal_ttls(proposal_ttls)
-    .with_outbound(outbound);
+    .with_outbound(outbound)
+    .with_mcp(mcp);
     let poller = state.spawn_generation_poller();
     let sweeper = state.spawn_proposal_sweeper();
     let metrics = match metrics_bind {
@@ -240,6 +258,18 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
         metrics.abort();
     }
     Ok(())
+}
+
+/// The MCP endpoint's lists; loopback host names when none are given.
+fn mcp_options(hosts: Vec<String>, origins: Vec<String>) -> crate::app::McpOptions {
+    let mut options = crate::app::McpOptions {
+        allowed_origins: origins,
+        ..Default::default()
+    };
+    if !hosts.is_empty() {
+        options.allowed_hosts = hosts;
+    }
+    options
 }
 
 /// The outbound client, trusting `ca`'s certificates too when given.

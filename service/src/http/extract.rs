@@ -37,8 +37,16 @@ pub fn reach(who: &Principal, agent: &str) -> Result<(), ApiError> {
 }
 
 async fn principal(parts: &Parts, state: &AppState) -> Result<Principal, ApiError> {
-    let presented = parts
-        .headers
+    authenticate(&parts.headers, state).await
+}
+
+/// The principal behind a request's `Authorization: Bearer` key (cached per
+/// generation); 401 for a missing, unknown or revoked key.
+pub async fn authenticate(
+    headers: &axum::http::HeaderMap,
+    state: &AppState,
+) -> Result<Principal, ApiError> {
+    let presented = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))

@@ -31,6 +31,7 @@ pub fn router(state: AppState) -> Router {
         .on_failure(());
     router
         .merge(crate::console::router())
+        .merge(super::mcp::routes(&state))
         .fallback(|| async { ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

@@ -1,0 +1,242 @@
+//! loadout as an MCP server, driven by rmcp's client over Streamable HTTP on
+//! 127.0.0.1: instructions, tools with their hints, an `auto` call that runs, a
+//! `requires_approval` call that becomes a proposal, prompts per channel,
+//! `list_changed` after an admin edit, keys and origins refused, and scoped keys.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{Method, StatusCode};
+use loadout::app::AppState;
+use loadout::auth::keys::{self, Role};
+use loadout::prompt::builder::SystemClock;
+use loadout_tests::{TestDb, db_test};
+use rmcp::ClientHandler;
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, GetPromptRequestParams};
+use rmcp::service::{NotificationContext, RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+struct Served {
+    _db: TestDb,
+    state: AppState,
+    base: String,
+    admin: String,
+    agent: String,
+}
+
+async fn serve(db: TestDb) -> Served {
+    let db = db.seeded().await;
+    let admin = db.key("admin", Role::Admin).await;
+    let agent = db.key("agent", Role::Agent).await;
+    let allow = vec!["127.0.0.1".parse().expect("ip")];
+    let state =
+        AppState::with_connector_allow(db.reconnect().await, Arc::new(SystemClock), 262_144, allow)
+            .await
+            .expect("state");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("address"));
+    let app = loadout::http::router(state.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await.ok() });
+    Served {
+        _db: db,
+        state,
+        base,
+        admin,
+        agent,
+    }
+}
+
+/// Counts `list_changed` notifications.
+struct Listener(mpsc::UnboundedSender<&'static str>);
+
+impl ClientHandler for Listener {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.0.send("tools").ok();
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.0.send("prompts").ok();
+    }
+}
+
+type Session = RunningService<RoleClient, Listener>;
+
+async fn connect(
+    url: &str,
+    key: &str,
+) -> Result<(Session, mpsc::UnboundedReceiver<&'static str>), String> {
+    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(key);
+    // loadout's own outbound client (rustls on ring, loopback allowed): rmcp's
+    // default client would need a process-wide crypto provider.
+    let client =
+        loadout::actions::connector::Outbound::new(vec!["127.0.0.1".parse().expect("ip")], None)
+            .expect("client")
+            .client()
+            .clone();
+    let transport = StreamableHttpClientTransport::with_client(client, config);
+    let (tx, rx) = mpsc::unbounded_channel();
+    Listener(tx)
+        .serve(transport)
+        .await
+        .map(|s| (s, rx))
+        .map_err(|e| e.to_string())
+}
+
+impl Served {
+    async fn api(
+        &self,
+        method: Method,
+        path: &str,
+        key: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        loadout_tests::api::call(&self.state, method, path, key, body).await
+    }
+}
+
+/// A real HTTP backend that answers every call with `{"tasks": []}`.
+async fn backend() -> String {
+    let app = axum::Router::new().route(
+        "/tasks",
+        axum::routing::post(|| async { axum::Json(json!({"tasks": []})) }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/tasks", listener.local_addr().expect("address"));
+    tokio::spawn(async move { axum::serve(listener, app).await.ok() });
+    url
+}
+
+db_test! {
+    async fn an_mcp_client_gets_the_prompt_tools_calls_and_prompts_of_its_agent(db) {
+        let served = serve(db).await;
+        let url = backend().await;
+        let (status, body) = served.api(Method::POST, "/v1/connectors", &served.admin, Some(json!({"name": "tasks", "url": url}))).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let (status, body) = served.api(Method::PUT, "/v1/tools/get_tasks/connector", &served.admin, Some(json!({"connector": "tasks"}))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+
+        let endpoint = format!("{}/mcp/agents/assistant?channel=web&tz=Europe/Berlin", served.base);
+        let (client, _) = connect(&endpoint, &served.agent).await.expect("initialize");
+        let info = client.peer_info().expect("server info");
+        let instructions = info.instructions.clone().unwrap_or_default();
+        let (_, rest) = served.api(Method::GET, "/v1/agents/assistant/prompt?channel=web&tz=Europe/Berlin", &served.agent, None).await;
+        let first_line = rest["text"].as_str().unwrap_or_default().lines().next().unwrap_or_default().to_owned();
+        assert!(!first_line.is_empty() && instructions.starts_with(&first_line), "instructions: {instructions:.200}");
+        assert!(instructions.contains("Europe/Berlin"), "the tz reaches the prompt");
+
+        let tools = client.list_all_tools().await.expect("tools/list");
+        let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+        let (_, rest_tools) = served.api(Method::GET, "/v1/agents/assistant/tools", &served.agent, None).await;
+        let rest_names: Vec<String> = rest_tools["tools"].as_array().into_iter().flatten()
+            .map(|t| t["function"]["name"].as_str().unwrap_or_default().to_owned()).collect();
+        assert_eq!(names, rest_names, "the same tools, in the same order");
+        let get_tasks = tools.iter().find(|t| t.name == "get_tasks").expect("get_tasks");
+        let hints = get_tasks.annotations.clone().expect("annotations");
+        assert_eq!((hints.read_only_hint, hints.destructive_hint), (Some(true), Some(false)));
+        let delete_tasks = tools.iter().find(|t| t.name == "delete_tasks").expect("delete_tasks");
+        assert_eq!(delete_tasks.annotations.clone().and_then(|a| a.destructive_hint), Some(true));
+        let tier = delete_tasks.meta.as_ref().and_then(|m| m.get("io.loadout/approval-tier").cloned());
+        assert_eq!(tier, Some(json!("requires_approval")));
+
+        let args = |v: Value| v.as_object().cloned().unwrap_or_default();
+        let ran = client.call_tool(CallToolRequestParams::new("get_tasks").with_arguments(args(json!({
+            "id": null, "status": null, "priority": null, "due_before": null, "limit": null})))).await.expect("call get_tasks");
+        assert_eq!(ran.is_error, Some(false), "{ran:?}");
+        assert_eq!(ran.structured_content, Some(json!({"tasks": []})), "{ran:?}");
+
+        let proposed = client.call_tool(CallToolRequestParams::new("delete_tasks").with_arguments(args(json!({"ids": ["t1"]}))))
+            .await.expect("call delete_tasks");
+        let structured = proposed.structured_content.clone().unwrap_or_default();
+        assert_eq!(structured["status"], "proposed_for_approval", "{proposed:?}");
+        let id = structured["proposal_id"].as_i64().expect("a proposal id");
+        let (status, proposal) = served.api(Method::GET, &format!("/v1/proposals/{id}"), &served.admin, None).await;
+        assert_eq!((status, proposal["state"].as_str()), (StatusCode::OK, Some("proposed")), "{proposal}");
+
+        let invalid = client.call_tool(CallToolRequestParams::new("delete_tasks").with_arguments(args(json!({"ids": "t1"}))))
+            .await.expect("an invalid call is a result");
+        assert_eq!(invalid.is_error, Some(true), "{invalid:?}");
+        assert!(format!("{invalid:?}").contains("ids"), "names the JSON path: {invalid:?}");
+
+        let prompts = client.list_all_prompts().await.expect("prompts/list");
+        let channels: Vec<&str> = prompts.iter().map(|p| p.name.as_str()).collect();
+        assert!(channels.contains(&"web") && channels.len() >= 2, "{channels:?}");
+        for channel in ["web", channels.iter().find(|c| **c != "web").copied().unwrap_or("web")] {
+            let mut request = GetPromptRequestParams::new(channel);
+            request.arguments = Some(args(json!({"tz": "Asia/Tokyo", "memory_notes": "Likes tea"})));
+            let prompt = client.get_prompt(request).await.expect("prompts/get");
+            let text = format!("{:?}", prompt.messages);
+            assert!(text.contains("Asia/Tokyo"), "{channel}: {text:.300}");
+        }
+        client.cancel().await.ok();
+    }
+}
+
+db_test! {
+    async fn an_admin_edit_reaches_open_sessions_as_list_changed(db) {
+        let served = serve(db).await;
+        let endpoint = format!("{}/mcp/agents/assistant", served.base);
+        let (client, mut changes) = connect(&endpoint, &served.agent).await.expect("initialize");
+        client.list_all_tools().await.expect("tools/list");
+        let (status, body) = served.api(Method::PUT, "/v1/agents/assistant/prompt-template", &served.admin,
+            Some(json!({"template": "Changed. $soul"}))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let mut seen = Vec::new();
+        while seen.len() < 2 {
+            match tokio::time::timeout(Duration::from_secs(5), changes.recv()).await {
+                Ok(Some(kind)) => seen.push(kind),
+                _ => break,
+            }
+        }
+        seen.sort();
+        assert_eq!(seen, ["prompts", "tools"], "both list_changed notifications arrive");
+        client.cancel().await.ok();
+    }
+}
+
+db_test! {
+    async fn keys_origins_and_scopes_are_enforced_on_mcp(db) {
+        let served = serve(db).await;
+        let endpoint = format!("{}/mcp/agents/assistant", served.base);
+        assert!(connect(&endpoint, "lo_000000000000_nope").await.is_err(), "a bad key is refused");
+        let approver = keys::create(&served._db.conn, "approver", Role::Approver).await.expect("key");
+        assert!(connect(&endpoint, &approver).await.is_err(), "an approver key is refused");
+        assert!(connect(&format!("{}/mcp", served.base), &served.agent).await.is_err(), "an unscoped key names its agent");
+
+        let scoped = keys::create_scoped(&served._db.conn, "scoped", Role::Agent, None, Some("assistant")).await.expect("key");
+        let (client, _) = connect(&format!("{}/mcp", served.base), &scoped).await.expect("a scoped key on /mcp");
+        assert!(!client.list_all_tools().await.expect("tools").is_empty());
+        client.cancel().await.ok();
+        let (status, body) = served.api(Method::POST, "/v1/agents", &served.admin,
+            Some(json!({"name": "researcher", "identity": {"name": "R"}, "soul": "You dig."}))).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        assert!(connect(&format!("{}/mcp/agents/researcher", served.base), &scoped).await.is_err(), "another agent is out of reach");
+
+        // Raw requests: the gate answers before MCP does, in the API's error shape.
+        use tower::ServiceExt;
+        let post = |origin: Option<&str>, key: &str| {
+            let mut request = axum::http::Request::post("/mcp/agents/researcher")
+                .header("authorization", format!("Bearer {key}"))
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream");
+            if let Some(origin) = origin {
+                request = request.header("origin", origin);
+            }
+            request.body(axum::body::Body::from(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)).expect("request")
+        };
+        let app = || loadout::http::router(served.state.clone());
+        let refused = app().oneshot(post(Some("https://evil.example"), &served.agent)).await.expect("answer");
+        assert_eq!(refused.status(), StatusCode::FORBIDDEN, "a browser origin is refused");
+        let missing = app().oneshot(post(None, &scoped)).await.expect("answer");
+        assert_eq!(missing.status(), StatusCode::NOT_FOUND, "a scoped key gets 404 for another agent");
+        let none = app().oneshot(post(None, "")).await.expect("answer");
+        assert_eq!(none.status(), StatusCode::UNAUTHORIZED);
+    }
+}
