@@ -47,7 +47,9 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     let app = loadout::http::router(state);
-    tokio::spawn(async move { axum::serve(listener, app).await.ok() });
+    // loadout's own connection loop, as `serve` runs it (TCP_NODELAY included).
+    let limits = loadout::http::server::Limits::default();
+    tokio::spawn(loadout::http::server::serve(listener, app, limits, std::future::pending()));
 
     let http = Outbound::new(vec!["127.0.0.1".parse()?], None)?.client().clone();
     let config = StreamableHttpClientTransportConfig::with_uri(format!("{base}/mcp/agents/assistant"))
