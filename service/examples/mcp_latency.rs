@@ -49,11 +49,19 @@ async fn main() -> anyhow::Result<()> {
     let app = loadout::http::router(state);
     // loadout's own connection loop, as `serve` runs it (TCP_NODELAY included).
     let limits = loadout::http::server::Limits::default();
-    tokio::spawn(loadout::http::server::serve(listener, app, limits, std::future::pending()));
+    tokio::spawn(loadout::http::server::serve(
+        listener,
+        app,
+        limits,
+        std::future::pending(),
+    ));
 
-    let http = Outbound::new(vec!["127.0.0.1".parse()?], None)?.client().clone();
-    let config = StreamableHttpClientTransportConfig::with_uri(format!("{base}/mcp/agents/assistant"))
-        .auth_header(agent);
+    let http = Outbound::new(vec!["127.0.0.1".parse()?], None)?
+        .client()
+        .clone();
+    let config =
+        StreamableHttpClientTransportConfig::with_uri(format!("{base}/mcp/agents/assistant"))
+            .auth_header(agent);
     let transport = StreamableHttpClientTransport::with_client(http.clone(), config);
     let (tx, mut changes) = mpsc::unbounded_channel();
     let client = Listener(tx).serve(transport).await?;
@@ -89,7 +97,11 @@ async fn main() -> anyhow::Result<()> {
             .json(&serde_json::json!({"template": format!("Edit {i}. $soul")}))
             .send()
             .await?;
-        anyhow::ensure!(response.status().is_success(), "PUT answered {}", response.status());
+        anyhow::ensure!(
+            response.status().is_success(),
+            "PUT answered {}",
+            response.status()
+        );
         let received = tokio::time::timeout(Duration::from_secs(5), changes.recv())
             .await?
             .ok_or_else(|| anyhow::anyhow!("the session closed"))?;
