@@ -72,6 +72,7 @@ fn exactly_the_operations_that_take_a_body_document_its_schema() {
         "POST /v1/agents/{agent}/tool-calls",
         "POST /v1/connectors",
         "POST /v1/connectors/{connector}/sync",
+        "POST /v1/keys",
         "POST /v1/tools",
         "PUT /v1/agents/{agent}/prompt-template",
         "PUT /v1/agents/{agent}/users/{user_id}/instructions",

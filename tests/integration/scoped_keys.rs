@@ -65,3 +65,47 @@ db_test! {
         Migrator::down(&db.conn, Some(1)).await.expect("down once the scoped key is revoked");
     }
 }
+
+db_test! {
+    async fn admins_make_list_and_revoke_keys_over_the_api_in_their_tenant(db) {
+        let db = db.seeded().await;
+        let admin = db.key("admin", Role::Admin).await;
+        let other_admin = keys::create_for_tenant(&db.conn, "acme-admin", Role::Admin, Some("acme")).await.expect("key");
+        let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144).await.expect("state");
+        let call = |method: Method, path: &str, key: &str, body: Option<Value>| {
+            let (state, path, key) = (state.clone(), path.to_owned(), key.to_owned());
+            async move { loadout_tests::api::call(&state, method, &path, &key, body).await }
+        };
+        let (status, created) = call(Method::POST, "/v1/keys", &admin,
+            Some(json!({"name": "bot", "role": "agent", "agent": "assistant"}))).await;
+        assert_eq!(status, StatusCode::CREATED, "{created}");
+        let bot = created["key"].as_str().expect("the key, once").to_owned();
+        assert_eq!((created["agent"].as_str(), created["tenant"].as_str()), (Some("assistant"), Some("default")));
+        let (status, _) = call(Method::GET, "/v1/agents/assistant/tools", &bot, None).await;
+        assert_eq!(status, StatusCode::OK, "the scoped key reaches its agent");
+
+        let (_, listed) = call(Method::GET, "/v1/keys", &admin, None).await;
+        let bot_row = listed["keys"].as_array().into_iter().flatten().find(|k| k["name"] == "bot").cloned().unwrap_or_default();
+        assert_eq!(bot_row["agent"], "assistant", "{listed}");
+        assert!(!listed.to_string().contains(&bot[16..]), "a list never holds a secret");
+        let (_, theirs) = call(Method::GET, "/v1/keys", &other_admin, None).await;
+        assert!(!theirs.to_string().contains("\"bot\""), "another tenant's admin does not see it: {theirs}");
+
+        for (body, code) in [
+            (json!({"name": "x", "role": "admin", "agent": "assistant"}), "invalid_key"),
+            (json!({"name": "y", "role": "agent", "agent": "nobody"}), "invalid_key"),
+            (json!({"name": "bot", "role": "agent"}), "name_taken"),
+        ] {
+            let (status, answer) = call(Method::POST, "/v1/keys", &admin, Some(body.clone())).await;
+            assert_eq!(answer["error"]["code"], code, "{body}: {status} {answer}");
+        }
+
+        let (status, _) = call(Method::DELETE, "/v1/keys/bot", &other_admin, None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "another tenant's key is 404");
+        let (status, revoked) = call(Method::DELETE, "/v1/keys/bot", &admin, None).await;
+        assert_eq!(status, StatusCode::OK, "{revoked}");
+        assert!(!revoked["revoked_at"].is_null(), "{revoked}");
+        let (status, _) = call(Method::GET, "/v1/agents/assistant/tools", &bot, None).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "a revoked key stops working although it was cached");
+    }
+}

@@ -54,7 +54,7 @@ impl Principal {
 }
 
 /// One key as `keys list` shows it: never the secret or the hash.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct KeyInfo {
     pub name: String,
     pub role: String,
@@ -246,6 +246,16 @@ pub async fn revoke(db: &impl ConnectionTrait, name: &str) -> Result<(), KeyErro
         active.update(db).await?;
     }
     Ok(())
+}
+
+/// Revokes a key and moves the configuration generation in one transaction, so
+/// every process's cached copy of the key stops working at once; the generation.
+pub async fn revoke_now(db: &sea_orm::DatabaseConnection, name: &str) -> Result<i64, KeyError> {
+    let txn = crate::db::begin_write(db).await?;
+    revoke(&txn, name).await?;
+    let generation = crate::db::generation::bump(&txn).await?;
+    txn.commit().await?;
+    Ok(generation)
 }
 
 /// Keys that can still be used.

@@ -169,10 +169,14 @@ async fn revoke_key(
         if !ours {
             return Err(Error::not_found(format!("no key named {name:?}")));
         }
-        keys::revoke(&state.db, &name).await.map_err(|e| match e {
-            KeyError::Db(e) => e.into(),
-            other => Error::not_found(other.to_string()),
-        })
+        let generation = keys::revoke_now(&state.db, &name)
+            .await
+            .map_err(|e| match e {
+                KeyError::Db(e) => e.into(),
+                other => Error::not_found(other.to_string()),
+            })?;
+        state.cache.observe(generation);
+        Ok(())
     };
     match revoke.await {
         Ok(()) => Redirect::to("/console/keys").into_response(),

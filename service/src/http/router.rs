@@ -13,7 +13,7 @@ use utoipa_axum::routes;
 
 use super::error::ApiError;
 use super::extract::MAX_BODY_BYTES;
-use super::{agents, calls, connectors, fetch, ops, registry, trace};
+use super::{agents, calls, connectors, fetch, keys, ops, registry, trace};
 use crate::app::AppState;
 
 /// The whole API. Every route is registered through `utoipa_axum::routes!`, so a
@@ -63,6 +63,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(registry::routes())
         .merge(calls::routes())
         .merge(connectors::routes())
+        .merge(keys::routes())
 }
 
 static SPEC: LazyLock<utoipa::openapi::OpenApi> = LazyLock::new(openapi);
