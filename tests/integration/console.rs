@@ -49,9 +49,15 @@ fn driver_url() -> Option<String> {
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
-        let child = Command::new(&binary)
-            .arg(format!("--port={port}"))
-            .arg("--allowed-ips=127.0.0.1")
+        // A static is never dropped, so the driver would outlive this test binary:
+        // a small shell watches this process and stops the driver when it is gone.
+        let watch = format!(
+            "{binary} --port={port} --allowed-ips=127.0.0.1 & driver=$!; \
+             while kill -0 {parent} 2>/dev/null; do sleep 1; done; kill $driver",
+            parent = std::process::id()
+        );
+        let child = Command::new("sh")
+            .args(["-c", &watch])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
