@@ -230,6 +230,18 @@ pub async fn list(db: &impl ConnectionTrait) -> Result<Vec<KeyInfo>, DbErr> {
         .collect())
 }
 
+/// The keys of one tenant, oldest first (a key without a tenant is the default's).
+pub async fn list_in_tenant(
+    db: &impl ConnectionTrait,
+    tenant: &str,
+) -> Result<Vec<KeyInfo>, DbErr> {
+    Ok(list(db)
+        .await?
+        .into_iter()
+        .filter(|k| k.tenant == tenant)
+        .collect())
+}
+
 /// Revokes a key by name. Revoking a revoked key is not an error.
 pub async fn revoke(db: &impl ConnectionTrait, name: &str) -> Result<(), KeyError> {
     let row = api_keys::Entity::find()

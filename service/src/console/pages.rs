@@ -72,11 +72,7 @@ struct Created<'a> {
 
 /// The admin's tenant's keys (another tenant's are not shown).
 async fn tenant_keys(state: &AppState, signed: &Signed) -> Result<Vec<KeyInfo>> {
-    let all = keys::list(&state.db).await?;
-    Ok(all
-        .into_iter()
-        .filter(|k| k.tenant == signed.who.tenant())
-        .collect())
+    Ok(keys::list_in_tenant(&state.db, signed.who.tenant()).await?)
 }
 
 async fn key_list(State(state): State<AppState>, Admin(signed): Admin) -> Response {

@@ -61,19 +61,14 @@ fn key_error(e: KeyError) -> Error {
     }
 }
 
-async fn tenant_keys(state: &AppState, tenant: &str) -> ApiResult<Vec<KeyInfo>> {
-    let all = keys::list(&state.db).await?;
-    Ok(all.into_iter().filter(|k| k.tenant == tenant).collect())
-}
-
 #[utoipa::path(get, path = "/v1/keys", tag = "keys", summary = "The tenant's keys, never their secrets (admin)",
     responses((status = 200, body = KeyList, description = "Keys, oldest first"), E401, E403))]
 async fn list_keys(
     State(state): State<AppState>,
     AdminKey(who): AdminKey,
 ) -> ApiResult<Json<KeyList>> {
-    let keys = tenant_keys(&state, who.tenant()).await?;
-    Ok(Json(KeyList { keys }))
+    let listed = keys::list_in_tenant(&state.db, who.tenant()).await?;
+    Ok(Json(KeyList { keys: listed }))
 }
 
 #[utoipa::path(post, path = "/v1/keys", tag = "keys", summary = "Create a key in the admin's tenant; the answer holds it once (admin)",
@@ -112,7 +107,7 @@ async fn revoke_key(
     AdminKey(who): AdminKey,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<KeyInfo>> {
-    let ours = tenant_keys(&state, who.tenant()).await?;
+    let ours = keys::list_in_tenant(&state.db, who.tenant()).await?;
     if !ours.iter().any(|k| k.name == name) {
         return Err(Error::not_found(format!("no key named {name:?}")));
     }
@@ -120,7 +115,7 @@ async fn revoke_key(
         .await
         .map_err(key_error)?;
     state.cache.observe(generation);
-    let revoked = tenant_keys(&state, who.tenant()).await?;
+    let revoked = keys::list_in_tenant(&state.db, who.tenant()).await?;
     let info = revoked.into_iter().find(|k| k.name == name);
     info.map(Json)
         .ok_or_else(|| Error::not_found(format!("no key named {name:?}")))
