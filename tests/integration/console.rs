@@ -365,6 +365,8 @@ db_test!(
             saved_in(c, "connector-weather").await?;
             page_shows(c, "Headers: Authorization").await?;
             ensure!(!c.source().await?.contains("s3cret-value"), "a header value reached the page");
+            // A fresh page without the create's "Saved.", so the next wait sees the edit's.
+            c.goto(&format!("{}/console/connectors", site.base)).await?;
             field(c, "Timeout of weather (ms)").await?.clear().await?;
             field(c, "Timeout of weather (ms)").await?.send_keys("2500").await?;
             button(c, "", "Save weather").await?.click().await?;
