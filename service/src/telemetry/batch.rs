@@ -93,14 +93,21 @@ fn write_loop(shared: &Shared, mut out: impl Write) {
     }
 }
 
-impl Write for BatchWriter {
-    fn write(&mut self, line: &[u8]) -> std::io::Result<usize> {
+impl BatchWriter {
+    /// Appends one whole line (or drops and counts it while the buffer is full).
+    pub fn write_line(&self, line: &[u8]) {
         let mut lines = self.shared.lines.lock().unwrap_or_else(|e| e.into_inner());
         if lines.len() + line.len() <= MAX_BUFFERED {
             lines.extend_from_slice(line);
         } else {
             self.shared.dropped.fetch_add(1, Ordering::Relaxed);
         }
+    }
+}
+
+impl Write for BatchWriter {
+    fn write(&mut self, line: &[u8]) -> std::io::Result<usize> {
+        self.write_line(line);
         Ok(line.len())
     }
 
