@@ -5,6 +5,7 @@ use std::sync::LazyLock;
 
 use axum::extract::DefaultBodyLimit;
 use axum::{Json, Router, middleware};
+use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
@@ -21,26 +22,37 @@ use crate::app::AppState;
 /// key here; see [`ops::metrics_router`].
 pub fn router(state: AppState) -> Router {
     let (router, _spec) = api_routes().split_for_parts();
-    // Outermost last: an id is set (unless the client sent one), the span and the
-    // `served` line wrap everything, the id is echoed, panics become our 500, and
-    // the edge refuses an oversize body and records metrics with the final status.
+    // Only the edge needs the matched route, so only the edge is a route layer. The
+    // request-wide layers wrap the routed app once, outside it: `Router::layer` would
+    // wrap every route in each of them, and each wrap is a boxed service that every
+    // request clones and a boxed future it allocates.
+    let routed = router
+        .merge(crate::console::router())
+        .merge(super::mcp::routes(&state))
+        .fallback(|| async { ApiError::not_found("no such route") })
+        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
+        .layer(middleware::from_fn_with_state(state.clone(), trace::edge))
+        .with_state(state);
+    traced(routed)
+}
+
+/// `app` inside the request-wide layers. Outermost first: an id is set (unless the
+/// client sent one), the span and the `served` line wrap everything, the id is
+/// echoed, panics become our 500, and the body limit applies to every extractor.
+pub fn traced(app: Router) -> Router {
     let trace = TraceLayer::new_for_http()
         .make_span_with(trace::span)
         .on_request(())
         .on_response(trace::served)
         .on_failure(());
-    router
-        .merge(crate::console::router())
-        .merge(super::mcp::routes(&state))
-        .fallback(|| async { ApiError::not_found("no such route") })
-        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(middleware::from_fn_with_state(state.clone(), trace::edge))
-        .layer(CatchPanicLayer::custom(trace::panic_response))
-        .layer(PropagateRequestIdLayer::new(REQUEST_ID_HEADER))
-        .layer(trace)
+    let app = ServiceBuilder::new()
         .layer(SetRequestIdLayer::new(REQUEST_ID_HEADER, trace::Sequence))
-        .with_state(state)
+        .layer(trace)
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID_HEADER))
+        .layer(CatchPanicLayer::custom(trace::panic_response))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .service(app);
+    Router::new().fallback_service(app)
 }
 
 const REQUEST_ID_HEADER: axum::http::HeaderName =
