@@ -8,9 +8,12 @@
 //! stale entry behind: at worst an entry read after a commit is stamped too old and
 //! is read again.
 
+mod front;
+
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use prometheus_client::metrics::counter::Counter;
@@ -76,6 +79,14 @@ pub const DEFAULT_BUDGET: usize = 128 * 1024 * 1024;
 pub const MAX_CACHED_BODY: usize = 256 * 1024;
 /// Authenticated keys cached at most (more are looked up each time).
 pub const MAX_KEYS: usize = 65_536;
+/// The largest response body a thread's front copies: at most
+/// [`front::CAPACITY`] × 64 KiB (4 MiB) per worker thread.
+pub const MAX_FRONT_BODY: usize = 64 * 1024;
+
+thread_local! {
+    static RESPONSES: RefCell<front::Front<Encoded>> = RefCell::new(front::Front::new());
+    static KEYS: RefCell<front::Front<Principal>> = RefCell::new(front::Front::new());
+}
 /// What moka and the map spend per entry besides the key and value themselves.
 const ENTRY_OVERHEAD: usize = 96;
 
@@ -229,6 +240,9 @@ where
 /// Its counters and generation are prometheus-client handles, so [`crate::metrics`]
 /// exposes them as they are, with no copy at scrape time.
 pub struct Cache {
+    /// This cache among others in the process (tests run many): what a thread's
+    /// [`front`] belongs to.
+    id: u64,
     generation: Gauge<i64, AtomicI64>,
     agents: Stamped<String, Option<Arc<LoadedAgent>>>,
     channels: Stamped<(), Arc<Channels>>,
@@ -262,7 +276,9 @@ impl Cache {
         let gauge = Gauge::<i64, AtomicI64>::default();
         gauge.set(generation);
         let share = |n: usize| bytes / 16 * n;
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Self {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             generation: gauge,
             responses: Stamped::new(share(8)),
             agents: Stamped::new(share(2)),
@@ -342,9 +358,24 @@ impl Cache {
         self.instructions.put(key, stamp, text);
     }
 
-    /// A whole encoded GET response, keyed by everything it depends on.
+    /// A whole encoded GET response, keyed by everything it depends on. The
+    /// thread's front is asked first; a small body found in the shared map is
+    /// copied into it, so later hits on this thread share no memory with others.
     pub fn response(&self, key: &str, generation: i64) -> Option<Encoded> {
-        self.count(self.responses.get(key, generation))
+        let local = RESPONSES.with_borrow_mut(|front| front.get(self.id, generation, key));
+        if local.is_some() {
+            return self.count(local);
+        }
+        let found = self.responses.get(key, generation);
+        if let Some(shared) = found.as_ref().filter(|e| e.body.len() <= MAX_FRONT_BODY) {
+            let own = Encoded {
+                body: axum::body::Bytes::copy_from_slice(&shared.body),
+                etag: axum::http::HeaderValue::from_bytes(shared.etag.as_bytes())
+                    .unwrap_or_else(|_| shared.etag.clone()),
+            };
+            RESPONSES.with_borrow_mut(|front| front.put(self.id, generation, key, own));
+        }
+        self.count(found)
     }
 
     /// Caches a response unless its body is over [`MAX_CACHED_BODY`].
@@ -364,13 +395,23 @@ impl Cache {
     }
 
     /// Keys are cached by their hash, never by the key itself.
+    /// The thread's front is asked first, as for responses.
     pub fn key(&self, key_hash: &str, generation: i64) -> Option<Principal> {
+        let local = KEYS.with_borrow_mut(|front| front.get(self.id, generation, key_hash));
+        if local.is_some() {
+            return self.count(local);
+        }
         let keys = self.keys.read().unwrap_or_else(|e| e.into_inner());
         let found = keys
             .get(key_hash)
             .filter(|(stamp, _)| *stamp >= generation)
             .map(|(_, principal)| principal.clone());
         drop(keys);
+        if let Some(principal) = &found {
+            KEYS.with_borrow_mut(|front| {
+                front.put(self.id, generation, key_hash, principal.clone());
+            });
+        }
         self.count(found)
     }
 

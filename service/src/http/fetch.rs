@@ -125,7 +125,9 @@ impl PromptQuery {
     /// The cache key part: the caller's tenant (its users' instructions are in the
     /// body), then the query; `\u{1}` marks an absent value.
     fn key(&self, tenant: &str) -> String {
-        let part = |v: &Option<String>| v.clone().unwrap_or_else(|| "\u{1}".to_owned());
+        fn part(v: &Option<String>) -> &str {
+            v.as_deref().unwrap_or("\u{1}")
+        }
         format!(
             "{tenant}\0{}\0{}\0{}",
             part(&self.channel),
