@@ -2,7 +2,10 @@
 # Interleaved A/B of the cached fetch: GET /v1/agents/assistant/prompt?channel=web (cache
 # warm) on a fresh SQLite server per run, for each binary given and the bare handler
 # (the word `bare`), alternated ROUNDS times, so a drift of the shared machine hits all
-# of them alike. Prints req/s and p99 per run.
+# of them alike. Prints req/s and p99 per run. `bare:traced` is the bare handler
+# inside loadout's request-wide layers (request id, span, `served` line at the default
+# level, catch-panic), served by loadout's connection loop: what those layers cost
+# with no loadout handler at all. `bare:loop` is the bare handler in that loop alone.
 #
 # Usage, from the repository root:
 #   cargo build --release -p loadout --bin loadout --example bare
@@ -19,8 +22,10 @@ for _ in $(seq 1 "${ROUNDS:-2}"); do
   for BIN in "$@"; do
     D=$(mktemp -d)
     URL="http://127.0.0.1:$PORT/v1/agents/assistant/prompt?channel=web"
-    if [ "$BIN" = bare ]; then
-      target/release/examples/bare "127.0.0.1:$PORT" 7266 2>/dev/null &
+    if [ "${BIN%%:*}" = bare ]; then
+      MODE=""; [ "$BIN" != bare ] && MODE=${BIN#bare:}
+      if [ "${LOG:-warn}" = unset ]; then LOGENV="-u RUST_LOG"; else LOGENV="RUST_LOG=${LOG:-warn}"; fi
+      env $LOGENV target/release/examples/bare "127.0.0.1:$PORT" 7266 $MODE 2>/dev/null &
       PID=$!; sleep 0.5; KEY=none
     else
       if [ "${LOG:-warn}" = unset ]; then

@@ -1,6 +1,10 @@
 //! The load benchmark's yardstick: a bare axum handler that returns a fixed JSON
 //! body of a given size, with no auth, no database and no rendering.
-//! `cargo run --release -p loadout --example bare -- 127.0.0.1:18090 7300`
+//! `cargo run --release -p loadout --example bare -- 127.0.0.1:18090 7300 [loop|traced]`
+//! With `loop`, it is served through loadout's own connection loop
+//! (`loadout::http::server::serve`, with its default limits) instead of `axum::serve`,
+//! which separates the cost of the connection handling from that of the request path;
+//! with `traced`, also inside loadout's request-wide layers, with the default log line.
 
 use axum::Router;
 use axum::http::header;
@@ -21,5 +25,18 @@ async fn main() -> std::io::Result<()> {
     );
     let listener = tokio::net::TcpListener::bind(&bind).await?;
     eprintln!("bare listening on http://{bind}");
+    let mode = args.next();
+    if mode.as_deref() == Some("traced") {
+        // The bare handler inside loadout's request-wide layers (request id, span,
+        // `served` line, catch-panic), logging as `serve` does to stderr.
+        let _flush = loadout::telemetry::init(loadout::telemetry::LogFormat::Text);
+        let app = loadout::http::router::traced(app);
+        let limits = loadout::http::server::Limits::default();
+        return loadout::http::server::serve(listener, app, limits, std::future::pending()).await;
+    }
+    if mode.as_deref() == Some("loop") {
+        let limits = loadout::http::server::Limits::default();
+        return loadout::http::server::serve(listener, app, limits, std::future::pending()).await;
+    }
     axum::serve(listener, app).await
 }
