@@ -437,6 +437,28 @@ db_test! {
 }
 
 db_test! {
+    async fn an_mcp_connector_may_not_set_its_transports_headers_an_http_one_may(db) {
+        let api = Api::new(db, true).await;
+        for name in ["Accept", "mcp-session-id", "MCP-Protocol-Version", "last-event-id"] {
+            let connector = json!({"name": "remote", "kind": "mcp", "url": "http://127.0.0.1:9/mcp", "headers": {name: "forged"}});
+            let (status, body) = api.call(Method::POST, "/v1/connectors", &api.admin, Some(connector)).await;
+            assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("reserved_header")), "{name}");
+        }
+        let http = json!({"name": "backend", "url": "http://127.0.0.1:9/x", "headers": {"Accept": "application/json"}});
+        let (status, _) = api.call(Method::POST, "/v1/connectors", &api.admin, Some(http)).await;
+        assert_eq!(status, StatusCode::CREATED, "an http connector may set Accept");
+        let mcp = json!({"name": "remote", "kind": "mcp", "url": "http://127.0.0.1:9/mcp", "headers": {"authorization": "Bearer t"}});
+        let (status, _) = api.call(Method::POST, "/v1/connectors", &api.admin, Some(mcp)).await;
+        assert_eq!(status, StatusCode::CREATED);
+        let update = json!({"headers": {"authorization": "Bearer t", "Mcp-Session-Id": "forged"}});
+        let (status, body) = api.call(Method::PATCH, "/v1/connectors/remote", &api.admin, Some(update)).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("reserved_header")));
+        let (_, remote) = api.call(Method::GET, "/v1/connectors/remote", &api.admin, None).await;
+        assert_eq!(remote["headers"], json!(["authorization"]), "the refused update changed nothing: {remote}");
+    }
+}
+
+db_test! {
     async fn the_sweeper_runs_a_proposal_a_crash_left_approved_once(db) {
         let (url, received) = target().await;
         let api = Api::new(db, true).await;

@@ -180,6 +180,32 @@ db_test! {
 }
 
 db_test! {
+    async fn a_calls_conversation_and_user_come_from_meta_else_the_session_and_the_query(db) {
+        let served = serve(db).await;
+        let endpoint = format!("{}/mcp/agents/assistant?user_id=query-user", served.base);
+        let (client, _) = connect(&endpoint, &served.agent).await.expect("initialize");
+        let object = |v: Value| v.as_object().cloned().unwrap_or_default();
+        let mut with_meta = CallToolRequestParams::new("delete_tasks").with_arguments(object(json!({"ids": ["t1"]})));
+        with_meta.meta = Some(object(json!({"conversation_id": "conv-9", "user_id": "meta-user"})).into());
+        let without_meta = CallToolRequestParams::new("delete_tasks").with_arguments(object(json!({"ids": ["t2"]})));
+        let mut proposals = Vec::new();
+        for request in [with_meta, without_meta] {
+            let result = client.call_tool(request).await.expect("tools/call");
+            let structured = result.structured_content.clone().unwrap_or_default();
+            let id = structured["proposal_id"].as_i64().unwrap_or_else(|| panic!("a proposal: {result:?}"));
+            let (status, proposal) = served.api(Method::GET, &format!("/v1/proposals/{id}"), &served.admin, None).await;
+            assert_eq!(status, StatusCode::OK, "{proposal}");
+            proposals.push(proposal);
+        }
+        assert_eq!((proposals[0]["conversation_id"].as_str(), proposals[0]["user_id"].as_str()), (Some("conv-9"), Some("meta-user")), "from _meta");
+        let conversation = proposals[1]["conversation_id"].as_str().unwrap_or_default();
+        assert!(conversation.starts_with("mcp-") && conversation.len() > 4, "the session's id: {conversation}");
+        assert_eq!(proposals[1]["user_id"].as_str(), Some("query-user"), "the endpoint's ?user_id");
+        client.cancel().await.ok();
+    }
+}
+
+db_test! {
     async fn an_admin_edit_reaches_open_sessions_as_list_changed(db) {
         let served = serve(db).await;
         let endpoint = format!("{}/mcp/agents/assistant", served.base);

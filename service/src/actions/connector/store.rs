@@ -190,6 +190,25 @@ fn check_headers(headers: &Map<String, Value>) -> Result<()> {
     Ok(())
 }
 
+/// An `mcp` connector may not set the headers its transport sets on every request
+/// (an `http` connector may: `Accept` is an ordinary header there).
+fn check_transport_headers(kind: super::Kind, headers: &Map<String, Value>) -> Result<()> {
+    let transport = super::mcp::TRANSPORT_HEADERS;
+    let taken = headers
+        .keys()
+        .find(|name| transport.contains(&name.to_ascii_lowercase().as_str()));
+    match (kind, taken) {
+        (super::Kind::Mcp, Some(name)) => Err(Error::refused(
+            "reserved_header",
+            format!(
+                "header {name:?} is set by the MCP transport and may not be configured on an mcp connector: {}",
+                transport.join(", ")
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 async fn check_url(state: &AppState, url: &str) -> Result<()> {
     state
         .outbound
@@ -242,6 +261,7 @@ pub async fn create(state: &AppState, new: NewConnector) -> Result<ConnectorView
     check_method(&new.method)?;
     check_timeout(new.timeout_ms)?;
     check_headers(&new.headers)?;
+    check_transport_headers(kind, &new.headers)?;
     check_url(state, &new.url).await?;
     let write = guard::begin(&state.db).await?;
     let now = Utc::now();
@@ -293,6 +313,9 @@ pub async fn update(
     check_update(state, &update).await?;
     let write = guard::begin(&state.db).await?;
     let found = row(&*write, name).await?;
+    if let (Some(headers), Ok(kind)) = (&update.headers, found.kind.parse()) {
+        check_transport_headers(kind, headers)?;
+    }
     let mut active: connectors::ActiveModel = found.into();
     if let Some(url) = update.url {
         active.url = Set(url);
