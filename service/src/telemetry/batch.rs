@@ -135,12 +135,12 @@ impl Drop for Flush {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    /// A `Write` the test can read back.
+    /// A `Write` the test can read back (the line formatter's tests use it too).
     #[derive(Clone, Default)]
-    struct Sink(Arc<Mutex<Vec<u8>>>);
+    pub(in crate::telemetry) struct Sink(pub(in crate::telemetry) Arc<Mutex<Vec<u8>>>);
 
     impl Write for Sink {
         fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
