@@ -29,6 +29,12 @@ pub struct Model {
     pub synced_tier: Option<String>,
     /// When a sync found the remote tool gone.
     pub remote_gone_at: Option<DateTimeUtc>,
+    /// A synced tool's input schema as its server published it (`parameters` is it
+    /// normalized into strict form); `None` for tools an admin made.
+    pub remote_schema: Option<Json>,
+    /// `false` for a tool an admin accepted with a schema strict mode cannot express
+    /// (exported with `strict: false`, warned about by `loadout check`).
+    pub strict: bool,
     pub is_active: bool,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,

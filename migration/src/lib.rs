@@ -15,6 +15,7 @@ pub mod m20260410_000008_link_delete_reminders;
 mod m20261124_000009_console_sessions;
 mod m20261124_000010_mcp_connectors;
 mod m20261124_000011_agent_scoped_keys;
+mod m20261125_000012_synced_tool_schemas;
 
 /// Every migration, oldest first.
 pub struct Migrator;
@@ -34,6 +35,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000009_console_sessions::Migration),
             Box::new(m20261124_000010_mcp_connectors::Migration),
             Box::new(m20261124_000011_agent_scoped_keys::Migration),
+            Box::new(m20261125_000012_synced_tool_schemas::Migration),
         ]
     }
 }

@@ -223,6 +223,8 @@ mod tests {
             synced_description: None,
             synced_tier: None,
             remote_gone_at: None,
+            remote_schema: None,
+            strict: true,
             is_active: true,
             created_at: now,
             updated_at: now,
