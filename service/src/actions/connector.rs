@@ -5,12 +5,14 @@
 //! literals before each call) lets connectors reach only globally routable
 //! addresses, unless allow-listed (`--connector-allow`; the tests allow
 //! 127.0.0.1). Redirects are never followed. [`sync`] brings an MCP server's tools
-//! into the registry; [`store`] keeps connectors and bindings.
+//! into the registry, their schemas made strict by [`schema`]; [`store`] keeps
+//! connectors and bindings.
 
 pub mod address;
 pub mod http;
 pub mod mcp;
 pub mod outbound;
+pub mod schema;
 pub mod store;
 pub mod sync;
 pub mod target;
