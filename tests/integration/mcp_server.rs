@@ -266,3 +266,157 @@ db_test! {
         assert_eq!(none.status(), StatusCode::UNAUTHORIZED);
     }
 }
+
+/// A client that speaks 2026-07-28: `server/discover`, no session, metadata on
+/// every request.
+async fn discover(
+    url: &str,
+    key: &str,
+) -> Result<(Session, mpsc::UnboundedReceiver<&'static str>), String> {
+    use rmcp::model::ProtocolVersion;
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(key);
+    let client =
+        loadout::actions::connector::Outbound::new(vec!["127.0.0.1".parse().expect("ip")], None)
+            .expect("client")
+            .client()
+            .clone();
+    let transport = StreamableHttpClientTransport::with_client(client, config);
+    let (tx, rx) = mpsc::unbounded_channel();
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    Listener(tx)
+        .serve_with_lifecycle(transport, lifecycle)
+        .await
+        .map(|s| (s, rx))
+        .map_err(|e| e.to_string())
+}
+
+db_test! {
+    async fn a_2026_client_gets_the_instructions_tools_and_list_changed_through_listen(db) {
+        use rmcp::model::{CacheScope, SubscriptionFilter};
+        let served = serve(db).await;
+        let endpoint = format!("{}/mcp/agents/assistant?channel=telegram&tz=Asia/Tokyo&user_id=u7", served.base);
+        let (client, _) = discover(&endpoint, &served.agent).await.expect("server/discover");
+        let info = client.peer_info().expect("server info");
+        assert_eq!(info.protocol_version.as_str(), "2026-07-28");
+        let (_, rest) = served.api(Method::GET, "/v1/agents/assistant/prompt?channel=telegram&tz=Asia/Tokyo&user_id=u7", &served.agent, None).await;
+        let first_line = rest["text"].as_str().unwrap_or_default().lines().next().unwrap_or_default().to_owned();
+        let instructions = info.instructions.clone().unwrap_or_default();
+        assert!(!first_line.is_empty() && instructions.starts_with(&first_line), "instructions: {instructions:.200}");
+        assert!(instructions.contains("Asia/Tokyo"));
+
+        let listed = client.list_tools(None).await.expect("tools/list");
+        assert_eq!((listed.ttl_ms, listed.cache_scope), (Some(0), Some(CacheScope::Private)));
+        let (_, rest_tools) = served.api(Method::GET, "/v1/agents/assistant/tools?format=mcp", &served.agent, None).await;
+        let over_mcp = serde_json::to_value(&listed.tools).expect("tools");
+        assert_eq!(over_mcp, rest_tools["tools"], "one MCP shape for tools/list and the REST export");
+        let delete = listed.tools.iter().find(|t| t.name == "delete_tasks").expect("delete_tasks");
+        let hints = delete.annotations.clone().expect("hints");
+        assert_eq!((hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint, hints.open_world_hint),
+            (Some(false), Some(true), Some(true), Some(false)), "all four hints, explicit");
+        assert_eq!(delete.title.as_deref(), Some("Delete tasks"));
+
+        let object = |v: Value| v.as_object().cloned().unwrap_or_default();
+        let mut call = CallToolRequestParams::new("delete_tasks").with_arguments(object(json!({"ids": ["t1"]})));
+        call.meta = Some(object(json!({"conversation_id": "conv-26", "user_id": "meta-26"})).into());
+        let result = client.call_tool(call).await.expect("tools/call");
+        let id = result.structured_content.clone().unwrap_or_default()["proposal_id"].as_i64().expect("a proposal");
+        let (_, proposal) = served.api(Method::GET, &format!("/v1/proposals/{id}"), &served.admin, None).await;
+        assert_eq!((proposal["conversation_id"].as_str(), proposal["user_id"].as_str()), (Some("conv-26"), Some("meta-26")));
+        let plain = CallToolRequestParams::new("delete_tasks").with_arguments(object(json!({"ids": ["t2"]})));
+        let result = client.call_tool(plain).await.expect("tools/call");
+        let id = result.structured_content.clone().unwrap_or_default()["proposal_id"].as_i64().expect("a proposal");
+        let (_, proposal) = served.api(Method::GET, &format!("/v1/proposals/{id}"), &served.admin, None).await;
+        assert_eq!(proposal["user_id"].as_str(), Some("u7"), "the endpoint's ?user_id without _meta");
+
+        let filter = SubscriptionFilter::builder().tools_list_changed().prompts_list_changed().build();
+        let mut subscription = client.peer().listen(filter.clone()).await.expect("subscriptions/listen");
+        assert_eq!(subscription.acknowledged(), &filter);
+        let (status, body) = served.api(Method::PUT, "/v1/agents/assistant/prompt-template", &served.admin,
+            Some(json!({"template": "Changed. $soul"}))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let mut seen = Vec::new();
+        while seen.len() < 2 {
+            match tokio::time::timeout(Duration::from_secs(5), subscription.next()).await {
+                Ok(Ok(Some(notification))) => seen.push(format!("{notification:?}")),
+                _ => break,
+            }
+        }
+        assert!(seen.iter().any(|n| n.contains("ToolListChanged")) && seen.iter().any(|n| n.contains("PromptListChanged")), "{seen:?}");
+        client.cancel().await.ok();
+    }
+}
+
+db_test! {
+    async fn an_unknown_channel_is_invalid_params_on_both_revisions(db) {
+        let served = serve(db).await;
+        let endpoint = format!("{}/mcp/agents/assistant?channel=nope", served.base);
+        let legacy = connect(&endpoint, &served.agent).await.err().expect("initialize refuses it");
+        let modern = discover(&endpoint, &served.agent).await.err().expect("server/discover refuses it");
+        for error in [legacy, modern] {
+            assert!(error.contains("-32602") && error.contains("nope") && error.contains("web"), "{error}");
+        }
+    }
+}
+
+db_test! {
+    async fn mcp_answers_what_clients_expect_at_the_http_level(db) {
+        use tower::ServiceExt;
+        let served = serve(db).await;
+        let app = || loadout::http::router(served.state.clone());
+        let post = |path: &str, key: &str| {
+            axum::http::Request::post(path)
+                .header("authorization", format!("Bearer {key}"))
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .body(axum::body::Body::from(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)).expect("request")
+        };
+        let unknown = app().oneshot(post("/mcp/agents/assistant", "lo_000000000000_nope")).await.expect("answer");
+        assert_eq!(unknown.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(unknown.headers()["www-authenticate"], r#"Bearer realm="loadout""#);
+        let unscoped = app().oneshot(post("/mcp", &served.agent)).await.expect("answer");
+        assert_eq!(unscoped.status(), StatusCode::FORBIDDEN);
+        let challenge = unscoped.headers()["www-authenticate"].to_str().expect("ascii").to_owned();
+        assert!(challenge.contains("insufficient_scope") && challenge.contains("/mcp/agents/"), "{challenge}");
+        let body = axum::body::to_bytes(unscoped.into_body(), 1 << 16).await.expect("body");
+        let body: Value = serde_json::from_slice(&body).expect("json");
+        assert_eq!(body["error"]["code"], "agent_required", "{body}");
+
+        assert_eq!(closing_delete(&served.base, &served.agent).await, 204, "a session's closing DELETE");
+    }
+}
+
+/// Opens a session with raw HTTP and closes it, returning the DELETE's status.
+async fn closing_delete(base: &str, key: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = base.trim_start_matches("http://");
+    let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
+    let exchange = |request: String| async move {
+        let mut stream = tokio::net::TcpStream::connect(address).await.expect("connect");
+        stream.write_all(request.as_bytes()).await.expect("write");
+        let mut answer = Vec::new();
+        let mut buffer = [0u8; 4096];
+        // Read the head (and whatever came with it); SSE bodies stay open, so stop at the head.
+        loop {
+            let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buffer)).await.expect("in time").expect("read");
+            answer.extend_from_slice(&buffer[..n]);
+            if n == 0 || answer.windows(4).any(|w| w == b"\r\n\r\n") {
+                break;
+            }
+        }
+        String::from_utf8_lossy(&answer).into_owned()
+    };
+    let head = exchange(format!(
+        "POST /mcp/agents/assistant HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{initialize}",
+        initialize.len()
+    )).await;
+    let session = head.lines()
+        .find_map(|l| l.to_ascii_lowercase().starts_with("mcp-session-id:").then(|| l[15..].trim().to_owned()))
+        .unwrap_or_else(|| panic!("a session id: {head}"));
+    let head = exchange(format!(
+        "DELETE /mcp/agents/assistant HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\nConnection: close\r\n\r\n"
+    )).await;
+    head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("a status: {head}"))
+}

@@ -67,7 +67,15 @@ impl IntoResponse for ApiError {
                 details,
             },
         };
-        (status(self.kind), axum::Json(body)).into_response()
+        let mut response = (status(self.kind), axum::Json(body)).into_response();
+        if self.kind == Kind::Unauthenticated {
+            // RFC 6750: a 401 names its scheme.
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static(r#"Bearer realm="loadout""#),
+            );
+        }
+        response
     }
 }
 

@@ -22,17 +22,18 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
-    GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
-    InitializeRequestParams, InitializeResult, ListPromptsResult, ListToolsResult, MetaObject,
-    PaginatedRequestParams, Prompt, PromptArgument, PromptMessage, Role as MessageRole,
-    ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
+    DiscoverResult, ErrorData, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
+    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ListToolsResult, PaginatedRequestParams, Prompt, PromptArgument, PromptMessage,
+    Role as MessageRole, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
-use rmcp::service::{Peer, RequestContext, RoleServer};
+use rmcp::service::{Peer, RequestContext, RoleServer, SubscriptionContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
+use tokio::sync::watch;
 
 use super::extract::{authenticate, reach};
 use crate::actions::call::{self, ToolCall};
@@ -41,7 +42,7 @@ use crate::app::AppState;
 use crate::auth::{Principal, Role};
 use crate::error::{Error, Kind};
 use crate::prompt::fetch::{self, RenderRequest};
-use crate::registry::formats::ToolDef;
+use crate::registry::formats::{self, ToolDef};
 
 /// Who is calling, for which agent, and how its prompt is rendered.
 #[derive(Clone, Debug)]
@@ -65,12 +66,14 @@ type Peers = Arc<Mutex<Vec<Peer<RoleServer>>>>;
 /// `/mcp` and `/mcp/agents/{agent}`.
 pub fn routes(state: &AppState) -> Router<AppState> {
     let peers: Peers = Arc::default();
+    let (moved, changes) = watch::channel(state.cache.generation());
     if tokio::runtime::Handle::try_current().is_ok() {
-        spawn_notifier(state.clone(), Arc::downgrade(&peers));
+        spawn_notifier(state.clone(), Arc::downgrade(&peers), moved);
     }
     let handler = Loadout {
         state: state.clone(),
         peers,
+        changes,
     };
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(state.mcp.allowed_hosts.iter().cloned())
@@ -85,13 +88,37 @@ pub fn routes(state: &AppState) -> Router<AppState> {
         .layer(middleware::from_fn_with_state(state.clone(), gate))
 }
 
+/// What an unscoped key on `/mcp` is told, in the body and in `WWW-Authenticate`
+/// (MCP clients show neither a 400's body nor most bodies, but they do show a
+/// refused authorization).
+const NAME_AN_AGENT: &str = "this key reaches every agent: connect to /mcp/agents/{agent} (for example /mcp/agents/assistant), or use a key made for one agent (keys create --agent)";
+
 /// Admits a request to the MCP server, or answers it in the API's error shape.
+/// The DELETE that ends a session answers 204 (rmcp says 202, which clients log
+/// as a failed termination).
 async fn gate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let (headers, uri) = (request.headers().clone(), request.uri().clone());
+    let closing = request.method() == axum::http::Method::DELETE;
     match admit(&state, &headers, &uri).await {
         Ok(caller) => {
             request.extensions_mut().insert(caller);
-            next.run(request).await
+            let mut response = next.run(request).await;
+            if closing && response.status() == axum::http::StatusCode::ACCEPTED {
+                *response.status_mut() = axum::http::StatusCode::NO_CONTENT;
+                *response.body_mut() = axum::body::Body::empty();
+                response.headers_mut().remove(header::CONTENT_LENGTH);
+            }
+            response
+        }
+        Err(e) if e.code == "agent_required" => {
+            let mut response = e.into_response();
+            let challenge = format!(
+                r#"Bearer realm="loadout", error="insufficient_scope", error_description="{NAME_AN_AGENT}""#
+            );
+            if let Ok(value) = axum::http::HeaderValue::from_str(&challenge) {
+                response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+            }
+            response
         }
         Err(e) => e.into_response(),
     }
@@ -115,9 +142,7 @@ async fn admit(
         }
         (None, Some(scope)) if path == "/mcp" => scope.clone(),
         (None, None) if path == "/mcp" => {
-            return Err(Error::invalid(
-                "this key reaches every agent: name one with /mcp/agents/{agent}",
-            ));
+            return Err(Error::new(Kind::Forbidden, "agent_required", NAME_AN_AGENT));
         }
         _ => return Err(Error::not_found("no such route")),
     };
@@ -152,8 +177,15 @@ fn check_origin(state: &AppState, headers: &axum::http::HeaderMap) -> Result<(),
     ))
 }
 
-/// Tells every open session that tools and prompts changed when the generation moves.
-fn spawn_notifier(state: AppState, peers: Weak<Mutex<Vec<Peer<RoleServer>>>>) {
+/// Tells every open session (2025-11-25) that tools and prompts changed when the
+/// generation moves, and every subscription (2026-07-28) through `moved`. Ends
+/// with the router (the last strong reference to `peers`); dropping `moved` then
+/// ends the subscriptions' `listen`.
+fn spawn_notifier(
+    state: AppState,
+    peers: Weak<Mutex<Vec<Peer<RoleServer>>>>,
+    moved: watch::Sender<i64>,
+) {
     tokio::spawn(async move {
         let mut seen = state.cache.generation();
         loop {
@@ -164,6 +196,7 @@ fn spawn_notifier(state: AppState, peers: Weak<Mutex<Vec<Peer<RoleServer>>>>) {
                 continue;
             }
             seen = now;
+            moved.send_replace(now);
             let open: Vec<Peer<RoleServer>> = match peers.lock() {
                 Ok(mut list) => {
                     list.retain(|p| !p.is_transport_closed());
@@ -183,7 +216,20 @@ fn spawn_notifier(state: AppState, peers: Weak<Mutex<Vec<Peer<RoleServer>>>>) {
 struct Loadout {
     state: AppState,
     peers: Peers,
+    /// The configuration generation, for `subscriptions/listen`.
+    changes: watch::Receiver<i64>,
 }
+
+/// How long a client may keep `tools/list`, `prompts/list` and `server/discover`
+/// answers: not at all. loadout's promise is that an edit shows on the next
+/// fetch, many clients ignore `list_changed`, and answering again costs a cache
+/// lookup.
+const TTL_MS: u64 = 0;
+
+/// Whom those answers may be shared with: the requesting user's client only.
+/// `/mcp` answers a different agent for each scoped key, and the instructions
+/// carry the tenant's user's own text.
+const CACHE_SCOPE: CacheScope = CacheScope::Private;
 
 fn caller(context: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
     context
@@ -192,6 +238,32 @@ fn caller(context: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
         .and_then(|parts| parts.extensions.get::<Caller>())
         .cloned()
         .ok_or_else(|| ErrorData::internal_error("the request was not admitted", None))
+}
+
+/// Who is calling, once the endpoint's channel is known to exist: an unknown
+/// channel is -32602 on every request, whichever protocol revision it uses.
+async fn admitted(
+    state: &AppState,
+    context: &RequestContext<RoleServer>,
+) -> Result<Caller, ErrorData> {
+    let caller = caller(context)?;
+    let channels = fetch::channels(state).await.map_err(protocol)?;
+    if channels.get(&caller.channel).is_err() {
+        let known: Vec<&str> = channels.names().collect();
+        let list = known.join(", ");
+        return Err(ErrorData::invalid_params(
+            format!(
+                "unknown channel {:?} in the endpoint's ?channel=; known channels: {list}",
+                caller.channel
+            ),
+            Some(Value::Object(
+                [("known_channels".to_owned(), Value::from(known))]
+                    .into_iter()
+                    .collect(),
+            )),
+        ));
+    }
+    Ok(caller)
 }
 
 /// A domain error as MCP's: not found is invalid params, the rest internal.
@@ -228,29 +300,12 @@ impl Loadout {
     }
 }
 
-/// A loadout tool as MCP describes it: strict schema, hints from verb and tier,
-/// the tier in `_meta`.
-fn mcp_tool(tool: &ToolDef) -> Tool {
-    let verb = tool.name.split('_').next().unwrap_or_default();
-    let read_only = matches!(verb, "get" | "search");
-    let hints = ToolAnnotations::new()
-        .read_only(read_only)
-        .destructive(verb == "delete")
-        .idempotent(matches!(verb, "get" | "search" | "set"));
-    let schema = tool.parameters.as_object().cloned().unwrap_or_default();
-    let mut meta = Map::new();
-    meta.insert(
-        "io.loadout/approval-tier".into(),
-        tool.approval_tier.clone().into(),
-    );
-    let mut out = Tool::new(
-        tool.name.clone(),
-        tool.description.clone(),
-        Arc::new(schema),
-    )
-    .with_annotations(hints);
-    out.meta = Some(MetaObject(meta));
-    out
+/// A loadout tool as MCP describes it: [`formats::mcp_tool`], the shape the REST
+/// export gives, read into rmcp's type.
+fn mcp_tool(tool: &ToolDef) -> Result<Tool, ErrorData> {
+    serde_json::to_value(formats::mcp_tool(tool))
+        .and_then(serde_json::from_value)
+        .map_err(|e| ErrorData::internal_error(format!("tool {}: {e}", tool.name), None))
 }
 
 /// What a proposed call answers (`structuredContent`).
@@ -327,7 +382,7 @@ impl ServerHandler for Loadout {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        let caller = caller(&context)?;
+        let caller = admitted(&self.state, &context).await?;
         context.peer.set_peer_info(request.clone());
         let result = self.negotiate_initialize(&request)?;
         let text = self
@@ -340,18 +395,80 @@ impl ServerHandler for Loadout {
         Ok(result.with_instructions(text))
     }
 
+    /// 2026-07-28's opening: the same instructions as `initialize`.
+    async fn discover(&self, context: RequestContext<RoleServer>) -> Result<DiscoverResult, ErrorData> {
+        let caller = admitted(&self.state, &context).await?;
+        let text = self
+            .render(&caller, &caller.channel, Vec::new())
+            .await
+            .map_err(protocol)?;
+        let mut result = DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        )
+        .with_ttl_ms(TTL_MS)
+        .with_cache_scope(CACHE_SCOPE);
+        result.instructions = Some(text);
+        Ok(result)
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(
+            SubscriptionFilter::builder()
+                .tools_list_changed()
+                .prompts_list_changed()
+                .build(),
+        )
+    }
+
+    /// A 2026-07-28 subscription: `list_changed` for what it accepted each time
+    /// the configuration generation moves, until the client goes or the router ends.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        admitted(&self.state, context.request_context()).await?;
+        let mut changes = self.changes.clone();
+        changes.mark_unchanged();
+        let accepted = context.accepted().clone();
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                moved = changes.changed() => {
+                    if moved.is_err() {
+                        return Ok(());
+                    }
+                    let sink = context.sink();
+                    let sent = match (accepted.tools_list_changed, accepted.prompts_list_changed) {
+                        (Some(true), Some(true)) => match sink.notify_tool_list_changed().await {
+                            Ok(()) => sink.notify_prompt_list_changed().await,
+                            Err(e) => Err(e),
+                        },
+                        (Some(true), _) => sink.notify_tool_list_changed().await,
+                        (_, Some(true)) => sink.notify_prompt_list_changed().await,
+                        _ => Ok(()),
+                    };
+                    if sent.is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let caller = caller(&context)?;
+        let caller = admitted(&self.state, &context).await?;
         let agent = fetch::agent(&self.state, &caller.agent)
             .await
             .map_err(protocol)?;
-        Ok(ListToolsResult::with_all_items(
-            agent.tools.iter().map(mcp_tool).collect(),
-        ))
+        let tools = agent.tools.iter().map(mcp_tool).collect::<Result<_, _>>()?;
+        Ok(ListToolsResult::with_all_items(tools)
+            .with_ttl_ms(TTL_MS)
+            .with_cache_scope(CACHE_SCOPE))
     }
 
     async fn call_tool(
@@ -359,7 +476,7 @@ impl ServerHandler for Loadout {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let caller = caller(&context)?;
+        let caller = admitted(&self.state, &context).await?;
         let meta = |key: &str| {
             context
                 .meta
@@ -406,7 +523,7 @@ impl ServerHandler for Loadout {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        caller(&context)?;
+        admitted(&self.state, &context).await?;
         let channels = fetch::channels(&self.state).await.map_err(protocol)?;
         let argument = |name: &str, what: &str| {
             let mut a = PromptArgument::new(name);
@@ -428,7 +545,9 @@ impl ServerHandler for Loadout {
                 )
             })
             .collect();
-        Ok(ListPromptsResult::with_all_items(prompts))
+        Ok(ListPromptsResult::with_all_items(prompts)
+            .with_ttl_ms(TTL_MS)
+            .with_cache_scope(CACHE_SCOPE))
     }
 
     async fn get_prompt(
@@ -436,7 +555,7 @@ impl ServerHandler for Loadout {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let mut caller = caller(&context)?;
+        let mut caller = admitted(&self.state, &context).await?;
         let args = request.arguments.unwrap_or_default();
         let text = |key: &str| args.get(key).and_then(Value::as_str).map(str::to_owned);
         if let Some(user) = text("user_id") {

@@ -50,9 +50,10 @@ crate::closed_set! {
 ///   "description", "parameters", "strict": true}}`, the parameters passed through
 ///   [`strict_schema`];
 /// - [`Format::Anthropic`] gives an array of `{"name", "description", "input_schema"}`;
-/// - [`Format::Mcp`] gives an array of MCP `Tool`s, `{"name", "description",
-///   "inputSchema", "annotations", "_meta": {"approval_tier"}}` (see [`annotations`]):
-///   the `tools` of a `tools/list` result, so every format is an array in the same
+/// - [`Format::Mcp`] gives an array of MCP `Tool`s, `{"name", "title",
+///   "description", "inputSchema", "annotations", "_meta":
+///   {"io.loadout/approval-tier"}}` (see [`mcp_tool`]): exactly what loadout's MCP
+///   server answers to `tools/list`, so every format is an array in the same
 ///   `tools` field of the API's responses.
 pub fn render(tools: &[ToolDef], format: Format) -> Tools {
     let mut sorted: Vec<&ToolDef> = tools.iter().collect();
@@ -109,6 +110,8 @@ pub struct AnthropicTool {
 #[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
 pub struct McpTool {
     pub name: String,
+    /// For people: the name with `_` as spaces, capitalised (`Get tasks`).
+    pub title: String,
     pub description: String,
     #[serde(rename = "inputSchema")]
     #[schema(value_type = Object)]
@@ -118,10 +121,16 @@ pub struct McpTool {
     pub meta: McpMeta,
 }
 
+/// The `_meta` key of a tool's approval tier, in MCP's `prefix/name` form.
+pub const TIER_META_KEY: &str = "io.loadout/approval-tier";
+
 /// loadout's `_meta` on an MCP tool.
 #[derive(Clone, Debug, PartialEq, Serialize, ToSchema)]
 pub struct McpMeta {
-    /// As stored, so a drifted tier is visible (and reported by `loadout check`).
+    /// The approval tier as stored, so a drifted tier is visible (and reported by
+    /// `loadout check`): `auto` runs at once, the others propose.
+    #[serde(rename = "io.loadout/approval-tier")]
+    #[schema(rename = "io.loadout/approval-tier")]
     pub approval_tier: String,
 }
 
@@ -145,12 +154,16 @@ fn anthropic_tool(tool: &ToolDef) -> AnthropicTool {
     }
 }
 
-fn mcp_tool(tool: &ToolDef) -> McpTool {
+/// The one MCP shape of a tool: the REST export (`?format=mcp`) and the MCP
+/// server's `tools/list` are both built here.
+pub fn mcp_tool(tool: &ToolDef) -> McpTool {
+    let annotations = annotations(&tool.name, tool.approval_tier());
     McpTool {
         name: tool.name.clone(),
+        title: annotations.title.clone(),
         description: tool.description.clone(),
         input_schema: tool.parameters.clone(),
-        annotations: annotations(&tool.name),
+        annotations,
         meta: McpMeta {
             approval_tier: tool.approval_tier.clone(),
         },
@@ -173,23 +186,27 @@ pub struct Annotations {
     pub open_world_hint: bool,
 }
 
-/// The MCP annotations for a tool, from the verb before the first `_` of its name
-/// (the whole name when there is none):
+/// The MCP annotations for a tool, all four hints set (MCP reads a missing hint
+/// as its unsafe default), from the verb before the first `_` of its name (the
+/// whole name when there is none) and the tier:
 ///
-/// | verb            | readOnly | destructive | idempotent |
-/// |-----------------|----------|-------------|------------|
-/// | `get`, `search` | true     | false       | true       |
-/// | `delete`        | false    | true        | true       |
-/// | `set`, `link`   | false    | false       | true       |
-/// | `update`        | false    | false       | false      |
-/// | `create`        | false    | false       | false      |
-/// | anything else   | false    | true        | false      |
+/// | verb            | readOnly         | destructive | idempotent |
+/// |-----------------|------------------|-------------|------------|
+/// | `get`, `search` | when tier `auto` | false       | true       |
+/// | `delete`        | false            | true        | true       |
+/// | `set`, `link`   | false            | false       | true       |
+/// | `update`        | false            | false       | false      |
+/// | `create`        | false            | false       | false      |
+/// | anything else   | false            | true        | false      |
 ///
-/// Unknown verbs get the most conservative hints. `openWorldHint` is always `false`.
-pub fn annotations(name: &str) -> Annotations {
+/// A read that needs approval is not `readOnly`: calling it files a proposal
+/// instead of answering, so a client must not treat it as free to call. Unknown
+/// verbs get the most conservative hints. `openWorldHint` is `false`: a tool acts
+/// on the systems its agent is configured for, not an open set of outside ones.
+pub fn annotations(name: &str, tier: Tier) -> Annotations {
     let verb = name.split('_').next().unwrap_or(name);
     let (read_only, destructive, idempotent) = match verb {
-        "get" | "search" => (true, false, true),
+        "get" | "search" => (tier == Tier::Auto, false, true),
         "delete" => (false, true, true),
         "set" | "link" => (false, false, true),
         "update" | "create" => (false, false, false),
@@ -493,9 +510,9 @@ mod tests {
     #[test]
     fn every_catalog_verb_has_specific_annotations() {
         let seeds = crate::registry::catalog::Seeds::embedded().expect("embedded seeds parse");
-        let fallback = annotations("zzz_unknown");
+        let fallback = annotations("zzz_unknown", Tier::Auto);
         for verb in &seeds.catalog.vocabulary {
-            let a = annotations(&format!("{verb}_things"));
+            let a = annotations(&format!("{verb}_things"), Tier::Auto);
             let hints = (a.read_only_hint, a.destructive_hint, a.idempotent_hint);
             let conservative = (
                 fallback.read_only_hint,
@@ -712,6 +729,7 @@ mod tests {
                 [
                     {
                         "name": "delete_tasks",
+                        "title": "Delete tasks",
                         "description": "delete_tasks description",
                         "inputSchema": catalog_schema(),
                         "annotations": {
@@ -721,10 +739,11 @@ mod tests {
                             "idempotentHint": true,
                             "openWorldHint": false
                         },
-                        "_meta": { "approval_tier": "requires_approval" }
+                        "_meta": { "io.loadout/approval-tier": "requires_approval" }
                     },
                     {
                         "name": "get_tasks",
+                        "title": "Get tasks",
                         "description": "get_tasks description",
                         "inputSchema": {
                             "type": "object",
@@ -737,7 +756,7 @@ mod tests {
                             "idempotentHint": true,
                             "openWorldHint": false
                         },
-                        "_meta": { "approval_tier": "auto" }
+                        "_meta": { "io.loadout/approval-tier": "auto" }
                     }
                 ]
             )
@@ -754,7 +773,7 @@ mod tests {
     #[test]
     fn mcp_meta_keeps_the_tier_as_stored() {
         let out = rendered(&[tool("get_x", "weird", json!({}))], Format::Mcp);
-        assert_eq!(out[0]["_meta"], json!({ "approval_tier": "weird" }));
+        assert_eq!(out[0]["_meta"], json!({ "io.loadout/approval-tier": "weird" }));
     }
 
     #[test]
@@ -785,7 +804,7 @@ mod tests {
         ];
         for (name, title, read_only, destructive, idempotent) in cases {
             assert_eq!(
-                annotations(name),
+                annotations(name, Tier::Auto),
                 Annotations {
                     title: title.to_owned(),
                     read_only_hint: read_only,
@@ -799,8 +818,17 @@ mod tests {
     }
 
     #[test]
+    fn a_read_that_needs_approval_is_not_read_only() {
+        for tier in [Tier::UserConfigurable, Tier::RequiresApproval] {
+            let a = annotations("get_tasks", tier);
+            assert!(!a.read_only_hint && !a.destructive_hint && a.idempotent_hint);
+        }
+        assert!(annotations("search_tasks", Tier::Auto).read_only_hint);
+    }
+
+    #[test]
     fn annotations_serialise_in_camel_case() {
-        let a = annotations("get_context_info");
+        let a = annotations("get_context_info", Tier::Auto);
         let expected = json!({
             "title": "Get context info",
             "readOnlyHint": true,
