@@ -48,6 +48,7 @@ pub async fn agent_with_tool_defs(
             description: t.description.clone(),
             approval_tier: t.approval_tier.clone(),
             parameters: t.parameters.clone(),
+            strict: t.strict,
         })
         .collect();
     let tools = rows

@@ -23,6 +23,9 @@ pub struct ToolDef {
     pub approval_tier: String,
     /// A JSON Schema object describing the tool's input.
     pub parameters: Value,
+    /// `false` for a synced tool an admin took with a schema strict mode cannot
+    /// express (`allow_loose`): the OpenAI shape carries it as it is, `strict: false`.
+    pub strict: bool,
 }
 
 impl ToolDef {
@@ -48,7 +51,8 @@ crate::closed_set! {
 ///
 /// - [`Format::Openai`] gives an array of `{"type": "function", "function": {"name",
 ///   "description", "parameters", "strict": true}}`, the parameters passed through
-///   [`strict_schema`];
+///   [`strict_schema`] (a tool taken loose has its parameters as they are and
+///   `"strict": false`);
 /// - [`Format::Anthropic`] gives an array of `{"name", "description", "input_schema"}`;
 /// - [`Format::Mcp`] gives an array of MCP `Tool`s, `{"name", "title",
 ///   "description", "inputSchema", "annotations", "_meta":
@@ -91,9 +95,10 @@ pub struct OpenAiTool {
 pub struct OpenAiFunction {
     pub name: String,
     pub description: String,
-    /// The tool's schema rewritten by [`strict_schema`].
+    /// The tool's schema rewritten by [`strict_schema`] (as it is when `strict` is false).
     #[schema(value_type = Object)]
     pub parameters: Value,
+    /// `false` only for a synced tool taken loose on purpose (`allow_loose`).
     pub strict: bool,
 }
 
@@ -140,8 +145,12 @@ fn openai_tool(tool: &ToolDef) -> OpenAiTool {
         function: OpenAiFunction {
             name: tool.name.clone(),
             description: tool.description.clone(),
-            parameters: strict_schema(&tool.parameters),
-            strict: true,
+            parameters: if tool.strict {
+                strict_schema(&tool.parameters)
+            } else {
+                tool.parameters.clone()
+            },
+            strict: tool.strict,
         },
     }
 }
@@ -413,6 +422,7 @@ mod tests {
             description: format!("{name} description"),
             approval_tier: tier.to_owned(),
             parameters,
+            strict: true,
         }
     }
 
@@ -668,6 +678,22 @@ mod tests {
     }
 
     #[test]
+    fn a_tool_taken_loose_is_rendered_for_openai_as_it_is_without_strict() {
+        let open_map = json!({"type": "object", "properties": {"labels": {"type": "object", "additionalProperties": {"type": "string"}}}});
+        let mut loose = tool("get_labels", "auto", open_map.clone());
+        loose.strict = false;
+        assert_eq!(
+            rendered(&[loose], Format::Openai)[0]["function"],
+            json!({
+                "name": "get_labels",
+                "description": "get_labels description",
+                "parameters": open_map,
+                "strict": false
+            })
+        );
+    }
+
+    #[test]
     fn renders_openai() {
         assert_eq!(
             rendered(&two_tools_reversed(), Format::Openai),
@@ -773,7 +799,10 @@ mod tests {
     #[test]
     fn mcp_meta_keeps_the_tier_as_stored() {
         let out = rendered(&[tool("get_x", "weird", json!({}))], Format::Mcp);
-        assert_eq!(out[0]["_meta"], json!({ "io.loadout/approval-tier": "weird" }));
+        assert_eq!(
+            out[0]["_meta"],
+            json!({ "io.loadout/approval-tier": "weird" })
+        );
     }
 
     #[test]

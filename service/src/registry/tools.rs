@@ -119,8 +119,10 @@ struct DefinitionProblem {
     hint: String,
 }
 
-/// Refuses a definition the registry check would report as an error (422 with every problem).
-fn check_definition(name: &str, tier: &str, schema: &Value) -> Result<()> {
+/// Refuses a definition the registry check would report as an error (422 with every
+/// problem). `loose`: the schema is a synced tool's, taken as it is on purpose
+/// (`strict` off), which the check reports as a warning instead.
+fn check_definition(name: &str, tier: &str, schema: &Value, loose: bool) -> Result<()> {
     let singular = super::catalog::Seeds::shared()
         .map(|seeds| {
             seeds
@@ -130,7 +132,11 @@ fn check_definition(name: &str, tier: &str, schema: &Value) -> Result<()> {
                 .any(|t| t.name == name && t.singular)
         })
         .unwrap_or(false);
-    let problems = super::check::definition_problems(name, tier, schema, singular);
+    let mut problems = super::check::definition_problems(name, tier, schema, singular);
+    if loose {
+        problems
+            .retain(|(code, _, _)| *code != super::check::ProblemCode::SchemaNotStrict.as_str());
+    }
     let Some((code, message, _)) = problems.first() else {
         return Ok(());
     };
@@ -189,7 +195,7 @@ pub async fn create(state: &AppState, new: NewTool) -> Result<ToolView> {
     check_name("tool", &new.name)?;
     let tool_type = check_type(&new.tool_type)?;
     check_description(&new.description)?;
-    check_definition(&new.name, &new.approval_tier, &new.parameters)?;
+    check_definition(&new.name, &new.approval_tier, &new.parameters, false)?;
     let write = guard::begin(&state.db).await?;
     let now = Utc::now();
     let name = new.name.clone();
@@ -228,10 +234,13 @@ pub async fn update(state: &AppState, name: &str, update: ToolUpdate) -> Result<
         .approval_tier
         .as_deref()
         .unwrap_or(&found.approval_tier);
+    // New parameters are the admin's own: they must be strict, and make the tool so.
+    let loose = !found.strict && update.parameters.is_none();
     check_definition(
         &found.name,
         tier,
         update.parameters.as_ref().unwrap_or(&found.parameters),
+        loose,
     )?;
     let mut active: tools::ActiveModel = found.into();
     if let Some(text) = update.description {
@@ -242,6 +251,7 @@ pub async fn update(state: &AppState, name: &str, update: ToolUpdate) -> Result<
     }
     if let Some(schema) = update.parameters {
         active.parameters = Set(schema);
+        active.strict = Set(true);
     }
     if let Some(section) = update.prompt_section {
         active.prompt_section = Set(section);

@@ -21,6 +21,8 @@ crate::closed_set! {
         LinkToInactiveTool = "link_to_inactive_tool",
         /// An active link points at a tool id that does not exist.
         LinkToMissingTool = "link_to_missing_tool",
+        /// A synced tool an admin accepted with a schema strict mode cannot express.
+        LooseSchema = "loose_schema",
         /// A catalog tool is not in the database.
         MissingFromDatabase = "missing_from_database",
         /// A tool's approval tier is not one of the known tiers.

@@ -85,6 +85,8 @@ pub(super) fn outside_catalog(rows: &Rows, out: &mut Problems) {
 
 /// Each active tool's definition on its own: name, tier, schema (see
 /// [`definition::definition_problems`]). A resource the catalog marks singular need not take a list.
+/// A tool accepted loose on purpose (`strict` off, a sync's `allow_loose`) is a
+/// warning instead of `schema_not_strict`: an admin chose it, and CI must stay green.
 pub(super) fn definitions(rows: &Rows, out: &mut Problems) {
     let singular: BTreeSet<&str> = rows
         .catalog
@@ -100,7 +102,19 @@ pub(super) fn definitions(rows: &Rows, out: &mut Problems) {
             &tool.parameters,
             singular.contains(tool.name.as_str()),
         ) {
+            if code == ProblemCode::SchemaNotStrict && !tool.strict {
+                continue;
+            }
             out.error("tool", &tool.name, code, message, hint);
+        }
+        if !tool.strict {
+            out.warning(
+                "tool",
+                &tool.name,
+                ProblemCode::LooseSchema,
+                "was accepted with a schema strict mode cannot express (allow_loose): it is exported with strict: false, so models are not held to its schema (loadout still validates every call's arguments)",
+                "have the server publish a schema without open maps or unsupported keywords and sync again, or keep it knowingly",
+            );
         }
     }
 }
@@ -205,12 +219,16 @@ mod tests {
     use super::*;
     use crate::actions::executors::Executors;
     use crate::registry::catalog::Seeds;
-    use crate::registry::check::{Problem, check};
+    use crate::registry::check::{Problem, Severity, check};
 
     /// The problems about one planted tool, `get_weather`, checked alone.
     fn problems_of(tool_type: &str, tier: &str) -> Vec<Problem> {
+        problems_of_tool(planted(tool_type, tier))
+    }
+
+    fn planted(tool_type: &str, tier: &str) -> tools::Model {
         let now = chrono::Utc::now();
-        let tool = tools::Model {
+        tools::Model {
             id: 1,
             name: "get_weather".into(),
             tool_type: tool_type.into(),
@@ -229,7 +247,10 @@ mod tests {
             created_at: now,
             updated_at: now,
             deleted_at: None,
-        };
+        }
+    }
+
+    fn problems_of_tool(tool: tools::Model) -> Vec<Problem> {
         let catalog = Seeds::embedded().expect("seeds").catalog;
         let report = check(
             &catalog,
@@ -267,6 +288,41 @@ mod tests {
         assert!(
             lines(&problems).contains(&expected.to_owned()),
             "{problems:#?}"
+        );
+    }
+
+    fn codes(problems: &[Problem]) -> Vec<(Severity, &str)> {
+        problems
+            .iter()
+            .map(|p| (p.severity, p.code.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn a_tool_taken_loose_on_purpose_is_a_warning_not_a_strictness_error() {
+        let open_map = json!({"type": "object", "properties": {"labels": {"type": "object", "additionalProperties": {"type": "string"}}}});
+        let mut loose = planted("mcp", "auto");
+        loose.parameters = open_map.clone();
+        loose.strict = false;
+        let problems = problems_of_tool(loose);
+        let found = codes(&problems);
+        assert!(
+            found.contains(&(Severity::Warning, "loose_schema")),
+            "{problems:#?}"
+        );
+        assert!(
+            !found
+                .iter()
+                .any(|(severity, _)| *severity == Severity::Error),
+            "{problems:#?}"
+        );
+
+        let mut strict = planted("mcp", "auto");
+        strict.parameters = open_map;
+        let problems = problems_of_tool(strict);
+        assert!(
+            codes(&problems).contains(&(Severity::Error, "schema_not_strict")),
+            "the same schema without the flag is an error: {problems:#?}"
         );
     }
 
