@@ -122,36 +122,46 @@ pub enum RanStatus {
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(untagged)]
 pub enum CallResult {
-    /// Not run (yet): proposed, approved, declined or expired.
-    Waiting {
-        status: WaitingStatus,
-        proposal_id: i32,
-        description: String,
-        #[schema(value_type = Vec<super::describe::PreviewRow>)]
-        preview: Value,
-    },
-    /// Ran, or running: its result (`{error, retryable}` on failure).
-    Ran {
-        status: RanStatus,
-        proposal_id: i32,
-        #[schema(value_type = Option<Object>)]
-        result: Option<Value>,
-    },
+    Waiting(CallWaiting),
+    Ran(CallRan),
+}
+
+/// A call that has not run (yet): proposed, approved, declined or expired.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CallWaiting {
+    pub status: WaitingStatus,
+    pub proposal_id: i32,
+    pub description: String,
+    #[schema(value_type = Vec<super::describe::PreviewRow>)]
+    pub preview: Value,
+}
+
+/// A call that ran, or is running: its result (`{error, retryable}` on failure).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CallRan {
+    pub status: RanStatus,
+    pub proposal_id: i32,
+    #[schema(value_type = Option<Object>)]
+    pub result: Option<Value>,
 }
 
 impl From<proposals::Model> for CallResult {
     fn from(p: proposals::Model) -> Self {
         let state = p.state.parse::<State>().unwrap_or(State::Failed);
-        let waiting = |status| CallResult::Waiting {
-            status,
-            proposal_id: p.id,
-            description: p.description.clone(),
-            preview: p.preview.clone(),
+        let waiting = |status| {
+            CallResult::Waiting(CallWaiting {
+                status,
+                proposal_id: p.id,
+                description: p.description.clone(),
+                preview: p.preview.clone(),
+            })
         };
-        let ran = |status| CallResult::Ran {
-            status,
-            proposal_id: p.id,
-            result: p.result.clone(),
+        let ran = |status| {
+            CallResult::Ran(CallRan {
+                status,
+                proposal_id: p.id,
+                result: p.result.clone(),
+            })
         };
         match state {
             State::Proposed => waiting(WaitingStatus::ProposedForApproval),

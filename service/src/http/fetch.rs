@@ -113,7 +113,8 @@ fn minute(now: DateTime<Utc>) -> i64 {
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct PromptQuery {
-    /// A channel name, e.g. `web` (required; a missing one is 400 listing the known ones).
+    /// A channel name, e.g. `web` (a missing one is 400 listing the known ones).
+    #[param(required = true)]
     channel: Option<String>,
     /// Brings the user's instructions into the prompt.
     user_id: Option<String>,
@@ -158,8 +159,8 @@ struct FormatQuery {
 
 #[utoipa::path(get, path = "/v1/agents/{agent}/prompt", tag = "agents",
     summary = "The agent's rendered prompt for a channel (agent or admin key; ETag)",
-    params(("agent" = String, Path), PromptQuery),
-    responses((status = 200, body = PromptView, description = "The prompt"), (status = 304, description = "Not modified"), E400, E401, E403, E404, E422))]
+    params(("agent" = String, Path), PromptQuery, ("If-None-Match" = Option<String>, Header, description = "ETags of copies you hold (or `*`): 304 with no body when one is current")),
+    responses((status = 200, body = PromptView, description = "The prompt", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"))), (status = 304, description = "Not modified: your copy is current", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"))), E400, E401, E403, E404, E422))]
 async fn get_prompt(
     State(state): State<AppState>,
     AgentKey(who): AgentKey,
@@ -183,8 +184,8 @@ async fn get_prompt(
 
 #[utoipa::path(post, path = "/v1/agents/{agent}/prompt/render", tag = "agents",
     summary = "Render with memory notes and session data in the body (agent or admin key; ETag)",
-    params(("agent" = String, Path)), request_body = RenderRequest,
-    responses((status = 200, body = PromptView, description = "The prompt"), (status = 304, description = "Not modified"), E400, E401, E403, E404, E413, E422))]
+    params(("agent" = String, Path), ("If-None-Match" = Option<String>, Header, description = "ETags of copies you hold (or `*`): 304 with no body when one is current")), request_body = RenderRequest,
+    responses((status = 200, body = PromptView, description = "The prompt", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"))), (status = 304, description = "Not modified: your copy is current", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"))), E400, E401, E403, E404, E413, E422))]
 async fn render_prompt(
     State(state): State<AppState>,
     AgentKey(who): AgentKey,
@@ -203,8 +204,8 @@ async fn render_prompt(
 
 #[utoipa::path(get, path = "/v1/agents/{agent}/tools", tag = "agents",
     summary = "The agent's active tools as OpenAI, Anthropic or MCP definitions (agent or admin key; ETag)",
-    params(("agent" = String, Path), FormatQuery),
-    responses((status = 200, body = ToolsView, description = "The tools, sorted by name"), (status = 304, description = "Not modified"), E400, E401, E403, E404))]
+    params(("agent" = String, Path), FormatQuery, ("If-None-Match" = Option<String>, Header, description = "ETags of copies you hold (or `*`): 304 with no body when one is current")),
+    responses((status = 200, body = ToolsView, description = "The tools, sorted by name", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"))), (status = 304, description = "Not modified: your copy is current", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"))), E400, E401, E403, E404))]
 async fn get_tools(
     State(state): State<AppState>,
     AgentKey(who): AgentKey,
@@ -226,7 +227,8 @@ async fn get_tools(
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct LoadoutQuery {
-    /// A channel name, e.g. `web` (required; a missing one is 400 listing the known ones).
+    /// A channel name, e.g. `web` (a missing one is 400 listing the known ones).
+    #[param(required = true)]
     channel: Option<String>,
     /// Brings the user's instructions into the prompt.
     user_id: Option<String>,
@@ -249,8 +251,8 @@ impl LoadoutQuery {
 
 #[utoipa::path(get, path = "/v1/agents/{agent}/loadout", tag = "agents",
     summary = "Prompt and tools in one response (agent or admin key; ETag)",
-    params(("agent" = String, Path), LoadoutQuery),
-    responses((status = 200, body = LoadoutView, description = "Prompt and tools"), (status = 304, description = "Not modified"), E400, E401, E403, E404, E422))]
+    params(("agent" = String, Path), LoadoutQuery, ("If-None-Match" = Option<String>, Header, description = "ETags of copies you hold (or `*`): 304 with no body when one is current")),
+    responses((status = 200, body = LoadoutView, description = "Prompt and tools", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"))), (status = 304, description = "Not modified: your copy is current", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"))), E400, E401, E403, E404, E422))]
 async fn get_loadout(
     State(state): State<AppState>,
     AgentKey(who): AgentKey,

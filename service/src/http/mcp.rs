@@ -37,7 +37,7 @@ use tokio::sync::watch;
 
 use super::extract::{authenticate, reach};
 use crate::actions::call::{self, ToolCall};
-use crate::actions::views::CallResult;
+use crate::actions::views::{CallRan, CallResult, CallWaiting};
 use crate::app::AppState;
 use crate::auth::{Principal, Role};
 use crate::error::{Error, Kind};
@@ -336,12 +336,12 @@ fn to_value(body: &impl serde::Serialize) -> Value {
 /// A REST call result as a tool result.
 fn call_result(result: CallResult) -> CallToolResult {
     match result {
-        CallResult::Waiting {
+        CallResult::Waiting(CallWaiting {
             status,
             proposal_id,
             description,
             ..
-        } => {
+        }) => {
             let text = format!("Proposed for approval as proposal {proposal_id}: {description}");
             let body = Proposed {
                 status,
@@ -352,7 +352,7 @@ fn call_result(result: CallResult) -> CallToolResult {
             done.content = vec![ContentBlock::text(text)];
             done
         }
-        CallResult::Ran { result, .. } => {
+        CallResult::Ran(CallRan { result, .. }) => {
             let result = result.unwrap_or(Value::Null);
             let failed = result.get("error").is_some() && result.get("retryable").is_some();
             let mut done = match failed {

@@ -1,6 +1,7 @@
 //! The OpenAPI document's frame: title, the bearer scheme, the shared components.
 //! The operations come from each area's `#[utoipa::path]` annotations.
 
+use serde_json::{Map, Value};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 
 #[derive(utoipa::OpenApi)]
@@ -71,6 +72,120 @@ impl utoipa::Modify for NamePatterns {
                             .pattern(Some(NAME_PATTERN));
                         parameter.schema = Some(RefOr::T(Schema::Object(schema.build())));
                     }
+                }
+            }
+        }
+    }
+}
+
+/// The document as served: [`finish`]ed, then shaped for client generators.
+///
+/// - A bare `{"type": "object"}` (tool arguments, parameters, input schemas)
+///   says it is free-form (`additionalProperties: true`); generators read a bare
+///   object as an empty one.
+/// - A nullable object (`{"type": ["object", "null"]}`) is an `anyOf` of the
+///   object and `null`, the form generators turn into an optional model.
+/// - Every operation takes and answers `X-Request-Id`, loadout's request id.
+pub fn for_generators(openapi: utoipa::openapi::OpenApi) -> Value {
+    let mut document = serde_json::to_value(openapi).unwrap_or(Value::Null);
+    if let Some(schemas) = document.pointer_mut("/components/schemas") {
+        free_form(schemas);
+    }
+    if let Some(paths) = document.pointer_mut("/paths") {
+        free_form(paths);
+        request_ids(paths);
+    }
+    document
+}
+
+/// Rewrites bare and nullable objects everywhere under `value`.
+fn free_form(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            let bare = !["properties", "additionalProperties", "allOf", "anyOf", "oneOf", "$ref"]
+                .iter()
+                .any(|k| map.contains_key(*k));
+            match map.get("type") {
+                Some(Value::String(t)) if t == "object" && bare => {
+                    map.insert("additionalProperties".into(), Value::Bool(true));
+                }
+                Some(Value::Array(types)) if nullable_object(types) => {
+                    let mut object = Map::new();
+                    object.insert("type".into(), "object".into());
+                    for key in ["properties", "required", "additionalProperties"] {
+                        if let Some(v) = map.remove(key) {
+                            object.insert(key.into(), v);
+                        }
+                    }
+                    map.remove("propertyNames");
+                    if !object.contains_key("properties") && !object.contains_key("additionalProperties") {
+                        object.insert("additionalProperties".into(), Value::Bool(true));
+                    }
+                    map.remove("type");
+                    let null = Value::Object(Map::from_iter([("type".into(), "null".into())]));
+                    map.insert("anyOf".into(), Value::Array(vec![Value::Object(object), null]));
+                }
+                _ => {}
+            }
+            map.values_mut().for_each(free_form);
+        }
+        Value::Array(items) => items.iter_mut().for_each(free_form),
+        _ => {}
+    }
+}
+
+fn nullable_object(types: &[Value]) -> bool {
+    types.len() == 2
+        && types.iter().any(|t| t == "object")
+        && types.iter().any(|t| t == "null")
+}
+
+/// Declares `X-Request-Id` on every operation: sent (optional; loadout makes one
+/// when absent) and answered on every response.
+fn request_ids(paths: &mut Value) {
+    let Some(paths) = paths.as_object_mut() else {
+        return;
+    };
+    let string = || Value::Object(Map::from_iter([("type".into(), "string".into())]));
+    let parameter = Value::Object(Map::from_iter([
+        ("name".into(), "X-Request-Id".into()),
+        ("in".into(), "header".into()),
+        ("required".into(), false.into()),
+        (
+            "description".into(),
+            "Your id for this request (at most 64 visible ASCII bytes are logged); loadout makes one when absent.".into(),
+        ),
+        ("schema".into(), string()),
+    ]));
+    let header = Value::Object(Map::from_iter([
+        (
+            "description".into(),
+            "The request's id: the client's, or one loadout made.".into(),
+        ),
+        ("schema".into(), string()),
+    ]));
+    for item in paths.values_mut().filter_map(Value::as_object_mut) {
+        for operation in item.values_mut().filter_map(Value::as_object_mut) {
+            if let Some(parameters) = operation
+                .entry("parameters")
+                .or_insert_with(|| Value::Array(Vec::new()))
+                .as_array_mut()
+            {
+                parameters.push(parameter.clone());
+            }
+            let Some(responses) = operation.get_mut("responses").and_then(Value::as_object_mut) else {
+                continue;
+            };
+            for response in responses.values_mut().filter_map(Value::as_object_mut) {
+                if response.contains_key("$ref") {
+                    continue;
+                }
+                if let Some(headers) = response
+                    .entry("headers")
+                    .or_insert_with(|| Value::Object(Map::new()))
+                    .as_object_mut()
+                {
+                    headers.insert("X-Request-Id".into(), header.clone());
                 }
             }
         }

@@ -27,7 +27,7 @@ pub struct Status {
 }
 
 #[utoipa::path(get, path = "/metrics", tag = "operations", summary = "Prometheus metrics (admin key, or open on --metrics-bind)",
-    responses((status = 200, description = "Prometheus text exposition", content_type = "application/openmetrics-text", body = String), E401, E403))]
+    responses((status = 200, description = "The metrics in the OpenMetrics text format (`application/openmetrics-text`), for Prometheus; not JSON"), E401, E403))]
 async fn metrics(State(state): State<AppState>, _key: AdminKey) -> Response {
     metrics_text(&state)
 }

@@ -59,10 +59,10 @@ const REQUEST_ID_HEADER: axum::http::HeaderName =
     axum::http::HeaderName::from_static(trace::REQUEST_ID);
 
 /// The OpenAPI description of every route (what `/openapi.json` serves).
-pub fn openapi() -> utoipa::openapi::OpenApi {
+pub fn openapi() -> serde_json::Value {
     let mut openapi = api_routes().split_for_parts().1;
     super::openapi::finish(&mut openapi);
-    openapi
+    super::openapi::for_generators(openapi)
 }
 
 /// Every route with its documentation, by area.
@@ -78,10 +78,10 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(keys::routes())
 }
 
-static SPEC: LazyLock<utoipa::openapi::OpenApi> = LazyLock::new(openapi);
+static SPEC: LazyLock<serde_json::Value> = LazyLock::new(openapi);
 
 #[utoipa::path(get, path = "/openapi.json", tag = "operations", summary = "This OpenAPI description (no key)", security(()),
     responses((status = 200, description = "OpenAPI 3.1 JSON", content_type = "application/json", body = Object)))]
-async fn openapi_json() -> Json<&'static utoipa::openapi::OpenApi> {
+async fn openapi_json() -> Json<&'static serde_json::Value> {
     Json(&*SPEC)
 }

@@ -14,7 +14,7 @@ use super::load;
 use crate::app::AppState;
 use crate::cache::LoadedAgent;
 use crate::error::{Error, Result, check_id, check_name};
-use crate::registry::formats::{self, Format, Tools};
+use crate::registry::formats::{self, AnthropicTool, Format, McpTool, OpenAiTool, Tools};
 
 /// At most this many memory notes in one render.
 const MAX_MEMORY_NOTES: usize = 200;
@@ -126,8 +126,9 @@ async fn instructions(
 #[derive(Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RenderRequest {
-    /// A channel name, e.g. `web`; required (a missing one is 400 listing the known ones).
+    /// A channel name, e.g. `web` (a missing one is 400 listing the known ones).
     #[serde(default)]
+    #[schema(value_type = String, required = true)]
     pub channel: Option<String>,
     #[serde(default)]
     pub user_id: Option<String>,
@@ -160,23 +161,59 @@ pub struct PromptBody {
     pub provenance: Provenance,
 }
 
-/// An agent's active tools in one wire format, sorted by name.
+/// An agent's active tools in one wire format, sorted by name: `format` says
+/// which shape `tools` has. Each format is a complete object in the document (a
+/// `oneOf` tagged by `format`), which client generators can read.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ToolsView {
-    pub agent: String,
-    /// `format` and `tools`: OpenAI function tools, Anthropic tools or MCP tools.
-    #[serde(flatten)]
-    pub tools: Tools,
+#[serde(tag = "format", rename_all = "lowercase")]
+pub enum ToolsView {
+    /// OpenAI Chat Completions function tools, strict mode.
+    Openai {
+        agent: String,
+        tools: Vec<OpenAiTool>,
+    },
+    /// Anthropic Messages API tools.
+    Anthropic {
+        agent: String,
+        tools: Vec<AnthropicTool>,
+    },
+    /// MCP tools, as loadout's MCP server lists them.
+    Mcp { agent: String, tools: Vec<McpTool> },
 }
 
-/// Prompt and tools in one response.
+impl ToolsView {
+    fn new(agent: String, tools: Tools) -> Self {
+        match tools {
+            Tools::Openai(tools) => Self::Openai { agent, tools },
+            Tools::Anthropic(tools) => Self::Anthropic { agent, tools },
+            Tools::Mcp(tools) => Self::Mcp { agent, tools },
+        }
+    }
+}
+
+/// Prompt and tools in one response; `format` says which shape `tools` has, as
+/// in [`ToolsView`].
 #[derive(Debug, Serialize, ToSchema)]
-pub struct LoadoutView {
-    pub agent: String,
-    pub prompt: PromptBody,
-    /// As in [`ToolsView::tools`].
-    #[serde(flatten)]
-    pub tools: Tools,
+#[serde(tag = "format", rename_all = "lowercase")]
+pub enum LoadoutView {
+    /// OpenAI Chat Completions function tools, strict mode.
+    Openai {
+        agent: String,
+        prompt: PromptBody,
+        tools: Vec<OpenAiTool>,
+    },
+    /// Anthropic Messages API tools.
+    Anthropic {
+        agent: String,
+        prompt: PromptBody,
+        tools: Vec<AnthropicTool>,
+    },
+    /// MCP tools, as loadout's MCP server lists them.
+    Mcp {
+        agent: String,
+        prompt: PromptBody,
+        tools: Vec<McpTool>,
+    },
 }
 
 /// The details of a missing or unknown channel.
@@ -272,10 +309,10 @@ pub async fn render(
 
 /// The agent's active tools in `format`.
 pub fn tools(agent: &LoadedAgent, format: Format) -> ToolsView {
-    ToolsView {
-        agent: agent.agent.name.clone(),
-        tools: formats::render(&agent.tools, format),
-    }
+    ToolsView::new(
+        agent.agent.name.clone(),
+        formats::render(&agent.tools, format),
+    )
 }
 
 /// Prompt and tools in one view; the prompt as [`render`] makes it for `tenant`.
@@ -286,13 +323,27 @@ pub async fn loadout(
     request: RenderRequest,
     format: Format,
 ) -> Result<LoadoutView> {
-    let prompt = render(state, tenant, agent, request).await?;
-    Ok(LoadoutView {
-        agent: prompt.agent,
-        prompt: PromptBody {
-            text: prompt.text,
-            provenance: prompt.provenance,
+    let view = render(state, tenant, agent, request).await?;
+    let agent_name = view.agent;
+    let prompt = PromptBody {
+        text: view.text,
+        provenance: view.provenance,
+    };
+    Ok(match formats::render(&agent.tools, format) {
+        Tools::Openai(tools) => LoadoutView::Openai {
+            agent: agent_name,
+            prompt,
+            tools,
         },
-        tools: formats::render(&agent.tools, format),
+        Tools::Anthropic(tools) => LoadoutView::Anthropic {
+            agent: agent_name,
+            prompt,
+            tools,
+        },
+        Tools::Mcp(tools) => LoadoutView::Mcp {
+            agent: agent_name,
+            prompt,
+            tools,
+        },
     })
 }
