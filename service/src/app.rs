@@ -62,6 +62,9 @@ pub struct Inner {
     pub outbound: crate::actions::connector::Outbound,
     /// Who may reach the MCP endpoint from where (`--mcp-allowed-host`, `--mcp-allowed-origin`).
     pub mcp: McpOptions,
+    /// How much of an MCP server's `tools/list` a sync reads (`--connector-max-tools`,
+    /// `--connector-max-pages`).
+    pub sync_limits: crate::actions::connector::mcp::ListLimits,
     /// How long an execution may hold a proposal before the sweeper presumes it dead.
     pub proposal_lease: chrono::TimeDelta,
     /// How long a proposal waits for a decision, by approval tier (default 24 h).
@@ -107,6 +110,7 @@ impl AppState {
             max_prompt_bytes: DEFAULT_MAX_PROMPT_BYTES,
             outbound,
             mcp: McpOptions::default(),
+            sync_limits: Default::default(),
             proposal_lease: PROPOSAL_LEASE,
             proposal_ttls: std::collections::BTreeMap::new(),
         })))
@@ -163,6 +167,15 @@ impl AppState {
     pub fn with_mcp(mut self, mcp: McpOptions) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.0) {
             inner.mcp = mcp;
+        }
+        self
+    }
+
+    /// The same state with other bounds on what a sync reads. Call before the state
+    /// is shared.
+    pub fn with_sync_limits(mut self, limits: crate::actions::connector::mcp::ListLimits) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.0) {
+            inner.sync_limits = limits;
         }
         self
     }

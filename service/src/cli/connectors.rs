@@ -6,6 +6,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use sea_orm::DatabaseConnection;
 
+use crate::actions::connector::mcp;
 use crate::actions::connector::sync::{self, SyncRequest};
 use crate::app::AppState;
 use crate::prompt::builder::SystemClock;
@@ -28,6 +29,12 @@ pub enum ConnectorsCommand {
         /// Map a remote name the verb mapping cannot place: REMOTE=LOADOUT_NAME (repeatable).
         #[arg(long = "rename", value_parser = parse_rename)]
         renames: Vec<(String, String)>,
+        /// Take this remote tool as it is when strict mode cannot express its schema
+        /// (exported with strict: false; `loadout check` warns). Repeatable.
+        #[arg(long = "allow-loose")]
+        allow_loose: Vec<String>,
+        #[command(flatten)]
+        limits: SyncLimitArgs,
         /// Private or loopback IPs the server may be on (comma-separated).
         #[arg(long, env = "LOADOUT_CONNECTOR_ALLOW", value_delimiter = ',')]
         connector_allow: Vec<std::net::IpAddr>,
@@ -35,6 +42,26 @@ pub enum ConnectorsCommand {
         #[arg(long, env = "LOADOUT_CONNECTOR_CA")]
         connector_ca: Option<std::path::PathBuf>,
     },
+}
+
+/// How much of a server's `tools/list` a sync reads (`serve` and `connectors sync`).
+#[derive(Clone, Copy, Debug, clap::Args)]
+pub struct SyncLimitArgs {
+    /// Most tools a sync reads from one MCP server; a longer tools/list fails the sync.
+    #[arg(long, env = "LOADOUT_CONNECTOR_MAX_TOOLS", default_value_t = mcp::DEFAULT_MAX_TOOLS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
+    pub connector_max_tools: usize,
+    /// Most tools/list pages a sync follows; a longer list fails the sync.
+    #[arg(long, env = "LOADOUT_CONNECTOR_MAX_PAGES", default_value_t = mcp::DEFAULT_MAX_PAGES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
+    pub connector_max_pages: usize,
+}
+
+impl From<SyncLimitArgs> for mcp::ListLimits {
+    fn from(args: SyncLimitArgs) -> Self {
+        Self {
+            max_tools: args.connector_max_tools,
+            max_pages: args.connector_max_pages,
+        }
+    }
 }
 
 fn parse_rename(text: &str) -> Result<(String, String), String> {
@@ -51,6 +78,8 @@ pub async fn run(db: &DatabaseConnection, command: ConnectorsCommand) -> anyhow:
         overwrite,
         agent,
         renames,
+        allow_loose,
+        limits,
         connector_allow,
         connector_ca,
     } = command;
@@ -58,11 +87,13 @@ pub async fn run(db: &DatabaseConnection, command: ConnectorsCommand) -> anyhow:
     let state = AppState::new(db.clone(), Arc::new(SystemClock), 0)
         .await
         .context("cannot read the configuration generation")?
-        .with_outbound(outbound);
+        .with_outbound(outbound)
+        .with_sync_limits(limits.into());
     let request = SyncRequest {
         dry_run,
         overwrite,
         rename: renames.into_iter().collect(),
+        allow_loose: allow_loose.into_iter().collect(),
         agent,
     };
     let report = sync::run(&state, &name, request)

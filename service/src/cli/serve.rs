@@ -29,6 +29,8 @@ pub struct ServeArgs {
     /// (for a private CA).
     #[arg(long, env = "LOADOUT_CONNECTOR_CA")]
     pub connector_ca: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub sync_limits: crate::cli::connectors::SyncLimitArgs,
     /// Host names the MCP endpoint answers to (comma-separated); loopback names when absent.
     #[arg(
         long = "mcp-allowed-host",
@@ -117,6 +119,7 @@ impl From<ServeArgs> for Options {
             metrics_bind: args.metrics_bind,
             connector_allow: args.connector_allow,
             connector_ca: args.connector_ca,
+            sync_limits: args.sync_limits.into(),
             mcp: mcp_options(args.mcp_allowed_hosts, args.mcp_allowed_origins),
             proposal_lease: seconds(args.proposal_lease_seconds),
             proposal_ttls: args
@@ -146,6 +149,7 @@ pub struct Options {
     pub metrics_bind: Option<SocketAddr>,
     pub connector_allow: Vec<std::net::IpAddr>,
     pub connector_ca: Option<std::path::PathBuf>,
+    pub sync_limits: crate::actions::connector::mcp::ListLimits,
     pub mcp: crate::app::McpOptions,
     pub proposal_lease: chrono::TimeDelta,
     pub proposal_ttls: std::collections::BTreeMap<Tier, chrono::TimeDelta>,
@@ -164,6 +168,7 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
         metrics_bind,
         connector_allow,
         connector_ca,
+        sync_limits,
         mcp,
         proposal_lease,
         proposal_ttls,
@@ -217,6 +222,7 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
     .with_proposal_lease(proposal_lease)
     .with_proposal_ttls(proposal_ttls)
     .with_outbound(outbound)
+    .with_sync_limits(sync_limits)
     .with_mcp(mcp);
     let poller = state.spawn_generation_poller();
     let sweeper = state.spawn_proposal_sweeper();

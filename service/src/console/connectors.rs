@@ -256,6 +256,7 @@ async fn sync(
             .filter_map(|line| line.split_once('='))
             .map(|(remote, name)| (remote.trim().to_owned(), name.trim().to_owned()))
             .collect(),
+        allow_loose: Default::default(),
         agent: blank(&form.agent),
     };
     match syncing::run(&state, &name, request).await {

@@ -6,23 +6,33 @@
 //! tool's name, the arguments, and the idempotency key and call context in `_meta`,
 //! and closes the session. `isError` is a failure that is not retried; transport
 //! errors and timeouts are retryable.
+//!
+//! Every answer is bounded by [`MAX_RESPONSE_BYTES`] on both of the transport's
+//! forms: a JSON body (`max_json_response_size`) and each SSE event
+//! (`max_sse_event_size`; rmcp's default is 16 MiB). A sync reads at most
+//! [`ListLimits`] of `tools/list`.
+
+mod capped;
 
 use std::collections::HashMap;
 
 use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
-    MetaObject, RequestMetaObject, Tool,
+    MetaObject, PaginatedRequestParams, RequestMetaObject, Tool,
 };
 use rmcp::service::{RoleClient, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::common::client_side_sse::NeverRetry;
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClientTransportConfig, StreamableHttpError,
+};
 use serde_json::{Map, Value};
 
 use super::outbound::Outbound;
 use super::target::{Connector, MAX_RESPONSE_BYTES, reserved};
 use crate::actions::ledger::{Call, Outcome};
+use capped::Capped;
 
 /// Headers the MCP transport sets itself; a connector may not set them either.
 pub const TRANSPORT_HEADERS: [&str; 4] = [
@@ -53,16 +63,48 @@ pub enum McpError {
     Unreachable,
     #[error("the MCP server failed: {0}")]
     Failed(String),
+    /// The server sent more than a bound allows; asking again gets the same.
+    #[error("the MCP server sent too much: {0}")]
+    TooMuch(String),
 }
 
 impl McpError {
     fn retryable(&self) -> bool {
-        !matches!(self, McpError::Refused(_))
+        !matches!(self, McpError::Refused(_) | McpError::TooMuch(_))
+    }
+}
+
+/// How much of a server's `tools/list` is read at most (`serve --connector-max-tools`,
+/// `--connector-max-pages`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListLimits {
+    /// Tools, over every page.
+    pub max_tools: usize,
+    /// Pages (`nextCursor` followed).
+    pub max_pages: usize,
+}
+
+/// Tools a sync reads unless configured: the largest public MCP servers publish a
+/// few hundred, and a model is offered at most 128 at once (OpenAI's cap), so a
+/// thousand leaves room without letting a server fill the registry.
+pub const DEFAULT_MAX_TOOLS: usize = 1000;
+/// Pages a sync follows unless configured: a thousand tools at 50 a page (the
+/// servers that page at all page by 50 to 100). Each page is at most
+/// [`MAX_RESPONSE_BYTES`], so a sync holds at most 20 MiB of `tools/list`.
+pub const DEFAULT_MAX_PAGES: usize = 20;
+
+impl Default for ListLimits {
+    fn default() -> Self {
+        Self {
+            max_tools: DEFAULT_MAX_TOOLS,
+            max_pages: DEFAULT_MAX_PAGES,
+        }
     }
 }
 
 /// Opens a session: the URL checked, the configured headers sent with each request.
-async fn connect(server: &Server<'_>) -> Result<Session, McpError> {
+/// The client says afterwards whether an answer passed the cap.
+async fn connect(server: &Server<'_>) -> Result<(Session, Capped), McpError> {
     let url = server
         .outbound
         .check_url(server.url)
@@ -84,38 +126,98 @@ async fn connect(server: &Server<'_>) -> Result<Session, McpError> {
     let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
         .custom_headers(headers)
         .max_json_response_size(MAX_RESPONSE_BYTES)
+        .max_sse_event_size(MAX_RESPONSE_BYTES)
         .reinit_on_expired_session(false);
     // A dropped stream is an answer lost: the attempt fails (retryably) at once
     // rather than reconnecting until the timeout; retry is the approver's decision.
     config.retry_config = std::sync::Arc::new(NeverRetry::default());
-    let transport =
-        StreamableHttpClientTransport::with_client(server.outbound.client().clone(), config);
+    let client = Capped::new(server.outbound.client().clone());
+    let transport = StreamableHttpClientTransport::with_client(client.clone(), config);
     let me = Implementation::new("loadout", env!("CARGO_PKG_VERSION"));
-    ClientConfig::new(ClientCapabilities::default(), me)
+    let session = ClientConfig::new(ClientCapabilities::default(), me)
         .serve(transport)
         .await
         .map_err(|e| {
             tracing::debug!(error = %e, "an MCP session could not be opened");
-            McpError::Unreachable
-        })
+            if client.hit() {
+                too_much()
+            } else {
+                McpError::Unreachable
+            }
+        })?;
+    Ok((session, client))
 }
 
-/// The server's tools (`tools/list`, every page).
-pub async fn list_tools(server: &Server<'_>) -> Result<Vec<Tool>, McpError> {
-    let session = connect(server).await?;
-    let tools = session.list_all_tools().await.map_err(failed);
+/// The server's tools (`tools/list`, every page), within `limits`.
+pub async fn list_tools(server: &Server<'_>, limits: ListLimits) -> Result<Vec<Tool>, McpError> {
+    let (session, client) = connect(server).await?;
+    let tools = list_pages(&session, &client, limits).await;
     session.cancel().await.ok();
     tools
 }
 
-fn failed(error: ServiceError) -> McpError {
-    match error {
-        ServiceError::McpError(data) => McpError::Failed(data.message.to_string()),
-        other => {
-            tracing::debug!(error = %other, "an MCP request failed");
-            McpError::Unreachable
+async fn list_pages(
+    session: &Session,
+    client: &Capped,
+    limits: ListLimits,
+) -> Result<Vec<Tool>, McpError> {
+    let mut tools = Vec::new();
+    let mut cursor = None;
+    for _ in 0..limits.max_pages {
+        let params = PaginatedRequestParams::default().with_cursor(cursor);
+        let page = session
+            .list_tools(Some(params))
+            .await
+            .map_err(|e| failed(e, client))?;
+        tools.extend(page.tools);
+        if tools.len() > limits.max_tools {
+            return Err(McpError::TooMuch(format!(
+                "its tools/list holds more than {} tools (--connector-max-tools)",
+                limits.max_tools
+            )));
+        }
+        cursor = page.next_cursor;
+        if cursor.is_none() {
+            return Ok(tools);
         }
     }
+    Err(McpError::TooMuch(format!(
+        "its tools/list runs past {} pages (--connector-max-pages)",
+        limits.max_pages
+    )))
+}
+
+fn failed(error: ServiceError, client: &Capped) -> McpError {
+    if let ServiceError::McpError(data) = &error {
+        return McpError::Failed(data.message.to_string());
+    }
+    if client.hit() || over_cap(&error) {
+        return too_much();
+    }
+    tracing::debug!(error = %error, "an MCP request failed");
+    McpError::Unreachable
+}
+
+fn too_much() -> McpError {
+    McpError::TooMuch(format!(
+        "an answer over the connector cap of {} KiB",
+        MAX_RESPONSE_BYTES / 1024
+    ))
+}
+
+/// Whether the transport stopped reading a JSON answer at [`MAX_RESPONSE_BYTES`].
+fn over_cap(error: &ServiceError) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = cause {
+        if matches!(
+            e.downcast_ref::<StreamableHttpError<reqwest::Error>>(),
+            Some(StreamableHttpError::ResponseBodyTooLarge { .. })
+        ) {
+            return true;
+        }
+        cause = e.source();
+    }
+    false
 }
 
 /// Runs one attempt as `tools/call` on the connector's server.
@@ -125,19 +227,26 @@ pub async fn call(connector: &Connector, outbound: &Outbound, call: &Call) -> Ou
         headers: &connector.headers,
         outbound,
     };
-    let session = match connect(&server).await {
-        Ok(session) => session,
+    let (session, client) = match connect(&server).await {
+        Ok(open) => open,
         Err(e) => return Outcome::failure(e.to_string(), e.retryable()),
     };
     let mut params = CallToolRequestParams::new(connector.remote_tool.clone());
-    params.arguments = Some(call.arguments.as_object().cloned().unwrap_or_default());
+    let mut arguments = call.arguments.clone();
+    if let Some(remote) = &connector.remote_schema {
+        super::schema::drop_nulls(&mut arguments, remote);
+    }
+    params.arguments = Some(match arguments {
+        Value::Object(fields) => fields,
+        _ => Map::new(),
+    });
     params.meta = Some(RequestMetaObject(MetaObject(meta(call))));
     let answer = session.call_tool(params).await;
     session.cancel().await.ok();
     match answer {
         Ok(result) => outcome(result),
         Err(e) => {
-            let e = failed(e);
+            let e = failed(e, &client);
             Outcome::failure(e.to_string(), e.retryable())
         }
     }

@@ -9,11 +9,22 @@
 //!   connector's name goes after it: `get_forecast` on `weather` is
 //!   `get_weather_forecast`. A name that cannot be mapped is refused with the
 //!   reason unless `rename` maps it.
-//! - The tier comes from the annotations: `readOnlyHint` (and not destructive) →
-//!   `auto`; anything else → `requires_approval`. Never a silent default.
-//! - The schema must already be strict; a loose one is refused with the reason.
+//! - Schemas are taken as servers write them: [`super::schema::normalize`] makes
+//!   them strict (optional properties required and nullable; a call drops those
+//!   nulls again before the remote is called) and refuses, with the reason, what
+//!   strict mode cannot express. A tool named in `allow_loose` is then taken as it
+//!   is, with `strict` off: exported with `strict: false`, warned about by
+//!   `loadout check`. The server's schema is kept in `remote_schema`.
+//! - The tier comes from the annotations and the name: `readOnlyHint` (and not
+//!   destructive) makes a `get_` or `search_` tool `auto`; anything else is
+//!   `requires_approval`. Never a silent default. A sync never lowers a tier below
+//!   what an earlier sync made it (a server cannot turn its own approval off);
+//!   raising is allowed.
 //! - An admin's edit of a synced tool's description or tier (it differs from what
 //!   the last sync wrote) survives a re-sync unless `overwrite`.
+//! - Bounds: at most [`mcp::ListLimits`] tools and pages, each answer within the
+//!   connector cap, each schema within [`MAX_SCHEMA_BYTES`] (a larger one is
+//!   refused, the rest still sync).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -26,11 +37,12 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::mcp::{self, McpError, Server};
+use super::schema::{MAX_SCHEMA_BYTES, normalize};
 use super::store;
 use super::target::Kind;
 use crate::app::AppState;
 use crate::error::{Error, Result};
-use crate::registry::check::{definition_problems, name_problem};
+use crate::registry::check::{ProblemCode, definition_problems, name_problem};
 use crate::registry::{Tier, ToolType, guard, links};
 
 /// The body of `POST /v1/connectors/{connector}/sync`.
@@ -46,6 +58,12 @@ pub struct SyncRequest {
     /// Remote name → loadout name, for names the verb mapping cannot place.
     #[serde(default)]
     pub rename: BTreeMap<String, String>,
+    /// Remote names of tools to take as they are when strict mode cannot express
+    /// their schemas (open maps, `patternProperties`, ...): exported with
+    /// `strict: false`, and `loadout check` warns. A schema that can be made strict
+    /// is made strict anyway.
+    #[serde(default)]
+    pub allow_loose: BTreeSet<String>,
     /// Also switch the synced tools on for this agent.
     pub agent: Option<String>,
 }
@@ -57,7 +75,7 @@ pub struct SyncEntry {
     pub remote: String,
     /// Its name in loadout (`null` when no name could be made).
     pub name: Option<String>,
-    /// Why it was refused (refused entries only).
+    /// Why it was refused, or why a tool in `allow_loose` was taken loose.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
@@ -134,26 +152,87 @@ struct Wanted {
     name: String,
     description: String,
     tier: Tier,
+    /// What the agent sees: the remote's schema normalized, or as sent when loose.
     schema: Value,
+    /// The schema as the server sent it.
+    remote_schema: Value,
+    /// Why it was taken loose (`allow_loose`); `None` for a strict tool.
+    loose: Option<String>,
 }
 
-/// The tier the annotations ask for: read-only and not destructive → `auto`.
-fn tier_of(tool: &Tool) -> Tier {
+/// The tier the annotations ask for, and the name allows: read-only and not
+/// destructive → `auto`, but only for a `get_` or `search_` tool (a server may not
+/// call its `delete_` tool harmless); anything else → `requires_approval`.
+fn tier_of(tool: &Tool, name: &str) -> Tier {
     let hints = tool.annotations.as_ref();
     let read_only = hints.and_then(|a| a.read_only_hint) == Some(true);
     let destructive = hints.and_then(|a| a.destructive_hint) == Some(true);
-    if read_only && !destructive {
+    let reads = matches!(name.split('_').next(), Some("get" | "search"));
+    if read_only && !destructive && reads {
         Tier::Auto
     } else {
         Tier::RequiresApproval
     }
 }
 
+/// The loadout name of a remote tool: its rename, or the verb mapping.
+fn name_of(
+    remote: &str,
+    connector: &str,
+    rename: &BTreeMap<String, String>,
+) -> Result<String, (Option<String>, String)> {
+    match rename.get(remote) {
+        Some(name) => match name_problem(name) {
+            None => Ok(name.clone()),
+            Some(why) => Err((
+                Some(name.clone()),
+                format!("the rename breaks the vocabulary: {why}"),
+            )),
+        },
+        None => loadout_name(remote, connector).map_err(|why| (None, why)),
+    }
+}
+
+/// The schema a tool is stored with and, when it is taken loose, why; or why the
+/// tool is refused.
+fn schema_of(
+    remote: &Value,
+    name: &str,
+    tier: Tier,
+    allow_loose: bool,
+) -> Result<(Value, Option<String>), String> {
+    let size = serde_json::to_vec(remote).map_or(usize::MAX, |bytes| bytes.len());
+    if size > MAX_SCHEMA_BYTES {
+        return Err(format!(
+            "its input schema is {size} bytes; the cap is {} KiB",
+            MAX_SCHEMA_BYTES / 1024
+        ));
+    }
+    let (schema, loose) = match normalize(remote) {
+        Ok(strict) => (strict, None),
+        Err(why) if allow_loose => (remote.clone(), Some(format!("taken loose: {why}"))),
+        Err(why) => {
+            return Err(format!(
+                "{why}; to take it as it is, name it in allow_loose"
+            ));
+        }
+    };
+    let problems: Vec<String> = definition_problems(name, tier.as_str(), &schema, false)
+        .into_iter()
+        .filter(|(code, _, _)| loose.is_none() || *code != ProblemCode::SchemaNotStrict.as_str())
+        .map(|(_, message, hint)| format!("{message} ({hint})"))
+        .collect();
+    if !problems.is_empty() {
+        return Err(problems.join("; "));
+    }
+    Ok((schema, loose))
+}
+
 /// Each remote tool as wanted, or refused with the reason.
 fn plan(
     remote: Vec<Tool>,
     connector: &str,
-    rename: &BTreeMap<String, String>,
+    request: &SyncRequest,
 ) -> (Vec<Wanted>, Vec<SyncEntry>) {
     let mut wanted: Vec<Wanted> = Vec::new();
     let mut refused = Vec::new();
@@ -164,24 +243,12 @@ fn plan(
             name,
             reason: Some(reason),
         };
-        let name = match rename.get(&remote) {
-            Some(name) => match name_problem(name) {
-                None => name.clone(),
-                Some(why) => {
-                    refused.push(refuse(
-                        Some(name.clone()),
-                        format!("the rename breaks the vocabulary: {why}"),
-                    ));
-                    continue;
-                }
-            },
-            None => match loadout_name(&remote, connector) {
-                Ok(name) => name,
-                Err(why) => {
-                    refused.push(refuse(None, why));
-                    continue;
-                }
-            },
+        let name = match name_of(&remote, connector, &request.rename) {
+            Ok(name) => name,
+            Err((name, why)) => {
+                refused.push(refuse(name, why));
+                continue;
+            }
         };
         let description = tool
             .description
@@ -204,24 +271,24 @@ fn plan(
             refused.push(refuse(Some(name), reason));
             continue;
         }
-        let tier = tier_of(&tool);
-        let schema = Value::Object((*tool.input_schema).clone());
-        let problems = definition_problems(&name, tier.as_str(), &schema, false);
-        if !problems.is_empty() {
-            let reason = problems
-                .iter()
-                .map(|(_, message, hint)| format!("{message} ({hint})"))
-                .collect::<Vec<_>>()
-                .join("; ");
-            refused.push(refuse(Some(name), reason));
-            continue;
-        }
+        let tier = tier_of(&tool, &name);
+        let remote_schema = Value::Object((*tool.input_schema).clone());
+        let allow_loose = request.allow_loose.contains(&remote);
+        let (schema, loose) = match schema_of(&remote_schema, &name, tier, allow_loose) {
+            Ok(taken) => taken,
+            Err(why) => {
+                refused.push(refuse(Some(name), why));
+                continue;
+            }
+        };
         wanted.push(Wanted {
             remote,
             name,
             description,
             tier,
             schema,
+            remote_schema,
+            loose,
         });
     }
     (wanted, refused)
@@ -243,10 +310,12 @@ pub async fn run(state: &AppState, connector: &str, request: SyncRequest) -> Res
         crate::agents::row(&state.db, agent).await?;
     }
     let remote = list(state, &row).await?;
-    let (wanted, refused) = plan(remote, &row.name, &request.rename);
+    let (wanted, refused) = plan(remote, &row.name, &request);
     let write = guard::begin(&state.db).await?;
     let mut report = apply(&*write, &row, wanted, &request).await?;
-    report.refused = refused;
+    // The plan's refusals first, then the names the write found taken.
+    let taken = std::mem::replace(&mut report.refused, refused);
+    report.refused.extend(taken);
     report.dry_run = request.dry_run;
     if request.dry_run {
         guard::rollback(write).await?;
@@ -272,7 +341,7 @@ async fn list(state: &AppState, row: &connectors::Model) -> Result<Vec<Tool>> {
             format!("the MCP server of {} could not be reached", row.name),
         )
     };
-    match tokio::time::timeout(timeout, mcp::list_tools(&server)).await {
+    match tokio::time::timeout(timeout, mcp::list_tools(&server, state.sync_limits)).await {
         Err(_) => Err(unreachable()),
         Ok(Ok(tools)) => Ok(tools),
         Ok(Err(McpError::Refused(why))) => Err(Error::refused("url_refused", why)),
@@ -281,6 +350,11 @@ async fn list(state: &AppState, row: &connectors::Model) -> Result<Vec<Tool>> {
             crate::error::Kind::NotRunnable,
             "connector_failed",
             format!("the MCP server of {} refused tools/list: {why}", row.name),
+        )),
+        Ok(Err(McpError::TooMuch(why))) => Err(Error::new(
+            crate::error::Kind::NotRunnable,
+            "connector_over_limit",
+            format!("the MCP server of {} sent too much: {why}", row.name),
         )),
     }
 }
@@ -314,7 +388,7 @@ async fn apply(
         let entry = SyncEntry {
             remote: want.remote.clone(),
             name: Some(want.name.clone()),
-            reason: None,
+            reason: want.loose.clone(),
         };
         seen.insert(want.remote.clone());
         let saved = match existing.get(&want.name) {
@@ -375,6 +449,8 @@ async fn insert(
         synced_description: Set(Some(want.description.clone())),
         synced_tier: Set(Some(tier)),
         remote_gone_at: Set(None),
+        remote_schema: Set(Some(want.remote_schema.clone())),
+        strict: Set(want.loose.is_none()),
         is_active: Set(true),
         created_at: Set(now),
         updated_at: Set(now),
@@ -392,7 +468,13 @@ async fn update(
     overwrite: bool,
     now: chrono::DateTime<Utc>,
 ) -> Result<(tools::Model, bool)> {
-    let tier = want.tier.as_str();
+    // Never below what an earlier sync made it: the server may raise its tool's
+    // tier, not lower it (a drifted stored value reads as the safest tier).
+    let synced = row
+        .synced_tier
+        .as_deref()
+        .map_or(want.tier, |t| Tier::or_safest(t).max(want.tier));
+    let tier = synced.as_str();
     // An admin's edit is a value that differs from what the last sync wrote.
     let keep_description = !overwrite && Some(&row.description) != row.synced_description.as_ref();
     let keep_tier = !overwrite && Some(&row.approval_tier) != row.synced_tier.as_ref();
@@ -410,6 +492,8 @@ async fn update(
     let changed = description != row.description
         || approval_tier != row.approval_tier
         || want.schema != row.parameters
+        || row.remote_schema.as_ref() != Some(&want.remote_schema)
+        || row.strict != want.loose.is_none()
         || row.synced_description.as_deref() != Some(want.description.as_str())
         || row.synced_tier.as_deref() != Some(tier)
         || came_back;
@@ -420,6 +504,8 @@ async fn update(
     active.description = Set(description);
     active.approval_tier = Set(approval_tier);
     active.parameters = Set(want.schema.clone());
+    active.remote_schema = Set(Some(want.remote_schema.clone()));
+    active.strict = Set(want.loose.is_none());
     active.synced_description = Set(Some(want.description.clone()));
     active.synced_tier = Set(Some(tier.to_owned()));
     if came_back {
