@@ -454,8 +454,8 @@ db_test! {
 /// The size of `get_huge`'s answer: past the 1 MiB connector cap, far below rmcp's 16 MiB.
 const HUGE: usize = 1_500_000;
 
-fn default_limits() -> loadout::cli::connectors::SyncLimitArgs {
-    loadout::cli::connectors::SyncLimitArgs {
+fn default_limits() -> loadout::cli::serve::SyncLimitArgs {
+    loadout::cli::serve::SyncLimitArgs {
         connector_max_tools: 1000,
         connector_max_pages: 20,
     }
@@ -666,7 +666,8 @@ db_test! {
 
 db_test! {
     async fn a_server_past_the_tool_or_page_bound_fails_the_sync_and_paging_within_them_works(db) {
-        use loadout::cli::connectors::{ConnectorsCommand, SyncLimitArgs, run};
+        use loadout::cli::connectors::{ConnectorsCommand, run};
+        use loadout::cli::serve::SyncLimitArgs;
         let server = McpServer::start();
         *server.weather.page_size.lock().expect("page size") = Some(2);
         let api = Api::new(db, true).await;

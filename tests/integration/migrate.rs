@@ -20,6 +20,7 @@ db_test! {
             ("m20261124_000009_console_sessions", true),
             ("m20261124_000010_mcp_connectors", true),
             ("m20261124_000011_agent_scoped_keys", true),
+            ("m20261125_000012_synced_tool_schemas", true),
         ]);
     }
 }

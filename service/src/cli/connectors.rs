@@ -6,7 +6,6 @@ use std::sync::Arc;
 use anyhow::Context;
 use sea_orm::DatabaseConnection;
 
-use crate::actions::connector::mcp;
 use crate::actions::connector::sync::{self, SyncRequest};
 use crate::app::AppState;
 use crate::prompt::builder::SystemClock;
@@ -34,7 +33,7 @@ pub enum ConnectorsCommand {
         #[arg(long = "allow-loose")]
         allow_loose: Vec<String>,
         #[command(flatten)]
-        limits: SyncLimitArgs,
+        limits: crate::cli::serve::SyncLimitArgs,
         /// Private or loopback IPs the server may be on (comma-separated).
         #[arg(long, env = "LOADOUT_CONNECTOR_ALLOW", value_delimiter = ',')]
         connector_allow: Vec<std::net::IpAddr>,
@@ -42,26 +41,6 @@ pub enum ConnectorsCommand {
         #[arg(long, env = "LOADOUT_CONNECTOR_CA")]
         connector_ca: Option<std::path::PathBuf>,
     },
-}
-
-/// How much of a server's `tools/list` a sync reads (`serve` and `connectors sync`).
-#[derive(Clone, Copy, Debug, clap::Args)]
-pub struct SyncLimitArgs {
-    /// Most tools a sync reads from one MCP server; a longer tools/list fails the sync.
-    #[arg(long, env = "LOADOUT_CONNECTOR_MAX_TOOLS", default_value_t = mcp::DEFAULT_MAX_TOOLS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
-    pub connector_max_tools: usize,
-    /// Most tools/list pages a sync follows; a longer list fails the sync.
-    #[arg(long, env = "LOADOUT_CONNECTOR_MAX_PAGES", default_value_t = mcp::DEFAULT_MAX_PAGES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
-    pub connector_max_pages: usize,
-}
-
-impl From<SyncLimitArgs> for mcp::ListLimits {
-    fn from(args: SyncLimitArgs) -> Self {
-        Self {
-            max_tools: args.connector_max_tools,
-            max_pages: args.connector_max_pages,
-        }
-    }
 }
 
 fn parse_rename(text: &str) -> Result<(String, String), String> {

@@ -30,7 +30,7 @@ pub struct ServeArgs {
     #[arg(long, env = "LOADOUT_CONNECTOR_CA")]
     pub connector_ca: Option<std::path::PathBuf>,
     #[command(flatten)]
-    pub sync_limits: crate::cli::connectors::SyncLimitArgs,
+    pub sync_limits: SyncLimitArgs,
     /// Host names the MCP endpoint answers to (comma-separated); loopback names when absent.
     #[arg(
         long = "mcp-allowed-host",
@@ -83,6 +83,26 @@ pub struct ServeArgs {
     /// Database connections in the serving pool (default: 4 on SQLite, 8 on Postgres).
     #[arg(long, env = "LOADOUT_DB_POOL_SIZE", value_parser = clap::value_parser!(u32).range(2..=1000))]
     pub db_pool_size: Option<u32>,
+}
+
+/// How much of a server's `tools/list` a sync reads (`serve` and `connectors sync`).
+#[derive(Clone, Copy, Debug, clap::Args)]
+pub struct SyncLimitArgs {
+    /// Most tools a sync reads from one MCP server; a longer tools/list fails the sync.
+    #[arg(long, env = "LOADOUT_CONNECTOR_MAX_TOOLS", default_value_t = crate::actions::connector::mcp::DEFAULT_MAX_TOOLS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
+    pub connector_max_tools: usize,
+    /// Most tools/list pages a sync follows; a longer list fails the sync.
+    #[arg(long, env = "LOADOUT_CONNECTOR_MAX_PAGES", default_value_t = crate::actions::connector::mcp::DEFAULT_MAX_PAGES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
+    pub connector_max_pages: usize,
+}
+
+impl From<SyncLimitArgs> for crate::actions::connector::mcp::ListLimits {
+    fn from(args: SyncLimitArgs) -> Self {
+        Self {
+            max_tools: args.connector_max_tools,
+            max_pages: args.connector_max_pages,
+        }
+    }
 }
 
 fn parse_lease(text: &str) -> Result<u32, String> {
