@@ -474,10 +474,11 @@ db_test! {
         assert_eq!(api.call(Method::GET, "/metrics", Some(&api.agent), None).await.status, StatusCode::FORBIDDEN);
         let request = Request::builder().uri("/metrics")
             .header(header::AUTHORIZATION, format!("Bearer {}", api.admin))
+            .header(header::ACCEPT, "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.4")
             .body(Body::empty()).expect("request");
         let response = router(api.state.clone()).oneshot(request).await.expect("infallible");
         assert_eq!(response.status(), StatusCode::OK);
-        assert_eq!(response.headers()[header::CONTENT_TYPE], loadout::metrics::CONTENT_TYPE);
+        assert_eq!(response.headers()[header::CONTENT_TYPE], loadout::metrics::CONTENT_TYPE, "Prometheus asks for OpenMetrics");
         let text = String::from_utf8(axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body").to_vec()).expect("utf-8");
         assert!(text.contains("loadout_http_requests_total{route=\"/v1/agents/{agent}/prompt\",method=\"GET\",status=\"200\"} 2\n"), "{text}");
         assert!(text.contains("loadout_http_requests_total{route=\"/v1/agents/{agent}/prompt\",method=\"GET\",status=\"404\"} 1\n"), "{text}");
@@ -488,6 +489,7 @@ db_test! {
             .oneshot(Request::builder().uri("/metrics").body(Body::empty()).expect("request"))
             .await.expect("infallible");
         assert_eq!(open.status(), StatusCode::OK);
+        assert_eq!(open.headers()[header::CONTENT_TYPE], "text/plain; charset=utf-8", "a client that did not ask for OpenMetrics");
     }
 }
 

@@ -394,13 +394,18 @@ async fn closing_delete(base: &str, key: &str) -> u16 {
     let address = base.trim_start_matches("http://");
     let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"0"}}}"#;
     let exchange = |request: String| async move {
-        let mut stream = tokio::net::TcpStream::connect(address).await.expect("connect");
+        let mut stream = tokio::net::TcpStream::connect(address)
+            .await
+            .expect("connect");
         stream.write_all(request.as_bytes()).await.expect("write");
         let mut answer = Vec::new();
         let mut buffer = [0u8; 4096];
         // Read the head (and whatever came with it); SSE bodies stay open, so stop at the head.
         loop {
-            let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buffer)).await.expect("in time").expect("read");
+            let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buffer))
+                .await
+                .expect("in time")
+                .expect("read");
             answer.extend_from_slice(&buffer[..n]);
             if n == 0 || answer.windows(4).any(|w| w == b"\r\n\r\n") {
                 break;
@@ -412,11 +417,19 @@ async fn closing_delete(base: &str, key: &str) -> u16 {
         "POST /mcp/agents/assistant HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{initialize}",
         initialize.len()
     )).await;
-    let session = head.lines()
-        .find_map(|l| l.to_ascii_lowercase().starts_with("mcp-session-id:").then(|| l[15..].trim().to_owned()))
+    let session = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .starts_with("mcp-session-id:")
+                .then(|| l[15..].trim().to_owned())
+        })
         .unwrap_or_else(|| panic!("a session id: {head}"));
     let head = exchange(format!(
         "DELETE /mcp/agents/assistant HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-11-25\r\nConnection: close\r\n\r\n"
     )).await;
-    head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("a status: {head}"))
+    head.split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("a status: {head}"))
 }

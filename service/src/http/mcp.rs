@@ -24,9 +24,9 @@ use rmcp::ServerHandler;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
     DiscoverResult, ErrorData, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
-    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
-    ListToolsResult, PaginatedRequestParams, Prompt, PromptArgument, PromptMessage,
-    Role as MessageRole, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult, ListToolsResult,
+    PaginatedRequestParams, Prompt, PromptArgument, PromptMessage, Role as MessageRole,
+    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::service::{Peer, RequestContext, RoleServer, SubscriptionContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -116,7 +116,9 @@ async fn gate(State(state): State<AppState>, mut request: Request, next: Next) -
                 r#"Bearer realm="loadout", error="insufficient_scope", error_description="{NAME_AN_AGENT}""#
             );
             if let Ok(value) = axum::http::HeaderValue::from_str(&challenge) {
-                response.headers_mut().insert(header::WWW_AUTHENTICATE, value);
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, value);
             }
             response
         }
@@ -396,7 +398,10 @@ impl ServerHandler for Loadout {
     }
 
     /// 2026-07-28's opening: the same instructions as `initialize`.
-    async fn discover(&self, context: RequestContext<RoleServer>) -> Result<DiscoverResult, ErrorData> {
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, ErrorData> {
         let caller = admitted(&self.state, &context).await?;
         let text = self
             .render(&caller, &caller.channel, Vec::new())

@@ -102,29 +102,21 @@ pub fn for_generators(openapi: utoipa::openapi::OpenApi) -> Value {
 fn free_form(value: &mut Value) {
     match value {
         Value::Object(map) => {
-            let bare = !["properties", "additionalProperties", "allOf", "anyOf", "oneOf", "$ref"]
-                .iter()
-                .any(|k| map.contains_key(*k));
+            let bare = ![
+                "properties",
+                "additionalProperties",
+                "allOf",
+                "anyOf",
+                "oneOf",
+                "$ref",
+            ]
+            .iter()
+            .any(|k| map.contains_key(*k));
             match map.get("type") {
                 Some(Value::String(t)) if t == "object" && bare => {
                     map.insert("additionalProperties".into(), Value::Bool(true));
                 }
-                Some(Value::Array(types)) if nullable_object(types) => {
-                    let mut object = Map::new();
-                    object.insert("type".into(), "object".into());
-                    for key in ["properties", "required", "additionalProperties"] {
-                        if let Some(v) = map.remove(key) {
-                            object.insert(key.into(), v);
-                        }
-                    }
-                    map.remove("propertyNames");
-                    if !object.contains_key("properties") && !object.contains_key("additionalProperties") {
-                        object.insert("additionalProperties".into(), Value::Bool(true));
-                    }
-                    map.remove("type");
-                    let null = Value::Object(Map::from_iter([("type".into(), "null".into())]));
-                    map.insert("anyOf".into(), Value::Array(vec![Value::Object(object), null]));
-                }
+                Some(Value::Array(types)) if nullable_object(types) => or_null(map),
                 _ => {}
             }
             map.values_mut().for_each(free_form);
@@ -134,60 +126,86 @@ fn free_form(value: &mut Value) {
     }
 }
 
+/// `{"type": ["object", "null"], ...}` as `{"anyOf": [{"type": "object", ...}, {"type": "null"}]}`,
+/// the description kept outside.
+fn or_null(map: &mut Map<String, Value>) {
+    let mut object = Map::from_iter([("type".into(), "object".into())]);
+    for key in ["properties", "required", "additionalProperties"] {
+        if let Some(v) = map.remove(key) {
+            object.insert(key.into(), v);
+        }
+    }
+    if !object.contains_key("properties") && !object.contains_key("additionalProperties") {
+        object.insert("additionalProperties".into(), Value::Bool(true));
+    }
+    map.remove("propertyNames");
+    map.remove("type");
+    let null = Value::Object(Map::from_iter([("type".into(), "null".into())]));
+    map.insert(
+        "anyOf".into(),
+        Value::Array(vec![Value::Object(object), null]),
+    );
+}
+
 fn nullable_object(types: &[Value]) -> bool {
-    types.len() == 2
-        && types.iter().any(|t| t == "object")
-        && types.iter().any(|t| t == "null")
+    types.len() == 2 && types.iter().any(|t| t == "object") && types.iter().any(|t| t == "null")
 }
 
 /// Declares `X-Request-Id` on every operation: sent (optional; loadout makes one
 /// when absent) and answered on every response.
 fn request_ids(paths: &mut Value) {
-    let Some(paths) = paths.as_object_mut() else {
-        return;
-    };
+    let (parameter, header) = request_id_declarations();
+    let operations = paths
+        .as_object_mut()
+        .into_iter()
+        .flat_map(|paths| paths.values_mut())
+        .filter_map(Value::as_object_mut)
+        .flat_map(|item| item.values_mut())
+        .filter_map(Value::as_object_mut);
+    for operation in operations {
+        let parameters = operation
+            .entry("parameters")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if let Some(parameters) = parameters.as_array_mut() {
+            parameters.push(parameter.clone());
+        }
+        let responses = operation
+            .get_mut("responses")
+            .and_then(Value::as_object_mut);
+        for response in responses.into_iter().flat_map(|r| r.values_mut()) {
+            let Some(response) = response.as_object_mut().filter(|r| !r.contains_key("$ref"))
+            else {
+                continue;
+            };
+            let headers = response
+                .entry("headers")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Some(headers) = headers.as_object_mut() {
+                headers.insert("X-Request-Id".into(), header.clone());
+            }
+        }
+    }
+}
+
+/// The `X-Request-Id` parameter and response header.
+fn request_id_declarations() -> (Value, Value) {
     let string = || Value::Object(Map::from_iter([("type".into(), "string".into())]));
-    let parameter = Value::Object(Map::from_iter([
+    let parameter = Map::from_iter([
         ("name".into(), "X-Request-Id".into()),
         ("in".into(), "header".into()),
         ("required".into(), false.into()),
         (
             "description".into(),
-            "Your id for this request (at most 64 visible ASCII bytes are logged); loadout makes one when absent.".into(),
+            "Your id for this request (logged when it is at most 64 visible ASCII bytes); loadout makes one when absent.".into(),
         ),
         ("schema".into(), string()),
-    ]));
-    let header = Value::Object(Map::from_iter([
+    ]);
+    let header = Map::from_iter([
         (
             "description".into(),
             "The request's id: the client's, or one loadout made.".into(),
         ),
         ("schema".into(), string()),
-    ]));
-    for item in paths.values_mut().filter_map(Value::as_object_mut) {
-        for operation in item.values_mut().filter_map(Value::as_object_mut) {
-            if let Some(parameters) = operation
-                .entry("parameters")
-                .or_insert_with(|| Value::Array(Vec::new()))
-                .as_array_mut()
-            {
-                parameters.push(parameter.clone());
-            }
-            let Some(responses) = operation.get_mut("responses").and_then(Value::as_object_mut) else {
-                continue;
-            };
-            for response in responses.values_mut().filter_map(Value::as_object_mut) {
-                if response.contains_key("$ref") {
-                    continue;
-                }
-                if let Some(headers) = response
-                    .entry("headers")
-                    .or_insert_with(|| Value::Object(Map::new()))
-                    .as_object_mut()
-                {
-                    headers.insert("X-Request-Id".into(), header.clone());
-                }
-            }
-        }
-    }
+    ]);
+    (Value::Object(parameter), Value::Object(header))
 }

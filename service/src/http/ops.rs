@@ -1,7 +1,7 @@
 //! Operations: liveness, readiness and metrics.
 
 use axum::extract::State;
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use axum::{Json, Router};
 use serde::Serialize;
@@ -27,9 +27,10 @@ pub struct Status {
 }
 
 #[utoipa::path(get, path = "/metrics", tag = "operations", summary = "Prometheus metrics (admin key, or open on --metrics-bind)",
-    responses((status = 200, description = "The metrics in the OpenMetrics text format (`application/openmetrics-text`), for Prometheus; not JSON"), E401, E403))]
-async fn metrics(State(state): State<AppState>, _key: AdminKey) -> Response {
-    metrics_text(&state)
+    responses((status = 200, description = "The metrics in the OpenMetrics text format: labelled `application/openmetrics-text` when the client's Accept names it (Prometheus does), `text/plain` otherwise",
+        content((String = "application/openmetrics-text"), (String = "text/plain"))), E401, E403))]
+async fn metrics(State(state): State<AppState>, _key: AdminKey, headers: HeaderMap) -> Response {
+    metrics_text(&state, &headers)
 }
 
 /// `/metrics` alone and open, for a separate `--metrics-bind` address that only
@@ -38,15 +39,26 @@ pub fn metrics_router(state: AppState) -> Router {
     Router::new()
         .route(
             "/metrics",
-            axum::routing::get(|State(state): State<AppState>| async move { metrics_text(&state) }),
+            axum::routing::get(
+                |State(state): State<AppState>, headers: HeaderMap| async move {
+                    metrics_text(&state, &headers)
+                },
+            ),
         )
         .with_state(state)
 }
 
-fn metrics_text(state: &AppState) -> Response {
+fn metrics_text(state: &AppState, headers: &HeaderMap) -> Response {
+    let openmetrics = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .any(|v| memchr::memmem::find(v.as_bytes(), b"application/openmetrics-text").is_some());
     match state.metrics.render() {
         Ok(text) => {
-            let content_type = HeaderValue::from_static(crate::metrics::CONTENT_TYPE);
+            let content_type = HeaderValue::from_static(match openmetrics {
+                true => crate::metrics::CONTENT_TYPE,
+                false => "text/plain; charset=utf-8",
+            });
             ([(header::CONTENT_TYPE, content_type)], text).into_response()
         }
         Err(e) => {
