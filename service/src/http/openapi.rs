@@ -85,7 +85,9 @@ impl utoipa::Modify for NamePatterns {
 ///   object as an empty one.
 /// - A nullable object (`{"type": ["object", "null"]}`) is an `anyOf` of the
 ///   object and `null`, the form generators turn into an optional model.
-/// - Every operation takes and answers `X-Request-Id`, loadout's request id.
+/// - Every operation takes and answers `X-Request-Id`, loadout's request id, and
+///   an `ETag` is marked required where it is declared (every 200 and 304 of the
+///   ETag'd GETs carries one).
 pub fn for_generators(openapi: utoipa::openapi::OpenApi) -> Value {
     let mut document = serde_json::to_value(openapi).unwrap_or(Value::Null);
     if let Some(schemas) = document.pointer_mut("/components/schemas") {
@@ -182,6 +184,9 @@ fn request_ids(paths: &mut Value) {
                 .or_insert_with(|| Value::Object(Map::new()));
             if let Some(headers) = headers.as_object_mut() {
                 headers.insert("X-Request-Id".into(), header.clone());
+                if let Some(Value::Object(etag)) = headers.get_mut("ETag") {
+                    etag.insert("required".into(), Value::Bool(true));
+                }
             }
         }
     }

@@ -30,6 +30,9 @@ pub struct ToolView {
     /// The input's JSON Schema.
     #[schema(value_type = Object)]
     pub parameters: Value,
+    /// `false` for a synced tool an admin accepted loose on purpose (`allow_loose`):
+    /// its schema is as its server sent it, and OpenAI gets it with `strict: false`.
+    pub strict: bool,
     pub prompt_section: Option<String>,
     pub is_active: bool,
     pub created_at: DateTime<Utc>,
@@ -45,6 +48,7 @@ impl From<tools::Model> for ToolView {
             description: t.description,
             approval_tier: t.approval_tier,
             parameters: t.parameters,
+            strict: t.strict,
             prompt_section: t.prompt_section,
             is_active: t.is_active,
             created_at: t.created_at,

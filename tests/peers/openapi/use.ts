@@ -54,7 +54,7 @@ export function firstId(p: Proposal): unknown {
 type GetPrompt = paths["/v1/agents/{agent}/prompt"]["get"];
 export const headers: NonNullable<GetPrompt["parameters"]["header"]> = { "If-None-Match": '"abc"' };
 export function etag(h: GetPrompt["responses"][200]["headers"]): string {
-  return h["ETag"] ?? ""; // declared as a string (an undeclared header is `unknown`, which fails here)
+  return h["ETag"]; // declared and required: a string (undeclared is `unknown`, optional is `string | undefined`: both fail here)
 }
 
 // `channel` is required on the prompt route.
