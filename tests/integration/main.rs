@@ -6,6 +6,7 @@ mod canonicalization;
 mod check;
 mod connectors;
 mod console;
+mod disk_full;
 mod http;
 mod https;
 mod limits;

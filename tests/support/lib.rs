@@ -49,7 +49,12 @@ fn unique_name() -> String {
 impl TestDb {
     /// A new SQLite file in the system temp directory.
     pub async fn sqlite() -> TestDb {
-        let path = std::env::temp_dir().join(format!("{}.db", unique_name()));
+        Self::sqlite_in(&std::env::temp_dir()).await
+    }
+
+    /// A new SQLite file in `dir` (a small file system, say).
+    pub async fn sqlite_in(dir: &std::path::Path) -> TestDb {
+        let path = dir.join(format!("{}.db", unique_name()));
         let url = format!("sqlite://{}?mode=rwc", path.display());
         let conn = loadout::db::connect(&url)
             .await

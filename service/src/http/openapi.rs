@@ -95,9 +95,77 @@ pub fn for_generators(openapi: utoipa::openapi::OpenApi) -> Value {
     }
     if let Some(paths) = document.pointer_mut("/paths") {
         free_form(paths);
+        unavailable(paths);
+        retry_after(paths);
         request_ids(paths);
     }
     document
+}
+
+/// Every operation that reads the database (all but `/health` and
+/// `/openapi.json`) may answer 503: the database is busy, away, or cannot write.
+fn unavailable(paths: &mut Value) {
+    let Some(paths) = paths.as_object_mut() else {
+        return;
+    };
+    let answer = Value::Object(Map::from_iter([
+        (
+            "description".into(),
+            "The database is busy, unreachable or cannot write (`busy`, `unavailable`, `storage_full`); nothing was saved. Retry after `Retry-After` seconds.".into(),
+        ),
+        (
+            "content".into(),
+            Value::Object(Map::from_iter([(
+                "application/json".into(),
+                Value::Object(Map::from_iter([(
+                    "schema".into(),
+                    Value::Object(Map::from_iter([(
+                        "$ref".into(),
+                        "#/components/schemas/ErrorBody".into(),
+                    )])),
+                )])),
+            )])),
+        ),
+    ]));
+    let reads = paths
+        .iter_mut()
+        .filter(|(path, _)| !matches!(path.as_str(), "/health" | "/openapi.json"))
+        .filter_map(|(_, item)| item.as_object_mut())
+        .flat_map(|item| item.values_mut())
+        .filter_map(|operation| operation.get_mut("responses")?.as_object_mut());
+    for responses in reads {
+        responses.entry("503").or_insert_with(|| answer.clone());
+    }
+}
+
+/// Declares `Retry-After` (seconds) on every 503: each one carries it.
+fn retry_after(paths: &mut Value) {
+    let header = Value::Object(Map::from_iter([
+        (
+            "description".into(),
+            "Seconds to wait before retrying.".into(),
+        ),
+        (
+            "schema".into(),
+            Value::Object(Map::from_iter([("type".into(), "integer".into())])),
+        ),
+    ]));
+    let unavailable = paths
+        .as_object_mut()
+        .into_iter()
+        .flat_map(|paths| paths.values_mut())
+        .filter_map(Value::as_object_mut)
+        .flat_map(|item| item.values_mut())
+        .filter_map(|operation| operation.pointer_mut("/responses/503")?.as_object_mut())
+        .filter(|response| !response.contains_key("$ref"));
+    for response in unavailable {
+        let headers = response
+            .entry("headers")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(headers) = headers.as_object_mut() {
+            headers.insert("Retry-After".into(), header.clone());
+        }
+    }
 }
 
 /// Rewrites bare and nullable objects everywhere under `value`.
