@@ -21,8 +21,19 @@ pub const DEFAULT_PROPOSAL_TTL: chrono::TimeDelta = chrono::TimeDelta::hours(24)
 pub const DEFAULT_MAX_PROMPT_BYTES: usize = 4 * 1024 * 1024;
 /// How often the proposal sweeper runs.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(30);
-/// How often a process checks the database generation for other processes' writes.
+/// How often a process checks the database generation for other processes' writes
+/// when nothing pushes them (SQLite, or `serve --no-listen`).
 pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
+/// How often a process that listens for other processes' writes (Postgres) still
+/// reads the generation: the bound on staleness should a notification be lost
+/// without the connection failing (a half-open TCP connection), kept at the 1 s
+/// that replicas were promised before notifications existed.
+pub const FALLBACK_POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// The first wait before the listener tries to reconnect, doubled after each
+/// failure up to [`LISTEN_BACKOFF_MAX`].
+pub const LISTEN_BACKOFF_MIN: Duration = Duration::from_millis(250);
+/// The longest wait between the listener's attempts to reconnect.
+pub const LISTEN_BACKOFF_MAX: Duration = Duration::from_secs(4);
 
 /// Shared by every handler.
 #[derive(Clone)]
@@ -50,6 +61,8 @@ impl Default for McpOptions {
 
 pub struct Inner {
     pub db: DatabaseConnection,
+    /// Open while the database does not answer: requests fail fast (`http::trace::edge`).
+    pub breaker: crate::db::outage::Breaker,
     pub cache: Cache,
     pub metrics: Metrics,
     pub clock: Arc<dyn Clock>,
@@ -69,6 +82,9 @@ pub struct Inner {
     pub proposal_lease: chrono::TimeDelta,
     /// How long a proposal waits for a decision, by approval tier (default 24 h).
     pub proposal_ttls: std::collections::BTreeMap<Tier, chrono::TimeDelta>,
+    /// Set on SIGTERM: `/ready` answers 503 while requests are still served, so a
+    /// balancer takes this replica out before it stops accepting.
+    pub draining: std::sync::atomic::AtomicBool,
 }
 
 impl std::ops::Deref for AppState {
@@ -103,6 +119,7 @@ impl AppState {
         let metrics = Metrics::new(&cache);
         Ok(Self(Arc::new(Inner {
             db,
+            breaker: Default::default(),
             cache,
             metrics,
             clock,
@@ -113,6 +130,7 @@ impl AppState {
             sync_limits: Default::default(),
             proposal_lease: PROPOSAL_LEASE,
             proposal_ttls: std::collections::BTreeMap::new(),
+            draining: Default::default(),
         })))
     }
 

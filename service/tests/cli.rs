@@ -542,6 +542,75 @@ async fn two_serve_processes_on_one_postgres_see_each_others_writes() {
     stop(first);
 }
 
+/// Waits until `addr` serves a prompt containing `text`; generous on purpose (the
+/// propagation delay is measured by bench/propagation.sh, not asserted here).
+fn wait_until_served(addr: &str, key: &str, text: &str) {
+    let started = std::time::Instant::now();
+    loop {
+        let (_, seen) = http_get(addr, "/v1/agents/assistant/prompt?channel=web", key);
+        if seen.contains(text) {
+            return;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "{addr} never served {text:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// With the poll set to ten minutes, only LISTEN/NOTIFY brings a write over; after
+/// the listening connections are killed, the listeners reconnect (reading the
+/// generation at once) and writes keep arriving.
+#[tokio::test]
+async fn serve_processes_on_one_postgres_hear_writes_without_polling_across_a_killed_listener() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let slow = ["--generation-poll-ms", "600000"];
+    let (first, first_addr, printed) = spawn_serve(&db.url, &slow, 3);
+    let admin = printed[2].clone();
+    let (second, second_addr, _) =
+        spawn_serve(&db.url, &[&slow[..], &["--no-migrate"]].concat(), 0);
+    wait_until_served(&second_addr, &admin, "\"template_version\":1");
+    let put = |text: &str| {
+        let body = format!(r#"{{"template": "{text} $soul"}}"#);
+        let (status, reply) = http(
+            &first_addr,
+            "PUT",
+            "/v1/agents/assistant/prompt-template",
+            &admin,
+            &body,
+        );
+        assert_eq!(status, "HTTP/1.1 200 OK", "{reply}");
+    };
+
+    put("Pushed before the kill.");
+    wait_until_served(&second_addr, &admin, "Pushed before the kill.");
+
+    let killed = db
+        .conn
+        .query_one_raw(Statement::from_string(
+            db.conn.get_database_backend(),
+            "SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity \
+             WHERE datname = current_database() AND application_name = 'loadout-listen'",
+        ))
+        .await
+        .expect("terminate")
+        .expect("a row");
+    assert_eq!(
+        killed.try_get::<i64>("", "n").expect("count"),
+        2,
+        "one listener per process"
+    );
+    put("Pushed after the kill.");
+    wait_until_served(&second_addr, &admin, "Pushed after the kill.");
+    put("Pushed once listening again.");
+    wait_until_served(&second_addr, &admin, "Pushed once listening again.");
+    stop(second);
+    stop(first);
+}
+
 /// Migrate, seed and the first admin key run under the migration lock: two
 /// replicas started at once on a fresh Postgres both serve, and exactly one key is printed.
 #[tokio::test]

@@ -369,6 +369,123 @@ async fn a_write_on_one_sqlite_replica_reaches_the_other() {
     a_write_on_one_replica_reaches_the_other(TestDb::sqlite().await).await;
 }
 
+/// Fetches the prompt from `state` until it shows template `version`; generous on
+/// purpose (the propagation delay is measured by bench/propagation.sh).
+async fn wait_for_template(state: &AppState, agent: &str, version: i64) {
+    let path = "/v1/agents/assistant/prompt?channel=web";
+    let started = Instant::now();
+    loop {
+        let seen = send(state, Method::GET, path, Some(agent), None, None).await;
+        if seen.body["provenance"]["template_version"] == version {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "template version {version} never reached the other state"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn put_template(api: &Api, template: &str) {
+    let put = api
+        .call(
+            Method::PUT,
+            "/v1/agents/assistant/prompt-template",
+            Some(&api.admin),
+            Some(json!({ "template": template })),
+        )
+        .await;
+    assert_eq!(put.status, StatusCode::OK, "{}", put.body);
+}
+
+/// No poller at all: only the notification sent on commit can bring the write over.
+#[tokio::test]
+async fn a_listening_postgres_replica_hears_a_write_without_polling() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let api = Api::new(db).await;
+    let other = app_state(&api.db).await;
+    wait_for_template(&other, &api.agent, 1).await;
+    let listener = other.spawn_generation_listener().expect("Postgres listens");
+    wait_until_listening(&api.db).await;
+
+    // Two writes: the listener reads the generation once as it starts, so at least
+    // the second can only arrive as a notification.
+    put_template(&api, "Pushed: $soul").await;
+    wait_for_template(&other, &api.agent, 2).await;
+    put_template(&api, "Pushed again: $soul").await;
+    wait_for_template(&other, &api.agent, 3).await;
+    listener.abort();
+}
+
+/// Waits until a listener's connection to this database has run its `LISTEN`.
+async fn wait_until_listening(db: &TestDb) {
+    use sea_orm::{ConnectionTrait, Statement};
+    let sql = format!(
+        "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() \
+         AND application_name = '{}' AND query LIKE 'LISTEN%'",
+        loadout::db::generation::listen::APPLICATION_NAME
+    );
+    let started = Instant::now();
+    loop {
+        let row = db
+            .conn
+            .query_one_raw(Statement::from_string(
+                db.conn.get_database_backend(),
+                sql.clone(),
+            ))
+            .await
+            .expect("pg_stat_activity")
+            .expect("a row");
+        if row.try_get::<i64>("", "n").expect("count") > 0 {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the listener never listened"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A write committed before the listener listens is never notified to it: the
+/// listener reads the generation as soon as it listens (as after every reconnect).
+#[tokio::test]
+async fn a_postgres_listener_reads_the_generation_as_soon_as_it_listens() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let api = Api::new(db).await;
+    let other = app_state(&api.db).await;
+    wait_for_template(&other, &api.agent, 1).await;
+    put_template(&api, "Missed: $soul").await;
+    let stale = send(
+        &other,
+        Method::GET,
+        "/v1/agents/assistant/prompt?channel=web",
+        Some(&api.agent),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(
+        stale.body["provenance"]["template_version"], 1,
+        "nothing told the other state yet"
+    );
+
+    let listener = other.spawn_generation_listener().expect("Postgres listens");
+    wait_for_template(&other, &api.agent, 2).await;
+    listener.abort();
+}
+
+#[tokio::test]
+async fn a_sqlite_state_has_no_listener() {
+    let api = Api::new(TestDb::sqlite().await).await;
+    assert!(api.state.spawn_generation_listener().is_none());
+}
+
 db_test! {
     async fn tools_are_created_by_the_vocabulary_edited_linked_and_soft_deleted(db) {
         let api = Api::new(db).await;

@@ -1,8 +1,13 @@
-//! Background jobs of a serving process: the proposal sweeper and the generation poller.
+//! Background jobs of a serving process: the proposal sweeper, and the generation
+//! listener and poller that bring other processes' writes into the cache.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use super::{AppState, POLL_INTERVAL, SWEEP_INTERVAL};
+use super::{
+    AppState, Inner, LISTEN_BACKOFF_MAX, LISTEN_BACKOFF_MIN, POLL_INTERVAL, SWEEP_INTERVAL,
+};
+use crate::db::generation::listen::{Heard, Listener};
 
 impl AppState {
     /// Sweeps the proposal ledger now and every [`SWEEP_INTERVAL`]: dead executions fail
@@ -44,22 +49,87 @@ impl AppState {
         })
     }
 
-    /// Polls the database generation until the state is dropped everywhere else.
+    /// Polls the database generation every [`POLL_INTERVAL`] until the state is
+    /// dropped everywhere else.
     pub fn spawn_generation_poller(&self) -> tokio::task::JoinHandle<()> {
+        self.spawn_generation_poller_every(POLL_INTERVAL)
+    }
+
+    /// Polls the database generation every `interval` until the state is dropped
+    /// everywhere else.
+    pub fn spawn_generation_poller_every(&self, interval: Duration) -> tokio::task::JoinHandle<()> {
         let weak = Arc::downgrade(&self.0);
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(POLL_INTERVAL);
+            let mut tick = tokio::time::interval(interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
                 let Some(state) = weak.upgrade() else { return };
-                match crate::db::generation::current(&state.db).await {
-                    Ok(generation) => state.cache.observe(generation),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot read the configuration generation")
-                    }
-                }
+                read_generation(&state).await;
             }
         })
+    }
+
+    /// On Postgres, listens for other processes' commits and raises the cache's
+    /// generation as each arrives; `None` on SQLite. It never ends the process: a
+    /// lost connection is reopened with a backoff, and each time it listens again it
+    /// reads the generation at once, so a write committed meanwhile is not left to
+    /// the poll. It stops once the state is dropped everywhere else and a
+    /// notification or reconnect wakes it.
+    pub fn spawn_generation_listener(&self) -> Option<tokio::task::JoinHandle<()>> {
+        let options = crate::db::generation::listen::options(&self.db)?;
+        let weak = Arc::downgrade(&self.0);
+        Some(tokio::spawn(async move {
+            let mut backoff = LISTEN_BACKOFF_MIN;
+            let mut failing = false;
+            loop {
+                let mut listener = match Listener::connect(&options).await {
+                    Ok(listener) => listener,
+                    Err(e) => {
+                        if !failing {
+                            tracing::warn!(error = %e, "cannot listen for other replicas' changes; retrying (the poll still runs)");
+                            failing = true;
+                        }
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(LISTEN_BACKOFF_MAX);
+                        continue;
+                    }
+                };
+                if failing {
+                    tracing::info!("listening for other replicas' changes again");
+                }
+                // Listening now; anything committed before is read here.
+                let mut heard = Heard::Gap;
+                loop {
+                    let Some(state) = weak.upgrade() else { return };
+                    match heard {
+                        Heard::Generation(generation) => state.cache.observe(generation),
+                        Heard::Gap => read_generation(&state).await,
+                    }
+                    drop(state);
+                    heard = match listener.next().await {
+                        Ok(heard) => {
+                            backoff = LISTEN_BACKOFF_MIN;
+                            heard
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "lost the connection listening for other replicas' changes; reconnecting");
+                            failing = true;
+                            break;
+                        }
+                    };
+                }
+                tokio::time::sleep(backoff).await;
+            }
+        }))
+    }
+}
+
+/// Reads the database generation into the cache; a failure is logged and left to
+/// the next poll.
+async fn read_generation(state: &Inner) {
+    match crate::db::generation::current(&state.db).await {
+        Ok(generation) => state.cache.observe(generation),
+        Err(e) => tracing::warn!(error = %e, "cannot read the configuration generation"),
     }
 }

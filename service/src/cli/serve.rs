@@ -80,6 +80,14 @@ pub struct ServeArgs {
     /// Memory for the per-process cache, in MiB (half of it for encoded responses).
     #[arg(long, env = "LOADOUT_CACHE_MIB", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub cache_mib: u32,
+    /// Do not LISTEN for other replicas' changes on Postgres (e.g. behind PgBouncer in
+    /// transaction mode, where LISTEN does not work): rely on the poll alone.
+    #[arg(long, env = "LOADOUT_NO_LISTEN", value_parser = clap::builder::BoolishValueParser::new())]
+    pub no_listen: bool,
+    /// How often to read the configuration generation for other processes' writes, in
+    /// milliseconds (default: 1000 on Postgres while listening, 250 otherwise).
+    #[arg(long, env = "LOADOUT_GENERATION_POLL_MS", value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
+    pub generation_poll_ms: Option<u64>,
     /// Database connections in the serving pool (default: 4 on SQLite, 8 on Postgres).
     #[arg(long, env = "LOADOUT_DB_POOL_SIZE", value_parser = clap::value_parser!(u32).range(2..=1000))]
     pub db_pool_size: Option<u32>,
@@ -152,6 +160,10 @@ impl From<ServeArgs> for Options {
             max_template_bytes: args.max_template_bytes,
             max_prompt_bytes: args.max_prompt_bytes,
             db_pool_size: args.db_pool_size,
+            listen: !args.no_listen,
+            generation_poll: args
+                .generation_poll_ms
+                .map(std::time::Duration::from_millis),
             cache_bytes: args.cache_mib as usize * 1024 * 1024,
             limits: http::server::Limits {
                 header_read_timeout: std::time::Duration::from_millis(args.header_timeout_ms),
@@ -178,6 +190,10 @@ pub struct Options {
     pub max_template_bytes: usize,
     pub max_prompt_bytes: usize,
     pub db_pool_size: Option<u32>,
+    /// LISTEN for other processes' changes (Postgres only).
+    pub listen: bool,
+    /// How often to poll the generation; `None` picks by whether a listener runs.
+    pub generation_poll: Option<std::time::Duration>,
     pub cache_bytes: usize,
     pub limits: http::server::Limits,
 }
@@ -197,6 +213,8 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
         max_template_bytes,
         max_prompt_bytes,
         db_pool_size,
+        listen,
+        generation_poll,
         cache_bytes,
         limits,
     } = options;
@@ -244,7 +262,14 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
     .with_outbound(outbound)
     .with_sync_limits(sync_limits)
     .with_mcp(mcp);
-    let poller = state.spawn_generation_poller();
+    let generation_listener = listen.then(|| state.spawn_generation_listener()).flatten();
+    let poller = state.spawn_generation_poller_every(generation_poll.unwrap_or(
+        if generation_listener.is_some() {
+            crate::app::FALLBACK_POLL_INTERVAL
+        } else {
+            crate::app::POLL_INTERVAL
+        },
+    ));
     let sweeper = state.spawn_proposal_sweeper();
     let metrics = match metrics_bind {
         Some(address) => {
@@ -279,6 +304,9 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
     .await
     .context("the server failed")?;
     poller.abort();
+    if let Some(generation_listener) = generation_listener {
+        generation_listener.abort();
+    }
     sweeper.abort();
     if let Some(metrics) = metrics {
         metrics.abort();
