@@ -24,8 +24,17 @@ pub mod trace;
 pub use extract::MAX_BODY_BYTES;
 pub use router::{openapi, router};
 
-/// Waits for SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
+/// Which signal asked the process to stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// SIGINT (Ctrl-C): a person at a terminal; stop now.
+    Interrupt,
+    /// SIGTERM: a supervisor or an orchestrator; drain first.
+    Terminate,
+}
+
+/// Waits for SIGINT or SIGTERM and says which came.
+pub async fn shutdown_signal() -> Stop {
     let interrupt = async {
         if let Err(e) = tokio::signal::ctrl_c().await {
             tracing::warn!(error = %e, "cannot listen for SIGINT");
@@ -47,8 +56,7 @@ pub async fn shutdown_signal() {
     #[cfg(not(unix))]
     let terminate = std::future::pending::<()>();
     tokio::select! {
-        () = interrupt => {},
-        () = terminate => {},
+        () = interrupt => Stop::Interrupt,
+        () = terminate => Stop::Terminate,
     }
-    tracing::info!("shutting down: finishing in-flight requests");
 }

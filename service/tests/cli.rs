@@ -673,6 +673,40 @@ async fn serve_migrates_seeds_prints_an_admin_key_and_stops_cleanly_on_sigterm()
 }
 
 #[tokio::test]
+async fn on_sigterm_serve_drains_with_ready_503_while_it_still_serves_then_stops() {
+    let db = TestDb::sqlite().await;
+    let (mut child, addr, printed) = spawn_serve(&db.url, &["--drain-seconds", "3"], 3);
+    let key = &printed[2];
+    assert_eq!(http_get(&addr, "/ready", "none").0, "HTTP/1.1 200 OK");
+    let terminated = std::time::Instant::now();
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let (status, body) = http_get(&addr, "/ready", "none");
+    assert_eq!(status, "HTTP/1.1 503 Service Unavailable", "{body}");
+    assert!(body.contains("shutting down"), "{body}");
+    let (status, body) = http_get(&addr, "/v1/agents/assistant/prompt?channel=web", key);
+    assert_eq!(
+        status, "HTTP/1.1 200 OK",
+        "still serving while draining: {body}"
+    );
+    let exit = child.wait().expect("wait");
+    assert!(exit.success(), "serve exited with {exit}");
+    let took = terminated.elapsed();
+    assert!(
+        took >= std::time::Duration::from_secs(3),
+        "stopped accepting after the drain, not before: {took:?}"
+    );
+    assert!(
+        std::net::TcpStream::connect(&addr).is_err(),
+        "no longer listening"
+    );
+}
+
+#[tokio::test]
 async fn keys_create_prints_the_key_alone_on_the_last_line_and_revoke_disables_it() {
     let db = TestDb::sqlite().await.migrated().await;
     let out = loadout(

@@ -385,6 +385,18 @@ db_test! {
         assert_eq!(body["error"]["code"], "agent_required", "{body}");
 
         assert_eq!(closing_delete(&served.base, &served.agent).await, 204, "a session's closing DELETE");
+
+        // A session this process does not know (another replica's, or closed) is 404
+        // in the API's shape, so clients initialize again.
+        let mut unknown = post("/mcp/agents/assistant", &served.agent);
+        unknown.headers_mut().insert("mcp-session-id", "not-a-session".parse().expect("value"));
+        unknown.headers_mut().insert("mcp-protocol-version", "2025-11-25".parse().expect("value"));
+        unknown.headers_mut().insert("host", "127.0.0.1".parse().expect("value"));
+        let unknown = app().oneshot(unknown).await.expect("answer");
+        assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+        let body = axum::body::to_bytes(unknown.into_body(), 1 << 16).await.expect("body");
+        let body: Value = serde_json::from_slice(&body).expect("json");
+        assert_eq!(body["error"]["code"], "session_not_found", "{body}");
     }
 }
 

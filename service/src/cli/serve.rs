@@ -88,6 +88,11 @@ pub struct ServeArgs {
     /// milliseconds (default: 1000 on Postgres while listening, 250 otherwise).
     #[arg(long, env = "LOADOUT_GENERATION_POLL_MS", value_parser = clap::value_parser!(u64).range(10..=3_600_000))]
     pub generation_poll_ms: Option<u64>,
+    /// On SIGTERM, keep serving this many seconds with `/ready` answering 503, so a
+    /// balancer's health check takes the replica out before it stops accepting
+    /// (SIGINT, Ctrl-C, stops at once).
+    #[arg(long, env = "LOADOUT_DRAIN_SECONDS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(0..=600))]
+    pub drain_seconds: u64,
     /// Database connections in the serving pool (default: 4 on SQLite, 8 on Postgres).
     #[arg(long, env = "LOADOUT_DB_POOL_SIZE", value_parser = clap::value_parser!(u32).range(2..=1000))]
     pub db_pool_size: Option<u32>,
@@ -165,6 +170,7 @@ impl From<ServeArgs> for Options {
                 .generation_poll_ms
                 .map(std::time::Duration::from_millis),
             cache_bytes: args.cache_mib as usize * 1024 * 1024,
+            drain: std::time::Duration::from_secs(args.drain_seconds),
             limits: http::server::Limits {
                 header_read_timeout: std::time::Duration::from_millis(args.header_timeout_ms),
                 idle_timeout: std::time::Duration::from_secs(args.idle_timeout_secs),
@@ -194,6 +200,8 @@ pub struct Options {
     pub listen: bool,
     /// How often to poll the generation; `None` picks by whether a listener runs.
     pub generation_poll: Option<std::time::Duration>,
+    /// See [`ServeArgs::drain_seconds`].
+    pub drain: std::time::Duration,
     pub cache_bytes: usize,
     pub limits: http::server::Limits,
 }
@@ -216,6 +224,7 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
         listen,
         generation_poll,
         cache_bytes,
+        drain,
         limits,
     } = options;
     {
@@ -297,9 +306,9 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
     eprintln!("loadout listening on http://{local}");
     http::server::serve(
         listener,
-        http::router(state),
+        http::router(state.clone()),
         limits,
-        http::shutdown_signal(),
+        drained(state, drain),
     )
     .await
     .context("the server failed")?;
@@ -312,6 +321,22 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
         metrics.abort();
     }
     Ok(())
+}
+
+/// Resolves when the server should stop accepting: at once on SIGINT; on SIGTERM
+/// after `drain`, during which `/ready` answers 503 and requests are served.
+async fn drained(state: crate::app::AppState, drain: std::time::Duration) {
+    if http::shutdown_signal().await == http::Stop::Terminate && !drain.is_zero() {
+        state
+            .draining
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        tracing::info!(
+            seconds = drain.as_secs(),
+            "draining: /ready answers 503 while requests are still served"
+        );
+        tokio::time::sleep(drain).await;
+    }
+    tracing::info!("shutting down: finishing in-flight requests");
 }
 
 /// The MCP endpoint's lists; loopback host names when none are given.

@@ -94,21 +94,14 @@ pub fn routes(state: &AppState) -> Router<AppState> {
 const NAME_AN_AGENT: &str = "this key reaches every agent: connect to /mcp/agents/{agent} (for example /mcp/agents/assistant), or use a key made for one agent (keys create --agent)";
 
 /// Admits a request to the MCP server, or answers it in the API's error shape.
-/// The DELETE that ends a session answers 204 (rmcp says 202, which clients log
-/// as a failed termination).
 async fn gate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
     let (headers, uri) = (request.headers().clone(), request.uri().clone());
     let closing = request.method() == axum::http::Method::DELETE;
+    let in_session = headers.contains_key("mcp-session-id");
     match admit(&state, &headers, &uri).await {
         Ok(caller) => {
             request.extensions_mut().insert(caller);
-            let mut response = next.run(request).await;
-            if closing && response.status() == axum::http::StatusCode::ACCEPTED {
-                *response.status_mut() = axum::http::StatusCode::NO_CONTENT;
-                *response.body_mut() = axum::body::Body::empty();
-                response.headers_mut().remove(header::CONTENT_LENGTH);
-            }
-            response
+            answered(next.run(request).await, closing, in_session)
         }
         Err(e) if e.code == "agent_required" => {
             let mut response = e.into_response();
@@ -124,6 +117,25 @@ async fn gate(State(state): State<AppState>, mut request: Request, next: Next) -
         }
         Err(e) => e.into_response(),
     }
+}
+
+/// rmcp's answer as clients expect it: an unknown session is a 404 in the API's
+/// shape (a client initializes again on it), and a session's closing DELETE 204.
+fn answered(mut response: Response, closing: bool, in_session: bool) -> Response {
+    if in_session && response.status() == axum::http::StatusCode::NOT_FOUND {
+        return Error::new(
+            Kind::NotFound,
+            "session_not_found",
+            "this MCP session is unknown here (expired, closed, or opened on another replica): initialize a new one; behind a balancer, route by Mcp-Session-Id",
+        )
+        .into_response();
+    }
+    if closing && response.status() == axum::http::StatusCode::ACCEPTED {
+        *response.status_mut() = axum::http::StatusCode::NO_CONTENT;
+        *response.body_mut() = axum::body::Body::empty();
+        response.headers_mut().remove(header::CONTENT_LENGTH);
+    }
+    response
 }
 
 async fn admit(
