@@ -2,6 +2,7 @@
 
 pub mod generation;
 pub mod migrate;
+pub mod outage;
 
 use std::time::Duration;
 
@@ -68,6 +69,11 @@ pub async fn connect_with(url: &str, pool_size: Option<u32>) -> anyhow::Result<D
                 .synchronous(SqliteSynchronous::Normal)
                 .busy_timeout(SQLITE_BUSY_TIMEOUT)
                 .foreign_keys(true)
+        })
+        // A restart kills every pooled connection: once one is found dead, the idle
+        // ones opened before it are replaced rather than each failing a request.
+        .map_sqlx_postgres_before_acquire(|_, meta| {
+            Box::pin(async move { Ok(outage::opened_since_last_loss(meta.age)) })
         });
     Database::connect(options)
         .await
@@ -97,7 +103,10 @@ pub enum DbFailure {
     /// The database could not serve this now: a lock or connection wait timed out,
     /// or Postgres chose this transaction as a serialisation or deadlock victim.
     Busy,
-    /// Anything else: a bug or an outage, logged and answered 500.
+    /// The database did not answer: a connection was killed or reset (a restart),
+    /// or none could be had in time (see [`outage::unreachable`]).
+    Down,
+    /// Anything else: a bug, logged and answered 500.
     Other,
 }
 
@@ -108,6 +117,9 @@ pub fn classify(error: &sea_orm::DbErr) -> DbFailure {
         Some(SqlErr::UniqueConstraintViolation(_)) => return DbFailure::Taken,
         Some(SqlErr::ForeignKeyConstraintViolation(_)) => return DbFailure::Gone,
         _ => {}
+    }
+    if outage::unreachable(error) {
+        return DbFailure::Down;
     }
     match error {
         DbErr::ConnectionAcquire(ConnAcquireErr::Timeout) => DbFailure::Busy,

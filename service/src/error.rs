@@ -130,6 +130,17 @@ impl Error {
                     "the database is busy; retry in a moment",
                 )
             }
+            crate::db::DbFailure::Down => {
+                tracing::warn!(error = %error, "the database does not answer");
+                if crate::db::outage::lost(&error) {
+                    crate::db::outage::note_lost();
+                }
+                Self::new(
+                    Kind::Unavailable,
+                    crate::db::outage::CODE,
+                    "the database does not answer (a connection was lost, or none was free in time); retry in a moment",
+                )
+            }
             crate::db::DbFailure::Other => Self::internal(error),
         }
     }

@@ -13,6 +13,7 @@ mod limits;
 mod mcp_connectors;
 mod mcp_server;
 mod migrate;
+mod outage;
 mod prompt;
 mod proposals;
 mod races;

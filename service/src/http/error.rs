@@ -68,6 +68,10 @@ impl IntoResponse for ApiError {
             },
         };
         let mut response = (status(self.kind), axum::Json(body)).into_response();
+        if self.code == crate::db::outage::CODE {
+            // The edge opens the breaker on this (`http::trace::edge`).
+            response.extensions_mut().insert(DatabaseDown);
+        }
         if self.kind == Kind::Unauthenticated {
             // RFC 6750: a 401 names its scheme.
             response.headers_mut().insert(
@@ -78,6 +82,14 @@ impl IntoResponse for ApiError {
         response
     }
 }
+
+/// Marks a response whose request the database did not answer.
+#[derive(Clone, Copy, Debug)]
+pub struct DatabaseDown;
+
+/// What every 503 says in `Retry-After`: the breaker's probe runs every few hundred
+/// milliseconds, so a second is enough to see a database that is back.
+pub const RETRY_AFTER_SECONDS: &str = "1";
 
 /// One documented error status, answered with [`ErrorBody`].
 fn error_response(

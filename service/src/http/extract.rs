@@ -58,7 +58,7 @@ pub async fn authenticate(
         return Ok(found);
     }
     // Only a key that exists is cached: unknown tokens cannot evict good keys.
-    let found = keys::authenticate(&state.db, presented)
+    let found = crate::db::outage::read_retrying(|| keys::authenticate(&state.db, presented))
         .await?
         .ok_or_else(ApiError::unauthorized)?;
     state.cache.put_key(key_hash, generation, found.clone());

@@ -78,6 +78,21 @@ async fn health() -> Json<Status> {
 #[utoipa::path(get, path = "/ready", tag = "operations", summary = "Readiness: database reachable, migrations current (no key)", security(()),
     responses((status = 200, description = "Ready", body = Status), E503))]
 async fn ready(State(state): State<AppState>) -> Result<Json<Status>, ApiError> {
+    match tokio::time::timeout(READY_WITHIN, readiness(&state)).await {
+        Ok(answer) => answer,
+        Err(_) => Err(ApiError::new(
+            crate::error::Kind::Unavailable,
+            "not_ready",
+            "the database did not answer within 1 s",
+        )),
+    }
+}
+
+/// How long `/ready` waits for the database: a balancer's health check reads an
+/// answer instead of timing out.
+const READY_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+async fn readiness(state: &AppState) -> Result<Json<Status>, ApiError> {
     match crate::db::migrate::readiness(&state.db).await {
         Ok(()) => Ok(Json(Status { status: "ready" })),
         Err(why) => Err(ApiError::new(

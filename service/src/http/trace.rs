@@ -9,14 +9,15 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tower_http::request_id::{MakeRequestId, RequestId};
 
-use super::error::ApiError;
+use super::error::{ApiError, DatabaseDown, RETRY_AFTER_SECONDS};
 use super::extract::MAX_BODY_BYTES;
 use crate::app::AppState;
+use crate::db::outage::{self, FAIL_FAST};
 
 /// The header that carries a request's id in and out.
 pub const REQUEST_ID: &str = "x-request-id";
@@ -106,7 +107,7 @@ pub async fn edge(State(state): State<AppState>, request: Request, next: Next) -
     let started = Instant::now();
     let response = match declared {
         Some(n) if n > MAX_BODY_BYTES as u64 => too_large(),
-        _ => next.run(request).await,
+        _ => guarded(&state, &route, next.run(request)).await,
     };
     state.metrics.record(
         &route,
@@ -114,6 +115,35 @@ pub async fn edge(State(state): State<AppState>, request: Request, next: Next) -
         response.status().as_u16(),
         started.elapsed(),
     );
+    response
+}
+
+/// Runs a request through the database breaker: while it is open the request may
+/// take [`FAIL_FAST`] before it is answered 503 (`/ready` bounds its own wait); an
+/// answer saying the database did not answer opens it; every 503 says `Retry-After`.
+async fn guarded(state: &AppState, route: &str, run: impl Future<Output = Response>) -> Response {
+    let mut response = if state.breaker.is_open() && route != "/ready" {
+        match tokio::time::timeout(FAIL_FAST, run).await {
+            Ok(response) => response,
+            Err(_) => ApiError::new(
+                crate::error::Kind::Unavailable,
+                outage::CODE,
+                "the database does not answer; retry in a moment",
+            )
+            .into_response(),
+        }
+    } else {
+        run.await
+    };
+    if response.extensions().get::<DatabaseDown>().is_some() {
+        state.breaker.trip(&state.db);
+    }
+    if response.status() == StatusCode::SERVICE_UNAVAILABLE {
+        response
+            .headers_mut()
+            .entry(header::RETRY_AFTER)
+            .or_insert(HeaderValue::from_static(RETRY_AFTER_SECONDS));
+    }
     response
 }
 

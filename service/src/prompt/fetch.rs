@@ -13,6 +13,7 @@ use super::builder::{self, Channels, Provenance};
 use super::load;
 use crate::app::AppState;
 use crate::cache::LoadedAgent;
+use crate::db::outage::read_retrying;
 use crate::error::{Error, Result, check_id, check_name};
 use crate::registry::formats::{self, AnthropicTool, Format, McpTool, OpenAiTool, Tools};
 
@@ -78,7 +79,7 @@ pub async fn agent(state: &AppState, name: &str) -> Result<Arc<LoadedAgent>> {
     let found = match state.cache.agent(name, generation) {
         Some(found) => found,
         None => {
-            let found = load::agent_with_tool_defs(&state.db, name)
+            let found = read_retrying(|| load::agent_with_tool_defs(&state.db, name))
                 .await?
                 .map(|(id, agent, tools)| Arc::new(LoadedAgent { id, agent, tools }));
             state.cache.put_agent(name, generation, found.clone());
@@ -94,7 +95,7 @@ pub async fn channels(state: &AppState) -> Result<Arc<Channels>> {
     if let Some(channels) = state.cache.channels(generation) {
         return Ok(channels);
     }
-    let channels = Arc::new(load::channels(&state.db).await?);
+    let channels = Arc::new(read_retrying(|| load::channels(&state.db)).await?);
     state.cache.put_channels(generation, channels.clone());
     Ok(channels)
 }
@@ -110,7 +111,7 @@ async fn instructions(
         Some(found) => found,
         None => {
             let found: Option<Arc<str>> =
-                load::user_instructions(&state.db, tenant, agent_id, user)
+                read_retrying(|| load::user_instructions(&state.db, tenant, agent_id, user))
                     .await?
                     .map(Into::into);
             state

@@ -1,0 +1,336 @@
+//! While Postgres is away: connections killed as a restart kills them answer 503 with
+//! `Retry-After` (a read is retried on a fresh connection and succeeds), an outage is
+//! answered fast once the breaker is open, `/ready` answers in about a second, and
+//! everything recovers without a restart. Postgres only: SQLite is a file, it does
+//! not go away. The machine's Postgres is shared, so an outage is a TCP proxy in
+//! front of it that stops listening, and a restart is `pg_terminate_backend`.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use loadout::app::AppState;
+use loadout::auth::keys::Role;
+use loadout::prompt::builder::SystemClock;
+use loadout_tests::TestDb;
+use loadout_tests::sea_orm::{ConnectionTrait, Database, DatabaseConnection};
+use serde_json::{Value, json};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::task::JoinHandle;
+use tower::ServiceExt;
+
+/// What a test reads of a response, `Retry-After` included.
+struct Reply {
+    status: StatusCode,
+    retry_after: Option<String>,
+    body: Value,
+}
+
+async fn send(
+    state: &AppState,
+    method: Method,
+    path: &str,
+    key: Option<&str>,
+    body: Option<Value>,
+) -> Reply {
+    let mut request = Request::builder().method(method.clone()).uri(path);
+    if let Some(key) = key {
+        request = request.header(header::AUTHORIZATION, format!("Bearer {key}"));
+    }
+    let body = body.map_or_else(Body::empty, |b| Body::from(b.to_string()));
+    let request = request
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(body)
+        .expect("request");
+    let response = loadout::http::router(state.clone())
+        .oneshot(request)
+        .await
+        .expect("infallible");
+    let status = response.status();
+    let retry_after = response
+        .headers()
+        .get(header::RETRY_AFTER)
+        .map(|v| v.to_str().expect("ascii").to_owned());
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .expect("body");
+    loadout_tests::contract::assert_documented(method.as_str(), path, status.as_u16(), &bytes);
+    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    Reply {
+        status,
+        retry_after,
+        body,
+    }
+}
+
+fn code(reply: &Reply) -> &str {
+    reply.body["error"]["code"].as_str().unwrap_or("")
+}
+
+/// A 503 in the one shape, with `Retry-After` in seconds.
+fn assert_unavailable(reply: &Reply) {
+    assert_eq!(
+        reply.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        reply.body
+    );
+    let seconds = reply.retry_after.as_deref().expect("Retry-After on a 503");
+    assert!(
+        seconds.parse::<u32>().is_ok_and(|s| s >= 1),
+        "Retry-After: {seconds}"
+    );
+    assert!(reply.body["error"]["message"].is_string(), "{}", reply.body);
+}
+
+/// Kills every connection to the test database, as a Postgres restart does, and
+/// waits until they are gone.
+async fn kill_connections(db: &TestDb) {
+    let admin_url = std::env::var("LOADOUT_TEST_POSTGRES_URL").expect("postgres url");
+    let admin = Database::connect(&admin_url)
+        .await
+        .expect("admin connection");
+    let name = db
+        .url
+        .rsplit('/')
+        .next()
+        .expect("database name")
+        .split('?')
+        .next()
+        .expect("name");
+    let others =
+        format!("FROM pg_stat_activity WHERE datname = '{name}' AND pid <> pg_backend_pid()");
+    admin
+        .execute_unprepared(&format!("SELECT pg_terminate_backend(pid) {others}"))
+        .await
+        .expect("terminate");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = admin
+            .query_one_raw(loadout_tests::sea_orm::Statement::from_string(
+                admin.get_database_backend(),
+                format!("SELECT count(*) AS n {others}"),
+            ))
+            .await
+            .expect("count")
+            .and_then(|row| row.try_get::<i64>("", "n").ok())
+            .unwrap_or(0);
+        if left == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{left} connections outlived pg_terminate_backend"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    admin.close().await.ok();
+}
+
+/// Warms the pool so that it holds idle connections for a kill to leave dead.
+async fn warm(state: &AppState, admin: &str) {
+    for _ in 0..3 {
+        let reply = send(state, Method::GET, "/v1/agents", Some(admin), None).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_makes_a_write_answer_503_with_retry_after_and_a_read_retry_on_a_fresh_connection()
+ {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let db = db.seeded().await;
+    let admin = db.key("admin", Role::Admin).await;
+    let agent = db.key("agent", Role::Agent).await;
+    let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144)
+        .await
+        .expect("state");
+
+    // A write on a killed connection is not retried: its 503 says when to retry.
+    warm(&state, &admin).await;
+    kill_connections(&db).await;
+    let put = send(
+        &state,
+        Method::PUT,
+        "/v1/agents/assistant/prompt-template",
+        Some(&admin),
+        Some(json!({"template": "After the restart. $soul"})),
+    )
+    .await;
+    assert_unavailable(&put);
+    assert_eq!(code(&put), "unavailable");
+
+    // The next write works: the dead connections are not reused.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let put = send(
+            &state,
+            Method::PUT,
+            "/v1/agents/assistant/prompt-template",
+            Some(&admin),
+            Some(json!({"template": "After the restart. $soul"})),
+        )
+        .await;
+        if put.status == StatusCode::OK {
+            break;
+        }
+        assert_unavailable(&put);
+        assert!(
+            Instant::now() < deadline,
+            "writes did not recover: {}",
+            put.body
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // A read on a killed connection (an uncached key and agent) is retried on a fresh
+    // connection: the client sees its answer.
+    warm(&state, &admin).await;
+    kill_connections(&db).await;
+    let prompt = send(
+        &state,
+        Method::GET,
+        "/v1/agents/assistant/prompt?channel=web",
+        Some(&agent),
+        None,
+    )
+    .await;
+    assert_eq!(prompt.status, StatusCode::OK, "{}", prompt.body);
+}
+
+/// A TCP proxy in front of the shared Postgres that can go away and come back on
+/// the same port: refused connections and reset sockets, as a real outage gives.
+struct Proxy {
+    port: u16,
+    running: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl Proxy {
+    async fn start() -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let proxy = Proxy {
+            port,
+            running: Arc::default(),
+        };
+        proxy.serve(listener);
+        proxy
+    }
+
+    fn serve(&self, listener: TcpListener) {
+        let running = self.running.clone();
+        let accept = tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let piping = tokio::spawn(async move {
+                    if let Ok(mut server) = TcpStream::connect("127.0.0.1:5432").await {
+                        tokio::io::copy_bidirectional(&mut client, &mut server)
+                            .await
+                            .ok();
+                    }
+                });
+                running.lock().expect("lock").push(piping);
+            }
+        });
+        self.running.lock().expect("lock").push(accept);
+    }
+
+    /// Stops listening and cuts every connection.
+    fn outage(&self) {
+        for task in self.running.lock().expect("lock").drain(..) {
+            task.abort();
+        }
+    }
+
+    /// Listens again on the same port.
+    async fn recover(&self) {
+        let socket = TcpSocket::new_v4().expect("socket");
+        socket.set_reuseaddr(true).expect("reuseaddr");
+        socket
+            .bind(([127, 0, 0, 1], self.port).into())
+            .expect("rebind the proxy's port");
+        self.serve(socket.listen(64).expect("listen"));
+    }
+
+    /// `url` with its host and port replaced by the proxy's.
+    fn url(&self, url: &str) -> String {
+        let (head, rest) = url.split_once('@').expect("user@host");
+        let path = &rest[rest.find('/').expect("/db")..];
+        format!("{head}@127.0.0.1:{}{path}", self.port)
+    }
+}
+
+/// `(reply, how long it took)`.
+async fn timed(state: &AppState, path: &str, key: Option<&str>) -> (Reply, Duration) {
+    let started = Instant::now();
+    let reply = send(state, Method::GET, path, key, None).await;
+    (reply, started.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn during_an_outage_requests_fail_fast_ready_answers_in_a_second_and_recovery_is_automatic() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let db = db.seeded().await;
+    let admin = db.key("admin", Role::Admin).await;
+    let agent = db.key("agent", Role::Agent).await;
+    let proxy = Proxy::start().await;
+    let pool: DatabaseConnection = loadout::db::connect(&proxy.url(&db.url))
+        .await
+        .expect("pool through the proxy");
+    let state = AppState::new(pool, Arc::new(SystemClock), 262_144)
+        .await
+        .expect("state");
+    let cached = "/v1/agents/assistant/prompt?channel=web";
+    assert_eq!(
+        send(&state, Method::GET, cached, Some(&agent), None)
+            .await
+            .status,
+        StatusCode::OK
+    );
+    warm(&state, &admin).await;
+
+    proxy.outage();
+    // The first request finds the database gone (it may wait for the pool's timeout).
+    let (first, _) = timed(&state, "/v1/agents", Some(&admin)).await;
+    assert_unavailable(&first);
+
+    // Then the breaker is open: every request that needs the database is answered
+    // at once, and cached answers are still served.
+    for _ in 0..5 {
+        let (reply, took) = timed(&state, "/v1/agents", Some(&admin)).await;
+        assert_unavailable(&reply);
+        assert!(
+            took < Duration::from_secs(2),
+            "a request during the outage took {took:?}"
+        );
+        eprintln!("fail-fast during the outage: {took:?}");
+    }
+    let (reply, _) = timed(&state, cached, Some(&agent)).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+
+    // /ready reads an answer in about a second, not the pool's 5 s.
+    let (ready, took) = timed(&state, "/ready", None).await;
+    assert_unavailable(&ready);
+    assert_eq!(code(&ready), "not_ready");
+    assert!(took < Duration::from_secs(2), "/ready took {took:?}");
+    eprintln!("/ready during the outage: {took:?}");
+
+    // The database comes back: requests work again without a restart.
+    proxy.recover().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (reply, _) = timed(&state, "/v1/agents", Some(&admin)).await;
+        if reply.status == StatusCode::OK {
+            break;
+        }
+        assert_unavailable(&reply);
+        assert!(Instant::now() < deadline, "no recovery: {}", reply.body);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (ready, _) = timed(&state, "/ready", None).await;
+    assert_eq!(ready.status, StatusCode::OK, "{}", ready.body);
+}
