@@ -3,6 +3,7 @@
 use std::process::{Command, Output};
 
 use loadout_tests::TestDb;
+use loadout_tests::wire::http;
 use sea_orm::{ConnectionTrait, Statement};
 
 fn loadout(database_url: &str, args: &[&str]) -> Output {
@@ -421,24 +422,6 @@ async fn prompt_render_refuses_bad_input_with_one_clear_line() {
 }
 
 /// A bare HTTP/1.1 request over a TcpStream: status line and body.
-fn http(addr: &str, method: &str, path: &str, key: &str, body: &str) -> (String, String) {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr).expect("connect");
-    write!(
-        stream,
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .expect("write");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("read");
-    let (head, body) = response.split_once("\r\n\r\n").expect("head and body");
-    (
-        head.lines().next().unwrap_or_default().to_owned(),
-        body.to_owned(),
-    )
-}
-
 fn http_get(addr: &str, path: &str, key: &str) -> (String, String) {
     http(addr, "GET", path, key, "")
 }

@@ -5,6 +5,7 @@ pub mod api;
 pub mod contract;
 pub mod dump;
 pub mod legacy;
+pub mod wire;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
