@@ -71,21 +71,25 @@ async fn connect(
     url: &str,
     key: &str,
 ) -> Result<(Session, mpsc::UnboundedReceiver<&'static str>), String> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    Listener(tx)
+        .serve(transport(url, key))
+        .await
+        .map(|s| (s, rx))
+        .map_err(|e| e.to_string())
+}
+
+/// Streamable HTTP to `url` with `key`, over loadout's own outbound client
+/// (rustls on ring, loopback allowed): rmcp's default client would need a
+/// process-wide crypto provider.
+fn transport(url: &str, key: &str) -> StreamableHttpClientTransport<reqwest::Client> {
     let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(key);
-    // loadout's own outbound client (rustls on ring, loopback allowed): rmcp's
-    // default client would need a process-wide crypto provider.
     let client =
         loadout::actions::connector::Outbound::new(vec!["127.0.0.1".parse().expect("ip")], None)
             .expect("client")
             .client()
             .clone();
-    let transport = StreamableHttpClientTransport::with_client(client, config);
-    let (tx, rx) = mpsc::unbounded_channel();
-    Listener(tx)
-        .serve(transport)
-        .await
-        .map(|s| (s, rx))
-        .map_err(|e| e.to_string())
+    StreamableHttpClientTransport::with_client(client, config)
 }
 
 impl Served {
@@ -275,19 +279,12 @@ async fn discover(
 ) -> Result<(Session, mpsc::UnboundedReceiver<&'static str>), String> {
     use rmcp::model::ProtocolVersion;
     use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
-    let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(key);
-    let client =
-        loadout::actions::connector::Outbound::new(vec!["127.0.0.1".parse().expect("ip")], None)
-            .expect("client")
-            .client()
-            .clone();
-    let transport = StreamableHttpClientTransport::with_client(client, config);
     let (tx, rx) = mpsc::unbounded_channel();
     let lifecycle = ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     };
     Listener(tx)
-        .serve_with_lifecycle(transport, lifecycle)
+        .serve_with_lifecycle(transport(url, key), lifecycle)
         .await
         .map(|s| (s, rx))
         .map_err(|e| e.to_string())
