@@ -334,3 +334,40 @@ async fn during_an_outage_requests_fail_fast_ready_answers_in_a_second_and_recov
     let (ready, _) = timed(&state, "/ready", None).await;
     assert_eq!(ready.status, StatusCode::OK, "{}", ready.body);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_answers_within_about_a_second_while_the_database_does_not() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let db = db.seeded().await;
+    let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144)
+        .await
+        .expect("state");
+    // The database is up but does not answer /ready's query: a lock is held on
+    // the migration table.
+    let holder = db.reconnect().await;
+    let lock = loadout_tests::sea_orm::TransactionTrait::begin(&holder)
+        .await
+        .expect("begin");
+    lock.execute_unprepared("LOCK TABLE seaql_migrations IN ACCESS EXCLUSIVE MODE")
+        .await
+        .expect("lock");
+
+    // Bounded here too: without the fix /ready would wait for the lock for ever.
+    let (ready, took) =
+        tokio::time::timeout(Duration::from_secs(10), timed(&state, "/ready", None))
+            .await
+            .expect("/ready answered");
+    assert_unavailable(&ready);
+    assert_eq!(code(&ready), "not_ready");
+    assert_eq!(
+        ready.body["error"]["message"],
+        "the database did not answer within 1 s"
+    );
+    assert!(took < Duration::from_secs(2), "/ready took {took:?}");
+
+    lock.rollback().await.expect("rollback");
+    let (ready, _) = timed(&state, "/ready", None).await;
+    assert_eq!(ready.status, StatusCode::OK, "{}", ready.body);
+}
