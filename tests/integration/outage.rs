@@ -269,6 +269,42 @@ async fn timed(state: &AppState, path: &str, key: Option<&str>) -> (Reply, Durat
     (reply, started.elapsed())
 }
 
+/// A console page that needs the database (a session to look up) is a 503 page,
+/// not JSON, with `Retry-After`, while the breaker is open.
+async fn console_page_is_a_fast_503(state: &AppState) {
+    let request = Request::builder()
+        .uri("/console/")
+        .header(
+            header::COOKIE,
+            "loadout_session=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        )
+        .body(Body::empty())
+        .expect("request");
+    let started = Instant::now();
+    let response = loadout::http::router(state.clone())
+        .oneshot(request)
+        .await
+        .expect("infallible");
+    let took = started.elapsed();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        took < Duration::from_secs(2),
+        "the console page took {took:?}"
+    );
+    assert!(response.headers().contains_key(header::RETRY_AFTER));
+    let content_type = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .expect("content type");
+    assert!(
+        content_type
+            .to_str()
+            .expect("ascii")
+            .starts_with("text/html"),
+        "{content_type:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn during_an_outage_requests_fail_fast_ready_answers_in_a_second_and_recovery_is_automatic() {
     let Some(db) = TestDb::postgres().await else {
@@ -311,6 +347,7 @@ async fn during_an_outage_requests_fail_fast_ready_answers_in_a_second_and_recov
     }
     let (reply, _) = timed(&state, cached, Some(&agent)).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    console_page_is_a_fast_503(&state).await;
 
     // /ready reads an answer in about a second, not the pool's 5 s.
     let (ready, took) = timed(&state, "/ready", None).await;

@@ -125,12 +125,7 @@ async fn guarded(state: &AppState, route: &str, run: impl Future<Output = Respon
     let mut response = if state.breaker.is_open() && route != "/ready" {
         match tokio::time::timeout(FAIL_FAST, run).await {
             Ok(response) => response,
-            Err(_) => ApiError::new(
-                crate::error::Kind::Unavailable,
-                outage::CODE,
-                "the database does not answer; retry in a moment",
-            )
-            .into_response(),
+            Err(_) => unanswered(route),
         }
     } else {
         run.await
@@ -145,6 +140,19 @@ async fn guarded(state: &AppState, route: &str, run: impl Future<Output = Respon
             .or_insert(HeaderValue::from_static(RETRY_AFTER_SECONDS));
     }
     response
+}
+
+/// A request cut by the open breaker: a page for the console, our error elsewhere.
+fn unanswered(route: &str) -> Response {
+    let error = ApiError::new(
+        crate::error::Kind::Unavailable,
+        outage::CODE,
+        "the database does not answer; retry in a moment",
+    );
+    match route.starts_with("/console") {
+        true => crate::console::page::error_page(None, &error),
+        false => error.into_response(),
+    }
 }
 
 fn too_large() -> Response {
