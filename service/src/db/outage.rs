@@ -85,7 +85,9 @@ pub fn opened_since_last_loss(age: Duration) -> bool {
 
 /// Runs a read, and runs it once more when its connection was lost (a killed or reset
 /// connection from the pool; the retry gets a fresh one). Only for reads: a write whose
-/// connection died may have committed, so it is never retried here.
+/// connection died may have committed, so it is never retried here. The retry may take
+/// [`RETRY_WITHIN`]: a database that is restarting makes the pool wait for its acquire
+/// timeout, and the 503 that opens the breaker should not wait that long.
 pub async fn read_retrying<T, F, Fut>(mut read: F) -> Result<T, DbErr>
 where
     F: FnMut() -> Fut,
@@ -95,11 +97,16 @@ where
         Err(e) if lost(&e) => {
             tracing::warn!(error = %e, "a database connection was lost; retrying the read once");
             note_lost();
-            read().await
+            tokio::time::timeout(RETRY_WITHIN, read())
+                .await
+                .unwrap_or(Err(DbErr::ConnectionAcquire(ConnAcquireErr::Timeout)))
         }
         other => other,
     }
 }
+
+/// How long the retry of a read may take.
+pub const RETRY_WITHIN: Duration = Duration::from_secs(1);
 
 /// After the database failed to answer, requests fail fast (see [`FAIL_FAST`]) instead
 /// of each waiting the pool's 5 s acquire timeout, while one probe at a time tries the
