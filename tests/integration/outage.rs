@@ -85,8 +85,8 @@ fn assert_unavailable(reply: &Reply) {
 }
 
 /// Kills every connection to the test database, as a Postgres restart does, and
-/// waits until they are gone.
-async fn kill_connections(db: &TestDb) {
+/// (`wait`) waits until they are gone; under load the pool opens new ones at once.
+async fn kill_connections(db: &TestDb, wait: bool) {
     let admin_url = std::env::var("LOADOUT_TEST_POSTGRES_URL").expect("postgres url");
     let admin = Database::connect(&admin_url)
         .await
@@ -105,6 +105,14 @@ async fn kill_connections(db: &TestDb) {
         .execute_unprepared(&format!("SELECT pg_terminate_backend(pid) {others}"))
         .await
         .expect("terminate");
+    if wait {
+        gone(&admin, &others).await;
+    }
+    admin.close().await.ok();
+}
+
+/// Waits until no connection that `others` selects is left.
+async fn gone(admin: &DatabaseConnection, others: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let left = admin
@@ -125,7 +133,6 @@ async fn kill_connections(db: &TestDb) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    admin.close().await.ok();
 }
 
 /// Warms the pool so that it holds idle connections for a kill to leave dead.
@@ -151,7 +158,7 @@ async fn a_restart_makes_a_write_answer_503_with_retry_after_and_a_read_retry_on
 
     // A write on a killed connection is not retried: its 503 says when to retry.
     warm(&state, &admin).await;
-    kill_connections(&db).await;
+    kill_connections(&db, true).await;
     let put = send(
         &state,
         Method::PUT,
@@ -189,7 +196,7 @@ async fn a_restart_makes_a_write_answer_503_with_retry_after_and_a_read_retry_on
     // A read on a killed connection (an uncached key and agent) is retried on a fresh
     // connection: the client sees its answer.
     warm(&state, &admin).await;
-    kill_connections(&db).await;
+    kill_connections(&db, true).await;
     let prompt = send(
         &state,
         Method::GET,
@@ -414,4 +421,95 @@ async fn ready_answers_within_about_a_second_while_the_database_does_not() {
     lock.rollback().await.expect("rollback");
     let (ready, _) = timed(&state, "/ready", None).await;
     assert_eq!(ready.status, StatusCode::OK, "{}", ready.body);
+}
+
+/// Requests from one client until `stop`: admin reads, agents' fetches for new
+/// users (a read of their instructions each) and template writes. Returns the
+/// answers as `(status, Retry-After present)`.
+async fn client(
+    state: AppState,
+    admin: String,
+    agent: String,
+    n: usize,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> Vec<(StatusCode, bool)> {
+    let mut seen = Vec::new();
+    let mut i = 0;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        i += 1;
+        let reply = match i % 3 {
+            0 => send(&state, Method::GET, "/v1/agents", Some(&admin), None).await,
+            1 => {
+                let path = format!("/v1/agents/assistant/prompt?channel=web&user_id=u{n}-{i}");
+                send(&state, Method::GET, &path, Some(&agent), None).await
+            }
+            _ => {
+                let template = json!({"template": format!("Client {n}, write {i}. $soul")});
+                let path = "/v1/agents/assistant/prompt-template";
+                send(&state, Method::PUT, path, Some(&admin), Some(template)).await
+            }
+        };
+        seen.push((reply.status, reply.retry_after.is_some()));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_load_an_outage_and_killed_connections_answer_only_200_or_503_with_retry_after() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let db = db.seeded().await;
+    let admin = db.key("admin", Role::Admin).await;
+    let agent = db.key("agent", Role::Agent).await;
+    let proxy = Proxy::start().await;
+    let pool = loadout::db::connect(&proxy.url(&db.url))
+        .await
+        .expect("pool");
+    let state = AppState::new(pool, Arc::new(SystemClock), 262_144)
+        .await
+        .expect("state");
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..4)
+        .map(|n| {
+            tokio::spawn(client(
+                state.clone(),
+                admin.clone(),
+                agent.clone(),
+                n,
+                stop.clone(),
+            ))
+        })
+        .collect();
+
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    kill_connections(&db, false).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.outage();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    proxy.recover().await;
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+
+    let mut answers = Vec::new();
+    for client in clients {
+        answers.extend(client.await.expect("a client's answers match the contract"));
+    }
+    let unavailable = answers
+        .iter()
+        .filter(|(s, _)| *s == StatusCode::SERVICE_UNAVAILABLE)
+        .count();
+    eprintln!("{} answers, {unavailable} of them 503", answers.len());
+    for (status, retry_after) in &answers {
+        assert!(
+            *status == StatusCode::OK
+                || (*status == StatusCode::SERVICE_UNAVAILABLE && *retry_after),
+            "{status} (Retry-After: {retry_after}) among {answers:?}"
+        );
+    }
+    assert!(unavailable > 0, "the outage was not seen");
+    // Recovered: the last answers of the run were served.
+    let tail = &answers[answers.len().saturating_sub(4)..];
+    assert!(tail.iter().all(|(s, _)| *s == StatusCode::OK), "{tail:?}");
 }
