@@ -75,7 +75,12 @@ impl Listener {
                     Heard::Gap
                 }
             },
-            None => Heard::Gap,
+            None => {
+                tracing::info!(
+                    "the connection listening for other replicas' changes was lost and is listening again"
+                );
+                Heard::Gap
+            }
         })
     }
 }
