@@ -70,6 +70,8 @@ pub async fn connect_with(url: &str, pool_size: Option<u32>) -> anyhow::Result<D
                 .busy_timeout(SQLITE_BUSY_TIMEOUT)
                 .foreign_keys(true)
         })
+        .map_sqlx_sqlite_pool_opts(|o| o.after_release(keep_if_clean))
+        .map_sqlx_postgres_pool_opts(|o| o.after_release(keep_if_clean))
         // A restart kills every pooled connection: once one is found dead, the idle
         // ones opened before it are replaced rather than each failing a request.
         .map_sqlx_postgres_before_acquire(|_, meta| {
@@ -79,6 +81,28 @@ pub async fn connect_with(url: &str, pool_size: Option<u32>) -> anyhow::Result<D
         .await
         .map_err(|e| anyhow::anyhow!(redact_in(&e.to_string(), url)))
         .with_context(|| format!("cannot connect to database {shown}"))
+}
+
+/// Whether a connection handed back to the pool may serve again: only when no
+/// transaction is open on it once its queued work (a dropped transaction's
+/// rollback) has run. A COMMIT that fails with SQLITE_FULL or an I/O error makes
+/// SQLite roll back by itself; the rollback sqlx then sends fails, and sqlx-sqlite
+/// still counts the transaction as open, so the next `begin` on that connection
+/// would be a SAVEPOINT and every later "commit" a RELEASE inside a transaction
+/// that is never committed: acknowledged writes lost, uncommitted rows served. Such
+/// a connection is closed instead, and the pool opens a fresh one.
+fn keep_if_clean<C: sea_orm::sqlx::Connection>(
+    connection: &mut C,
+    _: sea_orm::sqlx::pool::PoolConnectionMetadata,
+) -> futures_util::future::BoxFuture<'_, Result<bool, sea_orm::sqlx::Error>> {
+    Box::pin(async move {
+        connection.ping().await?;
+        let clean = !connection.is_in_transaction();
+        if !clean {
+            tracing::warn!("a database connection was left inside a transaction; closing it");
+        }
+        Ok(clean)
+    })
 }
 
 /// Begins a transaction that will write. On SQLite it is `BEGIN IMMEDIATE`: the
@@ -103,11 +127,25 @@ pub enum DbFailure {
     /// The database could not serve this now: a lock or connection wait timed out,
     /// or Postgres chose this transaction as a serialisation or deadlock victim.
     Busy,
+    /// The database cannot write: its disk is full, or its storage failed
+    /// (SQLITE_FULL, SQLITE_IOERR, Postgres `disk_full`). Nothing was saved.
+    Storage,
     /// The database did not answer: a connection was killed or reset (a restart),
     /// or none could be had in time (see [`outage::unreachable`]).
     Down,
     /// Anything else: a bug, logged and answered 500.
     Other,
+}
+
+/// Tries a real write (a row rewritten with its own value, committed), so `/ready`
+/// knows whether the database can write (a full disk leaves reads working).
+pub async fn probe_write(db: &DatabaseConnection) -> Result<(), DbErr> {
+    use sea_orm::ConnectionTrait;
+    let write = begin_write(db).await?;
+    write
+        .execute_unprepared("UPDATE loadout_state SET generation = generation")
+        .await?;
+    write.commit().await
 }
 
 /// Classifies a database error (SQLite and Postgres codes alike).
@@ -128,6 +166,15 @@ pub fn classify(error: &sea_orm::DbErr) -> DbFailure {
                 // SQLITE_BUSY, SQLITE_LOCKED and their extended codes (low byte 5 or 6).
                 Some(code) if code.parse::<u32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6)) => {
                     DbFailure::Busy
+                }
+                // SQLITE_IOERR (and its extended codes), SQLITE_FULL; Postgres disk_full.
+                Some(code)
+                    if code
+                        .parse::<u32>()
+                        .is_ok_and(|c| matches!(c & 0xff, 10 | 13))
+                        || code == "53100" =>
+                {
+                    DbFailure::Storage
                 }
                 // serialization_failure, deadlock_detected, lock_not_available.
                 Some("40001" | "40P01" | "55P03") => DbFailure::Busy,

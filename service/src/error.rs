@@ -130,6 +130,14 @@ impl Error {
                     "the database is busy; retry in a moment",
                 )
             }
+            crate::db::DbFailure::Storage => {
+                tracing::error!(error = %error, "the database cannot write");
+                Self::new(
+                    Kind::Unavailable,
+                    "storage_full",
+                    "the database cannot write: its disk is full or failing; nothing was saved. Free space on the database's disk and retry",
+                )
+            }
             crate::db::DbFailure::Down => {
                 tracing::warn!(error = %error, "the database does not answer");
                 if crate::db::outage::lost(&error) {

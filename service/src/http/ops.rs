@@ -73,8 +73,9 @@ async fn health() -> Json<Status> {
     Json(Status { status: "ok" })
 }
 
-/// Ready when the database answers and every migration is applied; otherwise 503
-/// saying in words what is wrong.
+/// Ready when the database answers, every migration is applied and it takes a
+/// write (a full disk leaves reads working); otherwise 503 saying in words what
+/// is wrong.
 #[utoipa::path(get, path = "/ready", tag = "operations", summary = "Readiness: database reachable, migrations current (no key)", security(()),
     responses((status = 200, description = "Ready", body = Status), E503))]
 async fn ready(State(state): State<AppState>) -> Result<Json<Status>, ApiError> {
@@ -93,12 +94,25 @@ async fn ready(State(state): State<AppState>) -> Result<Json<Status>, ApiError> 
 const READY_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
 
 async fn readiness(state: &AppState) -> Result<Json<Status>, ApiError> {
-    match crate::db::migrate::readiness(&state.db).await {
-        Ok(()) => Ok(Json(Status { status: "ready" })),
-        Err(why) => Err(ApiError::new(
-            crate::error::Kind::Unavailable,
-            "not_ready",
-            why,
-        )),
+    let not_ready = |why: String| ApiError::new(crate::error::Kind::Unavailable, "not_ready", why);
+    if state.draining.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(not_ready(
+            "this replica is shutting down: requests are still served while balancers move away"
+                .into(),
+        ));
     }
+    crate::db::migrate::readiness(&state.db)
+        .await
+        .map_err(not_ready)?;
+    crate::db::probe_write(&state.db).await.map_err(|e| {
+        let why = match crate::db::classify(&e) {
+            crate::db::DbFailure::Storage => {
+                "the database cannot write: its disk is full or failing"
+            }
+            _ => "the database does not take writes",
+        };
+        tracing::warn!(error = %e, "{why}");
+        not_ready(why.to_owned())
+    })?;
+    Ok(Json(Status { status: "ready" }))
 }
