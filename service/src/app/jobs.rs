@@ -74,8 +74,8 @@ impl AppState {
     /// generation as each arrives; `None` on SQLite. It never ends the process: a
     /// lost connection is reopened with a backoff, and each time it listens again it
     /// reads the generation at once, so a write committed meanwhile is not left to
-    /// the poll. It stops once the state is dropped everywhere else and a
-    /// notification or reconnect wakes it.
+    /// the poll. Once the state is dropped everywhere else it stops at its next
+    /// notification, reconnect or failed attempt.
     pub fn spawn_generation_listener(&self) -> Option<tokio::task::JoinHandle<()>> {
         let options = crate::db::generation::listen::options(&self.db)?;
         let weak = Arc::downgrade(&self.0);
@@ -86,6 +86,9 @@ impl AppState {
                 let mut listener = match Listener::connect(&options).await {
                     Ok(listener) => listener,
                     Err(e) => {
+                        if weak.strong_count() == 0 {
+                            return;
+                        }
                         if !failing {
                             tracing::warn!(error = %e, "cannot listen for other replicas' changes; retrying (the poll still runs)");
                             failing = true;
