@@ -339,11 +339,12 @@ async fn during_an_outage_requests_fail_fast_ready_answers_in_a_second_and_recov
 
     proxy.outage();
     // The first request finds the database gone: its read (a key not cached yet) is
-    // retried once, for at most a second, not for the pool's 5 s acquire timeout.
+    // retried once, for at most a second, not for the pool's 5 s acquire timeout
+    // (the bound leaves room for a loaded 2-core CI machine, below those 5 s).
     let (first, took) = timed(&state, cached, Some(&newcomer)).await;
     assert_unavailable(&first);
     assert!(
-        took < Duration::from_secs(3),
+        took < Duration::from_millis(4500),
         "the first request took {took:?}"
     );
     eprintln!("the first request of the outage: {took:?}");
