@@ -22,8 +22,8 @@ pub const DEFAULT_DATABASE_URL: &str = "sqlite://loadout.db?mode=rwc";
 /// wait for the same write lock.
 pub const DEFAULT_SQLITE_POOL: u32 = 4;
 /// Connections in a Postgres pool unless configured: four per core on the 2-core
-/// machines this runs on, so that a dozen replicas fit under Postgres's default
-/// `max_connections = 100`.
+/// machines this runs on, so that ten replicas (each also holds one connection to
+/// LISTEN on) fit under Postgres's default `max_connections = 100`.
 pub const DEFAULT_POSTGRES_POOL: u32 = 8;
 /// How long a SQLite statement waits for another connection's write lock before
 /// it fails with "database is locked" (answered 503).
