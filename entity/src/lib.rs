@@ -7,6 +7,7 @@ pub mod api_keys;
 pub mod channels;
 pub mod connectors;
 pub mod console_sessions;
+pub mod idempotency_records;
 pub mod loadout_state;
 pub mod prompt_versions;
 pub mod proposal_events;
@@ -21,6 +22,7 @@ pub mod prelude {
     pub use super::api_keys::Entity as ApiKeys;
     pub use super::channels::Entity as Channels;
     pub use super::console_sessions::Entity as ConsoleSessions;
+    pub use super::idempotency_records::Entity as IdempotencyRecords;
     pub use super::loadout_state::Entity as LoadoutState;
     pub use super::prompt_versions::Entity as PromptVersions;
     pub use super::proposal_events::Entity as ProposalEvents;

@@ -16,6 +16,7 @@ mod m20261124_000009_console_sessions;
 mod m20261124_000010_mcp_connectors;
 mod m20261124_000011_agent_scoped_keys;
 mod m20261125_000012_synced_tool_schemas;
+mod m20261125_000013_idempotency_records;
 
 /// Every migration, oldest first.
 pub struct Migrator;
@@ -36,6 +37,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000010_mcp_connectors::Migration),
             Box::new(m20261124_000011_agent_scoped_keys::Migration),
             Box::new(m20261125_000012_synced_tool_schemas::Migration),
+            Box::new(m20261125_000013_idempotency_records::Migration),
         ]
     }
 }

@@ -1,6 +1,7 @@
 //! Connecting to the database: SQLite (the embedded default) or Postgres.
 
 pub mod generation;
+pub mod idempotency;
 pub mod migrate;
 pub mod outage;
 
@@ -108,12 +109,18 @@ fn keep_if_clean<C: sea_orm::sqlx::Connection>(
 /// Begins a transaction that will write. On SQLite it is `BEGIN IMMEDIATE`: the
 /// write lock is taken (waiting up to the busy timeout) before the first read, so a
 /// transaction that reads first never fails with SQLITE_BUSY when it must upgrade.
+///
+/// A request sent with an `Idempotency-Key` has its key recorded in its first write
+/// transaction ([`idempotency::record_in`]).
 pub async fn begin_write(db: &DatabaseConnection) -> Result<DatabaseTransaction, DbErr> {
-    db.begin_with_options(TransactionOptions {
-        sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
-        ..Default::default()
-    })
-    .await
+    let txn = db
+        .begin_with_options(TransactionOptions {
+            sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
+            ..Default::default()
+        })
+        .await?;
+    idempotency::record_in(&txn).await?;
+    Ok(txn)
 }
 
 /// What a database error means to a caller, decided in one place so that no
@@ -151,6 +158,10 @@ pub async fn probe_write(db: &DatabaseConnection) -> Result<(), DbErr> {
 /// Classifies a database error (SQLite and Postgres codes alike).
 pub fn classify(error: &sea_orm::DbErr) -> DbFailure {
     use sea_orm::{ConnAcquireErr, DbErr, RuntimeErr, SqlErr};
+    if matches!(error, DbErr::RecordNotInserted) {
+        // An idempotency key a concurrent request holds (`idempotency::record_in`).
+        return DbFailure::Taken;
+    }
     match error.sql_err() {
         Some(SqlErr::UniqueConstraintViolation(_)) => return DbFailure::Taken,
         Some(SqlErr::ForeignKeyConstraintViolation(_)) => return DbFailure::Gone,

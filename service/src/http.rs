@@ -12,6 +12,7 @@ pub mod connectors;
 pub mod error;
 pub mod extract;
 pub mod fetch;
+pub mod idempotent;
 pub mod keys;
 pub mod mcp;
 pub mod openapi;

@@ -9,6 +9,7 @@ mod console;
 mod disk_full;
 mod http;
 mod https;
+mod idempotency;
 mod limits;
 mod mcp_connectors;
 mod mcp_server;

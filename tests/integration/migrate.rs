@@ -21,6 +21,7 @@ db_test! {
             ("m20261124_000010_mcp_connectors", true),
             ("m20261124_000011_agent_scoped_keys", true),
             ("m20261125_000012_synced_tool_schemas", true),
+            ("m20261125_000013_idempotency_records", true),
         ]);
     }
 }

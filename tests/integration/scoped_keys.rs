@@ -59,7 +59,7 @@ db_test! {
         assert!(matches!(keys::create_scoped(&db.conn, "y", Role::Agent, None, Some("nobody")).await, Err(KeyError::UnknownAgent(_))));
 
         use migration::{Migrator, MigratorTrait};
-        Migrator::down(&db.conn, Some(1)).await.expect("migration 12 down first");
+        Migrator::down(&db.conn, Some(2)).await.expect("migrations 13 and 12 down first");
         let err = Migrator::down(&db.conn, Some(1)).await.expect_err("a live scoped key blocks the down");
         assert!(err.to_string().contains("agent-scoped key"), "{err}");
         keys::revoke(&db.conn, "assistant-only").await.expect("revoke");

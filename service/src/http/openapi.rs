@@ -96,6 +96,7 @@ pub fn for_generators(openapi: utoipa::openapi::OpenApi) -> Value {
     if let Some(paths) = document.pointer_mut("/paths") {
         free_form(paths);
         unavailable(paths);
+        idempotency_keys(paths);
         retry_after(paths);
         request_ids(paths);
     }
@@ -108,25 +109,9 @@ fn unavailable(paths: &mut Value) {
     let Some(paths) = paths.as_object_mut() else {
         return;
     };
-    let answer = Value::Object(Map::from_iter([
-        (
-            "description".into(),
-            "The database is busy, unreachable or cannot write (`busy`, `unavailable`, `storage_full`); nothing was saved. Retry after `Retry-After` seconds.".into(),
-        ),
-        (
-            "content".into(),
-            Value::Object(Map::from_iter([(
-                "application/json".into(),
-                Value::Object(Map::from_iter([(
-                    "schema".into(),
-                    Value::Object(Map::from_iter([(
-                        "$ref".into(),
-                        "#/components/schemas/ErrorBody".into(),
-                    )])),
-                )])),
-            )])),
-        ),
-    ]));
+    let answer = error_answer(
+        "The database is busy, unreachable or cannot write (`busy`, `unavailable`, `storage_full`); nothing was saved. Retry after `Retry-After` seconds.",
+    );
     let reads = paths
         .iter_mut()
         .filter(|(path, _)| !matches!(path.as_str(), "/health" | "/openapi.json"))
@@ -135,6 +120,75 @@ fn unavailable(paths: &mut Value) {
         .filter_map(|operation| operation.get_mut("responses")?.as_object_mut());
     for responses in reads {
         responses.entry("503").or_insert_with(|| answer.clone());
+    }
+}
+
+/// A response whose body is the one error shape.
+fn error_answer(description: &str) -> Value {
+    let schema = Map::from_iter([("$ref".into(), "#/components/schemas/ErrorBody".into())]);
+    let media = Map::from_iter([("schema".into(), Value::Object(schema))]);
+    let content = Map::from_iter([("application/json".into(), Value::Object(media))]);
+    Value::Object(Map::from_iter([
+        ("description".into(), description.into()),
+        ("content".into(), Value::Object(content)),
+    ]))
+}
+
+/// The optional `Idempotency-Key` request header.
+fn idempotency_key_parameter() -> Value {
+    Value::Object(Map::from_iter([
+        ("name".into(), "Idempotency-Key".into()),
+        ("in".into(), "header".into()),
+        ("required".into(), false.into()),
+        (
+            "description".into(),
+            "1 to 255 visible ASCII characters. A retry with the same key and request (per tenant, 24 hours) answers the first answer instead of writing again.".into(),
+        ),
+        (
+            "schema".into(),
+            Value::Object(Map::from_iter([("type".into(), "string".into())])),
+        ),
+    ]))
+}
+
+/// Declares `Idempotency-Key` on the API's writes (`http::idempotent`), with the
+/// 409 and 422 it can answer.
+fn idempotency_keys(paths: &mut Value) {
+    let Some(paths) = paths.as_object_mut() else {
+        return;
+    };
+    let parameter = idempotency_key_parameter();
+    let writes = paths
+        .iter_mut()
+        .filter(|(path, _)| path.starts_with("/v1/") && !path.ends_with("/tool-calls"))
+        .filter_map(|(_, item)| item.as_object_mut())
+        .flat_map(|item| item.iter_mut())
+        .filter(|(method, _)| matches!(method.as_str(), "post" | "put" | "patch" | "delete"))
+        .filter_map(|(_, operation)| operation.as_object_mut());
+    for operation in writes {
+        if let Some(parameters) = operation
+            .entry("parameters")
+            .or_insert_with(|| Value::Array(Vec::new()))
+            .as_array_mut()
+        {
+            parameters.push(parameter.clone());
+        }
+        if let Some(responses) = operation
+            .get_mut("responses")
+            .and_then(Value::as_object_mut)
+        {
+            responses
+                .entry("400")
+                .or_insert_with(|| error_answer("`invalid`: a malformed Idempotency-Key"));
+            responses.entry("409").or_insert_with(|| {
+                error_answer("`idempotent_request_pending`: a request with this Idempotency-Key was applied or is running")
+            });
+            responses.entry("422").or_insert_with(|| {
+                error_answer(
+                    "`idempotency_key_reused`: this Idempotency-Key was sent with another request",
+                )
+            });
+        }
     }
 }
 

@@ -107,6 +107,14 @@ pub async fn edge(State(state): State<AppState>, request: Request, next: Next) -
     let started = Instant::now();
     let response = match declared {
         Some(n) if n > MAX_BODY_BYTES as u64 => too_large(),
+        _ if super::idempotent::applies(&request, &route) => {
+            guarded(
+                &state,
+                &route,
+                super::idempotent::run(&state, request, next),
+            )
+            .await
+        }
         _ => guarded(&state, &route, next.run(request)).await,
     };
     state.metrics.record(

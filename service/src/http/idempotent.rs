@@ -1,0 +1,157 @@
+//! `Idempotency-Key` on the API's writes: a client whose write was in flight when
+//! a connection dropped or a process died retries with the same key and gets the
+//! first answer, never a second write. Tool calls carry their key in the body
+//! (`idempotency_key`) and are left to the ledger.
+//!
+//! - The key is recorded in the write's own transaction
+//!   ([`crate::db::idempotency`]), per tenant (the caller key's), for 24 hours.
+//! - The same key with the same method, path and body answers the stored answer
+//!   (`Idempotent-Replayed: true`); with another request, 422
+//!   `idempotency_key_reused`.
+//! - A key whose write committed but whose answer was never stored (the process
+//!   stopped in between), or whose request is still running, answers 409
+//!   `idempotent_request_pending`: it was not applied twice; read the resource.
+//! - A request refused before it wrote (400, 401, 409, 422 ...) records nothing: a
+//!   retry runs again.
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::error::ApiError;
+use super::extract::{MAX_BODY_BYTES, authenticate};
+use crate::app::AppState;
+use crate::db::idempotency::{self, Pending};
+use crate::error::Kind;
+
+/// The request header.
+pub const HEADER: &str = "idempotency-key";
+
+/// The tool-call route keeps its own idempotency (in the body, in the ledger).
+const TOOL_CALLS: &str = "/v1/agents/{agent}/tool-calls";
+
+/// Whether `request`, on `route`, is an API write that names a key.
+pub fn applies(request: &Request, route: &str) -> bool {
+    !matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS
+    ) && route.starts_with("/v1/")
+        && route != TOOL_CALLS
+        && request.headers().contains_key(HEADER)
+}
+
+/// Answers a stored answer, or runs the request with its key to record.
+pub async fn run(state: &AppState, request: Request, next: Next) -> Response {
+    let (request, pending) = match prepare(state, request).await {
+        Ok(Prepared::Run(request, pending)) => (request, pending),
+        Ok(Prepared::Pass(request)) => return next.run(request).await,
+        Err(answer) => return answer,
+    };
+    let (tenant, key) = (pending.tenant.clone(), pending.key.clone());
+    let (response, recorded) = idempotency::scope(pending, next.run(request)).await;
+    if !recorded {
+        return response;
+    }
+    keep(state, &tenant, &key, response).await
+}
+
+enum Prepared {
+    /// No caller to scope the key to: the handler answers (401, 403).
+    Pass(Request),
+    Run(Request, Pending),
+}
+
+async fn prepare(state: &AppState, request: Request) -> Result<Prepared, Response> {
+    let key = key_of(&request).ok_or_else(|| {
+        ApiError::invalid("Idempotency-Key must be 1 to 255 visible ASCII characters")
+            .into_response()
+    })?;
+    let Ok(who) = authenticate(request.headers(), state).await else {
+        return Ok(Prepared::Pass(request));
+    };
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|_| {
+            ApiError::too_large(
+                "payload_too_large",
+                format!("request bodies are limited to {MAX_BODY_BYTES} bytes"),
+            )
+            .into_response()
+        })?;
+    let fingerprint = fingerprint(&parts, &body);
+    let tenant = who.tenant().to_owned();
+    let found = idempotency::find(&state.db, &tenant, &key)
+        .await
+        .map_err(|e| ApiError::from(e).into_response())?;
+    match found {
+        Some(row) if row.fingerprint != fingerprint => Err(ApiError::new(
+            Kind::Refused,
+            "idempotency_key_reused",
+            "this Idempotency-Key was sent with a different request in the last 24 hours; use a new key",
+        )
+        .into_response()),
+        Some(row) => Err(replay(row.status, row.body)),
+        None => Ok(Prepared::Run(
+            Request::from_parts(parts, Body::from(body)),
+            Pending::new(tenant, key, fingerprint),
+        )),
+    }
+}
+
+/// The request's key, when it is 1 to 255 visible ASCII characters.
+fn key_of(request: &Request) -> Option<String> {
+    request
+        .headers()
+        .get(HEADER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|k| (1..=255).contains(&k.len()) && k.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_owned)
+}
+
+/// SHA-256 of the method, the path with its query, and the body.
+fn fingerprint(parts: &axum::http::request::Parts, body: &[u8]) -> String {
+    let path = parts.uri.path_and_query().map_or("", |p| p.as_str());
+    let mut signed = format!("{} {path}\n", parts.method).into_bytes();
+    signed.extend_from_slice(body);
+    crate::auth::keys::hash_bytes(&signed)
+}
+
+/// The stored answer, or 409 when there is none (yet).
+fn replay(status: Option<i32>, body: Option<String>) -> Response {
+    let stored = status
+        .and_then(|s| u16::try_from(s).ok())
+        .and_then(|s| StatusCode::from_u16(s).ok());
+    let Some(status) = stored else {
+        return ApiError::new(
+            Kind::Conflict,
+            "idempotent_request_pending",
+            "a request with this Idempotency-Key was applied, or is still running, and its answer is not stored: it was not applied twice; read the resource to see the outcome",
+        )
+        .into_response();
+    };
+    let mut response = (status, body.unwrap_or_default()).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
+    response
+}
+
+/// Stores the answer of a request whose write recorded its key, and answers it.
+async fn keep(state: &AppState, tenant: &str, key: &str, response: Response) -> Response {
+    let (parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 16 * MAX_BODY_BYTES).await else {
+        return ApiError::internal("an answer could not be read to store it").into_response();
+    };
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    if let Err(e) = idempotency::store(&state.db, tenant, key, parts.status.as_u16(), text).await {
+        // The write stands; a retry will hear 409 pending instead of this answer.
+        tracing::warn!(error = %e, "an idempotent answer was not stored");
+    }
+    Response::from_parts(parts, Body::from(bytes))
+}
