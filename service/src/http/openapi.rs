@@ -106,21 +106,55 @@ pub fn for_generators(openapi: utoipa::openapi::OpenApi) -> Value {
 /// Every operation that reads the database (all but `/health` and
 /// `/openapi.json`) may answer 503: the database is busy, away, or cannot write.
 fn unavailable(paths: &mut Value) {
-    let Some(paths) = paths.as_object_mut() else {
-        return;
-    };
     let answer = error_answer(
         "The database is busy, unreachable or cannot write (`busy`, `unavailable`, `storage_full`); nothing was saved. Retry after `Retry-After` seconds.",
     );
-    let reads = paths
-        .iter_mut()
-        .filter(|(path, _)| !matches!(path.as_str(), "/health" | "/openapi.json"))
-        .filter_map(|(_, item)| item.as_object_mut())
-        .flat_map(|item| item.values_mut())
-        .filter_map(|operation| operation.get_mut("responses")?.as_object_mut());
+    let reads = operations(paths)
+        .filter(|(path, _, _)| !matches!(*path, "/health" | "/openapi.json"))
+        .filter_map(|(_, _, operation)| responses(operation));
     for responses in reads {
         responses.entry("503").or_insert_with(|| answer.clone());
     }
+}
+
+/// Every operation in `paths`: its path, its method and the operation itself.
+fn operations(paths: &mut Value) -> impl Iterator<Item = (&str, &str, &mut Map<String, Value>)> {
+    const METHODS: [&str; 7] = ["get", "put", "post", "delete", "patch", "head", "options"];
+    paths
+        .as_object_mut()
+        .into_iter()
+        .flat_map(|paths| paths.iter_mut())
+        .filter_map(|(path, item)| Some((path.as_str(), item.as_object_mut()?)))
+        .flat_map(|(path, item)| {
+            item.iter_mut()
+                .filter(|(method, _)| METHODS.contains(&method.as_str()))
+                .filter_map(move |(method, operation)| {
+                    Some((path, method.as_str(), operation.as_object_mut()?))
+                })
+        })
+}
+
+/// An operation's responses.
+fn responses(operation: &mut Map<String, Value>) -> Option<&mut Map<String, Value>> {
+    operation.get_mut("responses")?.as_object_mut()
+}
+
+/// Adds `parameter` to an operation's parameters.
+fn add_parameter(operation: &mut Map<String, Value>, parameter: &Value) {
+    let parameters = operation
+        .entry("parameters")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if let Some(parameters) = parameters.as_array_mut() {
+        parameters.push(parameter.clone());
+    }
+}
+
+/// A response's headers, created empty when it has none.
+fn headers(response: &mut Map<String, Value>) -> Option<&mut Map<String, Value>> {
+    response
+        .entry("headers")
+        .or_insert_with(|| Value::Object(Map::new()))
+        .as_object_mut()
 }
 
 /// A response whose body is the one error shape.
@@ -154,29 +188,13 @@ fn idempotency_key_parameter() -> Value {
 /// Declares `Idempotency-Key` on the API's writes (`http::idempotent`), with the
 /// 409 and 422 it can answer.
 fn idempotency_keys(paths: &mut Value) {
-    let Some(paths) = paths.as_object_mut() else {
-        return;
-    };
     let parameter = idempotency_key_parameter();
-    let writes = paths
-        .iter_mut()
-        .filter(|(path, _)| path.starts_with("/v1/") && !path.ends_with("/tool-calls"))
-        .filter_map(|(_, item)| item.as_object_mut())
-        .flat_map(|item| item.iter_mut())
-        .filter(|(method, _)| matches!(method.as_str(), "post" | "put" | "patch" | "delete"))
-        .filter_map(|(_, operation)| operation.as_object_mut());
-    for operation in writes {
-        if let Some(parameters) = operation
-            .entry("parameters")
-            .or_insert_with(|| Value::Array(Vec::new()))
-            .as_array_mut()
-        {
-            parameters.push(parameter.clone());
-        }
-        if let Some(responses) = operation
-            .get_mut("responses")
-            .and_then(Value::as_object_mut)
-        {
+    let writes = operations(paths)
+        .filter(|(path, _, _)| path.starts_with("/v1/") && !path.ends_with("/tool-calls"))
+        .filter(|(_, method, _)| matches!(*method, "post" | "put" | "patch" | "delete"));
+    for (_, _, operation) in writes {
+        add_parameter(operation, &parameter);
+        if let Some(responses) = responses(operation) {
             responses
                 .entry("400")
                 .or_insert_with(|| error_answer("`invalid`: a malformed Idempotency-Key"));
@@ -204,19 +222,11 @@ fn retry_after(paths: &mut Value) {
             Value::Object(Map::from_iter([("type".into(), "integer".into())])),
         ),
     ]));
-    let unavailable = paths
-        .as_object_mut()
-        .into_iter()
-        .flat_map(|paths| paths.values_mut())
-        .filter_map(Value::as_object_mut)
-        .flat_map(|item| item.values_mut())
-        .filter_map(|operation| operation.pointer_mut("/responses/503")?.as_object_mut())
+    let unavailable = operations(paths)
+        .filter_map(|(_, _, operation)| responses(operation)?.get_mut("503")?.as_object_mut())
         .filter(|response| !response.contains_key("$ref"));
     for response in unavailable {
-        let headers = response
-            .entry("headers")
-            .or_insert_with(|| Value::Object(Map::new()));
-        if let Some(headers) = headers.as_object_mut() {
+        if let Some(headers) = headers(response) {
             headers.insert("Retry-After".into(), header.clone());
         }
     }
@@ -279,36 +289,17 @@ fn nullable_object(types: &[Value]) -> bool {
 /// when absent) and answered on every response.
 fn request_ids(paths: &mut Value) {
     let (parameter, header) = request_id_declarations();
-    let operations = paths
-        .as_object_mut()
-        .into_iter()
-        .flat_map(|paths| paths.values_mut())
-        .filter_map(Value::as_object_mut)
-        .flat_map(|item| item.values_mut())
-        .filter_map(Value::as_object_mut);
-    for operation in operations {
-        let parameters = operation
-            .entry("parameters")
-            .or_insert_with(|| Value::Array(Vec::new()));
-        if let Some(parameters) = parameters.as_array_mut() {
-            parameters.push(parameter.clone());
-        }
-        let responses = operation
-            .get_mut("responses")
-            .and_then(Value::as_object_mut);
-        for response in responses.into_iter().flat_map(|r| r.values_mut()) {
-            let Some(response) = response.as_object_mut().filter(|r| !r.contains_key("$ref"))
-            else {
-                continue;
-            };
-            let headers = response
-                .entry("headers")
-                .or_insert_with(|| Value::Object(Map::new()));
-            if let Some(headers) = headers.as_object_mut() {
-                headers.insert("X-Request-Id".into(), header.clone());
-                if let Some(Value::Object(etag)) = headers.get_mut("ETag") {
-                    etag.insert("required".into(), Value::Bool(true));
-                }
+    for (_, _, operation) in operations(paths) {
+        add_parameter(operation, &parameter);
+        let answers = responses(operation)
+            .into_iter()
+            .flat_map(|r| r.values_mut())
+            .filter_map(Value::as_object_mut)
+            .filter(|r| !r.contains_key("$ref"));
+        for headers in answers.filter_map(headers) {
+            headers.insert("X-Request-Id".into(), header.clone());
+            if let Some(Value::Object(etag)) = headers.get_mut("ETag") {
+                etag.insert("required".into(), Value::Bool(true));
             }
         }
     }
