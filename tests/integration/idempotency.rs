@@ -13,7 +13,6 @@ use loadout::prompt::builder::SystemClock;
 use loadout_tests::sea_orm::{ConnectionTrait, Statement};
 use loadout_tests::{TestDb, db_test};
 use serde_json::Value;
-use tower::ServiceExt;
 
 const PATH: &str = "/v1/agents/assistant/prompt-template";
 
@@ -30,21 +29,11 @@ async fn put(state: &AppState, admin: &str, key: &str, body: &str) -> Answer {
         .header("idempotency-key", key)
         .body(Body::from(body.to_owned()))
         .expect("request");
-    let response = loadout::http::router(state.clone())
-        .oneshot(request)
-        .await
-        .expect("infallible");
-    let status = response.status();
-    let replayed = response.headers().contains_key("idempotent-replayed");
-    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
-        .await
-        .expect("body");
-    loadout_tests::contract::assert_documented("PUT", PATH, status.as_u16(), &bytes);
-    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    let reply = loadout_tests::api::request_reply(state, request).await;
     Answer {
-        status,
-        replayed,
-        body,
+        status: reply.status,
+        replayed: reply.headers.contains_key("idempotent-replayed"),
+        body: reply.body,
     }
 }
 

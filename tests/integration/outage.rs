@@ -14,18 +14,12 @@ use loadout::app::AppState;
 use loadout::auth::keys::Role;
 use loadout::prompt::builder::SystemClock;
 use loadout_tests::TestDb;
+use loadout_tests::api::Reply;
 use loadout_tests::sea_orm::{ConnectionTrait, Database, DatabaseConnection};
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::task::JoinHandle;
 use tower::ServiceExt;
-
-/// What a test reads of a response, `Retry-After` included.
-struct Reply {
-    status: StatusCode,
-    retry_after: Option<String>,
-    body: Value,
-}
 
 async fn send(
     state: &AppState,
@@ -34,34 +28,16 @@ async fn send(
     key: Option<&str>,
     body: Option<Value>,
 ) -> Reply {
-    let mut request = Request::builder().method(method.clone()).uri(path);
-    if let Some(key) = key {
-        request = request.header(header::AUTHORIZATION, format!("Bearer {key}"));
-    }
-    let body = body.map_or_else(Body::empty, |b| Body::from(b.to_string()));
-    let request = request
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(body)
-        .expect("request");
-    let response = loadout::http::router(state.clone())
-        .oneshot(request)
-        .await
-        .expect("infallible");
-    let status = response.status();
-    let retry_after = response
-        .headers()
+    let body = body.map(|b| b.to_string().into_bytes());
+    loadout_tests::api::send(state, method, path, key, body, None).await
+}
+
+/// The answer's `Retry-After`.
+fn retry_after(reply: &Reply) -> Option<&str> {
+    reply
+        .headers
         .get(header::RETRY_AFTER)
-        .map(|v| v.to_str().expect("ascii").to_owned());
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .expect("body");
-    loadout_tests::contract::assert_documented(method.as_str(), path, status.as_u16(), &bytes);
-    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    Reply {
-        status,
-        retry_after,
-        body,
-    }
+        .and_then(|v| v.to_str().ok())
 }
 
 fn code(reply: &Reply) -> &str {
@@ -76,7 +52,7 @@ fn assert_unavailable(reply: &Reply) {
         "{}",
         reply.body
     );
-    let seconds = reply.retry_after.as_deref().expect("Retry-After on a 503");
+    let seconds = retry_after(reply).expect("Retry-After on a 503");
     assert!(
         seconds.parse::<u32>().is_ok_and(|s| s >= 1),
         "Retry-After: {seconds}"
@@ -450,7 +426,7 @@ async fn client(
                 send(&state, Method::PUT, path, Some(&admin), Some(template)).await
             }
         };
-        seen.push((reply.status, reply.retry_after.is_some()));
+        seen.push((reply.status, retry_after(&reply).is_some()));
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     seen

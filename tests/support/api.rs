@@ -12,6 +12,7 @@ use tower::ServiceExt;
 pub struct Reply {
     pub status: StatusCode,
     pub etag: Option<String>,
+    pub headers: axum::http::HeaderMap,
     /// JSON, `Null` when empty, or a string for a text body (`/metrics`).
     pub body: Value,
 }
@@ -36,26 +37,42 @@ pub async fn send(
         .header(header::CONTENT_TYPE, "application/json")
         .body(body.map_or_else(Body::empty, Body::from))
         .expect("request");
+    request_reply(state, request).await
+}
+
+/// Any request through the real router, its answer checked against the contract.
+pub async fn request_reply(state: &AppState, request: Request<Body>) -> Reply {
+    let method = request.method().clone();
+    let path = request
+        .uri()
+        .path_and_query()
+        .map_or("", |p| p.as_str())
+        .to_owned();
     let response = loadout::http::router(state.clone())
         .oneshot(request)
         .await
         .expect("infallible");
     let status = response.status();
-    let etag = response
-        .headers()
+    let headers = response.headers().clone();
+    let etag = headers
         .get(header::ETAG)
         .map(|v| v.to_str().expect("ascii").to_owned());
     let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
         .await
         .expect("body");
-    crate::contract::assert_documented(method.as_str(), path, status.as_u16(), &bytes);
+    crate::contract::assert_documented(method.as_str(), &path, status.as_u16(), &bytes);
     let body = if bytes.is_empty() {
         Value::Null
     } else {
         serde_json::from_slice(&bytes)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
     };
-    Reply { status, etag, body }
+    Reply {
+        status,
+        etag,
+        headers,
+        body,
+    }
 }
 
 /// A JSON request with a key: `(status, body)`.
