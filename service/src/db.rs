@@ -85,25 +85,25 @@ pub async fn connect_with(url: &str, pool_size: Option<u32>) -> anyhow::Result<D
 }
 
 /// Whether a connection handed back to the pool may serve again: only when no
-/// transaction is open on it once its queued work (a dropped transaction's
-/// rollback) has run. A COMMIT that fails with SQLITE_FULL or an I/O error makes
-/// SQLite roll back by itself; the rollback sqlx then sends fails, and sqlx-sqlite
-/// still counts the transaction as open, so the next `begin` on that connection
-/// would be a SAVEPOINT and every later "commit" a RELEASE inside a transaction
-/// that is never committed: acknowledged writes lost, uncommitted rows served. Such
-/// a connection is closed instead, and the pool opens a fresh one.
+/// transaction is counted open on it. A COMMIT that fails with SQLITE_FULL or an
+/// I/O error makes SQLite roll back by itself; the rollback sqlx then sends fails,
+/// and sqlx-sqlite still counts the transaction as open, so the next `begin` on that
+/// connection would be a SAVEPOINT and every later "commit" a RELEASE inside a
+/// transaction that is never committed: acknowledged writes lost, uncommitted rows
+/// served. Such a connection is closed instead, and the pool opens a fresh one.
+///
+/// One atomic read, no round trip (sqlx pings on release anyway). A connection
+/// whose dropped transaction's rollback is still queued is closed too: that is an
+/// error path, and a fresh connection costs less than a wrong guess.
 fn keep_if_clean<C: sea_orm::sqlx::Connection>(
     connection: &mut C,
     _: sea_orm::sqlx::pool::PoolConnectionMetadata,
 ) -> futures_util::future::BoxFuture<'_, Result<bool, sea_orm::sqlx::Error>> {
-    Box::pin(async move {
-        connection.ping().await?;
-        let clean = !connection.is_in_transaction();
-        if !clean {
-            tracing::warn!("a database connection was left inside a transaction; closing it");
-        }
-        Ok(clean)
-    })
+    let clean = !connection.is_in_transaction();
+    if !clean {
+        tracing::warn!("a database connection was left inside a transaction; closing it");
+    }
+    Box::pin(std::future::ready(Ok(clean)))
 }
 
 /// Begins a transaction that will write. On SQLite it is `BEGIN IMMEDIATE`: the
