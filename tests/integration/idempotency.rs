@@ -98,6 +98,22 @@ db_test! {
         assert_eq!((pending.status, pending.body["error"]["code"].as_str()), (StatusCode::CONFLICT, Some("idempotent_request_pending")), "{}", pending.body);
         assert_eq!(versions(&db).await, count, "not applied again");
 
+        // Creating a key ignores the header: its answer holds the new key's secret,
+        // which must never be stored.
+        let request = Request::post("/v1/keys")
+            .header("authorization", format!("Bearer {admin}"))
+            .header("content-type", "application/json")
+            .header("idempotency-key", "key-1")
+            .body(Body::from(r#"{"name": "made-once", "role": "agent"}"#))
+            .expect("request");
+        let made = loadout_tests::api::request_reply(&state, request).await;
+        assert_eq!(made.status, StatusCode::CREATED, "{}", made.body);
+        let stored = db.conn.query_one_raw(Statement::from_string(
+            db.conn.get_database_backend(),
+            "SELECT COUNT(*) AS n FROM idempotency_records WHERE key = 'key-1'",
+        )).await.expect("count").expect("a row");
+        assert_eq!(stored.try_get::<i64>("", "n").expect("n"), 0, "no answer of /v1/keys is stored");
+
         let malformed = put(&state, &admin, "has space", body).await;
         assert_eq!(malformed.status, StatusCode::BAD_REQUEST, "{}", malformed.body);
     }

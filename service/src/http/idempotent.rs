@@ -1,7 +1,8 @@
 //! `Idempotency-Key` on the API's writes: a client whose write was in flight when
 //! a connection dropped or a process died retries with the same key and gets the
 //! first answer, never a second write. Tool calls carry their key in the body
-//! (`idempotency_key`) and are left to the ledger.
+//! (`idempotency_key`) and are left to the ledger; `/v1/keys` takes none (a
+//! created key's secret must never be stored).
 //!
 //! - The key is recorded in the write's own transaction
 //!   ([`crate::db::idempotency`]), per tenant (the caller key's), for 24 hours.
@@ -29,16 +30,19 @@ use crate::error::Kind;
 /// The request header.
 pub const HEADER: &str = "idempotency-key";
 
-/// The tool-call route keeps its own idempotency (in the body, in the ledger).
-const TOOL_CALLS: &str = "/v1/agents/{agent}/tool-calls";
+/// Whether `route` takes an `Idempotency-Key`: every API write but tool calls,
+/// which keep their own (in the body, in the ledger), and keys, whose answer holds
+/// a new key's secret, which is never stored.
+pub fn takes_key(route: &str) -> bool {
+    route.starts_with("/v1/") && !route.ends_with("/tool-calls") && !route.starts_with("/v1/keys")
+}
 
 /// Whether `request`, on `route`, is an API write that names a key.
 pub fn applies(request: &Request, route: &str) -> bool {
     !matches!(
         *request.method(),
         Method::GET | Method::HEAD | Method::OPTIONS
-    ) && route.starts_with("/v1/")
-        && route != TOOL_CALLS
+    ) && takes_key(route)
         && request.headers().contains_key(HEADER)
 }
 

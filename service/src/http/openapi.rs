@@ -190,7 +190,7 @@ fn idempotency_key_parameter() -> Value {
 fn idempotency_keys(paths: &mut Value) {
     let parameter = idempotency_key_parameter();
     let writes = operations(paths)
-        .filter(|(path, _, _)| path.starts_with("/v1/") && !path.ends_with("/tool-calls"))
+        .filter(|(path, _, _)| super::idempotent::takes_key(path))
         .filter(|(_, method, _)| matches!(*method, "post" | "put" | "patch" | "delete"));
     for (_, _, operation) in writes {
         add_parameter(operation, &parameter);
