@@ -78,6 +78,9 @@ pub struct Inner {
     /// How much of an MCP server's `tools/list` a sync reads (`--connector-max-tools`,
     /// `--connector-max-pages`).
     pub sync_limits: crate::actions::connector::mcp::ListLimits,
+    /// The keys connectors' header values are sealed with (`LOADOUT_SECRETS_KEY`,
+    /// `--secrets-key-file`, or beside an embedded SQLite database); none by default.
+    pub secrets: crate::secrets::Keyring,
     /// How long an execution may hold a proposal before the sweeper presumes it dead.
     pub proposal_lease: chrono::TimeDelta,
     /// How long a proposal waits for a decision, by approval tier (default 24 h).
@@ -128,6 +131,7 @@ impl AppState {
             outbound,
             mcp: McpOptions::default(),
             sync_limits: Default::default(),
+            secrets: Default::default(),
             proposal_lease: PROPOSAL_LEASE,
             proposal_ttls: std::collections::BTreeMap::new(),
             draining: Default::default(),
@@ -198,6 +202,14 @@ impl AppState {
         self
     }
 
+    /// The same state with these secrets keys. Call before the state is shared.
+    pub fn with_secrets(mut self, keyring: crate::secrets::Keyring) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.0) {
+            inner.secrets = keyring;
+        }
+        self
+    }
+
     /// The same state with another execution lease (`serve --proposal-lease-seconds`).
     /// Call before the state is shared.
     pub fn with_proposal_lease(mut self, lease: chrono::TimeDelta) -> Self {
@@ -209,6 +221,9 @@ impl AppState {
 
     /// The executors as the database binds them now.
     pub async fn executors(&self) -> Result<crate::actions::executors::Executors, sea_orm::DbErr> {
-        crate::actions::executors::Executors::load(&self.db, Some(self.outbound.clone())).await
+        let executors =
+            crate::actions::executors::Executors::load(&self.db, Some(self.outbound.clone()))
+                .await?;
+        Ok(executors.with_keyring(self.secrets.clone()))
     }
 }

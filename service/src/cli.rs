@@ -10,6 +10,7 @@ pub mod keys;
 pub mod migrate;
 pub mod prompt;
 pub mod proposals;
+pub mod secrets;
 pub mod seed;
 pub mod serve;
 pub mod template;
@@ -62,6 +63,11 @@ pub enum Command {
         #[command(subcommand)]
         command: connectors::ConnectorsCommand,
     },
+    /// Seal connectors' header values at rest, or rotate the key they are sealed with.
+    Secrets {
+        #[command(subcommand)]
+        command: secrets::SecretsCommand,
+    },
     /// Inspect the proposal ledger.
     Proposals {
         #[command(subcommand)]
@@ -106,8 +112,16 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             .await
         }
         Command::Connectors { command } => {
-            with_db(&cli.database_url, true, |db| {
-                Box::pin(connectors::run(db, command))
+            let url = cli.database_url.clone();
+            with_db(&cli.database_url, true, move |db| {
+                Box::pin(async move { connectors::run(db, &url, command).await })
+            })
+            .await
+        }
+        Command::Secrets { command } => {
+            let url = cli.database_url.clone();
+            with_db(&cli.database_url, true, move |db| {
+                Box::pin(async move { secrets::run(db, &url, command).await })
             })
             .await
         }

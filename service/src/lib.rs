@@ -18,4 +18,5 @@ pub mod http;
 pub mod metrics;
 pub mod prompt;
 pub mod registry;
+pub mod secrets;
 pub mod telemetry;

@@ -106,7 +106,8 @@ impl Api {
         let state = match outbound {
             Some(outbound) => state.with_outbound(outbound),
             None => state,
-        };
+        }
+        .with_secrets(loadout_tests::keyring());
         Api {
             db,
             state,

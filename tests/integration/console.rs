@@ -132,7 +132,8 @@ impl Site {
             allow,
         )
         .await
-        .expect("state");
+        .expect("state")
+        .with_secrets(loadout_tests::keyring());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");

@@ -19,5 +19,6 @@ mod prompt;
 mod proposals;
 mod races;
 mod scoped_keys;
+mod sealed_secrets;
 mod seed;
 mod template_parity;

@@ -412,16 +412,18 @@ db_test! {
             limits: default_limits(),
             connector_allow: vec!["127.0.0.1".parse().expect("ip")],
             connector_ca: None,
+            secrets: loadout_tests::secrets_args(),
         };
-        run(&api.db.conn, sync(true)).await.expect("dry run");
+        run(&api.db.conn, &api.db.url, sync(true)).await.expect("dry run");
         let (status, _) = api.call(Method::GET, &format!("/v1/tools/{RENAME}"), &api.admin, None).await;
         assert_eq!(status, StatusCode::NOT_FOUND, "--dry-run wrote a tool");
-        run(&api.db.conn, sync(false)).await.expect("sync");
+        run(&api.db.conn, &api.db.url, sync(false)).await.expect("sync");
         let (status, tool) = api.call(Method::GET, &format!("/v1/tools/{RENAME}"), &api.admin, None).await;
         assert_eq!((status, tool["type"].as_str()), (StatusCode::OK, Some("mcp")), "{tool}");
-        let refused = run(&api.db.conn, ConnectorsCommand::Sync {
+        let refused = run(&api.db.conn, &api.db.url, ConnectorsCommand::Sync {
             name: "weather".into(), dry_run: false, overwrite: false, agent: None, renames: vec![],
             allow_loose: vec![], limits: default_limits(), connector_allow: vec![], connector_ca: None,
+            secrets: loadout_tests::secrets_args(),
         }).await.expect_err("loopback is refused without --connector-allow");
         assert!(refused.to_string().contains("not publicly routable"), "{refused}");
     }
@@ -677,12 +679,13 @@ db_test! {
             name: "weather".into(), dry_run: true, overwrite: false, agent: None, renames: vec![], allow_loose: vec![],
             limits: SyncLimitArgs { connector_max_tools: max_tools, connector_max_pages: max_pages },
             connector_allow: vec!["127.0.0.1".parse().expect("ip")], connector_ca: None,
+            secrets: loadout_tests::secrets_args(),
         };
         // Six tools, two a page: three pages.
-        run(&api.db.conn, sync_with(6, 3)).await.expect("within both bounds");
-        let pages = run(&api.db.conn, sync_with(6, 2)).await.expect_err("past the page bound");
+        run(&api.db.conn, &api.db.url, sync_with(6, 3)).await.expect("within both bounds");
+        let pages = run(&api.db.conn, &api.db.url, sync_with(6, 2)).await.expect_err("past the page bound");
         assert!(pages.to_string().contains("past 2 pages (--connector-max-pages)"), "{pages}");
-        let tools = run(&api.db.conn, sync_with(5, 3)).await.expect_err("past the tool bound");
+        let tools = run(&api.db.conn, &api.db.url, sync_with(5, 3)).await.expect_err("past the tool bound");
         assert!(tools.to_string().contains("more than 5 tools (--connector-max-tools)"), "{tools}");
 
         *server.weather.page_size.lock().expect("page size") = Some(1);

@@ -131,6 +131,24 @@ impl TestDb {
     }
 }
 
+/// The tests' secrets key (base64), as `serve` would hold one: a state without a
+/// key refuses connectors' header values (422).
+pub const SECRETS_KEY: &str = "dIVwoYg9Hd8m08hcoMfOH359LAaAfFuu0KZQisME1GY=";
+
+/// [`SECRETS_KEY`] as a state holds it.
+pub fn keyring() -> loadout::secrets::Keyring {
+    let key = loadout::secrets::Key::from_base64(SECRETS_KEY).expect("the tests' key");
+    loadout::secrets::Keyring::new(key, Vec::new())
+}
+
+/// [`SECRETS_KEY`] as the command line gives it (`--secrets-key`).
+pub fn secrets_args() -> loadout::cli::secrets::SecretsArgs {
+    loadout::cli::secrets::SecretsArgs {
+        secrets_key: SECRETS_KEY.parse().ok(),
+        ..Default::default()
+    }
+}
+
 /// `postgres://u@h:5432/postgres?x` → `postgres://u@h:5432/NAME?x`.
 fn database_url_with_name(url: &str, name: &str) -> String {
     let (base, query) = url
@@ -152,7 +170,7 @@ impl Drop for TestDb {
     fn drop(&mut self) {
         match &self.cleanup {
             Cleanup::File(path) => {
-                for suffix in ["", "-wal", "-shm"] {
+                for suffix in ["", "-wal", "-shm", ".secrets-key"] {
                     let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
                 }
             }

@@ -6,13 +6,14 @@
 //! addresses, unless allow-listed (`--connector-allow`; the tests allow
 //! 127.0.0.1). Redirects are never followed. [`sync`] brings an MCP server's tools
 //! into the registry, their schemas made strict by [`schema`]; [`store`] keeps
-//! connectors and bindings.
+//! connectors and bindings, their header values sealed by [`sealing`].
 
 pub mod address;
 pub mod http;
 pub mod mcp;
 pub mod outbound;
 pub mod schema;
+pub mod sealing;
 pub mod store;
 pub mod sync;
 pub mod target;
@@ -21,12 +22,23 @@ pub use outbound::{Outbound, UrlRefused};
 pub use target::{CONTEXT_PREFIX, Connector, Kind, RESERVED_HEADERS, reserved};
 
 use crate::actions::ledger::{Call, Outcome};
+use crate::secrets::Keyring;
 
-/// Runs one attempt through the connector's protocol.
-pub async fn run(connector: &Connector, outbound: &Outbound, call: &Call) -> Outcome {
+/// Runs one attempt through the connector's protocol, its header values opened
+/// with `keyring` for this attempt only.
+pub async fn run(
+    connector: &Connector,
+    outbound: &Outbound,
+    keyring: &Keyring,
+    call: &Call,
+) -> Outcome {
+    let headers = match sealing::open(keyring, connector.id, &connector.headers) {
+        Ok(headers) => headers,
+        Err(e) => return Outcome::failure(format!("the connector's headers: {e}"), false),
+    };
     match connector.kind {
-        Kind::Http => http::call(connector, outbound, call).await,
-        Kind::Mcp => mcp::call(connector, outbound, call).await,
+        Kind::Http => http::call(connector, &headers, outbound, call).await,
+        Kind::Mcp => mcp::call(connector, &headers, outbound, call).await,
     }
 }
 

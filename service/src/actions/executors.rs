@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::actions::connector::{Connector, Outbound};
 use crate::registry::ToolType;
+use crate::secrets::Keyring;
 
 /// The longest any call may run; a connector's `timeout_ms` may not exceed it.
 pub const EXECUTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -26,6 +27,8 @@ pub struct Executors {
     /// The client connector calls go through; `None` where nothing is called
     /// (`loadout check` and the write guard only ask what is runnable).
     outbound: Option<Outbound>,
+    /// The keys connectors' sealed header values open with, at call time.
+    keyring: Keyring,
 }
 
 impl Executors {
@@ -35,7 +38,19 @@ impl Executors {
             builtin: BUILTIN.iter().map(|s| (*s).to_owned()).collect(),
             connectors: BTreeMap::new(),
             outbound: None,
+            keyring: Keyring::none(),
         }
+    }
+
+    /// The same executors opening sealed header values with `keyring`.
+    pub fn with_keyring(mut self, keyring: Keyring) -> Self {
+        self.keyring = keyring;
+        self
+    }
+
+    /// The keys sealed header values open with (`loadout check` asks whether any).
+    pub fn keyring(&self) -> &Keyring {
+        &self.keyring
     }
 
     /// The builtins plus every live tool ↔ connector binding in the database.
@@ -140,13 +155,16 @@ impl Executors {
         let db = db.clone();
         let connector = self.connectors.get(&call.tool).cloned();
         let outbound = self.outbound.clone();
+        let keyring = self.keyring.clone();
         let timeout = connector.as_ref().map_or(timeout, |c| {
             c.timeout.min(timeout) + std::time::Duration::from_millis(100)
         });
         let task = tokio::spawn(async move {
             match connector {
                 Some(c) => match outbound {
-                    Some(outbound) => crate::actions::connector::run(&c, &outbound, &call).await,
+                    Some(outbound) => {
+                        crate::actions::connector::run(&c, &outbound, &keyring, &call).await
+                    }
                     None => failure("this process has no outbound client", false),
                 },
                 None => run_builtin(&db, &call).await,
@@ -251,8 +269,9 @@ async fn update_instructions(
 }
 
 fn connector_of(row: &entity::connectors::Model, tool: &entity::tools::Model) -> Connector {
-    let headers = crate::actions::connector::target::header_pairs(row);
+    let headers = crate::actions::connector::sealing::stored(row);
     Connector {
+        id: row.id,
         name: row.name.clone(),
         // A drifted kind is called as neither: `check` reports it, the call fails.
         kind: row

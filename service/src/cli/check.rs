@@ -24,6 +24,9 @@ pub struct CheckArgs {
     /// Report format: lines for people, or the JSON report for machines.
     #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
     format: CheckFormat,
+    /// The key `serve` seals with: the check warns about header values it cannot open.
+    #[command(flatten)]
+    secrets: crate::cli::secrets::SecretsArgs,
 }
 
 /// Reads a catalog file, or the embedded one.
@@ -41,9 +44,10 @@ pub fn load_catalog(path: Option<&Path>) -> anyhow::Result<Catalog> {
 
 pub async fn run(database_url: &str, args: CheckArgs) -> anyhow::Result<ExitCode> {
     let catalog = load_catalog(args.catalog.as_deref())?;
+    let (keyring, _) = args.secrets.keyring(database_url, false)?;
     let db = db::connect(database_url).await?;
     migrate::ensure_current(&db).await?;
-    let executors = Executors::load(&db, None).await?;
+    let executors = Executors::load(&db, None).await?.with_keyring(keyring);
     let report = crate::registry::check::run(&db, &catalog, &executors).await;
     db.close().await.ok();
     let report = report?;

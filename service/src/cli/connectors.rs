@@ -22,7 +22,7 @@ pub enum ConnectorsCommand {
         /// Replace admins' edits of synced descriptions and tiers with the server's.
         #[arg(long)]
         overwrite: bool,
-        /// Also switch the synced tools on for this agent.
+        /// Also link the synced tools to this agent (a link switched off stays off).
         #[arg(long)]
         agent: Option<String>,
         /// Map a remote name the verb mapping cannot place: REMOTE=LOADOUT_NAME (repeatable).
@@ -40,6 +40,9 @@ pub enum ConnectorsCommand {
         /// A PEM bundle of CA certificates to trust besides the Mozilla roots.
         #[arg(long, env = "LOADOUT_CONNECTOR_CA")]
         connector_ca: Option<std::path::PathBuf>,
+        /// The key the connector's header values are sealed with.
+        #[command(flatten)]
+        secrets: crate::cli::secrets::SecretsArgs,
     },
 }
 
@@ -50,7 +53,11 @@ fn parse_rename(text: &str) -> Result<(String, String), String> {
     Ok((remote.to_owned(), name.to_owned()))
 }
 
-pub async fn run(db: &DatabaseConnection, command: ConnectorsCommand) -> anyhow::Result<()> {
+pub async fn run(
+    db: &DatabaseConnection,
+    database_url: &str,
+    command: ConnectorsCommand,
+) -> anyhow::Result<()> {
     let ConnectorsCommand::Sync {
         name,
         dry_run,
@@ -61,13 +68,16 @@ pub async fn run(db: &DatabaseConnection, command: ConnectorsCommand) -> anyhow:
         limits,
         connector_allow,
         connector_ca,
+        secrets,
     } = command;
+    let (keyring, _) = secrets.keyring(database_url, false)?;
     let outbound = crate::cli::serve::outbound(connector_allow.clone(), connector_ca.as_deref())?;
     let state = AppState::new(db.clone(), Arc::new(SystemClock), 0)
         .await
         .context("cannot read the configuration generation")?
         .with_outbound(outbound)
-        .with_sync_limits(limits.into());
+        .with_sync_limits(limits.into())
+        .with_secrets(keyring);
     let request = SyncRequest {
         dry_run,
         overwrite,

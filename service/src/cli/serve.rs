@@ -96,6 +96,8 @@ pub struct ServeArgs {
     /// Database connections in the serving pool (default: 4 on SQLite, 8 on Postgres).
     #[arg(long, env = "LOADOUT_DB_POOL_SIZE", value_parser = clap::value_parser!(u32).range(2..=1000))]
     pub db_pool_size: Option<u32>,
+    #[command(flatten)]
+    pub secrets: crate::cli::secrets::SecretsArgs,
 }
 
 /// How much of a server's `tools/list` a sync reads (`serve` and `connectors sync`).
@@ -165,6 +167,7 @@ impl From<ServeArgs> for Options {
             max_template_bytes: args.max_template_bytes,
             max_prompt_bytes: args.max_prompt_bytes,
             db_pool_size: args.db_pool_size,
+            secrets: args.secrets,
             listen: !args.no_listen,
             generation_poll: args
                 .generation_poll_ms
@@ -196,6 +199,8 @@ pub struct Options {
     pub max_template_bytes: usize,
     pub max_prompt_bytes: usize,
     pub db_pool_size: Option<u32>,
+    /// Where the secrets key comes from (made beside an embedded SQLite database).
+    pub secrets: crate::cli::secrets::SecretsArgs,
     /// LISTEN for other processes' changes (Postgres only).
     pub listen: bool,
     /// How often to poll the generation; `None` picks by whether a listener runs.
@@ -221,12 +226,15 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
         max_template_bytes,
         max_prompt_bytes,
         db_pool_size,
+        secrets,
         listen,
         generation_poll,
         cache_bytes,
         drain,
         limits,
     } = options;
+    let (secrets, key_source) = secrets.keyring(database_url, true)?;
+    crate::cli::secrets::announce(&secrets, &key_source);
     {
         // Its own pool: prepared statements cached before a migration's ALTER TABLE
         // must not serve requests afterwards.
@@ -242,7 +250,7 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
                 let report = seed::run(&db, &Seeds::embedded()?).await?;
                 tracing::info!(%report, "migrated and seeded");
             }
-            check_registry(&db, allow_drift).await?;
+            check_registry(&db, allow_drift, &secrets).await?;
             bootstrap_admin_key(&db).await
         })
         .await?;
@@ -270,6 +278,7 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
     .with_proposal_ttls(proposal_ttls)
     .with_outbound(outbound)
     .with_sync_limits(sync_limits)
+    .with_secrets(secrets)
     .with_mcp(mcp);
     let generation_listener = listen.then(|| state.spawn_generation_listener()).flatten();
     let poller = state.spawn_generation_poller_every(generation_poll.unwrap_or(
@@ -370,14 +379,16 @@ pub fn outbound(
 }
 
 /// The same check as `loadout check`: errors stop the start unless `allow_drift`.
-async fn check_registry(db: &sea_orm::DatabaseConnection, allow_drift: bool) -> anyhow::Result<()> {
+async fn check_registry(
+    db: &sea_orm::DatabaseConnection,
+    allow_drift: bool,
+    secrets: &crate::secrets::Keyring,
+) -> anyhow::Result<()> {
     let catalog = Seeds::embedded()?.catalog;
-    let report = crate::registry::check::run(
-        db,
-        &catalog,
-        &crate::actions::executors::Executors::load(db, None).await?,
-    )
-    .await?;
+    let executors = crate::actions::executors::Executors::load(db, None)
+        .await?
+        .with_keyring(secrets.clone());
+    let report = crate::registry::check::run(db, &catalog, &executors).await?;
     if allow_drift {
         for problem in report
             .problems

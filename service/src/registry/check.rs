@@ -9,7 +9,8 @@
 //! The rules, one function each, live beside this file: `definition` (a tool
 //! definition on its own, shared with the admin endpoints and the catalog test),
 //! `tool` (the catalog against the database, each active tool, colliding names),
-//! `prompt` (tool names in prompts, template lint) and `agent` (links, idle agents).
+//! `prompt` (tool names in prompts, template lint), `agent` (links, idle agents) and
+//! `secrets` (connectors' header values sealed and openable).
 //! `code` holds [`ProblemCode`], one documented variant per code.
 
 mod agent;
@@ -18,11 +19,12 @@ mod definition;
 mod prompt;
 mod report;
 mod rows;
+mod secrets;
 mod tool;
 
 use std::collections::BTreeSet;
 
-use entity::{agent_configurations, agent_tools, prompt_versions, tools};
+use entity::{agent_configurations, agent_tools, connectors, prompt_versions, tools};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
 
 pub use code::ProblemCode;
@@ -40,7 +42,9 @@ use crate::registry::catalog::Catalog;
 /// as it is now, with the shared seeds and the executors loaded afresh.
 pub async fn current(state: &crate::app::AppState) -> crate::error::Result<Report> {
     let seeds = super::catalog::Seeds::shared().map_err(crate::error::Error::internal)?;
-    let executors = Executors::load(&state.db, None).await?;
+    let executors = Executors::load(&state.db, None)
+        .await?
+        .with_keyring(state.secrets.clone());
     Ok(run(&state.db, &seeds.catalog, &executors).await?)
 }
 
@@ -61,6 +65,10 @@ pub async fn run(
         .into_iter()
         .map(|v| (v.agent_id, v.version))
         .collect();
+    let secrets = secrets::problems(
+        &connectors::Entity::find().all(db).await?,
+        executors.keyring(),
+    );
     // The rules (template lint among them) are CPU work over every row: run them
     // off the async workers, so one huge template cannot stall other requests.
     let (catalog, executors) = (catalog.clone(), executors.clone());
@@ -68,6 +76,7 @@ pub async fn run(
         check(&catalog, &executors, &tools, &agents, &links, &forced)
     })
     .await
+    .map(|report| report.with(secrets))
     .map_err(|e| DbErr::Custom(format!("the registry check did not finish: {e}")))
 }
 

@@ -75,7 +75,26 @@ pub async fn set(state: &AppState, agent: &str, tool: &str, on: bool) -> Result<
     })
 }
 
-/// [`set`] inside a write that is already open (a connector sync attaching its tools).
+/// Gives `agent` a link to `tool` unless it has one, inside a write that is
+/// already open (a connector sync attaching its tools): a missing link is created
+/// and a soft-deleted one revived, on; a link an admin switched off stays off.
+pub async fn attach_in(
+    db: &impl ConnectionTrait,
+    agent: &entity::agent_configurations::Model,
+    tool: &entity::tools::Model,
+) -> Result<()> {
+    let existing = agent_tools::Entity::find()
+        .filter(agent_tools::Column::AgentId.eq(agent.id))
+        .filter(agent_tools::Column::ToolId.eq(tool.id))
+        .one(db)
+        .await?;
+    match existing {
+        Some(link) if link.deleted_at.is_none() => Ok(()),
+        _ => set_in(db, agent, tool, true).await,
+    }
+}
+
+/// [`set`] inside a write that is already open.
 pub async fn set_in(
     db: &impl ConnectionTrait,
     agent: &entity::agent_configurations::Model,

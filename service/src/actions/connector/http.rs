@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::outbound::{self, Outbound};
 use super::target::{Connector, MAX_RESPONSE_BYTES, reserved};
 use crate::actions::ledger::{Call, Outcome};
+use crate::secrets::Secret;
 
 fn failure(error: &str, retryable: bool) -> Outcome {
     Outcome::failure(error, retryable)
@@ -56,8 +57,14 @@ fn context(call: &Call) -> Vec<(&'static str, String)> {
 /// Sends one attempt: the arguments as the JSON body, the context as `Loadout-*`
 /// headers, `Idempotency-Key: {proposal}:{attempt}`. 2xx → success with the JSON
 /// body (or `{"status"}`); 4xx → not retryable; 5xx, timeouts and connection errors →
-/// retryable; a refused address → not retryable.
-pub async fn call(connector: &Connector, outbound: &Outbound, call: &Call) -> Outcome {
+/// retryable; a refused address → not retryable. `headers` are the connector's,
+/// opened for this attempt.
+pub async fn call(
+    connector: &Connector,
+    headers: &[(String, Secret)],
+    outbound: &Outbound,
+    call: &Call,
+) -> Outcome {
     let url = match outbound.check_url(&connector.url).await {
         Ok(url) => url,
         Err(e) => return failure(&format!("the connector's URL is refused: {e}"), false),
@@ -76,10 +83,16 @@ pub async fn call(connector: &Connector, outbound: &Outbound, call: &Call) -> Ou
     }
     // Saved connectors cannot hold reserved or context headers; skip any a drifted
     // row holds rather than send two Hosts or a forged key.
-    for (name, value) in &connector.headers {
-        if !reserved(name) {
-            request = request.header(name.as_str(), value.as_str());
+    for (name, value) in headers {
+        if reserved(name) {
+            continue;
         }
+        // Marked sensitive: kept out of the client's Debug output.
+        let Ok(mut value) = reqwest::header::HeaderValue::from_str(value.expose()) else {
+            return failure("the connector's method or headers are not valid", false);
+        };
+        value.set_sensitive(true);
+        request = request.header(name.as_str(), value);
     }
     let response = match request.body(call.arguments.to_string()).send().await {
         Ok(response) => response,

@@ -32,6 +32,7 @@ use serde_json::{Map, Value};
 use super::outbound::Outbound;
 use super::target::{Connector, MAX_RESPONSE_BYTES, reserved};
 use crate::actions::ledger::{Call, Outcome};
+use crate::secrets::Secret;
 use capped::Capped;
 
 /// Headers the MCP transport sets itself; a connector may not set them either.
@@ -50,7 +51,8 @@ type Session = RunningService<RoleClient, ClientConfig>;
 /// An MCP server: where it is and what to send with every request.
 pub struct Server<'a> {
     pub url: &'a str,
-    pub headers: &'a [(String, String)],
+    /// Opened for this session only.
+    pub headers: &'a [(String, Secret)],
     pub outbound: &'a Outbound,
 }
 
@@ -115,12 +117,14 @@ async fn connect(server: &Server<'_>) -> Result<(Session, Capped), McpError> {
         if reserved(name) || TRANSPORT_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
             continue;
         }
-        let (Ok(name), Ok(value)) = (
+        let (Ok(name), Ok(mut value)) = (
             http::HeaderName::from_bytes(name.as_bytes()),
-            http::HeaderValue::from_str(value),
+            http::HeaderValue::from_str(value.expose()),
         ) else {
             continue;
         };
+        // Kept out of the transport's Debug output.
+        value.set_sensitive(true);
         headers.insert(name, value);
     }
     let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
@@ -220,11 +224,17 @@ fn over_cap(error: &ServiceError) -> bool {
     false
 }
 
-/// Runs one attempt as `tools/call` on the connector's server.
-pub async fn call(connector: &Connector, outbound: &Outbound, call: &Call) -> Outcome {
+/// Runs one attempt as `tools/call` on the connector's server; `headers` are the
+/// connector's, opened for this attempt.
+pub async fn call(
+    connector: &Connector,
+    headers: &[(String, Secret)],
+    outbound: &Outbound,
+    call: &Call,
+) -> Outcome {
     let server = Server {
         url: &connector.url,
-        headers: &connector.headers,
+        headers,
         outbound,
     };
     let (session, client) = match connect(&server).await {

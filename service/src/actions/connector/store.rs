@@ -72,7 +72,8 @@ pub struct NewConnector {
     /// `POST` (default) or `PUT`.
     #[serde(default = "post")]
     pub method: String,
-    /// Sent with every call; values are write-only.
+    /// Sent with every call; values are write-only, and sealed at rest (a server
+    /// without a secrets key refuses them with 422 `secrets_key_missing`).
     #[serde(default)]
     #[schema(value_type = std::collections::BTreeMap<String, String>)]
     pub headers: Map<String, Value>,
@@ -99,7 +100,8 @@ fn thirty_seconds() -> i32 {
 pub struct ConnectorUpdate {
     pub url: Option<String>,
     pub method: Option<String>,
-    /// Replaces every header.
+    /// Replaces every header. When `url` moves the connector to another scheme,
+    /// host or port and this is absent, every header is dropped.
     #[schema(value_type = Option<std::collections::BTreeMap<String, String>>)]
     pub headers: Option<Map<String, Value>>,
     pub timeout_ms: Option<i32>,
@@ -263,15 +265,19 @@ pub async fn create(state: &AppState, new: NewConnector) -> Result<ConnectorView
     check_headers(&new.headers)?;
     check_transport_headers(kind, &new.headers)?;
     check_url(state, &new.url).await?;
+    if !new.headers.is_empty() && state.secrets.sealing().is_none() {
+        return Err(super::sealing::no_key());
+    }
     let write = guard::begin(&state.db).await?;
     let now = Utc::now();
     let name = new.name.clone();
+    // Inserted without headers first: sealed values are bound to the row's id.
     let saved = connectors::ActiveModel {
         name: Set(new.name),
         kind: Set(kind.as_str().to_owned()),
         url: Set(new.url),
         method: Set(new.method),
-        headers: Set(Value::Object(new.headers)),
+        headers: Set(Value::Object(Map::new())),
         timeout_ms: Set(new.timeout_ms),
         created_at: Set(now),
         updated_at: Set(now),
@@ -285,8 +291,26 @@ pub async fn create(state: &AppState, new: NewConnector) -> Result<ConnectorView
             format!("a connector named {name:?} exists (or existed: names of deleted connectors stay taken)")
         })
     })?;
+    let saved = match new.headers.is_empty() {
+        true => saved,
+        false => {
+            let headers = super::sealing::seal(&state.secrets, saved.id, new.headers)?;
+            let mut active: connectors::ActiveModel = saved.into();
+            active.headers = Set(headers);
+            active.update(&*write).await?
+        }
+    };
     guard::commit(write, &state.cache).await?;
     Ok(saved.into())
+}
+
+/// Whether two URLs reach the same place: scheme, host and port. A URL that does
+/// not parse reaches nowhere known, so it is never the same.
+fn same_host(a: &str, b: &str) -> bool {
+    match (reqwest::Url::parse(a), reqwest::Url::parse(b)) {
+        (Ok(a), Ok(b)) => a.origin() == b.origin() && a.origin().is_tuple(),
+        _ => false,
+    }
 }
 
 async fn check_update(state: &AppState, update: &ConnectorUpdate) -> Result<()> {
@@ -298,6 +322,9 @@ async fn check_update(state: &AppState, update: &ConnectorUpdate) -> Result<()> 
     }
     if let Some(headers) = &update.headers {
         check_headers(headers)?;
+        if !headers.is_empty() && state.secrets.sealing().is_none() {
+            return Err(super::sealing::no_key());
+        }
     }
     if let Some(url) = &update.url {
         check_url(state, url).await?;
@@ -305,6 +332,9 @@ async fn check_update(state: &AppState, update: &ConnectorUpdate) -> Result<()> 
     Ok(())
 }
 
+/// Changes what `update` gives. A new scheme, host or port drops the header values
+/// unless `update` gives headers too: credentials meant for one server never go to
+/// another because only its URL was changed.
 pub async fn update(
     state: &AppState,
     name: &str,
@@ -316,6 +346,15 @@ pub async fn update(
     if let (Some(headers), Ok(kind)) = (&update.headers, found.kind.parse()) {
         check_transport_headers(kind, headers)?;
     }
+    let moved = update
+        .url
+        .as_deref()
+        .is_some_and(|url| !same_host(&found.url, url));
+    let headers = match update.headers {
+        Some(headers) => Some(super::sealing::seal(&state.secrets, found.id, headers)?),
+        None if moved => Some(Value::Object(Map::new())),
+        None => None,
+    };
     let mut active: connectors::ActiveModel = found.into();
     if let Some(url) = update.url {
         active.url = Set(url);
@@ -323,8 +362,8 @@ pub async fn update(
     if let Some(method) = update.method {
         active.method = Set(method);
     }
-    if let Some(headers) = update.headers {
-        active.headers = Set(Value::Object(headers));
+    if let Some(headers) = headers {
+        active.headers = Set(headers);
     }
     if let Some(ms) = update.timeout_ms {
         active.timeout_ms = Set(ms);
@@ -335,12 +374,14 @@ pub async fn update(
     Ok(saved.into())
 }
 
-/// Soft delete; the connector's tools become not connected.
+/// Soft delete; the connector's tools become not connected, and its header values
+/// are erased in the same write (a deleted connector keeps no credentials).
 pub async fn delete(state: &AppState, name: &str) -> Result<ConnectorView> {
     let write = guard::begin(&state.db).await?;
     let found = row(&*write, name).await?;
     let now = Utc::now();
     let mut active: connectors::ActiveModel = found.into();
+    active.headers = Set(Value::Object(Map::new()));
     active.deleted_at = Set(Some(now));
     active.updated_at = Set(now);
     let saved = active.update(&*write).await?;

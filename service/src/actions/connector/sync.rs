@@ -64,7 +64,8 @@ pub struct SyncRequest {
     /// is made strict anyway.
     #[serde(default)]
     pub allow_loose: BTreeSet<String>,
-    /// Also switch the synced tools on for this agent.
+    /// Also link the synced tools to this agent: missing links are made, on; a
+    /// link an admin switched off stays off.
     pub agent: Option<String>,
 }
 
@@ -327,7 +328,14 @@ pub async fn run(state: &AppState, connector: &str, request: SyncRequest) -> Res
 
 /// `tools/list` within the connector's timeout.
 async fn list(state: &AppState, row: &connectors::Model) -> Result<Vec<Tool>> {
-    let headers = super::target::header_pairs(row);
+    let headers = super::sealing::open(&state.secrets, row.id, &super::sealing::stored(row))
+        .map_err(|e| {
+            Error::new(
+                crate::error::Kind::NotRunnable,
+                "connector_secrets_unreadable",
+                format!("the headers of {} cannot be sent: {e}", row.name),
+            )
+        })?;
     let server = Server {
         url: &row.url,
         headers: &headers,
@@ -417,7 +425,7 @@ async fn apply(
             }
         };
         if let Some(agent) = &agent {
-            links::set_in(db, agent, &saved, true).await?;
+            links::attach_in(db, agent, &saved).await?;
         }
     }
     report.disabled = disable_gone(db, connector, &seen, now).await?;

@@ -26,15 +26,20 @@ impl Kind {
     }
 }
 
-/// A connector as the executor needs it, for one bound tool.
-#[derive(Clone, Debug)]
+/// A connector as the executor needs it, for one bound tool. Its header values
+/// are as stored (sealed, or plain from before sealing): opened only for the
+/// request that sends them ([`super::sealing::open`]); `Debug` shows their names.
+#[derive(Clone)]
 pub struct Connector {
+    /// The connector's row id: sealed header values are bound to it.
+    pub id: i32,
     pub name: String,
     pub kind: Kind,
     /// The bound tool's name at the server (`tools/call`); its own name by default.
     pub remote_tool: String,
     pub url: String,
     pub method: String,
+    /// (name, value as stored).
     pub headers: Vec<(String, String)>,
     pub timeout: Duration,
     /// A synced tool's schema as its server published it, when loadout normalized
@@ -42,6 +47,22 @@ pub struct Connector {
     /// ([`super::schema::drop_nulls`]). `None` for tools an admin made and tools
     /// accepted loose (their arguments are checked against the remote's own schema).
     pub remote_schema: Option<serde_json::Value>,
+}
+
+impl std::fmt::Debug for Connector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let headers: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("Connector")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("remote_tool", &self.remote_tool)
+            .field("url", &self.url)
+            .field("method", &self.method)
+            .field("headers", &headers)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Whether a connector may not set this header (case-insensitive).
@@ -64,15 +85,3 @@ pub const RESERVED_HEADERS: [&str; 8] = [
 
 /// The prefix of the context headers loadout sends; a connector may not set them.
 pub const CONTEXT_PREFIX: &str = "loadout-";
-
-/// A connector's headers as (name, value) pairs; values that are not text are skipped.
-pub fn header_pairs(row: &entity::connectors::Model) -> Vec<(String, String)> {
-    row.headers
-        .as_object()
-        .map(|h| {
-            h.iter()
-                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
-                .collect()
-        })
-        .unwrap_or_default()
-}

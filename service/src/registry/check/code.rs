@@ -45,6 +45,11 @@ crate::closed_set! {
         SchemaNotAList = "schema_not_a_list",
         /// A tool's schema lacks `additionalProperties: false` or a full `required` somewhere.
         SchemaNotStrict = "schema_not_strict",
+        /// A connector's header values are stored in plain text (or no secrets key
+        /// is configured while connectors have headers).
+        SecretsNotSealed = "secrets_not_sealed",
+        /// A connector's header values are sealed with a key this process does not hold.
+        SecretsUnreadable = "secrets_unreadable",
         /// An agent's prompt template has lint errors.
         TemplateLintError = "template_lint_error",
         /// A tool's type is not builtin, api or mcp.

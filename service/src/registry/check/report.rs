@@ -20,7 +20,7 @@ pub enum Severity {
 #[schema(as = CheckProblem)]
 pub struct Problem {
     pub severity: Severity,
-    /// `tool`, `agent`, `link` or `catalog`.
+    /// `tool`, `agent`, `link`, `catalog` or `connector`.
     pub kind: &'static str,
     /// The tool, agent or `agent/tool` the problem is about.
     pub subject: String,
@@ -81,6 +81,12 @@ impl Report {
             checked,
             problems,
         }
+    }
+
+    /// The same report with `more` problems in it.
+    pub(super) fn with(self, mut more: Vec<Problem>) -> Self {
+        more.extend(self.problems);
+        Report::finish(more, self.checked)
     }
 
     /// The text report: one line per problem, then a summary with the counts.
