@@ -118,9 +118,10 @@ db_test! {
         assert_eq!(done["state"], "succeeded", "{done}");
         assert_eq!(done["result"], json!({"done": true}));
 
-        // By IP literal: the certificate's IP address is verified.
+        // By IP literal: the certificate's IP address is verified. Another host, so
+        // the headers must be given again (or they are dropped).
         let (status, body) = api.call(Method::PATCH, "/v1/connectors/secure", &api.admin,
-            Some(json!({"url": format!("https://127.0.0.1:{port}/hook")}))).await;
+            Some(json!({"url": format!("https://127.0.0.1:{port}/hook"), "headers": {"authorization": "Bearer backend-secret"}}))).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         let second = api.propose().await;
         let done = api.approve(second).await;
