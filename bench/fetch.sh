@@ -73,7 +73,7 @@ wait_listening() {
 }
 
 agent_key() { DATABASE_URL="$1" "$BIN" keys create --role agent --name "bench-$RANDOM" | tail -n 1; }
-admin_key() { DATABASE_URL="$1" "$BIN" keys create --role admin --name "bench-admin-$RANDOM" | tail -n 1; }
+admin_key() { DATABASE_URL="$1" "$BIN" keys create --role operator --name "bench-admin-$RANDOM" | tail -n 1; }
 rss() { awk '/^VmRSS/ {r = $2} /^VmHWM/ {h = $2} END {printf "VmRSS %d kB, VmHWM %d kB\n", r, h}' "/proc/$1/status"; }
 
 # wrk_run LABEL WRK-ARGS...: runs wrk, prints "LABEL rps p50 p99 non-2xx socket-errors requests" (ms).

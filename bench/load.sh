@@ -36,7 +36,7 @@ start() {
 }
 
 agent_key() { DATABASE_URL="$1" "$BIN" keys create --role agent --name "bench-$RANDOM" | tail -n 1; }
-admin_key() { DATABASE_URL="$1" "$BIN" keys create --role admin --name "bench-admin-$RANDOM" | tail -n 1; }
+admin_key() { DATABASE_URL="$1" "$BIN" keys create --role operator --name "bench-admin-$RANDOM" | tail -n 1; }
 
 # load LABEL URL [KEY]: prints "LABEL rps p50 p99" (latencies in ms).
 load() {

@@ -52,7 +52,7 @@ start() {
 psql -q "$PG_ADMIN" -c "DROP DATABASE IF EXISTS $DB WITH (FORCE)" >/dev/null 2>&1
 psql -q "$PG_ADMIN" -c "CREATE DATABASE $DB" >/dev/null
 DATABASE_URL="$PG_URL" "$BIN" migrate up >/dev/null
-ADMIN=$(DATABASE_URL="$PG_URL" "$BIN" keys create --role admin --name "bench-admin-$RANDOM" | tail -n 1)
+ADMIN=$(DATABASE_URL="$PG_URL" "$BIN" keys create --role operator --name "bench-admin-$RANDOM" | tail -n 1)
 
 # measure LABEL: EDITS edits through 18101, watched on 18102 and 18103; appends to $WORK/results.
 measure() {

@@ -8,16 +8,16 @@ use serde::{Deserialize, Serialize};
 pub struct Model {
     #[sea_orm(primary_key)]
     pub id: i32,
-    #[sea_orm(unique)]
+    /// Unique within the key's tenant (migration 15).
     pub name: String,
-    /// `admin` or `agent`.
+    /// `operator`, `admin`, `agent` or `approver`.
     pub role: String,
     /// The public part of the key, used to find the row; not secret.
     #[sea_orm(unique)]
     pub prefix: String,
     /// Lowercase hex SHA-256 of the whole key.
     pub key_hash: String,
-    /// Reserved for multi-tenancy: a key will carry its tenant.
+    /// The key's tenant; `None` is the default tenant (and every operator key).
     pub tenant_id: Option<String>,
     /// An agent key scoped to this agent (by name); `None` reaches every agent.
     pub agent: Option<String>,

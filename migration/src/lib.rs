@@ -17,6 +17,8 @@ mod m20261124_000010_mcp_connectors;
 mod m20261124_000011_agent_scoped_keys;
 mod m20261125_000012_synced_tool_schemas;
 mod m20261125_000013_idempotency_records;
+mod m20261125_000014_operator_role;
+mod m20261125_000015_key_names_per_tenant;
 
 /// Every migration, oldest first.
 pub struct Migrator;
@@ -38,6 +40,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261124_000011_agent_scoped_keys::Migration),
             Box::new(m20261125_000012_synced_tool_schemas::Migration),
             Box::new(m20261125_000013_idempotency_records::Migration),
+            Box::new(m20261125_000014_operator_role::Migration),
+            Box::new(m20261125_000015_key_names_per_tenant::Migration),
         ]
     }
 }

@@ -235,6 +235,19 @@ where
     }
 }
 
+/// How long cached keys are trusted without a generation read (see
+/// [`Cache::key_trust`]). The poll reads the generation every 0.25 s to 1 s, so only
+/// a database that has not answered for this long trips it.
+pub const KEY_TRUST: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// The process's reference instant for [`Cache::confirmed_at`].
+static EPOCH: std::sync::LazyLock<std::time::Instant> =
+    std::sync::LazyLock::new(std::time::Instant::now);
+
+fn since_epoch() -> u64 {
+    u64::try_from(EPOCH.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// Per-process cache of agents, channels, user instructions, keys, encoded
 /// responses and tools' argument validators, each map bounded in bytes.
 /// Its counters and generation are prometheus-client handles, so [`crate::metrics`]
@@ -257,6 +270,14 @@ pub struct Cache {
     responses: Stamped<String, Encoded>,
     /// Argument validators by tool id, compiled once per generation.
     validators: Stamped<i32, Arc<ToolValidator>>,
+    /// When the generation was last read from the database (or heard from it), in
+    /// nanoseconds since [`EPOCH`]: cached keys are trusted only for
+    /// [`Cache::key_trust`] after it.
+    confirmed_at: AtomicU64,
+    /// How long a cached key is trusted without a generation read: a replica cut off
+    /// from the database cannot hear of a revocation, so after this its keys go back
+    /// to the database (and fail closed, 503, while it is away).
+    key_trust: std::time::Duration,
     /// Lookups answered from memory.
     pub hits: Counter,
     /// Lookups that found nothing fresh, so the caller went to the database.
@@ -285,6 +306,8 @@ impl Cache {
             instructions: Stamped::new(share(3)),
             validators: Stamped::new(share(2)),
             keys: RwLock::new(HashMap::new()),
+            confirmed_at: AtomicU64::new(since_epoch()),
+            key_trust: KEY_TRUST,
             channels: Stamped::new(share(1).max(1024 * 1024)),
             hits: Counter::default(),
             misses: Counter::default(),
@@ -295,8 +318,22 @@ impl Cache {
         self.generation.inner().load(Ordering::Acquire)
     }
 
-    /// Records a generation seen in the database (after a local commit, or by the poller).
+    /// Trusts cached keys for `trust` after a generation read.
+    pub fn set_key_trust(&mut self, trust: std::time::Duration) {
+        self.key_trust = trust;
+    }
+
+    /// Whether the generation was read recently enough to trust cached keys.
+    fn keys_trusted(&self) -> bool {
+        let age = since_epoch().saturating_sub(self.confirmed_at.load(Ordering::Relaxed));
+        u128::from(age) <= self.key_trust.as_nanos()
+    }
+
+    /// Records a generation seen in the database (after a local commit, or by the
+    /// poller or the listener), which also confirms the database answers.
     pub fn observe(&self, generation: i64) {
+        self.confirmed_at
+            .fetch_max(since_epoch(), Ordering::Relaxed);
         // On the atomic itself: the gauge has no `fetch_max`, and the generation must
         // never go back when a slow poll lands after a local commit.
         self.generation
@@ -396,7 +433,12 @@ impl Cache {
 
     /// Keys are cached by their hash, never by the key itself.
     /// The thread's front is asked first, as for responses.
+    /// Nothing is found while the generation has not been read for longer than the
+    /// key trust: the caller asks the database, which decides.
     pub fn key(&self, key_hash: &str, generation: i64) -> Option<Principal> {
+        if !self.keys_trusted() {
+            return self.count(None);
+        }
         let local = KEYS.with_borrow_mut(|front| front.get(self.id, generation, key_hash));
         if local.is_some() {
             return self.count(local);

@@ -155,7 +155,7 @@ impl Served {
         loadout::registry::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
             .await
             .expect("seed");
-        let admin = keys::create(&db.conn, "admin", Role::Admin)
+        let admin = keys::create(&db.conn, "admin", Role::Operator)
             .await
             .expect("admin key");
         let agent = keys::create(&db.conn, "agent", Role::Agent)
@@ -236,7 +236,7 @@ db_test! {
         let reply = api.send(Method::GET, "/v1/tools", &api.agent).await;
         assert_eq!(error(&reply), (StatusCode::FORBIDDEN, "forbidden"));
         let message = reply.body["error"]["message"].as_str().expect("message");
-        assert!(message.ends_with("it needs an admin key"), "{message}");
+        assert!(message.ends_with("it needs an admin or operator key"), "{message}");
     }
 }
 

@@ -146,7 +146,7 @@ db_test! {
 db_test! {
     async fn down_restores_every_legacy_row(db) {
         let before = legacy_then_canonicalized(&db).await;
-        Migrator::down(&db.conn, Some(12)).await.expect("down");
+        loadout_tests::migrate_down_to(&db.conn, "m20260224_000001_create_base_schema").await;
         let after = dump::rows(&db).await;
         assert_eq!(after["agent_configurations"], before["agent_configurations"]);
         assert_eq!(after["user_agent_prompt_customizations"], before["user_agent_prompt_customizations"]);
@@ -166,7 +166,7 @@ db_test! {
     async fn up_down_up_leaves_the_state_of_up(db) {
         legacy_then_canonicalized(&db).await;
         let up = dump::registry(&db.conn).await;
-        Migrator::down(&db.conn, Some(12)).await.expect("down");
+        loadout_tests::migrate_down_to(&db.conn, "m20260224_000001_create_base_schema").await;
         Migrator::up(&db.conn, None).await.expect("up again");
         assert_eq!(dump::registry(&db.conn).await, up);
     }

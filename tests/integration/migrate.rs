@@ -22,6 +22,8 @@ db_test! {
             ("m20261124_000011_agent_scoped_keys", true),
             ("m20261125_000012_synced_tool_schemas", true),
             ("m20261125_000013_idempotency_records", true),
+            ("m20261125_000014_operator_role", true),
+            ("m20261125_000015_key_names_per_tenant", true),
         ]);
     }
 }

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 db_test! {
     async fn a_scoped_agent_key_reaches_its_agent_and_no_other(db) {
         let db = db.seeded().await;
-        let admin = db.key("admin", Role::Admin).await;
+        let admin = db.key("admin", Role::Operator).await;
         let open = db.key("every-agent", Role::Agent).await;
         let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144).await.expect("state");
         let call = |method: Method, path: String, key: String, body: Option<Value>| {
@@ -59,10 +59,10 @@ db_test! {
         assert!(matches!(keys::create_scoped(&db.conn, "y", Role::Agent, None, Some("nobody")).await, Err(KeyError::UnknownAgent(_))));
 
         use migration::{Migrator, MigratorTrait};
-        Migrator::down(&db.conn, Some(2)).await.expect("migrations 13 and 12 down first");
+        loadout_tests::migrate_down_to(&db.conn, "m20261124_000011_agent_scoped_keys").await;
         let err = Migrator::down(&db.conn, Some(1)).await.expect_err("a live scoped key blocks the down");
         assert!(err.to_string().contains("agent-scoped key"), "{err}");
-        keys::revoke(&db.conn, "assistant-only").await.expect("revoke");
+        keys::revoke(&db.conn, "default", "assistant-only").await.expect("revoke");
         Migrator::down(&db.conn, Some(1)).await.expect("down once the scoped key is revoked");
     }
 }
@@ -70,7 +70,7 @@ db_test! {
 db_test! {
     async fn admins_make_list_and_revoke_keys_over_the_api_in_their_tenant(db) {
         let db = db.seeded().await;
-        let admin = db.key("admin", Role::Admin).await;
+        let admin = db.key("admin", Role::Operator).await;
         let other_admin = keys::create_for_tenant(&db.conn, "acme-admin", Role::Admin, Some("acme")).await.expect("key");
         let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144).await.expect("state");
         let call = |method: Method, path: &str, key: &str, body: Option<Value>| {

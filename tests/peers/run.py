@@ -132,7 +132,7 @@ def main():
         suffix = secrets.token_hex(3)
         env = dict(os.environ,
                    LOADOUT_URL=f"http://127.0.0.1:{port}", LOADOUT_AGENT="assistant",
-                   LOADOUT_ADMIN_KEY=make_key(loadout, args.database_url, "admin", f"peers-admin-{suffix}"),
+                   LOADOUT_ADMIN_KEY=make_key(loadout, args.database_url, "operator", f"peers-admin-{suffix}"),
                    LOADOUT_AGENT_KEY=make_key(loadout, args.database_url, "agent", f"peers-agent-{suffix}", "assistant"),
                    CONFORMANCE_URL=f"http://127.0.0.1:{proxy_port}/mcp",
                    FASTMCP_URL=f"http://127.0.0.1:{fastmcp_port}/mcp",

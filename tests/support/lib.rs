@@ -131,6 +131,21 @@ impl TestDb {
     }
 }
 
+/// Rolls a fully migrated database back until `name` is the newest migration
+/// applied, however many were added after it.
+pub async fn migrate_down_to(db: &DatabaseConnection, name: &str) {
+    use migration::{Migrator, MigratorTrait};
+    let all = Migrator::migrations();
+    let at = all
+        .iter()
+        .position(|m| m.name() == name)
+        .unwrap_or_else(|| panic!("no migration {name}"));
+    let later = u32::try_from(all.len() - at - 1).expect("few migrations");
+    Migrator::down(db, Some(later))
+        .await
+        .expect("migrations down");
+}
+
 /// The tests' secrets key (base64), as `serve` would hold one: a state without a
 /// key refuses connectors' header values (422).
 pub const SECRETS_KEY: &str = "dIVwoYg9Hd8m08hcoMfOH359LAaAfFuu0KZQisME1GY=";

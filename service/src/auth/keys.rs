@@ -19,7 +19,14 @@ crate::closed_set! {
     /// What a key may do.
     #[derive(clap::ValueEnum)]
     pub enum Role as "role" {
-        /// Everything, including edits.
+        /// The instance's operator: writes the shared configuration (agents, souls,
+        /// templates, tools, links, channels, connectors) that every tenant's agents
+        /// run, and manages keys of every tenant. Belongs to no tenant; where it
+        /// touches a tenant's data (proposals, users' instructions) it acts in the
+        /// default tenant, as every key did before tenants existed.
+        Operator = "operator",
+        /// Manages its own tenant: keys, users' instructions and preferences,
+        /// proposals and approvals; reads the shared configuration.
         Admin = "admin",
         /// Read prompts and tools; propose tool calls.
         Agent = "agent",
@@ -39,6 +46,13 @@ pub struct Principal {
     pub tenant_id: Option<String>,
     /// The one agent a scoped agent key reaches; `None` reaches every agent.
     pub agent: Option<String>,
+}
+
+impl Role {
+    /// Whether this role manages a tenant (its keys, users' instructions, proposals).
+    pub fn manages_tenant(self) -> bool {
+        matches!(self, Role::Admin | Role::Operator)
+    }
 }
 
 impl Principal {
@@ -82,6 +96,8 @@ pub enum KeyError {
     NotFound(String),
     #[error("only agent keys are scoped to an agent (admin and approver keys reach every agent)")]
     ScopeNeedsAgentRole,
+    #[error("operator keys belong to no tenant: create one without a tenant")]
+    OperatorHasNoTenant,
     #[error("no agent named {0:?} to scope the key to")]
     UnknownAgent(String),
     #[error("the system random number generator failed: {0}")]
@@ -177,6 +193,11 @@ pub async fn create_scoped(
     if !valid_name(name) {
         return Err(KeyError::InvalidName(name.to_owned()));
     }
+    // The default tenant is stored as no tenant, the one way it always was.
+    let tenant = tenant.filter(|t| *t != DEFAULT_TENANT);
+    if role == Role::Operator && tenant.is_some() {
+        return Err(KeyError::OperatorHasNoTenant);
+    }
     if let Some(tenant) = tenant
         && !valid_name(tenant)
     {
@@ -203,7 +224,7 @@ pub async fn create_scoped(
     .insert(db)
     .await
     .map_err(|e| match crate::db::classify(&e) {
-        // The unique index on the name decides a race; no check-then-insert.
+        // The unique index on (tenant, name) decides a race; no check-then-insert.
         crate::db::DbFailure::Taken => KeyError::NameTaken(name.to_owned()),
         _ => KeyError::Db(e),
     })?;
@@ -242,14 +263,41 @@ pub async fn list_in_tenant(
         .collect())
 }
 
-/// Revokes a key by name. Revoking a revoked key is not an error.
-pub async fn revoke(db: &impl ConnectionTrait, name: &str) -> Result<(), KeyError> {
-    let row = api_keys::Entity::find()
+/// The key named `name` in `tenant` (names are unique per tenant; a key without a
+/// tenant is the default tenant's).
+async fn named(
+    db: &impl ConnectionTrait,
+    tenant: &str,
+    name: &str,
+) -> Result<api_keys::Model, KeyError> {
+    let in_tenant = if tenant == DEFAULT_TENANT {
+        sea_orm::Condition::any()
+            .add(api_keys::Column::TenantId.is_null())
+            .add(api_keys::Column::TenantId.eq(tenant))
+    } else {
+        sea_orm::Condition::all().add(api_keys::Column::TenantId.eq(tenant))
+    };
+    api_keys::Entity::find()
         .filter(api_keys::Column::Name.eq(name))
+        .filter(in_tenant)
         .filter(api_keys::Column::DeletedAt.is_null())
         .one(db)
         .await?
-        .ok_or_else(|| KeyError::NotFound(name.to_owned()))?;
+        .ok_or_else(|| KeyError::NotFound(name.to_owned()))
+}
+
+/// The role of the key named `name` in `tenant`.
+pub async fn role_of(
+    db: &impl ConnectionTrait,
+    tenant: &str,
+    name: &str,
+) -> Result<Option<Role>, KeyError> {
+    Ok(named(db, tenant, name).await?.role.parse().ok())
+}
+
+/// Revokes a key by tenant and name. Revoking a revoked key is not an error.
+pub async fn revoke(db: &impl ConnectionTrait, tenant: &str, name: &str) -> Result<(), KeyError> {
+    let row = named(db, tenant, name).await?;
     if row.revoked_at.is_none() {
         let now = Utc::now();
         let mut active: api_keys::ActiveModel = row.into();
@@ -262,21 +310,26 @@ pub async fn revoke(db: &impl ConnectionTrait, name: &str) -> Result<(), KeyErro
 
 /// Revokes a key and moves the configuration generation in one transaction, so
 /// every process's cached copy of the key stops working at once; the generation.
-pub async fn revoke_now(db: &sea_orm::DatabaseConnection, name: &str) -> Result<i64, KeyError> {
+pub async fn revoke_now(
+    db: &sea_orm::DatabaseConnection,
+    tenant: &str,
+    name: &str,
+) -> Result<i64, KeyError> {
     let txn = crate::db::begin_write(db).await?;
-    revoke(&txn, name).await?;
+    revoke(&txn, tenant, name).await?;
     let generation = crate::db::generation::bump(&txn).await?;
     txn.commit().await?;
     Ok(generation)
 }
 
+/// Keys ever created, revoked and deleted ones included.
+pub async fn count_ever(db: &impl ConnectionTrait) -> Result<u64, DbErr> {
+    api_keys::Entity::find().count(db).await
+}
+
 /// Keys that can still be used.
 pub async fn count_usable(db: &impl ConnectionTrait) -> Result<u64, DbErr> {
-    api_keys::Entity::find()
-        .filter(api_keys::Column::RevokedAt.is_null())
-        .filter(api_keys::Column::DeletedAt.is_null())
-        .count(db)
-        .await
+    live().count(db).await
 }
 
 /// The principal behind a presented key, or `None` for a malformed, unknown or revoked key.

@@ -10,10 +10,11 @@ pub enum KeysCommand {
     Create {
         #[arg(long, value_enum)]
         role: Role,
-        /// A unique name: 1 to 64 of a-z, 0-9, '-', '_', '.'.
+        /// A name unique in its tenant: 1 to 64 of a-z, 0-9, '-', '_', '.'.
         #[arg(long)]
         name: String,
-        /// The tenant whose runtime data (proposals) the key works on; `default` if omitted.
+        /// The tenant whose data (proposals, users' instructions, keys) the key works
+        /// on; `default` if omitted. Operator keys have none.
         #[arg(long)]
         tenant: Option<String>,
         /// Scope an agent key to this agent: every other agent answers 404 to it.
@@ -25,7 +26,12 @@ pub enum KeysCommand {
     /// agent scope (`*` for every agent; never the key).
     List,
     /// Revoke a key by name; requests with it get 401 from then on.
-    Revoke { name: String },
+    Revoke {
+        name: String,
+        /// The key's tenant (names are unique per tenant); `default` if omitted.
+        #[arg(long, default_value = keys::DEFAULT_TENANT)]
+        tenant: String,
+    },
 }
 
 pub async fn run(db: &DatabaseConnection, command: KeysCommand) -> anyhow::Result<()> {
@@ -54,9 +60,9 @@ pub async fn run(db: &DatabaseConnection, command: KeysCommand) -> anyhow::Resul
                 );
             }
         }
-        KeysCommand::Revoke { name } => {
+        KeysCommand::Revoke { name, tenant } => {
             let txn = crate::db::begin_write(db).await?;
-            keys::revoke(&txn, &name).await?;
+            keys::revoke(&txn, &tenant, &name).await?;
             crate::db::generation::bump(&txn).await?;
             txn.commit().await?;
             println!("revoked key {name:?}");

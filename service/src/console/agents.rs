@@ -13,7 +13,7 @@ use serde_json::Value;
 use similar::{ChangeTag, TextDiff};
 
 use super::page::{CsrfOnly, Form, Path, Query, Signed, blank, error_page, render, wants_partial};
-use super::session::Admin;
+use super::session::{Admin, Operator};
 use crate::agents::config::{self as agents, AgentUpdate, AgentView};
 use crate::agents::preview::{self, ChannelRender, PreviewRequest};
 use crate::agents::template::{self, Change, VersionView};
@@ -169,7 +169,7 @@ struct SoulForm {
 /// Identity and soul in one write; the soul's version must still be the one shown.
 async fn save_soul(
     State(state): State<AppState>,
-    Admin(signed): Admin,
+    Operator(signed): Operator,
     Path(name): Path<String>,
     Form(form): Form<SoulForm>,
 ) -> Response {
@@ -361,7 +361,7 @@ async fn render_preview(
 /// the text and show them; forcing needs a reason.
 async fn save_template(
     State(state): State<AppState>,
-    Admin(signed): Admin,
+    Operator(signed): Operator,
     Path(name): Path<String>,
     Form(form): Form<TemplateForm>,
 ) -> Response {
@@ -477,7 +477,7 @@ async fn versions_page(state: &AppState, name: &str, pair: Pair) -> Result<Versi
 /// Restores a version as a new one (history is never rewritten).
 async fn restore(
     State(state): State<AppState>,
-    Admin(signed): Admin,
+    Operator(signed): Operator,
     Path((name, version)): Path<(String, i32)>,
     Form(form): Form<CsrfOnly>,
 ) -> Response {

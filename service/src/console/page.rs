@@ -33,8 +33,14 @@ pub struct Signed {
 }
 
 impl Signed {
+    /// An admin or an operator: manages a tenant.
     pub fn is_admin(&self) -> bool {
-        self.who.role == Role::Admin
+        self.who.role.manages_tenant()
+    }
+
+    /// Changes the shared configuration.
+    pub fn is_operator(&self) -> bool {
+        self.who.role == Role::Operator
     }
 
     /// The refusal of a form whose CSRF token is missing or not this session's;
@@ -161,6 +167,7 @@ struct Who<'a> {
     role: &'a str,
     tenant: &'a str,
     admin: bool,
+    operator: bool,
 }
 
 /// Renders `template` with `page`'s fields and the frame, as `status`.
@@ -176,6 +183,7 @@ pub fn render(
             role: s.who.role.as_str(),
             tenant: s.who.tenant(),
             admin: s.is_admin(),
+            operator: s.is_operator(),
         }),
         csrf: signed.map_or("", |s| s.csrf.as_str()),
         page,
@@ -284,10 +292,11 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
 }
 
 fn form_error(rejection: &FormRejection) -> Response {
-    let error = Error::invalid(format!(
-        "the form could not be read: {}",
-        rejection.body_text()
-    ));
+    let message = format!("the form could not be read: {}", rejection.body_text());
+    let error = match rejection.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => Error::too_large("payload_too_large", message),
+        _ => Error::invalid(message),
+    };
     error_page(None, &error)
 }
 

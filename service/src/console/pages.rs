@@ -123,9 +123,22 @@ async fn create_key(
     if let Some(refused) = signed.refused(&form.csrf) {
         return refused;
     }
-    let Ok(role) = form.role.parse::<Role>() else {
-        let error = format!("role must be admin, agent or approver, not {:?}", form.role);
-        return keys_page(&state, &signed, StatusCode::BAD_REQUEST, None, Some(error)).await;
+    let role = match form.role.parse::<Role>() {
+        Ok(Role::Operator) if !signed.is_operator() => {
+            Err("only an operator creates operator keys".to_owned())
+        }
+        Ok(role) => Ok(role),
+        Err(_) => Err(format!(
+            "role must be agent, approver or admin, not {:?}",
+            form.role
+        )),
+    };
+    let role = match role {
+        Ok(role) => role,
+        Err(error) => {
+            let status = StatusCode::BAD_REQUEST;
+            return keys_page(&state, &signed, status, None, Some(error)).await;
+        }
     };
     let name = form.name.trim();
     let tenant = signed.who.tenant_id.as_deref();
@@ -157,20 +170,21 @@ async fn revoke_key(
     if let Some(refused) = signed.refused(&form.csrf) {
         return refused;
     }
+    let tenant = signed.who.tenant();
+    let key_error = |e| match e {
+        KeyError::Db(e) => e.into(),
+        other => Error::not_found(other.to_string()),
+    };
     let revoke = async {
-        let ours = tenant_keys(&state, &signed)
-            .await?
-            .iter()
-            .any(|k| k.name == name);
-        if !ours {
-            return Err(Error::not_found(format!("no key named {name:?}")));
-        }
-        let generation = keys::revoke_now(&state.db, &name)
+        let role = keys::role_of(&state.db, tenant, &name)
             .await
-            .map_err(|e| match e {
-                KeyError::Db(e) => e.into(),
-                other => Error::not_found(other.to_string()),
-            })?;
+            .map_err(key_error)?;
+        if role.is_none_or(|r| r == Role::Operator) && !signed.is_operator() {
+            return Err(Error::forbidden("an operator key (for an operator's key)"));
+        }
+        let generation = keys::revoke_now(&state.db, tenant, &name)
+            .await
+            .map_err(key_error)?;
         state.cache.observe(generation);
         Ok(())
     };

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::page::{Form, Path, Query, Signed, blank, error_page, render};
-use super::session::Admin;
+use super::session::{Admin, Operator};
 use crate::actions::connector::store::{self as connectors, Binding};
 use crate::app::AppState;
 use crate::error::{Error, Kind, Result};
@@ -160,7 +160,7 @@ async fn tool_list(State(state): State<AppState>, Admin(signed): Admin) -> Respo
 /// Creates a tool through `tools::create`; a refusal keeps the form as typed.
 async fn create_tool(
     State(state): State<AppState>,
-    Admin(signed): Admin,
+    Operator(signed): Operator,
     Form(form): Form<ToolFields>,
 ) -> Response {
     if let Some(refused) = signed.refused(&form.csrf) {
@@ -272,7 +272,7 @@ async fn tool_page(
 /// Saves every field of the edit form through `tools::update`.
 async fn update_tool(
     State(state): State<AppState>,
-    Admin(signed): Admin,
+    Operator(signed): Operator,
     Path(name): Path<String>,
     Form(form): Form<ToolFields>,
 ) -> Response {
@@ -321,7 +321,7 @@ struct BindForm {
 
 async fn bind_tool(
     State(state): State<AppState>,
-    Admin(signed): Admin,
+    Operator(signed): Operator,
     Path(name): Path<String>,
     Form(form): Form<BindForm>,
 ) -> Response {
@@ -407,7 +407,7 @@ struct LinkForm {
 
 async fn set_link(
     State(state): State<AppState>,
-    Admin(signed): Admin,
+    Operator(signed): Operator,
     Path((agent, tool)): Path<(String, String)>,
     Form(form): Form<LinkForm>,
 ) -> Response {
@@ -478,7 +478,7 @@ struct ChannelForm {
 
 async fn update_channel(
     State(state): State<AppState>,
-    Admin(signed): Admin,
+    Operator(signed): Operator,
     Path(name): Path<String>,
     Form(form): Form<ChannelForm>,
 ) -> Response {

@@ -27,11 +27,18 @@ use crate::error::{Error, Result};
 
 /// The cookie that carries the session token.
 pub const COOKIE: &str = "loadout_session";
+/// The sign-in form is read before any key is checked, so it is kept small.
+pub const MAX_FORM_BYTES: usize = 4096;
+/// The route of the sign-in form.
+pub const SIGN_IN: &str = "/console/sign-in";
 /// How long a session lasts from sign-in.
 pub const LIFETIME: Duration = Duration::hours(8);
 
-/// A signed-in admin; anyone else gets 403 (or the sign-in page).
+/// A signed-in admin or operator; anyone else gets 403 (or the sign-in page).
 pub struct Admin(pub Signed);
+
+/// A signed-in operator: the only one who changes the shared configuration.
+pub struct Operator(pub Signed);
 
 impl FromRequestParts<AppState> for Signed {
     type Rejection = Response;
@@ -63,6 +70,23 @@ impl FromRequestParts<AppState> for Admin {
             Ok(Admin(signed))
         } else {
             Err(error_page(Some(&signed), &Error::forbidden("an admin key")))
+        }
+    }
+}
+
+impl FromRequestParts<AppState> for Operator {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> std::result::Result<Self, Response> {
+        let signed = Signed::from_request_parts(parts, state).await?;
+        if signed.who.role == Role::Operator {
+            Ok(Operator(signed))
+        } else {
+            let needed = "an operator key (the configuration is shared by every tenant)";
+            Err(error_page(Some(&signed), &Error::forbidden(needed)))
         }
     }
 }
@@ -153,9 +177,10 @@ pub async fn sign_in(
         };
         render(None, status, "sign_in.html", page)
     };
-    let found = match keys::authenticate_row(&state.db, form.key.trim()).await {
+    let lookup = keys::authenticate_row(&state.db, form.key.trim());
+    let found = match state.auth_failures.guard(&headers, lookup).await {
         Ok(found) => found,
-        Err(e) => return error_page(None, &e.into()),
+        Err(e) => return too_many_or_error(&e),
     };
     let Some((key_id, who)) = found else {
         return refused(
@@ -174,7 +199,7 @@ pub async fn sign_in(
         Err(e) => return error_page(None, &e),
     };
     tracing::info!(key = %who.key_name, "console sign-in");
-    let home = if who.role == Role::Admin {
+    let home = if who.role.manages_tenant() {
         "/console/"
     } else {
         "/console/proposals"
@@ -185,6 +210,15 @@ pub async fn sign_in(
         .headers_mut()
         .insert(header::SET_COOKIE, set_cookie(&headers, &token, max_age));
     response
+}
+
+/// The page for a refused sign-in: a 429 says when to retry.
+fn too_many_or_error(error: &Error) -> Response {
+    let mut page = error_page(None, error);
+    if let Some(seconds) = crate::http::limits::retry_after(error) {
+        page.headers_mut().insert(header::RETRY_AFTER, seconds);
+    }
+    page
 }
 
 /// Stores a new session for key row `key_id`; returns the cookie's token.

@@ -11,7 +11,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422};
-use super::extract::{AdminKey, ApiJson, ApiPath, ApiQuery};
+use super::extract::{AdminKey, ApiJson, ApiPath, ApiQuery, OperatorKey};
 use crate::agents::config::{self, AgentList, AgentUpdate, AgentView, CreatedAgent, NewAgent};
 use crate::agents::instructions::{self, InstructionsPut, InstructionsView};
 use crate::agents::preview::{self, Preview, PreviewRequest};
@@ -49,12 +49,12 @@ async fn get_agent(
     Ok(Json(config::get(&state, &name).await?))
 }
 
-#[utoipa::path(post, path = "/v1/agents", tag = "admin", summary = "Create an agent (admin)",
+#[utoipa::path(post, path = "/v1/agents", tag = "admin", summary = "Create an agent (operator)",
     request_body = NewAgent,
     responses((status = 201, body = CreatedAgent, description = "Created, with the template's lint warnings"), E400, E401, E403, E409, E413, E422))]
 async fn create_agent(
     State(state): State<AppState>,
-    AdminKey(who): AdminKey,
+    OperatorKey(who): OperatorKey,
     ApiJson(new): ApiJson<NewAgent>,
 ) -> ApiResult<(StatusCode, Json<CreatedAgent>)> {
     let created = config::create(&state, &who.key_name, new).await?;
@@ -62,23 +62,23 @@ async fn create_agent(
 }
 
 /// Soft delete: `deleted_at` is set and the agent disappears from every endpoint.
-#[utoipa::path(delete, path = "/v1/agents/{agent}", tag = "admin", summary = "Soft-delete an agent (admin)",
+#[utoipa::path(delete, path = "/v1/agents/{agent}", tag = "admin", summary = "Soft-delete an agent (operator)",
     params(("agent" = String, Path)),
     responses((status = 200, body = AgentView, description = "The agent as deleted"), E400, E401, E403, E404, E422))]
 async fn delete_agent(
     State(state): State<AppState>,
-    _key: AdminKey,
+    _key: OperatorKey,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<AgentView>> {
     Ok(Json(config::delete(&state, &name).await?))
 }
 
-#[utoipa::path(patch, path = "/v1/agents/{agent}", tag = "admin", summary = "Update identity, soul or sections (admin; soul versioned)",
+#[utoipa::path(patch, path = "/v1/agents/{agent}", tag = "admin", summary = "Update identity, soul or sections (operator; soul versioned)",
     params(("agent" = String, Path)), request_body = AgentUpdate,
     responses((status = 200, body = AgentView, description = "The agent as saved"), E400, E401, E403, E404, E409, E413, E422))]
 async fn update_agent(
     State(state): State<AppState>,
-    AdminKey(who): AdminKey,
+    OperatorKey(who): OperatorKey,
     ApiPath(name): ApiPath<String>,
     ApiJson(update): ApiJson<AgentUpdate>,
 ) -> ApiResult<Json<AgentView>> {
@@ -98,12 +98,12 @@ async fn get_template(
     Ok(Json(template::get(&state, &name).await?))
 }
 
-#[utoipa::path(put, path = "/v1/agents/{agent}/prompt-template", tag = "admin", summary = "Save a template: lint, version check, new version (admin)",
+#[utoipa::path(put, path = "/v1/agents/{agent}/prompt-template", tag = "admin", summary = "Save a template: lint, version check, new version (operator)",
     params(("agent" = String, Path)), request_body = TemplatePut,
     responses((status = 200, body = SavedTemplate, description = "The new version"), E400, E401, E403, E404, E409, E413, E422))]
 async fn put_template(
     State(state): State<AppState>,
-    AdminKey(who): AdminKey,
+    OperatorKey(who): OperatorKey,
     ApiPath(name): ApiPath<String>,
     ApiJson(put): ApiJson<TemplatePut>,
 ) -> ApiResult<Json<SavedTemplate>> {
@@ -121,12 +121,12 @@ struct ExpectedVersion {
 }
 
 /// Back to the built-in assembly; recorded as a version with no template.
-#[utoipa::path(delete, path = "/v1/agents/{agent}/prompt-template", tag = "admin", summary = "Back to the built-in assembly, as a new version (admin)",
+#[utoipa::path(delete, path = "/v1/agents/{agent}/prompt-template", tag = "admin", summary = "Back to the built-in assembly, as a new version (operator)",
     params(("agent" = String, Path), ExpectedVersion),
     responses((status = 200, body = SavedTemplate, description = "The new version"), E400, E401, E403, E404, E409, E422))]
 async fn delete_template(
     State(state): State<AppState>,
-    AdminKey(who): AdminKey,
+    OperatorKey(who): OperatorKey,
     ApiPath(name): ApiPath<String>,
     ApiQuery(q): ApiQuery<ExpectedVersion>,
 ) -> ApiResult<Json<SavedTemplate>> {
@@ -161,12 +161,12 @@ async fn get_version(
 }
 
 /// A new version equal to version `n` (history is never rewritten).
-#[utoipa::path(post, path = "/v1/agents/{agent}/prompt-template/versions/{version}/restore", tag = "admin", summary = "A new version equal to an old one (admin)",
+#[utoipa::path(post, path = "/v1/agents/{agent}/prompt-template/versions/{version}/restore", tag = "admin", summary = "A new version equal to an old one (operator)",
     params(("agent" = String, Path), ("version" = i32, Path)),
     responses((status = 200, body = SavedTemplate, description = "The new version"), E400, E401, E403, E404, E409, E413, E422))]
 async fn restore_version(
     State(state): State<AppState>,
-    AdminKey(who): AdminKey,
+    OperatorKey(who): OperatorKey,
     ApiPath((name, version)): ApiPath<(String, i32)>,
 ) -> ApiResult<Json<SavedTemplate>> {
     Ok(Json(

@@ -8,7 +8,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422, E424};
-use super::extract::{AdminKey, ApiJson, ApiPath};
+use super::extract::{ApiJson, ApiPath, OperatorKey};
 use crate::actions::connector::store::{
     self, Binding, BindingView, ConnectorList, ConnectorUpdate, ConnectorView, NewConnector,
 };
@@ -23,78 +23,78 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(sync_connector))
 }
 
-#[utoipa::path(get, path = "/v1/connectors", tag = "connectors", summary = "List connectors; header values are never shown (admin)",
+#[utoipa::path(get, path = "/v1/connectors", tag = "connectors", summary = "List connectors; header values are never shown (operator)",
     responses((status = 200, body = ConnectorList, description = "Live connectors by name"), E401, E403))]
 async fn list_connectors(
     State(state): State<AppState>,
-    _key: AdminKey,
+    _key: OperatorKey,
 ) -> ApiResult<Json<ConnectorList>> {
     Ok(Json(store::list(&state).await?))
 }
 
-#[utoipa::path(post, path = "/v1/connectors", tag = "connectors", summary = "Create an http (API) or mcp (MCP server) connector; the URL is checked (admin)",
+#[utoipa::path(post, path = "/v1/connectors", tag = "connectors", summary = "Create an http (API) or mcp (MCP server) connector; the URL is checked (operator)",
     request_body = NewConnector,
     responses((status = 201, body = ConnectorView, description = "Created"), E400, E401, E403, E409, E413, E422))]
 async fn create_connector(
     State(state): State<AppState>,
-    _key: AdminKey,
+    _key: OperatorKey,
     ApiJson(new): ApiJson<NewConnector>,
 ) -> ApiResult<(StatusCode, Json<ConnectorView>)> {
     Ok((StatusCode::CREATED, Json(store::create(&state, new).await?)))
 }
 
-#[utoipa::path(get, path = "/v1/connectors/{connector}", tag = "connectors", summary = "One connector (admin)",
+#[utoipa::path(get, path = "/v1/connectors/{connector}", tag = "connectors", summary = "One connector (operator)",
     params(("connector" = String, Path)),
     responses((status = 200, body = ConnectorView, description = "The connector"), E400, E401, E403, E404))]
 async fn get_connector(
     State(state): State<AppState>,
-    _key: AdminKey,
+    _key: OperatorKey,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<ConnectorView>> {
     Ok(Json(store::get(&state, &name).await?))
 }
 
-#[utoipa::path(patch, path = "/v1/connectors/{connector}", tag = "connectors", summary = "Update a connector's URL, method, headers or timeout (admin)",
+#[utoipa::path(patch, path = "/v1/connectors/{connector}", tag = "connectors", summary = "Update a connector's URL, method, headers or timeout (operator)",
     params(("connector" = String, Path)), request_body = ConnectorUpdate,
     responses((status = 200, body = ConnectorView, description = "The connector as saved"), E400, E401, E403, E404, E413, E422))]
 async fn update_connector(
     State(state): State<AppState>,
-    _key: AdminKey,
+    _key: OperatorKey,
     ApiPath(name): ApiPath<String>,
     ApiJson(update): ApiJson<ConnectorUpdate>,
 ) -> ApiResult<Json<ConnectorView>> {
     Ok(Json(store::update(&state, &name, update).await?))
 }
 
-#[utoipa::path(delete, path = "/v1/connectors/{connector}", tag = "connectors", summary = "Soft-delete a connector; its tools become not connected (admin)",
+#[utoipa::path(delete, path = "/v1/connectors/{connector}", tag = "connectors", summary = "Soft-delete a connector; its tools become not connected (operator)",
     params(("connector" = String, Path)),
     responses((status = 200, body = ConnectorView, description = "The connector as deleted"), E400, E401, E403, E404, E422))]
 async fn delete_connector(
     State(state): State<AppState>,
-    _key: AdminKey,
+    _key: OperatorKey,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<ConnectorView>> {
     Ok(Json(store::delete(&state, &name).await?))
 }
 
-#[utoipa::path(post, path = "/v1/connectors/{connector}/sync", tag = "connectors", summary = "Sync an MCP connector's tools into the registry; dry_run reports without writing (admin)",
+#[utoipa::path(post, path = "/v1/connectors/{connector}/sync", tag = "connectors", summary = "Sync an MCP connector's tools into the registry; dry_run reports without writing (operator)",
     params(("connector" = String, Path)), request_body = SyncRequest,
     responses((status = 200, body = SyncReport, description = "Added, updated, unchanged, disabled and refused tools"), E400, E401, E403, E404, E413, E422, E424))]
 async fn sync_connector(
     State(state): State<AppState>,
-    _key: AdminKey,
+    _key: OperatorKey,
     ApiPath(name): ApiPath<String>,
     ApiJson(request): ApiJson<SyncRequest>,
 ) -> ApiResult<Json<SyncReport>> {
     Ok(Json(sync::run(&state, &name, request).await?))
 }
 
-#[utoipa::path(put, path = "/v1/tools/{tool}/connector", tag = "connectors", summary = "Bind an api tool to an http connector or an mcp tool to an mcp one, or null to disconnect it (admin)",
+#[utoipa::path(put, path = "/v1/tools/{tool}/connector", tag = "connectors", summary = "Bind an api tool to an http connector or an mcp tool to an mcp one, or null to disconnect it (operator)",
     params(("tool" = String, Path)), request_body = Binding,
     responses((status = 200, body = BindingView, description = "The binding as set"), E400, E401, E403, E404, E413, E422))]
 async fn bind_tool(
     State(state): State<AppState>,
-    _key: AdminKey,
+    _key: OperatorKey,
     ApiPath(tool): ApiPath<String>,
     ApiJson(binding): ApiJson<Binding>,
 ) -> ApiResult<Json<BindingView>> {

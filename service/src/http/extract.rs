@@ -16,14 +16,20 @@ use crate::auth::{Principal, Role};
 /// Request bodies larger than this get 413.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
-/// The caller, holding an agent or admin key (approver keys read proposals only).
+/// The caller, holding an agent, admin or operator key (approver keys read
+/// proposals only).
 pub struct AgentKey(pub Principal);
 
-/// The caller, holding an approver or admin key.
+/// The caller, holding an approver, admin or operator key.
 pub struct ApproverKey(pub Principal);
 
-/// The caller, who must hold an admin key.
+/// The caller, who manages a tenant: an admin key, or an operator's (which acts in
+/// the default tenant). Reads the shared configuration; writes only its tenant's data.
 pub struct AdminKey(pub Principal);
+
+/// The caller, who must hold an operator key: writes the configuration every
+/// tenant's agents run (agents, tools, links, channels, connectors).
+pub struct OperatorKey(pub Principal);
 
 /// Refuses an agent a scoped key does not reach with the 404 an agent that does not
 /// exist gets, so the key cannot tell the two apart.
@@ -57,10 +63,11 @@ pub async fn authenticate(
     if let Some(found) = state.cache.key(&key_hash, generation) {
         return Ok(found);
     }
-    // Only a key that exists is cached: unknown tokens cannot evict good keys.
-    let found = crate::db::outage::read_retrying(|| keys::authenticate(&state.db, presented))
-        .await?
-        .ok_or_else(ApiError::unauthorized)?;
+    // Only a key that exists is cached: unknown tokens cannot evict good keys. An
+    // address with too many failures is refused (429) before the query runs.
+    let lookup = crate::db::outage::read_retrying(|| keys::authenticate(&state.db, presented));
+    let found =
+        (state.auth_failures.guard(headers, lookup).await?).ok_or_else(ApiError::unauthorized)?;
     state.cache.put_key(key_hash, generation, found.clone());
     Ok(found)
 }
@@ -84,8 +91,8 @@ impl FromRequestParts<AppState> for AgentKey {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let roles = [Role::Agent, Role::Admin];
-        with_role(parts, state, &roles, "an agent or admin key")
+        let roles = [Role::Agent, Role::Admin, Role::Operator];
+        with_role(parts, state, &roles, "an agent, admin or operator key")
             .await
             .map(AgentKey)
     }
@@ -95,8 +102,8 @@ impl FromRequestParts<AppState> for ApproverKey {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let roles = [Role::Approver, Role::Admin];
-        with_role(parts, state, &roles, "an approver or admin key")
+        let roles = [Role::Approver, Role::Admin, Role::Operator];
+        with_role(parts, state, &roles, "an approver, admin or operator key")
             .await
             .map(ApproverKey)
     }
@@ -106,9 +113,21 @@ impl FromRequestParts<AppState> for AdminKey {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        with_role(parts, state, &[Role::Admin], "an admin key")
+        let roles = [Role::Admin, Role::Operator];
+        with_role(parts, state, &roles, "an admin or operator key")
             .await
             .map(AdminKey)
+    }
+}
+
+impl FromRequestParts<AppState> for OperatorKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let needed = "an operator key (the configuration is shared by every tenant)";
+        with_role(parts, state, &[Role::Operator], needed)
+            .await
+            .map(OperatorKey)
     }
 }
 
@@ -148,7 +167,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
 /// cannot appear in JSON strings (serde_json refuses control characters), so the
 /// escape is the only way in; every backslash starts a two-or-more-byte escape, so
 /// skipping the byte after each one keeps `\\u0000` (an escaped backslash) apart.
-fn has_nul_escape(json: &[u8]) -> bool {
+pub(crate) fn has_nul_escape(json: &[u8]) -> bool {
     let mut at = 0;
     while let Some(found) = memchr::memchr(b'\\', &json[at..]) {
         let escape = at + found;

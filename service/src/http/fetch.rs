@@ -1,5 +1,5 @@
 //! What agents call: their prompt, their tools, or both in one round trip.
-//! Any agent or admin key may read; every response carries a strong `ETag` and
+//! Any agent, admin or operator key may read; every response carries a strong `ETag` and
 //! answers a matching `If-None-Match` with 304 and no body. A prompt with a user's
 //! instructions is the caller's tenant's: the tenant comes from the key and is part
 //! of every cached prompt's key.
@@ -158,7 +158,7 @@ struct FormatQuery {
 }
 
 #[utoipa::path(get, path = "/v1/agents/{agent}/prompt", tag = "agents",
-    summary = "The agent's rendered prompt for a channel (agent or admin key; ETag)",
+    summary = "The agent's rendered prompt for a channel (agent, admin or operator key; ETag)",
     params(("agent" = String, Path), PromptQuery, ("If-None-Match" = Option<String>, Header, description = "ETags of copies you hold (or `*`): 304 with no body when one is current")),
     responses((status = 200, body = PromptView, description = "The prompt", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"))), (status = 304, description = "Not modified: your copy is current", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"))), E400, E401, E403, E404, E422))]
 async fn get_prompt(
@@ -183,7 +183,7 @@ async fn get_prompt(
 }
 
 #[utoipa::path(post, path = "/v1/agents/{agent}/prompt/render", tag = "agents",
-    summary = "Render with memory notes and session data in the body (agent or admin key; ETag)",
+    summary = "Render with memory notes and session data in the body (agent, admin or operator key; ETag)",
     params(("agent" = String, Path), ("If-None-Match" = Option<String>, Header, description = "ETags of copies you hold (or `*`): 304 with no body when one is current")), request_body = RenderRequest,
     responses((status = 200, body = PromptView, description = "The prompt", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"))), (status = 304, description = "Not modified: your copy is current", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"))), E400, E401, E403, E404, E413, E422))]
 async fn render_prompt(
@@ -203,7 +203,7 @@ async fn render_prompt(
 }
 
 #[utoipa::path(get, path = "/v1/agents/{agent}/tools", tag = "agents",
-    summary = "The agent's active tools as OpenAI, Anthropic or MCP definitions (agent or admin key; ETag)",
+    summary = "The agent's active tools as OpenAI, Anthropic or MCP definitions (agent, admin or operator key; ETag)",
     params(("agent" = String, Path), FormatQuery, ("If-None-Match" = Option<String>, Header, description = "ETags of copies you hold (or `*`): 304 with no body when one is current")),
     responses((status = 200, body = ToolsView, description = "The tools, sorted by name", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"))), (status = 304, description = "Not modified: your copy is current", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"))), E400, E401, E403, E404))]
 async fn get_tools(
@@ -250,7 +250,7 @@ impl LoadoutQuery {
 }
 
 #[utoipa::path(get, path = "/v1/agents/{agent}/loadout", tag = "agents",
-    summary = "Prompt and tools in one response (agent or admin key; ETag)",
+    summary = "Prompt and tools in one response (agent, admin or operator key; ETag)",
     params(("agent" = String, Path), LoadoutQuery, ("If-None-Match" = Option<String>, Header, description = "ETags of copies you hold (or `*`): 304 with no body when one is current")),
     responses((status = 200, body = LoadoutView, description = "Prompt and tools", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"))), (status = 304, description = "Not modified: your copy is current", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"))), E400, E401, E403, E404, E422))]
 async fn get_loadout(

@@ -10,7 +10,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiError, E401, E403, E503};
-use super::extract::AdminKey;
+use super::extract::OperatorKey;
 use crate::app::AppState;
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -26,10 +26,10 @@ pub struct Status {
     pub status: &'static str,
 }
 
-#[utoipa::path(get, path = "/metrics", tag = "operations", summary = "Prometheus metrics (admin key, or open on --metrics-bind)",
+#[utoipa::path(get, path = "/metrics", tag = "operations", summary = "Prometheus metrics (operator key, or open on --metrics-bind)",
     responses((status = 200, description = "The metrics in the OpenMetrics text format: labelled `application/openmetrics-text` when the client's Accept names it (Prometheus does), `text/plain` otherwise",
         content((String = "application/openmetrics-text"), (String = "text/plain"))), E401, E403))]
-async fn metrics(State(state): State<AppState>, _key: AdminKey, headers: HeaderMap) -> Response {
+async fn metrics(State(state): State<AppState>, _key: OperatorKey, headers: HeaderMap) -> Response {
     metrics_text(&state, &headers)
 }
 

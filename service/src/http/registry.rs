@@ -11,7 +11,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422};
-use super::extract::{AdminKey, ApiJson, ApiPath, ApiQuery};
+use super::extract::{AdminKey, ApiJson, ApiPath, ApiQuery, OperatorKey};
 use crate::app::AppState;
 use crate::registry::channels::{self, ChannelList, ChannelUpdate, ChannelView};
 use crate::registry::check::Report;
@@ -66,23 +66,23 @@ async fn get_tool(
     Ok(Json(tools::get(&state, &name).await?))
 }
 
-#[utoipa::path(post, path = "/v1/tools", tag = "registry", summary = "Create a tool: verb vocabulary, required tier, JSON Schema (admin)",
+#[utoipa::path(post, path = "/v1/tools", tag = "registry", summary = "Create a tool: verb vocabulary, required tier, JSON Schema (operator)",
     request_body = NewTool,
     responses((status = 201, body = ToolView, description = "Created"), E400, E401, E403, E409, E413, E422))]
 async fn create_tool(
     State(state): State<AppState>,
-    _key: AdminKey,
+    _key: OperatorKey,
     ApiJson(new): ApiJson<NewTool>,
 ) -> ApiResult<(StatusCode, Json<ToolView>)> {
     Ok((StatusCode::CREATED, Json(tools::create(&state, new).await?)))
 }
 
-#[utoipa::path(patch, path = "/v1/tools/{tool}", tag = "registry", summary = "Update description, tier, schema, prompt section or active (admin)",
+#[utoipa::path(patch, path = "/v1/tools/{tool}", tag = "registry", summary = "Update description, tier, schema, prompt section or active (operator)",
     params(("tool" = String, Path)), request_body = ToolUpdate,
     responses((status = 200, body = ToolView, description = "The tool as saved"), E400, E401, E403, E404, E413, E422))]
 async fn update_tool(
     State(state): State<AppState>,
-    _key: AdminKey,
+    _key: OperatorKey,
     ApiPath(name): ApiPath<String>,
     ApiJson(update): ApiJson<ToolUpdate>,
 ) -> ApiResult<Json<ToolView>> {
@@ -90,12 +90,12 @@ async fn update_tool(
 }
 
 /// Soft delete: the row stays with `deleted_at` set, and its agent links are switched off.
-#[utoipa::path(delete, path = "/v1/tools/{tool}", tag = "registry", summary = "Soft-delete a tool and switch off its links (admin)",
+#[utoipa::path(delete, path = "/v1/tools/{tool}", tag = "registry", summary = "Soft-delete a tool and switch off its links (operator)",
     params(("tool" = String, Path)),
     responses((status = 200, body = ToolView, description = "The tool as deleted"), E400, E401, E403, E404, E422))]
 async fn delete_tool(
     State(state): State<AppState>,
-    _key: AdminKey,
+    _key: OperatorKey,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<ToolView>> {
     Ok(Json(tools::delete(&state, &name).await?))
@@ -112,24 +112,24 @@ async fn list_links(
     Ok(Json(links::list(&state, &agent).await?))
 }
 
-#[utoipa::path(put, path = "/v1/agents/{agent}/links/{tool}", tag = "registry", summary = "Attach a tool to an agent (admin)",
+#[utoipa::path(put, path = "/v1/agents/{agent}/links/{tool}", tag = "registry", summary = "Attach a tool to an agent (operator)",
     params(("agent" = String, Path), ("tool" = String, Path)),
     responses((status = 200, body = LinkSet, description = "The link, on"), E400, E401, E403, E404, E422))]
 async fn attach(
     State(state): State<AppState>,
-    _key: AdminKey,
+    _key: OperatorKey,
     ApiPath((agent, tool)): ApiPath<(String, String)>,
 ) -> ApiResult<Json<LinkSet>> {
     Ok(Json(links::set(&state, &agent, &tool, true).await?))
 }
 
 /// Switches the link off; the row stays.
-#[utoipa::path(delete, path = "/v1/agents/{agent}/links/{tool}", tag = "registry", summary = "Switch a link off; the row stays (admin)",
+#[utoipa::path(delete, path = "/v1/agents/{agent}/links/{tool}", tag = "registry", summary = "Switch a link off; the row stays (operator)",
     params(("agent" = String, Path), ("tool" = String, Path)),
     responses((status = 200, body = LinkSet, description = "The link, off"), E400, E401, E403, E404, E422))]
 async fn detach(
     State(state): State<AppState>,
-    _key: AdminKey,
+    _key: OperatorKey,
     ApiPath((agent, tool)): ApiPath<(String, String)>,
 ) -> ApiResult<Json<LinkSet>> {
     Ok(Json(links::set(&state, &agent, &tool, false).await?))
@@ -155,12 +155,12 @@ async fn get_channel(
     Ok(Json(channels::get(&state, &name).await?))
 }
 
-#[utoipa::path(patch, path = "/v1/channels/{channel}", tag = "registry", summary = "Update a channel's guidance and sections (admin)",
+#[utoipa::path(patch, path = "/v1/channels/{channel}", tag = "registry", summary = "Update a channel's guidance and sections (operator)",
     params(("channel" = String, Path)), request_body = ChannelUpdate,
     responses((status = 200, body = ChannelView, description = "The channel as saved"), E400, E401, E403, E404, E413, E422))]
 async fn update_channel(
     State(state): State<AppState>,
-    _key: AdminKey,
+    _key: OperatorKey,
     ApiPath(name): ApiPath<String>,
     ApiJson(update): ApiJson<ChannelUpdate>,
 ) -> ApiResult<Json<ChannelView>> {
