@@ -88,6 +88,8 @@ pub struct Inner {
     /// Set on SIGTERM: `/ready` answers 503 while requests are still served, so a
     /// balancer takes this replica out before it stops accepting.
     pub draining: std::sync::atomic::AtomicBool,
+    /// Failed authentications per client address (`--max-auth-failures`).
+    pub auth_failures: crate::http::limits::Failures,
 }
 
 impl std::ops::Deref for AppState {
@@ -135,6 +137,7 @@ impl AppState {
             proposal_lease: PROPOSAL_LEASE,
             proposal_ttls: std::collections::BTreeMap::new(),
             draining: Default::default(),
+            auth_failures: Default::default(),
         })))
     }
 
@@ -181,6 +184,15 @@ impl AppState {
     pub fn with_outbound(mut self, outbound: crate::actions::connector::Outbound) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.0) {
             inner.outbound = outbound;
+        }
+        self
+    }
+
+    /// The same state allowing `per_minute` failed authentications per client
+    /// address (`serve --max-auth-failures`). Call before the state is shared.
+    pub fn with_auth_failures(mut self, per_minute: u32) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.0) {
+            inner.auth_failures = crate::http::limits::Failures::new(per_minute);
         }
         self
     }

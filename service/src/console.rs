@@ -16,6 +16,7 @@ pub mod registry;
 pub mod session;
 
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
@@ -29,8 +30,10 @@ pub fn router() -> Router<AppState> {
         .route("/console", get(|| async { Redirect::to("/console/") }))
         .route("/console/assets/{file}", get(asset))
         .route(
-            "/console/sign-in",
-            get(session::sign_in_page).post(session::sign_in),
+            session::SIGN_IN,
+            get(session::sign_in_page)
+                .post(session::sign_in)
+                .layer(DefaultBodyLimit::max(session::MAX_FORM_BYTES)),
         )
         .route("/console/sign-out", post(session::sign_out))
         .merge(pages::routes())

@@ -25,6 +25,8 @@ pub enum Kind {
     Refused,
     /// The tool has nothing to run it now (424).
     NotRunnable,
+    /// Too many attempts from this client address; `Retry-After` says when (429).
+    TooManyRequests,
     /// The service cannot answer yet (503).
     Unavailable,
     /// A failure the caller cannot fix; the cause is logged, never shown (500).

@@ -9,11 +9,13 @@
 pub mod agents;
 pub mod calls;
 pub mod connectors;
+pub mod deadline;
 pub mod error;
 pub mod extract;
 pub mod fetch;
 pub mod idempotent;
 pub mod keys;
+pub mod limits;
 pub mod mcp;
 pub mod openapi;
 pub mod ops;

@@ -1,5 +1,6 @@
 //! Integration tests: one binary, so the workspace links once.
 
+mod abuse;
 mod api_contract;
 mod calls;
 mod canonicalization;

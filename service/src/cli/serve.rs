@@ -77,6 +77,28 @@ pub struct ServeArgs {
     /// Connections served at once; more wait in the accept queue.
     #[arg(long, env = "LOADOUT_MAX_CONNECTIONS", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,
+    /// Connections one client address may hold at once (an IPv6 address counts by
+    /// its /64); one more is closed at once. Keep it well below --max-connections.
+    #[arg(long, env = "LOADOUT_MAX_CONNECTIONS_PER_ADDRESS", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections_per_address: u64,
+    /// A request's whole body must arrive within this many seconds of its head.
+    #[arg(long, env = "LOADOUT_BODY_TIMEOUT_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub body_timeout_secs: u64,
+    /// Bytes a second a request body must average once it has taken 5 s (0: no minimum).
+    #[arg(long, env = "LOADOUT_BODY_MIN_RATE", default_value_t = 1024)]
+    pub body_min_rate: u64,
+    /// Failed authentications (unknown, revoked or malformed keys) one client address
+    /// may make per minute; past them it is answered 429 before any key is looked up.
+    #[arg(long, env = "LOADOUT_MAX_AUTH_FAILURES", default_value_t = crate::http::limits::DEFAULT_FAILURES_PER_MINUTE, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_auth_failures: u32,
+    /// Proxies in front of loadout (comma-separated IPs): their connections count only
+    /// against --max-connections, and their `X-Forwarded-For` names the client.
+    #[arg(
+        long = "trusted-proxy",
+        env = "LOADOUT_TRUSTED_PROXIES",
+        value_delimiter = ','
+    )]
+    pub trusted_proxies: Vec<std::net::IpAddr>,
     /// Memory for the per-process cache, in MiB (half of it for encoded responses).
     #[arg(long, env = "LOADOUT_CACHE_MIB", default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub cache_mib: u32,
@@ -178,7 +200,15 @@ impl From<ServeArgs> for Options {
                 header_read_timeout: std::time::Duration::from_millis(args.header_timeout_ms),
                 idle_timeout: std::time::Duration::from_secs(args.idle_timeout_secs),
                 max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
+                max_connections_per_address: usize::try_from(args.max_connections_per_address)
+                    .unwrap_or(usize::MAX),
+                body: http::deadline::BodyLimits {
+                    timeout: std::time::Duration::from_secs(args.body_timeout_secs),
+                    min_rate: args.body_min_rate,
+                },
+                trusted_proxies: args.trusted_proxies,
             },
+            auth_failures_per_minute: args.max_auth_failures,
         }
     }
 }
@@ -209,6 +239,8 @@ pub struct Options {
     pub drain: std::time::Duration,
     pub cache_bytes: usize,
     pub limits: http::server::Limits,
+    /// See [`ServeArgs::max_auth_failures`].
+    pub auth_failures_per_minute: u32,
 }
 
 pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
@@ -232,6 +264,7 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
         cache_bytes,
         drain,
         limits,
+        auth_failures_per_minute,
     } = options;
     let (secrets, key_source) = secrets.keyring(database_url, true)?;
     crate::cli::secrets::announce(&secrets, &key_source);
@@ -278,6 +311,7 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
     .with_proposal_ttls(proposal_ttls)
     .with_outbound(outbound)
     .with_sync_limits(sync_limits)
+    .with_auth_failures(auth_failures_per_minute)
     .with_secrets(secrets)
     .with_mcp(mcp);
     let generation_listener = listen.then(|| state.spawn_generation_listener()).flatten();
@@ -312,6 +346,11 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
         .with_context(|| format!("cannot listen on {bind}"))?;
     let local = listener.local_addr().unwrap_or(bind);
     tracing::info!(address = %local, "listening");
+    if limits.max_connections_per_address > limits.max_connections / 2 {
+        tracing::warn!(
+            "--max-connections-per-address is over half of --max-connections: two client addresses can hold every connection"
+        );
+    }
     eprintln!("loadout listening on http://{local}");
     http::server::serve(
         listener,

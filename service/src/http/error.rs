@@ -46,6 +46,7 @@ pub fn status(kind: Kind) -> StatusCode {
         Kind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         Kind::Refused => StatusCode::UNPROCESSABLE_ENTITY,
         Kind::NotRunnable => StatusCode::FAILED_DEPENDENCY,
+        Kind::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
         Kind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         Kind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
@@ -53,6 +54,7 @@ pub fn status(kind: Kind) -> StatusCode {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let retry_after = super::limits::retry_after(&self);
         let (message, details) = if self.kind == Kind::Internal {
             // Logged once, here, inside the request's span; never sent.
             tracing::error!(error = %self.message, "request failed");
@@ -71,6 +73,11 @@ impl IntoResponse for ApiError {
         if self.code == crate::db::outage::CODE {
             // The edge opens the breaker on this (`http::trace::edge`).
             response.extensions_mut().insert(DatabaseDown);
+        }
+        if let Some(seconds) = retry_after {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, seconds);
         }
         if self.kind == Kind::Unauthenticated {
             // RFC 6750: a 401 names its scheme.

@@ -97,6 +97,7 @@ pub fn for_generators(openapi: utoipa::openapi::OpenApi) -> Value {
         free_form(paths);
         unavailable(paths);
         idempotency_keys(paths);
+        too_many_failures(paths);
         retry_after(paths);
         request_ids(paths);
     }
@@ -210,9 +211,34 @@ fn idempotency_keys(paths: &mut Value) {
     }
 }
 
-/// Declares `Retry-After` (seconds) on every 503: each one carries it.
-fn retry_after(paths: &mut Value) {
-    let header = Value::Object(Map::from_iter([
+/// Every operation that takes a key may answer 429 `too_many_failures`, with
+/// `Retry-After`: its client address made too many failed authentications.
+fn too_many_failures(paths: &mut Value) {
+    let mut answer = error_answer(
+        "`too_many_failures`: this client address presented too many unknown or revoked keys; retry after `Retry-After` seconds.",
+    );
+    if let Some(headers) = answer.as_object_mut().and_then(headers) {
+        headers.insert("Retry-After".into(), retry_after_header());
+    }
+    let keyed = operations(paths)
+        .filter(|(_, _, operation)| takes_key(operation))
+        .filter_map(|(_, _, operation)| responses(operation));
+    for responses in keyed {
+        responses.entry("429").or_insert_with(|| answer.clone());
+    }
+}
+
+/// Whether an operation takes a key: it keeps the document's bearer scheme, or names it.
+fn takes_key(operation: &Map<String, Value>) -> bool {
+    match operation.get("security").and_then(Value::as_array) {
+        None => true,
+        Some(schemes) => schemes.iter().any(|s| s.get("bearer").is_some()),
+    }
+}
+
+/// The `Retry-After` response header: seconds.
+fn retry_after_header() -> Value {
+    Value::Object(Map::from_iter([
         (
             "description".into(),
             "Seconds to wait before retrying.".into(),
@@ -221,7 +247,12 @@ fn retry_after(paths: &mut Value) {
             "schema".into(),
             Value::Object(Map::from_iter([("type".into(), "integer".into())])),
         ),
-    ]));
+    ]))
+}
+
+/// Declares `Retry-After` (seconds) on every 503: each one carries it.
+fn retry_after(paths: &mut Value) {
+    let header = retry_after_header();
     let unavailable = operations(paths)
         .filter_map(|(_, _, operation)| responses(operation)?.get_mut("503")?.as_object_mut())
         .filter(|response| !response.contains_key("$ref"));

@@ -10,8 +10,16 @@
 //!   capped at 30 s). Reads and writes only note the time on a coarse clock (one
 //!   atomic store); one timer per connection checks the note, because a timer
 //!   reset per read or write cost a fifth of the cached fetch's throughput.
+//!   A trickled body cannot keep resetting it for ever: the body has its own
+//!   deadline and minimum rate ([`super::deadline`]).
 //! - **Connection limit**: at most this many connections at once; the next one
 //!   waits in the kernel's accept queue until one closes.
+//! - **Connections per client address** ([`super::limits::Connections`]), well
+//!   below the global limit, so one address cannot hold every slot: a connection
+//!   over it is closed at once, unread and unanswered. A 429 was the alternative,
+//!   but answering means reading a request head on a connection we do not want,
+//!   for a client that already holds dozens of them; closing costs nothing.
+//!   Trusted proxies (`--trusted-proxy`) are counted only against the global limit.
 //!
 //! On shutdown the loop stops accepting, in-flight requests finish (up to
 //! [`DRAIN`]), then it returns.
@@ -24,23 +32,39 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+
 use axum::Router;
+use axum::extract::Request;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::deadline::{BodyLimits, Deadline};
+use super::limits::{Connections, Peer};
+
 /// How long in-flight requests may take to finish after a shutdown signal.
 pub const DRAIN: Duration = Duration::from_secs(30);
 
-/// The connection limits (`serve --header-timeout-ms`, `--idle-timeout-secs`, `--max-connections`).
-#[derive(Clone, Copy, Debug)]
+/// The connection limits (`serve --header-timeout-ms`, `--idle-timeout-secs`,
+/// `--max-connections`, `--max-connections-per-address`, `--body-timeout-secs`,
+/// `--body-min-rate`, `--trusted-proxy`).
+#[derive(Clone, Debug)]
 pub struct Limits {
     pub header_read_timeout: Duration,
     pub idle_timeout: Duration,
     pub max_connections: usize,
+    /// Connections one client address may hold at once.
+    pub max_connections_per_address: usize,
+    /// The request body's deadline and minimum rate.
+    pub body: BodyLimits,
+    /// Proxies counted only against `max_connections`, whose `X-Forwarded-For`
+    /// names the client.
+    pub trusted_proxies: Vec<IpAddr>,
 }
 
 impl Default for Limits {
@@ -49,6 +73,9 @@ impl Default for Limits {
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             max_connections: 1024,
+            max_connections_per_address: 64,
+            body: BodyLimits::default(),
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -64,17 +91,37 @@ pub async fn serve(
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout);
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let per_address = Connections::new(limits.max_connections_per_address);
     let graceful = GracefulShutdown::new();
-    let service = TowerToHyperService::new(router);
+    let service = Deadlined {
+        router,
+        body: limits.body,
+    };
     let ticker = tokio::spawn(tick());
     tokio::pin!(shutdown);
-    while let Some((stream, permit)) = next_connection(&listener, &permits, &mut shutdown).await {
+    while let Some((stream, from, permit)) =
+        next_connection(&listener, &permits, &mut shutdown).await
+    {
+        let peer = Peer {
+            ip: from.ip(),
+            proxy: limits.trusted_proxies.contains(&from.ip()),
+        };
+        let slot = match peer.proxy {
+            true => None,
+            false => match per_address.take(peer.ip) {
+                Some(slot) => Some(slot),
+                None => {
+                    tracing::debug!(peer = %peer.ip, "closed a connection: its address holds the most it may");
+                    continue;
+                }
+            },
+        };
         stream.set_nodelay(true).ok();
         let (stream, last_active) = IdleTimeout::new(stream);
         let connection =
             graceful.watch(http.serve_connection(TokioIo::new(stream), service.clone()));
         let idle = idle_watch(last_active, limits.idle_timeout);
-        tokio::spawn(async move {
+        tokio::spawn(super::limits::serving(peer, async move {
             tokio::select! {
                 // Errors here are the client's (reset, timeout, malformed head): not ours to log loudly.
                 served = connection => if let Err(e) = served {
@@ -82,8 +129,8 @@ pub async fn serve(
                 },
                 () = idle => tracing::debug!("closed an idle connection"),
             }
-            drop(permit);
-        });
+            drop((slot, permit));
+        }));
     }
     drop(listener);
     drain(graceful).await;
@@ -104,12 +151,30 @@ async fn drain(graceful: GracefulShutdown) {
     }
 }
 
+/// The router as hyper calls it: each request's body under [`Deadline`].
+#[derive(Clone)]
+struct Deadlined {
+    router: Router,
+    body: BodyLimits,
+}
+
+impl hyper::service::Service<Request<Incoming>> for Deadlined {
+    type Response = axum::response::Response;
+    type Error = Infallible;
+    type Future = axum::routing::future::RouteFuture<Infallible>;
+
+    fn call(&self, request: Request<Incoming>) -> Self::Future {
+        let request = request.map(|body| Deadline::new(body, self.body));
+        tower::Service::call(&mut self.router.clone(), request)
+    }
+}
+
 /// Waits for a free connection slot, then for a connection; `None` once `shutdown` resolves.
 async fn next_connection(
     listener: &TcpListener,
     permits: &Arc<Semaphore>,
     shutdown: &mut Pin<&mut impl Future<Output = ()>>,
-) -> Option<(TcpStream, OwnedSemaphorePermit)> {
+) -> Option<(TcpStream, SocketAddr, OwnedSemaphorePermit)> {
     let permit = tokio::select! {
         permit = permits.clone().acquire_owned() => permit.ok()?,
         () = shutdown.as_mut() => return None,
@@ -117,7 +182,7 @@ async fn next_connection(
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => return Some((stream, permit)),
+                Ok((stream, peer)) => return Some((stream, peer, permit)),
                 Err(e) => {
                     // Out of file descriptors and the like: say so, breathe, go on.
                     tracing::warn!(error = %e, "accept failed");

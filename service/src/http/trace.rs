@@ -17,6 +17,7 @@ use tower_http::request_id::{MakeRequestId, RequestId};
 use super::error::{ApiError, DatabaseDown, RETRY_AFTER_SECONDS};
 use super::extract::MAX_BODY_BYTES;
 use crate::app::AppState;
+use crate::console::session::{MAX_FORM_BYTES, SIGN_IN};
 use crate::db::outage::{self, FAIL_FAST};
 
 /// The header that carries a request's id in and out.
@@ -105,8 +106,13 @@ pub async fn edge(State(state): State<AppState>, request: Request, next: Next) -
         .map_or("unmatched", |m| m.as_str())
         .to_owned();
     let started = Instant::now();
+    // The sign-in form is read before any key is checked: it gets a small limit.
+    let limit = match route.as_str() {
+        SIGN_IN => MAX_FORM_BYTES,
+        _ => MAX_BODY_BYTES,
+    };
     let response = match declared {
-        Some(n) if n > MAX_BODY_BYTES as u64 => too_large(),
+        Some(n) if n > limit as u64 => too_large(&route, limit),
         _ if super::idempotent::applies(&request, &route) => {
             guarded(
                 &state,
@@ -163,12 +169,15 @@ fn unanswered(route: &str) -> Response {
     }
 }
 
-fn too_large() -> Response {
-    let mut response = ApiError::too_large(
+fn too_large(route: &str, limit: usize) -> Response {
+    let error = ApiError::too_large(
         "payload_too_large",
-        format!("request bodies are limited to {MAX_BODY_BYTES} bytes"),
-    )
-    .into_response();
+        format!("request bodies are limited to {limit} bytes"),
+    );
+    let mut response = match route.starts_with("/console") {
+        true => crate::console::page::error_page(None, &error),
+        false => error.into_response(),
+    };
     // The body is never read: do not keep the connection for another request.
     response
         .headers_mut()
