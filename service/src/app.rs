@@ -46,7 +46,17 @@ pub struct McpOptions {
     pub allowed_hosts: Vec<String>,
     /// Browser `Origin`s allowed; a request with any other `Origin` is refused.
     pub allowed_origins: Vec<String>,
+    /// Sessions one key may hold open at once (`--mcp-max-sessions-per-key`).
+    pub max_sessions_per_key: usize,
+    /// Sessions this process holds open at once (`--mcp-max-sessions`).
+    pub max_sessions: usize,
 }
+
+/// MCP sessions one key may hold open, by default: a few clients' worth.
+pub const DEFAULT_MCP_SESSIONS_PER_KEY: usize = 16;
+/// MCP sessions a process holds open, by default (each is a task, a few
+/// channels and at most 8 KiB of the client's `initialize`).
+pub const DEFAULT_MCP_SESSIONS: usize = 4096;
 
 impl Default for McpOptions {
     fn default() -> Self {
@@ -55,6 +65,8 @@ impl Default for McpOptions {
                 .map(str::to_owned)
                 .to_vec(),
             allowed_origins: Vec::new(),
+            max_sessions_per_key: DEFAULT_MCP_SESSIONS_PER_KEY,
+            max_sessions: DEFAULT_MCP_SESSIONS,
         }
     }
 }

@@ -45,6 +45,12 @@ pub struct ServeArgs {
         value_delimiter = ','
     )]
     pub mcp_allowed_origins: Vec<String>,
+    /// MCP sessions one key may hold open at once; an `initialize` over it is 429.
+    #[arg(long, env = "LOADOUT_MCP_MAX_SESSIONS_PER_KEY", default_value_t = crate::app::DEFAULT_MCP_SESSIONS_PER_KEY, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    pub mcp_max_sessions_per_key: usize,
+    /// MCP sessions this process holds open at once; an `initialize` over it is 503.
+    #[arg(long, env = "LOADOUT_MCP_MAX_SESSIONS", default_value_t = crate::app::DEFAULT_MCP_SESSIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    pub mcp_max_sessions: usize,
     /// How long an approved proposal may wait unclaimed before the sweeper reports it.
     /// At least the longest call timeout (30 s): an executing call's own lease is its
     /// timeout plus a margin.
@@ -177,7 +183,11 @@ impl From<ServeArgs> for Options {
             connector_allow: args.connector_allow,
             connector_ca: args.connector_ca,
             sync_limits: args.sync_limits.into(),
-            mcp: mcp_options(args.mcp_allowed_hosts, args.mcp_allowed_origins),
+            mcp: crate::app::McpOptions {
+                max_sessions_per_key: args.mcp_max_sessions_per_key,
+                max_sessions: args.mcp_max_sessions,
+                ..mcp_options(args.mcp_allowed_hosts, args.mcp_allowed_origins)
+            },
             proposal_lease: seconds(args.proposal_lease_seconds),
             proposal_ttls: args
                 .proposal_ttls

@@ -52,25 +52,33 @@ pub fn status(kind: Kind) -> StatusCode {
     }
 }
 
+/// What a 500 says; the cause is in the server log.
+pub const INTERNAL_MESSAGE: &str = "internal error; see the server log";
+
+/// `error` as a client may see it: an internal error is logged here, once, inside
+/// the request's span, and told as [`INTERNAL_MESSAGE`] without details; any other
+/// is public as it is. REST answers and MCP errors both go through it.
+pub fn public(error: ApiError) -> ApiError {
+    if error.kind != Kind::Internal {
+        return error;
+    }
+    tracing::error!(error = %error.message, "request failed");
+    ApiError::new(Kind::Internal, error.code, INTERNAL_MESSAGE)
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let retry_after = super::limits::retry_after(&self);
-        let (message, details) = if self.kind == Kind::Internal {
-            // Logged once, here, inside the request's span; never sent.
-            tracing::error!(error = %self.message, "request failed");
-            ("internal error; see the server log".to_owned(), Value::Null)
-        } else {
-            (self.message, self.details)
-        };
+        let public = public(self);
+        let retry_after = super::limits::retry_after(&public);
         let body = ErrorBody {
             error: ErrorDetail {
-                code: self.code.to_owned(),
-                message,
-                details,
+                code: public.code.to_owned(),
+                message: public.message,
+                details: public.details,
             },
         };
-        let mut response = (status(self.kind), axum::Json(body)).into_response();
-        if self.code == crate::db::outage::CODE {
+        let mut response = (status(public.kind), axum::Json(body)).into_response();
+        if public.code == crate::db::outage::CODE {
             // The edge opens the breaker on this (`http::trace::edge`).
             response.extensions_mut().insert(DatabaseDown);
         }
@@ -79,7 +87,7 @@ impl IntoResponse for ApiError {
                 .headers_mut()
                 .insert(axum::http::header::RETRY_AFTER, seconds);
         }
-        if self.kind == Kind::Unauthenticated {
+        if public.kind == Kind::Unauthenticated {
             // RFC 6750: a 401 names its scheme.
             response.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,

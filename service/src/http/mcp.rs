@@ -12,7 +12,9 @@
 //! channel. Open sessions get `list_changed` when the configuration generation
 //! moves (an admin edit here, or in another process within the poller's second).
 
-use std::sync::{Arc, Mutex, Weak};
+mod sessions;
+
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use axum::Router;
@@ -28,14 +30,15 @@ use rmcp::model::{
     PaginatedRequestParams, Prompt, PromptArgument, PromptMessage, Role as MessageRole,
     ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
-use rmcp::service::{Peer, RequestContext, RoleServer, SubscriptionContext};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::watch;
 
-use super::extract::{authenticate, reach};
+use self::sessions::{Bounded, Full, PeerSlot, Sessions, Ticket};
+use super::error::public;
+use super::extract::{MAX_BODY_BYTES, authenticate, has_nul_escape, reach};
 use crate::actions::call::{self, ToolCall};
 use crate::actions::views::{CallRan, CallResult, CallWaiting};
 use crate::app::AppState;
@@ -52,6 +55,27 @@ pub struct Caller {
     channel: String,
     tz: Option<String>,
     user_id: Option<String>,
+    /// For an `initialize`: where its handler leaves the session's peer.
+    peer: Option<PeerSlot>,
+}
+
+impl Caller {
+    /// Whose sessions a new one counts against: the key's tenant and name.
+    fn owner(&self) -> sessions::Owner {
+        format!("{}/{}", self.who.tenant(), self.who.key_name).into()
+    }
+}
+
+/// The largest `initialize` body: rmcp keeps the client's `initialize` parameters
+/// for the session's life, and a client's name, version and capabilities fit in
+/// a fraction of this.
+pub const MAX_INITIALIZE_BYTES: usize = 8 * 1024;
+
+/// What the gate's middleware holds: the state and the book of sessions.
+#[derive(Clone)]
+struct Gate {
+    state: AppState,
+    sessions: Arc<Sessions>,
 }
 
 #[derive(Deserialize, Default)]
@@ -61,31 +85,33 @@ struct PromptQuery {
     user_id: Option<String>,
 }
 
-type Peers = Arc<Mutex<Vec<Peer<RoleServer>>>>;
-
 /// `/mcp` and `/mcp/agents/{agent}`.
 pub fn routes(state: &AppState) -> Router<AppState> {
-    let peers: Peers = Arc::default();
+    let sessions = Sessions::new(state.mcp.max_sessions_per_key, state.mcp.max_sessions);
     let (moved, changes) = watch::channel(state.cache.generation());
     if tokio::runtime::Handle::try_current().is_ok() {
-        spawn_notifier(state.clone(), Arc::downgrade(&peers), moved);
+        spawn_notifier(state.clone(), Arc::downgrade(&sessions), moved);
     }
     let handler = Loadout {
         state: state.clone(),
-        peers,
         changes,
     };
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(state.mcp.allowed_hosts.iter().cloned())
-        .with_sse_keep_alive(Some(Duration::from_secs(15)));
+        .with_sse_keep_alive(Some(Duration::from_secs(15)))
+        .with_max_request_body_bytes(MAX_BODY_BYTES);
     let service = StreamableHttpService::new(
         move || Ok(handler.clone()),
-        LocalSessionManager::default().into(),
+        Arc::new(Bounded::new(sessions.clone())),
         config,
     );
+    let gate_state = Gate {
+        state: state.clone(),
+        sessions,
+    };
     Router::new()
         .nest_service("/mcp", service)
-        .layer(middleware::from_fn_with_state(state.clone(), gate))
+        .layer(middleware::from_fn_with_state(gate_state, gate))
 }
 
 /// What an unscoped key on `/mcp` is told, in the body and in `WWW-Authenticate`
@@ -93,17 +119,34 @@ pub fn routes(state: &AppState) -> Router<AppState> {
 /// refused authorization).
 const NAME_AN_AGENT: &str = "this key reaches every agent: connect to /mcp/agents/{agent} (for example /mcp/agents/assistant), or use a key made for one agent (keys create --agent)";
 
-/// Admits a request to the MCP server, or answers it in the API's error shape.
-async fn gate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+/// Admits a request to the MCP server, or answers it in the API's error shape. An
+/// `initialize` runs with a reserved session slot (refused when its key or the
+/// process holds the most sessions allowed).
+async fn gate(State(gate): State<Gate>, request: Request, next: Next) -> Response {
     let (headers, uri) = (request.headers().clone(), request.uri().clone());
     let closing = request.method() == axum::http::Method::DELETE;
     let in_session = headers.contains_key("mcp-session-id");
-    match admit(&state, &headers, &uri).await {
-        Ok(caller) => {
-            request.extensions_mut().insert(caller);
-            answered(next.run(request).await, closing, in_session)
-        }
-        Err(e) if e.code == "agent_required" => {
+    let mut caller = match admit(&gate.state, &headers, &uri).await {
+        Ok(caller) => caller,
+        Err(e) => return refused(e),
+    };
+    let (mut request, ticket) = match opening(&gate, &caller, request).await {
+        Ok(opening) => opening,
+        Err(answer) => return answer,
+    };
+    caller.peer = ticket.as_ref().map(Ticket::peer_slot);
+    request.extensions_mut().insert(caller);
+    let response = match ticket {
+        Some(ticket) => sessions::opening(ticket, next.run(request)).await,
+        None => next.run(request).await,
+    };
+    answered(response, closing, in_session)
+}
+
+/// A refusal of the gate, in the API's error shape.
+fn refused(e: Error) -> Response {
+    match e {
+        e if e.code == "agent_required" => {
             let mut response = e.into_response();
             let challenge = format!(
                 r#"Bearer realm="loadout", error="insufficient_scope", error_description="{NAME_AN_AGENT}""#
@@ -115,7 +158,67 @@ async fn gate(State(state): State<AppState>, mut request: Request, next: Next) -
             }
             response
         }
-        Err(e) => e.into_response(),
+        e => e.into_response(),
+    }
+}
+
+/// Only a sessionless POST may open a session: its body is read whole to see
+/// whether it is an `initialize`, which is bounded in size and gets a slot.
+async fn opening(
+    gate: &Gate,
+    caller: &Caller,
+    request: Request,
+) -> Result<(Request, Option<Ticket>), Response> {
+    if request.method() != axum::http::Method::POST
+        || request.headers().contains_key("mcp-session-id")
+    {
+        return Ok((request, None));
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
+        let limit = format!("request bodies are limited to {MAX_BODY_BYTES} bytes");
+        return Err(Error::too_large("payload_too_large", limit).into_response());
+    };
+    let initialize = serde_json::from_slice::<Peek>(&bytes).is_ok_and(|p| p.method == "initialize");
+    let request = Request::from_parts(parts, axum::body::Body::from(bytes.clone()));
+    if !initialize {
+        return Ok((request, None));
+    }
+    if bytes.len() > MAX_INITIALIZE_BYTES {
+        let limit = format!("an initialize request is limited to {MAX_INITIALIZE_BYTES} bytes");
+        return Err(Error::too_large("initialize_too_large", limit).into_response());
+    }
+    match gate.sessions.reserve(caller.owner()) {
+        Ok(ticket) => Ok((request, Some(ticket))),
+        Err(full) => Err(sessions_full(full)),
+    }
+}
+
+/// A JSON-RPC message's method, if it has one.
+#[derive(Deserialize)]
+struct Peek {
+    #[serde(default)]
+    method: String,
+}
+
+/// A new session over a cap: 429 when the key holds its most (its own sessions
+/// are in the way), 503 when the process does (with the `Retry-After` every 503
+/// gets). The API's error shape, before any MCP framing, like the gate's other
+/// refusals.
+fn sessions_full(full: Full) -> Response {
+    match full {
+        Full::Key(most) => {
+            let message = format!(
+                "this key holds {most} open MCP sessions, the most one key may: close one (DELETE with its Mcp-Session-Id) or let one expire (5 minutes idle) before opening another"
+            );
+            // No Retry-After: a slot frees when this key closes a session, not at a time.
+            Error::new(Kind::TooManyRequests, "too_many_sessions", message).into_response()
+        }
+        Full::Process(most) => {
+            let message =
+                format!("this server holds {most} open MCP sessions, its most; try again shortly");
+            Error::new(Kind::Unavailable, "mcp_sessions_full", message).into_response()
+        }
     }
 }
 
@@ -145,8 +248,8 @@ async fn admit(
 ) -> Result<Caller, Error> {
     check_origin(state, headers)?;
     let who = authenticate(headers, state).await?;
-    if !matches!(who.role, Role::Agent | Role::Admin) {
-        return Err(Error::forbidden("an agent or admin key"));
+    if !matches!(who.role, Role::Agent | Role::Admin | Role::Operator) {
+        return Err(Error::forbidden("an agent, admin or operator key"));
     }
     let path = uri.path().trim_end_matches('/');
     let agent = match (path.strip_prefix("/mcp/agents/"), &who.agent) {
@@ -170,6 +273,7 @@ async fn admit(
         channel: query.channel.unwrap_or_else(|| "web".to_owned()),
         tz: query.tz,
         user_id: query.user_id,
+        peer: None,
     })
 }
 
@@ -195,29 +299,22 @@ fn check_origin(state: &AppState, headers: &axum::http::HeaderMap) -> Result<(),
 /// generation moves, and every subscription (2026-07-28) through `moved`. Ends
 /// with the router (the last strong reference to `peers`); dropping `moved` then
 /// ends the subscriptions' `listen`.
-fn spawn_notifier(
-    state: AppState,
-    peers: Weak<Mutex<Vec<Peer<RoleServer>>>>,
-    moved: watch::Sender<i64>,
-) {
+fn spawn_notifier(state: AppState, sessions: Weak<Sessions>, moved: watch::Sender<i64>) {
     tokio::spawn(async move {
         let mut seen = state.cache.generation();
         loop {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            let Some(peers) = peers.upgrade() else { return };
+            let Some(sessions) = sessions.upgrade() else {
+                return;
+            };
             let now = state.cache.generation();
             if now == seen {
                 continue;
             }
             seen = now;
             moved.send_replace(now);
-            let open: Vec<Peer<RoleServer>> = match peers.lock() {
-                Ok(mut list) => {
-                    list.retain(|p| !p.is_transport_closed());
-                    list.clone()
-                }
-                Err(_) => return,
-            };
+            let open = sessions.peers();
+            drop(sessions);
             for peer in open {
                 peer.notify_tool_list_changed().await.ok();
                 peer.notify_prompt_list_changed().await.ok();
@@ -229,7 +326,6 @@ fn spawn_notifier(
 #[derive(Clone)]
 struct Loadout {
     state: AppState,
-    peers: Peers,
     /// The configuration generation, for `subscriptions/listen`.
     changes: watch::Receiver<i64>,
 }
@@ -251,7 +347,11 @@ fn caller(context: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
         .get::<axum::http::request::Parts>()
         .and_then(|parts| parts.extensions.get::<Caller>())
         .cloned()
-        .ok_or_else(|| ErrorData::internal_error("the request was not admitted", None))
+        .ok_or_else(|| {
+            protocol(Error::internal(
+                "an MCP request reached the handler without the gate",
+            ))
+        })
 }
 
 /// Who is calling, once the endpoint's channel is known to exist: an unknown
@@ -280,13 +380,28 @@ async fn admitted(
     Ok(caller)
 }
 
-/// A domain error as MCP's: not found is invalid params, the rest internal.
+/// A domain error as MCP's, in REST's public words ([`public`]): not found,
+/// invalid and refused are invalid params, the rest internal; an internal error's
+/// cause is logged once and never sent.
 fn protocol(error: Error) -> ErrorData {
     match error.kind {
         Kind::NotFound | Kind::Invalid | Kind::Refused => {
             ErrorData::invalid_params(error.message, None)
         }
-        _ => ErrorData::internal_error(error.message, None),
+        _ => ErrorData::internal_error(public(error).message, None),
+    }
+}
+
+/// What REST answers (400) for a NUL in a JSON string, which no text column can store.
+const NUL_REFUSED: &str = "a JSON string holds \\u0000 (NUL), which no text column can store";
+
+/// Refuses arguments holding a NUL anywhere (a key or a string), as REST refuses
+/// a body that does: -32602 naming it.
+fn refuse_nul(arguments: &serde_json::Map<String, Value>) -> Result<(), ErrorData> {
+    let text = serde_json::to_vec(arguments).map_err(|e| protocol(Error::internal(e)))?;
+    match has_nul_escape(&text) {
+        true => Err(ErrorData::invalid_params(NUL_REFUSED, None)),
+        false => Ok(()),
     }
 }
 
@@ -319,7 +434,7 @@ impl Loadout {
 fn mcp_tool(tool: &ToolDef) -> Result<Tool, ErrorData> {
     serde_json::to_value(formats::mcp_tool(tool))
         .and_then(serde_json::from_value)
-        .map_err(|e| ErrorData::internal_error(format!("tool {}: {e}", tool.name), None))
+        .map_err(|e| protocol(Error::internal(format!("tool {}: {e}", tool.name))))
 }
 
 /// What a proposed call answers (`structuredContent`).
@@ -403,8 +518,9 @@ impl ServerHandler for Loadout {
             .render(&caller, &caller.channel, Vec::new())
             .await
             .map_err(protocol)?;
-        if let Ok(mut peers) = self.peers.lock() {
-            peers.push(context.peer.clone());
+        if let Some(slot) = &caller.peer {
+            // For list_changed; dropped with the session (sessions.rs).
+            slot.set(context.peer.clone()).ok();
         }
         Ok(result.with_instructions(text))
     }
@@ -494,6 +610,8 @@ impl ServerHandler for Loadout {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let caller = admitted(&self.state, &context).await?;
+        let arguments = request.arguments.unwrap_or_default();
+        refuse_nul(&arguments)?;
         let meta = |key: &str| {
             context
                 .meta
@@ -509,7 +627,7 @@ impl ServerHandler for Loadout {
             .map(|s| format!("mcp-{s}"));
         let call = ToolCall {
             tool: request.name.to_string(),
-            arguments: Value::Object(request.arguments.unwrap_or_default()),
+            arguments: Value::Object(arguments),
             conversation_id: meta("conversation_id")
                 .or(session)
                 .unwrap_or_else(|| "mcp".to_owned()),
@@ -521,6 +639,7 @@ impl ServerHandler for Loadout {
             Ok(result) => Ok(call_result(result).into()),
             Err(e) if e.kind == Kind::NotFound => Err(protocol(e)),
             Err(e) => {
+                let e = public(e);
                 let body = to_value(&Refusal {
                     error: RefusalBody {
                         code: e.code,
@@ -574,6 +693,7 @@ impl ServerHandler for Loadout {
     ) -> Result<GetPromptResponse, ErrorData> {
         let mut caller = admitted(&self.state, &context).await?;
         let args = request.arguments.unwrap_or_default();
+        refuse_nul(&args)?;
         let text = |key: &str| args.get(key).and_then(Value::as_str).map(str::to_owned);
         if let Some(user) = text("user_id") {
             caller.user_id = Some(user);
