@@ -13,3 +13,4 @@ pub mod ledger;
 pub mod preferences;
 pub mod requirements;
 pub mod views;
+pub mod withdrawn;

@@ -21,7 +21,7 @@ use crate::error::{Error, Kind, Result, check_id};
 struct InState {
     state: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<&'static str>,
+    reason: Option<String>,
     proposal: ProposalView,
 }
 
@@ -43,7 +43,7 @@ impl From<LedgerError> for Error {
                 let proposal = (*proposal).into();
                 Error::conflict(message).with_details(InState {
                     state,
-                    reason,
+                    reason: reason.map(str::to_owned),
                     proposal,
                 })
             }
@@ -59,6 +59,29 @@ pub async fn in_task<T: Send + 'static>(
     work: impl Future<Output = Result<T>> + Send + 'static,
 ) -> Result<T> {
     tokio::spawn(work).await.map_err(Error::internal)?
+}
+
+/// The code of a 409 for a proposal ended unrun because its tool may no longer
+/// run for its agent.
+pub const TOOL_UNAVAILABLE: &str = "tool_unavailable";
+
+/// Ends `row` unrun when its tool may no longer run for its agent (switched off,
+/// unlinked, deleted, or the agent deleted): `failed`, not retryable, the reason
+/// in its result, an event by `actor`; answered 409 `tool_unavailable` with the
+/// proposal as it now is. Nothing runs.
+async fn ensure_runnable(state: &AppState, row: &proposals::Model, actor: &str) -> Result<()> {
+    let Some(reason) = super::withdrawn::reason(&state.db, row).await? else {
+        return Ok(());
+    };
+    let ended = ledger::end_unrun(&state.db, row, actor, &reason, Utc::now()).await?;
+    let message = format!("the proposal ended without running: {reason}");
+    Err(
+        Error::new(Kind::Conflict, TOOL_UNAVAILABLE, message).with_details(InState {
+            state: ended.state.clone(),
+            reason: Some(reason),
+            proposal: ended.into(),
+        }),
+    )
 }
 
 /// 424: the tool has no executor now; a proposal stays as it is.
@@ -186,7 +209,8 @@ pub async fn pending(state: &AppState, who: &Principal) -> Result<u64> {
 }
 
 /// Approves and executes exactly once; a proposal already running or done is
-/// answered as it is. The transition's validity is checked before the tool's
+/// answered as it is. The transition's validity is checked first, then that the
+/// tool may still run for the agent ([`ensure_runnable`]), then the tool's
 /// executor, so a decided proposal is 409 whether or not its tool is connected.
 pub async fn approve(state: &AppState, who: &Principal, id: i32) -> Result<ProposalView> {
     approve_as(state, who.tenant(), &who.key_name, id).await
@@ -203,9 +227,13 @@ pub async fn approve_as(
     let now = Utc::now();
     let row = ledger::get(&state.db, tenant, id).await?;
     ledger::check_approvable(&state.db, &row, actor, now).await?;
+    let will_run = matches!(row.state.parse(), Ok(State::Proposed | State::Approved));
+    if will_run {
+        ensure_runnable(state, &row, actor).await?;
+    }
     let kind = tool_type(state, row.tool_id).await?;
     let executors = state.executors().await?;
-    if matches!(row.state.parse(), Ok(State::Proposed | State::Approved)) {
+    if will_run {
         // The proposal stays as it is: it can be approved once the tool is connected.
         executors
             .runnable(&row.tool_name, &kind)
@@ -236,6 +264,7 @@ pub async fn decline(state: &AppState, who: &Principal, id: i32) -> Result<Propo
 pub async fn retry(state: &AppState, who: &Principal, id: i32) -> Result<ProposalView> {
     let row = ledger::get(&state.db, who.tenant(), id).await?;
     ledger::retryable(&row)?;
+    ensure_runnable(state, &row, &who.key_name).await?;
     let kind = tool_type(state, row.tool_id).await?;
     let executors = state.executors().await?;
     executors

@@ -1,7 +1,9 @@
 //! The proposal ledger: durable state for write tool calls that wait for a user.
 //!
 //! States: `proposed` → `approved` → `executing` → `succeeded` | `failed`;
-//! `proposed` → `declined`; `proposed` → `expired`; `failed` → `executing` (retry).
+//! `proposed` → `declined`; `proposed` → `expired`; `failed` → `executing` (retry);
+//! `proposed` | `approved` | `failed` → `failed`, not run, when the tool may no
+//! longer run for its agent ([`end_unrun`]).
 //! Every transition is one conditional `UPDATE ... WHERE id AND tenant_id AND state IN
 //! (...)` whose affected-row count says whether this caller won, plus an append-only
 //! event, in one transaction. The UPDATE comes first in its transaction, so on SQLite
@@ -309,6 +311,53 @@ pub async fn decline(
     )
     .await?
     {
+        Some(row) => Ok(row),
+        None => Err(conflict(get(db, tenant, id).await?)),
+    }
+}
+
+/// Ends a proposal whose tool may no longer run for its agent (see
+/// `actions::withdrawn`): from the state `seen` was read in (and, for a failed
+/// one, the attempt it saw) to `failed`, not retryable, with `reason` as its
+/// result's error and the event's detail. Nothing ran: the attempts stay as they
+/// were. A proposal moved meanwhile is left alone (409 as it is now).
+pub async fn end_unrun(
+    db: &DatabaseConnection,
+    seen: &proposals::Model,
+    actor: &str,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> Result<proposals::Model, LedgerError> {
+    let (tenant, id) = (seen.tenant_id.as_str(), seen.id);
+    let Ok(from) = seen.state.parse::<State>() else {
+        return Err(conflict(seen.clone()));
+    };
+    let ended = Outcome::failure(format!("not run: {reason}"), false).result;
+    let extra: Set_ = vec![
+        (proposals::Column::Result, Expr::value(ended.clone())),
+        (
+            proposals::Column::LeaseUntil,
+            Expr::value(Option::<DateTime<Utc>>::None),
+        ),
+    ];
+    let same_attempt = vec![Expr::col(proposals::Column::Attempts).eq(seen.attempts)];
+    let step = Step {
+        tenant,
+        id,
+        actor,
+        now,
+    };
+    let moved = transition(
+        db,
+        &step,
+        &[from],
+        State::Failed,
+        extra,
+        same_attempt,
+        Some(ended),
+    )
+    .await?;
+    match moved {
         Some(row) => Ok(row),
         None => Err(conflict(get(db, tenant, id).await?)),
     }

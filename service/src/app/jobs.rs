@@ -11,8 +11,9 @@ use crate::db::generation::listen::{Heard, Listener};
 
 impl AppState {
     /// Sweeps the proposal ledger now and every [`SWEEP_INTERVAL`]: dead executions fail
-    /// with outcome unknown, approvals a crash left unclaimed are claimed and run,
-    /// undecided proposals expire.
+    /// with outcome unknown, approvals a crash left unclaimed are claimed and run (or
+    /// ended unrun when their tool may no longer run for the agent), undecided
+    /// proposals expire.
     pub fn spawn_proposal_sweeper(&self) -> tokio::task::JoinHandle<()> {
         let weak = Arc::downgrade(&self.0);
         tokio::spawn(async move {
@@ -38,8 +39,15 @@ impl AppState {
                             let resumed =
                                 crate::actions::decide::approve_as(&app, &tenant, "sweeper", id)
                                     .await;
-                            if let Err(e) = resumed {
-                                tracing::warn!(proposal = id, error = %e.message, "cannot resume an approved proposal");
+                            match resumed {
+                                // Its tool or agent went meanwhile: ended unrun, by "sweeper".
+                                Err(e) if e.code == crate::actions::decide::TOOL_UNAVAILABLE => {
+                                    tracing::info!(proposal = id, reason = %e.message, "an approved proposal ended without running");
+                                }
+                                Err(e) => {
+                                    tracing::warn!(proposal = id, error = %e.message, "cannot resume an approved proposal");
+                                }
+                                Ok(_) => {}
                             }
                         }
                     }

@@ -90,6 +90,7 @@ async fn decline(
 }
 
 #[utoipa::path(post, path = "/v1/proposals/{id}/retry", tag = "proposals", summary = "Run a failed proposal again, while attempts remain (approver or admin)",
+    description = "409 `tool_unavailable`: the tool or its agent is no longer available (as for approve); the proposal stays `failed`, now not retryable, and nothing ran.",
     params(("id" = i32, Path)),
     responses((status = 200, body = ProposalView, description = "The proposal after its execution"), E400, E401, E403, E404, E409, E424))]
 async fn retry(
