@@ -84,7 +84,8 @@ db_test! {
         // A write committed whose answer was never stored (the process stopped in
         // between): the retry is not applied twice.
         let lost = r#"{"template": "Lost answer. $soul"}"#;
-        let fingerprint = keys::hash_bytes(format!("PUT {PATH}\n{lost}").as_bytes());
+        // Bound to the key that sent it: its name and agent scope (none: "*").
+        let fingerprint = keys::hash_bytes(format!("\"admin\" \"*\"\nPUT {PATH}\n{lost}").as_bytes());
         db.conn.execute_raw(Statement::from_sql_and_values(
             db.conn.get_database_backend(),
             match db.backend {

@@ -130,8 +130,11 @@ pub async fn call(
     let tool = attached_tool(state, loaded.id, agent, &request.tool).await?;
     super::arguments::validate(&state.cache, stamp, &tool, &request.arguments)?;
     super::requirements::check(&tool.name, request.user_id.as_deref(), &request.arguments)?;
+    // The agent is part of the request: another agent's call with the same key and
+    // body is a different request (409), never a replay of that agent's proposal.
     let serialized = serde_json::to_string(&request).map_err(Error::internal)?;
-    let request_hash = crate::auth::keys::hash_bytes(serialized.as_bytes());
+    let signed = format!("{agent:?}\n{serialized}");
+    let request_hash = crate::auth::keys::hash_bytes(signed.as_bytes());
     if let Some(key) = &request.idempotency_key
         && let Some(first) = replay(state, tenant, key, &request_hash).await?
     {

@@ -6,9 +6,12 @@
 //!
 //! - The key is recorded in the write's own transaction
 //!   ([`crate::db::idempotency`]), per tenant (the caller key's), for 24 hours.
-//! - The same key with the same method, path and body answers the stored answer
-//!   (`Idempotent-Replayed: true`); with another request, 422
-//!   `idempotency_key_reused`.
+//! - The same key from the same API key, with the same method, path and body,
+//!   answers the stored answer (`Idempotent-Replayed: true`); with another
+//!   request, or from another API key (another agent's, say), 422
+//!   `idempotency_key_reused`: the replay comes before the handler checks the
+//!   caller's role and reach, so a stored answer is only ever replayed to the key
+//!   that wrote it.
 //! - A key whose write committed but whose answer was never stored (the process
 //!   stopped in between), or whose request is still running, answers 409
 //!   `idempotent_request_pending`: it was not applied twice; read the resource.
@@ -24,6 +27,7 @@ use axum::response::{IntoResponse, Response};
 use super::error::ApiError;
 use super::extract::{MAX_BODY_BYTES, authenticate};
 use crate::app::AppState;
+use crate::auth::Principal;
 use crate::db::idempotency::{self, Pending};
 use crate::error::Kind;
 
@@ -85,7 +89,7 @@ async fn prepare(state: &AppState, request: Request) -> Result<Prepared, Respons
             )
             .into_response()
         })?;
-    let fingerprint = fingerprint(&parts, &body);
+    let fingerprint = fingerprint(&who, &parts, &body);
     let tenant = who.tenant().to_owned();
     let found = idempotency::find(&state.db, &tenant, &key)
         .await
@@ -94,7 +98,7 @@ async fn prepare(state: &AppState, request: Request) -> Result<Prepared, Respons
         Some(row) if row.fingerprint != fingerprint => Err(ApiError::new(
             Kind::Refused,
             "idempotency_key_reused",
-            "this Idempotency-Key was sent with a different request in the last 24 hours; use a new key",
+            "this Idempotency-Key was sent with a different request, or by another API key, in the last 24 hours; use a new key",
         )
         .into_response()),
         Some(row) => Err(replay(row.status, row.body)),
@@ -115,10 +119,15 @@ fn key_of(request: &Request) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// SHA-256 of the method, the path with its query, and the body.
-fn fingerprint(parts: &axum::http::request::Parts, body: &[u8]) -> String {
+/// SHA-256 of who sends it (the key's name and the agent it is scoped to; the
+/// tenant is the record's), the method, the path with its query, and the body.
+/// Binding the key in the fingerprint needs no column: another key's replay is
+/// simply a different request.
+fn fingerprint(who: &Principal, parts: &axum::http::request::Parts, body: &[u8]) -> String {
     let path = parts.uri.path_and_query().map_or("", |p| p.as_str());
-    let mut signed = format!("{} {path}\n", parts.method).into_bytes();
+    let scope = who.agent.as_deref().unwrap_or("*");
+    let (key, method) = (&who.key_name, &parts.method);
+    let mut signed = format!("{key:?} {scope:?}\n{method} {path}\n").into_bytes();
     signed.extend_from_slice(body);
     crate::auth::keys::hash_bytes(&signed)
 }

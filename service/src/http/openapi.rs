@@ -204,7 +204,7 @@ fn idempotency_keys(paths: &mut Value) {
             });
             responses.entry("422").or_insert_with(|| {
                 error_answer(
-                    "`idempotency_key_reused`: this Idempotency-Key was sent with another request",
+                    "`idempotency_key_reused`: this Idempotency-Key was sent with another request, or by another API key",
                 )
             });
         }
