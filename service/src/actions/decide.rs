@@ -159,22 +159,48 @@ pub async fn get(state: &AppState, who: &Principal, id: i32) -> Result<ProposalD
     })
 }
 
-/// A conversation's proposals in the caller's tenant, oldest first.
+/// How many proposals a page of a conversation holds when not asked, and at most.
+pub const PAGE_DEFAULT: u64 = 50;
+pub const PAGE_MAX: u64 = 200;
+
+/// Which page of a conversation's proposals: up to `limit` ([`PAGE_DEFAULT`] when
+/// absent, at most [`PAGE_MAX`]) of those with an id above `after`.
+#[derive(Debug, Default)]
+pub struct Page {
+    pub limit: Option<u64>,
+    pub after: Option<i32>,
+}
+
+/// A page of a conversation's proposals in the caller's tenant, oldest first (by
+/// id, which never changes, so pages neither skip nor repeat a proposal), with the
+/// `after` of the next page when there is one.
 pub async fn conversation(
     state: &AppState,
     who: &Principal,
     conversation: &str,
+    page: Page,
 ) -> Result<ConversationProposals> {
     check_id("conversation_id", conversation)?;
-    let rows = proposals::Entity::find()
+    let limit = page.limit.unwrap_or(PAGE_DEFAULT);
+    if !(1..=PAGE_MAX).contains(&limit) {
+        return Err(Error::invalid(format!("limit must be 1 to {PAGE_MAX}")));
+    }
+    let mut query = proposals::Entity::find()
         .filter(proposals::Column::TenantId.eq(who.tenant()))
         .filter(proposals::Column::ConversationId.eq(conversation))
         .order_by_asc(proposals::Column::Id)
-        .all(&state.db)
-        .await?;
+        .limit(limit + 1);
+    if let Some(after) = page.after {
+        query = query.filter(proposals::Column::Id.gt(after));
+    }
+    let mut rows = query.all(&state.db).await?;
+    let more = rows.len() as u64 > limit;
+    rows.truncate(limit as usize);
+    let next = rows.last().filter(|_| more).map(|last| last.id);
     Ok(ConversationProposals {
         conversation_id: conversation.to_owned(),
         proposals: rows.into_iter().map(ProposalView::from).collect(),
+        next,
     })
 }
 

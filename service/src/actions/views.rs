@@ -91,11 +91,13 @@ pub struct ProposalDetail {
     pub events: Vec<EventView>,
 }
 
-/// A conversation's proposals, oldest first.
+/// A page of a conversation's proposals, oldest first.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ConversationProposals {
     pub conversation_id: String,
     pub proposals: Vec<ProposalView>,
+    /// Pass as `after` for the next page; `null` on the last page.
+    pub next: Option<i32>,
 }
 
 /// A call that has not run (yet), as the agent relays it.

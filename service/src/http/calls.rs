@@ -4,11 +4,13 @@
 
 use axum::Json;
 use axum::extract::State;
+use serde::Deserialize;
+use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422, E424};
-use super::extract::{AgentKey, ApiJson, ApiPath, ApproverKey};
+use super::extract::{AgentKey, ApiJson, ApiPath, ApiQuery, ApproverKey};
 use crate::actions::call::{self, ToolCall};
 use crate::actions::decide;
 use crate::actions::preferences::{self, Preference};
@@ -53,21 +55,40 @@ async fn get_proposal(
     Ok(Json(decide::get(&state, &who, id).await?))
 }
 
+/// Which page of a conversation's proposals.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+struct ProposalsPage {
+    /// How many proposals, 1 to 200; 50 when absent.
+    #[param(minimum = 1, maximum = 200)]
+    limit: Option<u64>,
+    /// Only proposals after this id: the previous page's `next`.
+    after: Option<i32>,
+}
+
 #[utoipa::path(get, path = "/v1/conversations/{conversation_id}/proposals", tag = "proposals",
-    summary = "A conversation's proposals, oldest first (approver or admin)",
-    params(("conversation_id" = String, Path)),
+    summary = "A page of a conversation's proposals, oldest first (approver or admin)",
+    description = "Ordered by id. `next` is the `after` of the next page, `null` on the last one.",
+    params(("conversation_id" = String, Path), ProposalsPage),
     responses((status = 200, body = ConversationProposals, description = "The proposals"), E400, E401, E403))]
 async fn conversation_proposals(
     State(state): State<AppState>,
     ApproverKey(who): ApproverKey,
     ApiPath(conversation): ApiPath<String>,
+    ApiQuery(page): ApiQuery<ProposalsPage>,
 ) -> ApiResult<Json<ConversationProposals>> {
+    let page = decide::Page {
+        limit: page.limit,
+        after: page.after,
+    };
     Ok(Json(
-        decide::conversation(&state, &who, &conversation).await?,
+        decide::conversation(&state, &who, &conversation, page).await?,
     ))
 }
 
 #[utoipa::path(post, path = "/v1/proposals/{id}/approve", tag = "proposals", summary = "Approve and execute, exactly once (approver or admin)",
+    description = "409 `tool_unavailable`: the tool was switched off, unlinked or deleted, or the agent deleted, since the call was proposed; the proposal has ended `failed` (not retryable, the reason in `result.error` and in `details.reason`) and nothing ran.",
     params(("id" = i32, Path)),
     responses((status = 200, body = ProposalView, description = "The proposal after its execution"), E400, E401, E403, E404, E409, E424))]
 async fn approve(
