@@ -8,6 +8,7 @@ mod check;
 mod connectors;
 mod console;
 mod disk_full;
+mod hardening;
 mod http;
 mod https;
 mod idempotency;
