@@ -64,7 +64,7 @@ async fn the_database_url_flag_works_before_and_after_the_subcommand() {
         .expect("run");
     assert_eq!(
         stdout(&after),
-        "applied\tm20260224_000001_create_base_schema\npending\tm20260224_000002_canonicalize_tool_registry\npending\tm20260301_000003_channels_and_prompt_sections\npending\tm20260310_000004_keys_versions_generation\npending\tm20260320_000005_proposal_ledger\npending\tm20260401_000006_connectors\npending\tm20260410_000007_tenant_user_instructions\npending\tm20260410_000008_link_delete_reminders\npending\tm20261124_000009_console_sessions\npending\tm20261124_000010_mcp_connectors\npending\tm20261124_000011_agent_scoped_keys\npending\tm20261125_000012_synced_tool_schemas\npending\tm20261125_000013_idempotency_records\n"
+        "applied\tm20260224_000001_create_base_schema\npending\tm20260224_000002_canonicalize_tool_registry\npending\tm20260301_000003_channels_and_prompt_sections\npending\tm20260310_000004_keys_versions_generation\npending\tm20260320_000005_proposal_ledger\npending\tm20260401_000006_connectors\npending\tm20260410_000007_tenant_user_instructions\npending\tm20260410_000008_link_delete_reminders\npending\tm20261124_000009_console_sessions\npending\tm20261124_000010_mcp_connectors\npending\tm20261124_000011_agent_scoped_keys\npending\tm20261125_000012_synced_tool_schemas\npending\tm20261125_000013_idempotency_records\npending\tm20261125_000014_operator_role\npending\tm20261125_000015_key_names_per_tenant\n"
     );
 }
 
@@ -127,6 +127,8 @@ async fn two_concurrent_migrate_up_processes_apply_each_migration_once() {
             ("m20261124_000011_agent_scoped_keys".to_owned(), 1),
             ("m20261125_000012_synced_tool_schemas".to_owned(), 1),
             ("m20261125_000013_idempotency_records".to_owned(), 1),
+            ("m20261125_000014_operator_role".to_owned(), 1),
+            ("m20261125_000015_key_names_per_tenant".to_owned(), 1),
         ]
     );
 }
@@ -595,10 +597,10 @@ async fn serve_processes_on_one_postgres_hear_writes_without_polling_across_a_ki
     stop(first);
 }
 
-/// Migrate, seed and the first admin key run under the migration lock: two
+/// Migrate, seed and the first operator key run under the migration lock: two
 /// replicas started at once on a fresh Postgres both serve, and exactly one key is printed.
 #[tokio::test]
-async fn two_serve_processes_started_together_on_a_fresh_postgres_print_one_admin_key() {
+async fn two_serve_processes_started_together_on_a_fresh_postgres_print_one_operator_key() {
     use std::io::Read;
     let Some(db) = TestDb::postgres().await else {
         return;
@@ -638,10 +640,10 @@ async fn two_serve_processes_started_together_on_a_fresh_postgres_print_one_admi
 }
 
 #[tokio::test]
-async fn serve_migrates_seeds_prints_an_admin_key_and_stops_cleanly_on_sigterm() {
+async fn serve_migrates_seeds_prints_an_operator_key_and_stops_cleanly_on_sigterm() {
     let db = TestDb::sqlite().await;
     let (child, addr, printed) = spawn_serve(&db.url, &[], 3);
-    assert!(printed[0].contains("admin key"), "{printed:?}");
+    assert!(printed[0].contains("operator key"), "{printed:?}");
     let key = &printed[2];
     assert!(key.starts_with("lo_"), "{printed:?}");
 
@@ -654,6 +656,39 @@ async fn serve_migrates_seeds_prints_an_admin_key_and_stops_cleanly_on_sigterm()
     // Exactly one key was made, and it is listed without its secret.
     let out = loadout(&db.url, &["keys", "list"]);
     assert_eq!(stdout(&out).lines().count(), 1, "{}", stdout(&out));
+}
+
+/// Revoking every key and restarting must not print a working key to whoever reads
+/// the output: only a database that never had a key gets one.
+#[tokio::test]
+async fn serve_prints_a_key_only_for_a_database_that_never_had_one() {
+    use std::io::Read;
+    let db = TestDb::sqlite().await;
+    let (child, _, printed) = spawn_serve(&db.url, &[], 3);
+    assert!(printed[2].starts_with("lo_"), "{printed:?}");
+    stop(child);
+    assert!(
+        loadout(&db.url, &["keys", "revoke", "operator"])
+            .status
+            .success()
+    );
+
+    let mut child = start_serve(&db.url, &[]);
+    let addr = listening_address(&mut child);
+    let (status, _) = http_get(&addr, "/ready", "none");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    let mut out = child.stdout.take().expect("stdout");
+    let pid = child.id().to_string();
+    Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    let mut text = String::new();
+    out.read_to_string(&mut text).expect("read stdout");
+    assert!(child.wait().expect("wait").success());
+    assert!(!text.contains("lo_"), "a key was printed again: {text}");
+    let listed = stdout(&loadout(&db.url, &["keys", "list"]));
+    assert_eq!(listed.lines().count(), 1, "no key was made: {listed}");
 }
 
 #[tokio::test]
@@ -1109,4 +1144,135 @@ async fn a_body_that_stops_arriving_is_cut_off_by_the_idle_timeout() {
     let (status, body) = http_get(&addr, "/health", "none");
     assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
     stop(child);
+}
+
+/// `loadout` with extra environment variables.
+fn loadout_with(database_url: &str, env: &[(&str, &str)], args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loadout"))
+        .args(args)
+        .env("DATABASE_URL", database_url)
+        .envs(env.iter().copied())
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run the loadout binary")
+}
+
+/// A key file holding a new key: (path, key id).
+fn new_key_file(dir: &std::path::Path, name: &str) -> (std::path::PathBuf, String) {
+    let key = loadout::secrets::Key::generate().expect("key");
+    let path = dir.join(format!("{name}-{}", std::process::id()));
+    loadout::secrets::source::replace(&path, &key).expect("key file");
+    (path, key.id().to_string())
+}
+
+#[tokio::test]
+async fn serve_makes_an_owner_only_secrets_key_beside_sqlite_and_secrets_seal_and_rotate_use_it() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::fs::PermissionsExt;
+    let db = TestDb::sqlite().await;
+    let beside = loadout::secrets::source::beside_sqlite(&db.url).expect("a key file path");
+    let mut child = start_serve(&db.url, &["--connector-allow", "127.0.0.1"]);
+    let mut stderr_lines = Vec::new();
+    let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+    let addr = loop {
+        let mut line = String::new();
+        assert!(
+            err.read_line(&mut line).expect("stderr") > 0,
+            "serve exited: {stderr_lines:?}"
+        );
+        if let Some(addr) = line.trim().strip_prefix("loadout listening on http://") {
+            break addr.to_owned();
+        }
+        stderr_lines.push(line);
+    };
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut printed = Vec::new();
+    for _ in 0..3 {
+        let mut l = String::new();
+        out.read_line(&mut l).expect("stdout");
+        printed.push(l.trim_end().to_owned());
+    }
+    let said = stderr_lines.concat();
+    assert!(
+        said.contains("secrets key") && said.contains(&beside.display().to_string()),
+        "{said}"
+    );
+    let mode = std::fs::metadata(&beside)
+        .expect("made")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600, "owner-only");
+    let key_text = std::fs::read_to_string(&beside).expect("read");
+    assert!(!said.contains(key_text.trim()), "the key was printed");
+
+    let connector = format!(
+        r#"{{"name": "backend", "url": "http://127.0.0.1:9/hook", "headers": {{"authorization": "Bearer cli-secret"}}}}"#
+    );
+    let (status, body) = http(&addr, "POST", "/v1/connectors", &printed[2], &connector);
+    assert_eq!(status, "HTTP/1.1 201 Created", "{body}");
+    stop(child);
+
+    let sealed = loadout(&db.url, &["secrets", "seal"]);
+    assert!(sealed.status.success(), "{}", stderr(&sealed));
+    assert!(
+        stdout(&sealed).contains("\"unchanged\": 1"),
+        "{}",
+        stdout(&sealed)
+    );
+
+    let dir = beside.parent().expect("dir");
+    let (new_file, new_id) = new_key_file(dir, "loadout-new-key");
+    let new_path = new_file.display().to_string();
+    let rotated = loadout(&db.url, &["secrets", "rotate", "--new-key-file", &new_path]);
+    assert!(rotated.status.success(), "{}", stderr(&rotated));
+    assert!(
+        stdout(&rotated).contains(&format!("\"key_id\": \"{new_id}\"")),
+        "{}",
+        stdout(&rotated)
+    );
+    let now = loadout::secrets::source::read_file(&beside).expect("the key file");
+    assert_eq!(
+        now.id().to_string(),
+        new_id,
+        "the key beside the database is the new one"
+    );
+
+    // Rotating on with a key that did not seal the values: refused, the key named.
+    let (wrong_file, _) = new_key_file(dir, "loadout-wrong-key");
+    let wrong_path = wrong_file.display().to_string();
+    let refused = loadout(
+        &db.url,
+        &[
+            "secrets",
+            "rotate",
+            "--new-key-file",
+            &wrong_path,
+            "--secrets-key-file",
+            &wrong_path,
+        ],
+    );
+    assert!(!refused.status.success());
+    assert!(
+        stderr(&refused).contains(&new_id) && stderr(&refused).contains("does not hold"),
+        "{}",
+        stderr(&refused)
+    );
+    let garbage = loadout_with(
+        &db.url,
+        &[("LOADOUT_SECRETS_KEY", "not-a-key-at-all")],
+        &["check"],
+    );
+    assert!(!garbage.status.success());
+    assert!(
+        stderr(&garbage).contains("LOADOUT_SECRETS_KEY is not usable"),
+        "{}",
+        stderr(&garbage)
+    );
+    assert!(
+        !stderr(&garbage).contains("not-a-key-at-all"),
+        "the key text was echoed"
+    );
+    for path in [new_file, wrong_file] {
+        std::fs::remove_file(path).ok();
+    }
 }

@@ -26,7 +26,7 @@ impl Api {
         loadout::registry::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
             .await
             .expect("seed");
-        let admin = keys::create(&db.conn, "admin", Role::Admin)
+        let admin = keys::create(&db.conn, "admin", Role::Operator)
             .await
             .expect("key");
         let agent = keys::create_for_tenant(&db.conn, "agent-a", Role::Agent, Some("acme"))

@@ -119,7 +119,7 @@ struct Site {
 impl Site {
     async fn new(db: TestDb) -> Site {
         let db = db.seeded().await;
-        let admin = db.key("admin", Role::Admin).await;
+        let admin = db.key("admin", Role::Operator).await;
         let agent = db.key("agent", Role::Agent).await;
         let approver = keys::create(&db.conn, "approver", Role::Approver)
             .await
@@ -591,6 +591,48 @@ db_test!(
                 c.goto(&format!("{}{admin_page}", site.base)).await?;
                 page_shows(c, "it needs an admin key").await?;
             }
+            Ok(())
+        })
+        .await;
+    }
+);
+
+db_test!(
+    async fn a_tenant_admin_reads_the_configuration_and_only_an_operator_may_change_it(db) {
+        let site = Site::new(db).await;
+        let tenant_admin = keys::create_for_tenant(&site._db.conn, "acme-admin", Role::Admin, Some("acme"))
+            .await
+            .expect("key");
+        let Some(client) = browser().await else { return };
+        run("tenant-admin", client, async |c: &Client| {
+            sign_in(c, &site, &tenant_admin).await?;
+            let nav = c.find(Locator::Css("nav")).await?.text().await?;
+            ensure!(nav.contains("Tools") && !nav.contains("Connectors"), "nav: {nav}");
+            c.goto(&format!("{}/console/tools/delete_tasks", site.base)).await?;
+            page_shows(c, "Read-only: only an operator").await?;
+            ensure!(button(c, "", "Save tool").await.is_err(), "a tenant admin got the tool form's Save");
+            // Posting the form anyway (as a crafted page would) is refused, and nothing changes.
+            let status = c.execute(
+                "const body = new URLSearchParams({csrf: document.querySelector('input[name=csrf]').value, approval_tier: 'auto'}); \
+                 return fetch('/console/tools/delete_tasks', {method: 'POST', body}).then(r => r.status);",
+                vec![],
+            ).await?;
+            ensure!(status == json!(403), "a tenant admin's post answered {status}");
+            let (_, tool) = site.api(Method::GET, "/v1/tools/delete_tasks", &site.admin, None).await;
+            ensure!(tool["approval_tier"] == "requires_approval", "{tool}");
+            c.goto(&format!("{}/console/connectors", site.base)).await?;
+            page_shows(c, "it needs an operator key").await?;
+            c.goto(&format!("{}/console/agents/assistant", site.base)).await?;
+            ensure!(button(c, "//form[@id='template-form']", "Save").await.is_err(), "a tenant admin got the template's Save");
+            button(c, "//form[@id='template-form']", "Preview").await?;
+
+            // The operator gets the forms.
+            button(c, "", "Sign out").await?.click().await?;
+            sign_in(c, &site, &site.admin).await?;
+            c.goto(&format!("{}/console/tools/delete_tasks", site.base)).await?;
+            button(c, "", "Save tool").await?;
+            let nav = c.find(Locator::Css("nav")).await?.text().await?;
+            ensure!(nav.contains("Connectors"), "nav: {nav}");
             Ok(())
         })
         .await;

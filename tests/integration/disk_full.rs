@@ -89,7 +89,7 @@ async fn committed(url: &str) -> BTreeMap<i64, String> {
 async fn on_a_full_disk_no_acknowledged_write_is_lost_and_writes_recover_without_a_restart() {
     let Some(fs) = Tmpfs::mount("3m") else { return };
     let db = TestDb::sqlite_in(&fs.0).await.seeded().await;
-    let admin = db.key("admin", Role::Admin).await;
+    let admin = db.key("admin", Role::Operator).await;
     let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144)
         .await
         .expect("state");

@@ -28,7 +28,7 @@ impl Api {
         loadout::registry::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
             .await
             .expect("seed");
-        let admin = keys::create(&db.conn, "test-admin", Role::Admin)
+        let admin = keys::create(&db.conn, "test-admin", Role::Operator)
             .await
             .expect("admin key");
         let agent = keys::create(&db.conn, "test-agent", Role::Agent)
@@ -163,7 +163,7 @@ db_test! {
         // The key works (and is cached), then is revoked the way `loadout keys revoke` does it.
         assert_eq!(api.get(path).await.status, StatusCode::OK);
         let txn = sea_orm::TransactionTrait::begin(&api.db.conn).await.expect("txn");
-        keys::revoke(&txn, "test-agent").await.expect("revoke");
+        keys::revoke(&txn, "default", "test-agent").await.expect("revoke");
         loadout::db::generation::bump(&txn).await.expect("bump");
         txn.commit().await.expect("commit");
         let deadline = Instant::now() + Duration::from_secs(10);

@@ -53,7 +53,7 @@ async fn versions(db: &TestDb) -> i64 {
 db_test! {
     async fn an_idempotency_key_makes_an_admin_write_safe_to_retry(db) {
         let db = db.seeded().await;
-        let admin = db.key("admin", Role::Admin).await;
+        let admin = db.key("admin", Role::Operator).await;
         let other = keys::create_scoped(&db.conn, "other-admin", Role::Admin, Some("other"), None).await.expect("key");
         let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144).await.expect("state");
         let body = r#"{"template": "Retried. $soul"}"#;
@@ -70,10 +70,21 @@ db_test! {
         let reused = put(&state, &admin, "save-1", r#"{"template": "Something else. $soul"}"#).await;
         assert_eq!((reused.status, reused.body["error"]["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("idempotency_key_reused")));
 
-        // Keys are per tenant: another tenant's admin with the same key writes.
-        let elsewhere = put(&state, &other, "save-1", body).await;
-        assert_eq!((elsewhere.status, elsewhere.replayed), (StatusCode::OK, false), "{}", elsewhere.body);
-        assert_eq!(versions(&db).await, before + 2);
+        // Keys are per tenant: the same key on a user's instructions, first in the
+        // default tenant, then by another tenant's admin, writes both times.
+        let instructions = |key: &str| {
+            Request::put("/v1/agents/assistant/users/alice/instructions")
+                .header("authorization", format!("Bearer {key}"))
+                .header("content-type", "application/json")
+                .header("idempotency-key", "inst-1")
+                .body(Body::from(r#"{"instructions": "Short answers."}"#))
+                .expect("request")
+        };
+        for key in [&admin, &other] {
+            let reply = loadout_tests::api::request_reply(&state, instructions(key)).await;
+            assert_eq!((reply.status, reply.headers.contains_key("idempotent-replayed")), (StatusCode::OK, false), "{}", reply.body);
+        }
+        assert_eq!(versions(&db).await, before + 1);
 
         // A refused write records nothing: the same key then carries a good request.
         let refused = put(&state, &admin, "save-2", r#"{"template": "$nope"}"#).await;

@@ -21,7 +21,7 @@ struct Api {
 impl Api {
     async fn new(db: TestDb, max_prompt_bytes: usize) -> Api {
         let db = db.seeded().await;
-        let admin = db.key("admin", Role::Admin).await;
+        let admin = db.key("admin", Role::Operator).await;
         let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144)
             .await
             .expect("state")

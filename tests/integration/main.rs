@@ -16,6 +16,7 @@ mod limits;
 mod mcp_connectors;
 mod mcp_server;
 mod migrate;
+mod operator;
 mod outage;
 mod prompt;
 mod proposals;

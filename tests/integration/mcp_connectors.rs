@@ -439,7 +439,7 @@ db_test! {
                 Some(json!({"name": name, "kind": kind, "url": "http://127.0.0.1:9/x"}))).await;
             assert_eq!(status, StatusCode::CREATED, "{body}");
         }
-        Migrator::down(&api.db.conn, Some(3)).await.expect("migrations 13, 12 and 11 down first");
+        loadout_tests::migrate_down_to(&api.db.conn, "m20261124_000010_mcp_connectors").await;
         let err = Migrator::down(&api.db.conn, Some(1)).await.expect_err("refused");
         assert!(err.to_string().contains("1 mcp connector"), "{err}");
         let conn = api.db.reconnect().await;
@@ -602,7 +602,7 @@ db_test! {
         assert_eq!(warned, ["get_weather_labels", "search_weather_codes"], "{report}");
 
         use migration::{Migrator, MigratorTrait};
-        Migrator::down(&api.db.conn, Some(1)).await.expect("migration 13 down first");
+        loadout_tests::migrate_down_to(&api.db.conn, "m20261125_000012_synced_tool_schemas").await;
         let err = Migrator::down(&api.db.conn, Some(1)).await.expect_err("refused while a loose tool lives");
         assert!(err.to_string().contains("loose"), "{err}");
     }

@@ -30,7 +30,7 @@ struct Served {
 
 async fn serve(db: TestDb) -> Served {
     let db = db.seeded().await;
-    let admin = db.key("admin", Role::Admin).await;
+    let admin = db.key("admin", Role::Operator).await;
     let agent = db.key("agent", Role::Agent).await;
     let allow = vec!["127.0.0.1".parse().expect("ip")];
     let state =

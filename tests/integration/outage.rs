@@ -126,7 +126,7 @@ async fn a_restart_makes_a_write_answer_503_with_retry_after_and_a_read_retry_on
         return;
     };
     let db = db.seeded().await;
-    let admin = db.key("admin", Role::Admin).await;
+    let admin = db.key("admin", Role::Operator).await;
     let agent = db.key("agent", Role::Agent).await;
     let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144)
         .await
@@ -294,7 +294,7 @@ async fn during_an_outage_requests_fail_fast_ready_answers_in_a_second_and_recov
         return;
     };
     let db = db.seeded().await;
-    let admin = db.key("admin", Role::Admin).await;
+    let admin = db.key("admin", Role::Operator).await;
     let agent = db.key("agent", Role::Agent).await;
     let newcomer = db.key("newcomer", Role::Agent).await;
     let proxy = Proxy::start().await;
@@ -438,7 +438,7 @@ async fn under_load_an_outage_and_killed_connections_answer_only_200_or_503_with
         return;
     };
     let db = db.seeded().await;
-    let admin = db.key("admin", Role::Admin).await;
+    let admin = db.key("admin", Role::Operator).await;
     let agent = db.key("agent", Role::Agent).await;
     let proxy = Proxy::start().await;
     let pool = loadout::db::connect(&proxy.url(&db.url))

@@ -21,7 +21,7 @@ struct Api {
 impl Api {
     async fn new(db: TestDb) -> Api {
         let db = db.seeded().await;
-        let admin = db.key("admin", Role::Admin).await;
+        let admin = db.key("admin", Role::Operator).await;
         let approver = db.key("approver", Role::Approver).await;
         let state = AppState::with_connector_allow(
             db.reconnect().await,

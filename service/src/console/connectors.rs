@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::page::{Form, Path, Query, Signed, blank, error_page, render};
-use super::session::Admin;
+use super::session::Operator;
 use crate::actions::connector::store::{
     self as store, ConnectorUpdate, ConnectorView, NewConnector,
 };
@@ -119,7 +119,7 @@ struct Saved {
 
 async fn list(
     State(state): State<AppState>,
-    Admin(signed): Admin,
+    Operator(signed): Operator,
     Query(query): Query<Saved>,
 ) -> Response {
     let page = Connectors {
@@ -158,7 +158,7 @@ async fn refused(
 
 async fn create(
     State(state): State<AppState>,
-    Admin(signed): Admin,
+    Operator(signed): Operator,
     Form(form): Form<Fields>,
 ) -> Response {
     if let Some(refused) = signed.refused(&form.csrf) {
@@ -190,7 +190,7 @@ async fn create(
 
 async fn update(
     State(state): State<AppState>,
-    Admin(signed): Admin,
+    Operator(signed): Operator,
     Path(name): Path<String>,
     Form(form): Form<Fields>,
 ) -> Response {
@@ -240,7 +240,7 @@ struct SyncForm {
 /// Runs a sync (or its dry run) and shows the report under the connector.
 async fn sync(
     State(state): State<AppState>,
-    Admin(signed): Admin,
+    Operator(signed): Operator,
     Path(name): Path<String>,
     Form(form): Form<SyncForm>,
 ) -> Response {

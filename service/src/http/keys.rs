@@ -49,6 +49,7 @@ pub struct NewKey {
 
 /// Which tenant's keys (operators only; absent: the default tenant).
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct InTenant {
     pub tenant: Option<String>,
