@@ -183,6 +183,16 @@ impl AppState {
         self
     }
 
+    /// The same state trusting cached keys for `trust` without a generation read
+    /// (tests; `serve` keeps [`crate::cache::KEY_TRUST`]). Call before the state is
+    /// shared.
+    pub fn with_key_trust(mut self, trust: std::time::Duration) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.0) {
+            inner.cache.set_key_trust(trust);
+        }
+        self
+    }
+
     /// The same state with another rendered-prompt limit. Call before the state is shared.
     pub fn with_max_prompt_bytes(mut self, limit: usize) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.0) {

@@ -36,30 +36,41 @@ pub enum Stop {
     Terminate,
 }
 
-/// Waits for SIGINT or SIGTERM and says which came.
-pub async fn shutdown_signal() -> Stop {
-    let interrupt = async {
-        if let Err(e) = tokio::signal::ctrl_c().await {
-            tracing::warn!(error = %e, "cannot listen for SIGINT");
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+/// Registers for SIGINT and SIGTERM at once (so a signal sent the moment after this
+/// returns is caught, not the default action that kills the process) and returns
+/// what waits for the first of them and says which came.
+#[cfg(unix)]
+pub fn shutdown_signal() -> impl std::future::Future<Output = Stop> {
+    use tokio::signal::unix::{Signal, SignalKind, signal};
+    async fn received(signal: std::io::Result<Signal>, name: &str) {
+        match signal {
             Ok(mut signal) => {
                 signal.recv().await;
             }
             Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                tracing::warn!(error = %e, "cannot listen for {name}");
                 std::future::pending::<()>().await;
             }
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = interrupt => Stop::Interrupt,
-        () = terminate => Stop::Terminate,
+    }
+    let interrupt = received(signal(SignalKind::interrupt()), "SIGINT");
+    let terminate = received(signal(SignalKind::terminate()), "SIGTERM");
+    async move {
+        tokio::select! {
+            () = interrupt => Stop::Interrupt,
+            () = terminate => Stop::Terminate,
+        }
+    }
+}
+
+/// Waits for Ctrl-C (the one signal other platforms have).
+#[cfg(not(unix))]
+pub fn shutdown_signal() -> impl std::future::Future<Output = Stop> {
+    async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::warn!(error = %e, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+        Stop::Interrupt
     }
 }

@@ -1,5 +1,6 @@
-//! `loadout serve`: migrate and seed (unless told not to), make sure an admin key
-//! exists, then serve the API until SIGINT or SIGTERM, finishing in-flight requests.
+//! `loadout serve`: migrate and seed (unless told not to), give a database that
+//! never had a key an operator key, then serve the API until SIGINT or SIGTERM,
+//! finishing in-flight requests.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -215,6 +216,7 @@ impl From<ServeArgs> for Options {
                 body: http::deadline::BodyLimits {
                     timeout: std::time::Duration::from_secs(args.body_timeout_secs),
                     min_rate: args.body_min_rate,
+                    grace: http::deadline::GRACE,
                 },
                 trusted_proxies: args.trusted_proxies,
             },
@@ -294,12 +296,14 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
                 tracing::info!(%report, "migrated and seeded");
             }
             check_registry(&db, allow_drift, &secrets).await?;
-            bootstrap_admin_key(&db).await
+            bootstrap_operator_key(&db).await
         })
         .await?;
         db.close().await.ok();
         if let Some((name, key)) = new_key {
-            println!("No usable API key existed, so an admin key named {name:?} was created.");
+            println!(
+                "This database had no API key, so an operator key named {name:?} was created."
+            );
             println!("It is shown only this once; store it now (loadout keys create makes more):");
             println!("{key}");
         }
@@ -361,12 +365,14 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
             "--max-connections-per-address is over half of --max-connections: two client addresses can hold every connection"
         );
     }
+    // Registered before anyone can read "listening": a SIGTERM sent at once drains.
+    let stop = http::shutdown_signal();
     eprintln!("loadout listening on http://{local}");
     http::server::serve(
         listener,
         http::router(state.clone()),
         limits,
-        drained(state, drain),
+        drained(state, drain, stop),
     )
     .await
     .context("the server failed")?;
@@ -383,8 +389,12 @@ pub async fn run(database_url: &str, options: Options) -> anyhow::Result<()> {
 
 /// Resolves when the server should stop accepting: at once on SIGINT; on SIGTERM
 /// after `drain`, during which `/ready` answers 503 and requests are served.
-async fn drained(state: crate::app::AppState, drain: std::time::Duration) {
-    if http::shutdown_signal().await == http::Stop::Terminate && !drain.is_zero() {
+async fn drained(
+    state: crate::app::AppState,
+    drain: std::time::Duration,
+    stop: impl std::future::Future<Output = http::Stop>,
+) {
+    if stop.await == http::Stop::Terminate && !drain.is_zero() {
         state
             .draining
             .store(true, std::sync::atomic::Ordering::Relaxed);
@@ -463,26 +473,26 @@ async fn check_registry(
     Ok(())
 }
 
-/// On the very first start there is no key at all: create an admin key (returned
-/// with its name, for the caller to print once it is committed). Count and insert
-/// are one write transaction, so two processes cannot both find no key.
-async fn bootstrap_admin_key(
+/// The first key of a database that never had one: an operator key named
+/// `operator` (returned with its name, for the caller to print once it is
+/// committed). Count and insert are one write transaction, so two processes cannot
+/// both find no key. A database whose keys were all revoked gets none: printing a
+/// working key to whoever reads the log would undo the revocation. The operator
+/// makes one with `loadout keys create`, which needs the database itself.
+async fn bootstrap_operator_key(
     db: &sea_orm::DatabaseConnection,
 ) -> anyhow::Result<Option<(String, String)>> {
     let txn = db::begin_write(db).await?;
-    if keys::count_usable(&txn).await? > 0 {
+    if keys::count_ever(&txn).await? > 0 {
+        if keys::count_usable(&txn).await? == 0 {
+            tracing::warn!(
+                "every API key is revoked; make one with `loadout keys create --role operator --name NAME`"
+            );
+        }
         return Ok(None);
     }
-    let existing: Vec<String> = keys::list(&txn)
-        .await?
-        .into_iter()
-        .map(|k| k.name)
-        .collect();
-    let name = std::iter::once("admin".to_owned())
-        .chain((2..).map(|n| format!("admin-{n}")))
-        .find(|n| !existing.contains(n))
-        .unwrap_or_else(|| "admin".to_owned());
-    let key = keys::create(&txn, &name, Role::Admin).await?;
+    let name = "operator".to_owned();
+    let key = keys::create(&txn, &name, Role::Operator).await?;
     txn.commit().await?;
     Ok(Some((name, key)))
 }
