@@ -26,7 +26,7 @@ use tokio::task::JoinSet;
 const WITHIN: Duration = Duration::from_secs(1);
 
 struct Served {
-    _db: TestDb,
+    db: TestDb,
     addr: SocketAddr,
     agent: String,
 }
@@ -60,11 +60,7 @@ async fn serve(db: TestDb, flags: &[&str]) -> Served {
         limits,
         std::future::pending(),
     ));
-    Served {
-        _db: db,
-        addr,
-        agent,
-    }
+    Served { db, addr, agent }
 }
 
 /// A connection to `to` from the loopback address `from`.
@@ -218,7 +214,8 @@ db_test! {
         assert!(!tools.is_empty());
         let list = timed.elapsed();
         eprintln!(
-            "trickle: {sockets} sockets from 127.0.0.2, --max-connections {cap}: /health {health:.1?}, agent fetch {fetch:.1?}, MCP initialize {initialize:.1?}, MCP tools/list {list:.1?}"
+            "trickle: {:?}, {sockets} sockets from 127.0.0.2, --max-connections {cap}: /health {health:.1?}, agent fetch {fetch:.1?}, MCP initialize {initialize:.1?}, MCP tools/list {list:.1?}",
+            served.db.backend
         );
         drop(attack);
     }
@@ -282,6 +279,32 @@ async fn one_address_holds_at_most_64_connections_and_the_next_is_closed_at_once
     tokio::time::timeout(Duration::from_secs(10), served_again)
         .await
         .expect("closed connections give their places back");
+}
+
+#[test]
+fn every_operation_behind_a_key_documents_429_with_retry_after() {
+    let document = loadout::http::openapi();
+    let paths = document["paths"].as_object().expect("paths");
+    for (path, item) in paths {
+        let operations = item.as_object().expect("path item");
+        for (method, operation) in operations
+            .iter()
+            .filter(|(_, o)| o.get("responses").is_some())
+        {
+            let open = operation["security"].as_array().is_some_and(|s| {
+                s.iter()
+                    .all(|r| r.as_object().is_some_and(|r| r.is_empty()))
+            });
+            let answer = &operation["responses"]["429"];
+            assert_eq!(answer.is_object(), !open, "{method} {path}");
+            if !open {
+                assert!(
+                    answer["headers"]["Retry-After"].is_object(),
+                    "{method} {path}"
+                );
+            }
+        }
+    }
 }
 
 /// The head of a console sign-in declaring `length` bytes of form.

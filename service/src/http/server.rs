@@ -45,7 +45,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::deadline::{BodyLimits, Deadline};
-use super::limits::{Connections, Peer};
+use super::limits::{Connections, Peer, Slot, serving};
 
 /// How long in-flight requests may take to finish after a shutdown signal.
 pub const DRAIN: Duration = Duration::from_secs(30);
@@ -102,40 +102,37 @@ pub async fn serve(
     while let Some((stream, from, permit)) =
         next_connection(&listener, &permits, &mut shutdown).await
     {
-        let peer = Peer {
-            ip: from.ip(),
-            proxy: limits.trusted_proxies.contains(&from.ip()),
-        };
-        let slot = match peer.proxy {
-            true => None,
-            false => match per_address.take(peer.ip) {
-                Some(slot) => Some(slot),
-                None => {
-                    tracing::debug!(peer = %peer.ip, "closed a connection: its address holds the most it may");
-                    continue;
-                }
-            },
+        let Some((peer, slot)) = admit(&limits, &per_address, from.ip()) else {
+            continue;
         };
         stream.set_nodelay(true).ok();
         let (stream, last_active) = IdleTimeout::new(stream);
         let connection =
             graceful.watch(http.serve_connection(TokioIo::new(stream), service.clone()));
         let idle = idle_watch(last_active, limits.idle_timeout);
-        tokio::spawn(super::limits::serving(peer, async move {
-            tokio::select! {
-                // Errors here are the client's (reset, timeout, malformed head): not ours to log loudly.
-                served = connection => if let Err(e) = served {
-                    tracing::debug!(error = %e, "connection closed with an error");
-                },
-                () = idle => tracing::debug!("closed an idle connection"),
-            }
-            drop((slot, permit));
-        }));
+        tokio::spawn(serving(peer, watched(connection, idle, (slot, permit))));
     }
     drop(listener);
     drain(graceful).await;
     ticker.abort();
     Ok(())
+}
+
+/// One connection until it ends or goes idle; then `held` (its places under the
+/// limits) is given back.
+async fn watched<E: std::fmt::Display>(
+    connection: impl Future<Output = Result<(), E>>,
+    idle: impl Future<Output = ()>,
+    held: impl Sized,
+) {
+    tokio::select! {
+        // Errors here are the client's (reset, timeout, malformed head): not ours to log loudly.
+        served = connection => if let Err(e) = served {
+            tracing::debug!(error = %e, "connection closed with an error");
+        },
+        () = idle => tracing::debug!("closed an idle connection"),
+    }
+    drop(held);
 }
 
 /// Lets open connections finish their requests, for at most [`DRAIN`].
@@ -148,6 +145,26 @@ async fn drain(graceful: GracefulShutdown) {
             "some connections were still open {} s after shutdown",
             DRAIN.as_secs()
         );
+    }
+}
+
+/// A new connection's peer and its place in its address's count (none for a trusted
+/// proxy); `None` when its address holds the most it may: the caller drops it unread.
+fn admit(
+    limits: &Limits,
+    per_address: &Arc<Connections>,
+    ip: IpAddr,
+) -> Option<(Peer, Option<Slot>)> {
+    let proxy = limits.trusted_proxies.contains(&ip);
+    if proxy {
+        return Some((Peer { ip, proxy }, None));
+    }
+    match per_address.take(ip) {
+        Some(slot) => Some((Peer { ip, proxy }, Some(slot))),
+        None => {
+            tracing::debug!(peer = %ip, "closed a connection: its address holds the most it may");
+            None
+        }
     }
 }
 
