@@ -43,6 +43,9 @@ pub struct Error {
     pub message: String,
     /// `null` unless the code documents details.
     pub details: Value,
+    /// What caused an internal error, for the log (see [`Error::chain`]).
+    #[source]
+    pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -54,6 +57,7 @@ impl Error {
             code,
             message: message.into(),
             details: Value::Null,
+            source: None,
         }
     }
 
@@ -113,6 +117,29 @@ impl Error {
     pub fn internal(cause: impl std::fmt::Display) -> Self {
         Self::new(Kind::Internal, "internal", cause.to_string())
     }
+
+    /// [`Error::internal`] keeping `cause` itself, so the log gets its whole source
+    /// chain (a database error's driver error, an I/O error's OS error).
+    pub fn internal_from(cause: impl std::error::Error + Send + Sync + 'static) -> Self {
+        let mut error = Self::internal(&cause);
+        error.source = Some(Box::new(cause));
+        error
+    }
+
+    /// The message and every cause under it, `: `-separated, for the log.
+    pub fn chain(&self) -> String {
+        let mut out = self.message.clone();
+        let mut next = self
+            .source
+            .as_deref()
+            .and_then(std::error::Error::source);
+        while let Some(cause) = next {
+            out.push_str(": ");
+            out.push_str(&cause.to_string());
+            next = cause.source();
+        }
+        out
+    }
 }
 
 impl Error {
@@ -151,7 +178,7 @@ impl Error {
                     "the database does not answer (a connection was lost, or none was free in time); retry in a moment",
                 )
             }
-            crate::db::DbFailure::Other => Self::internal(error),
+            crate::db::DbFailure::Other => Self::internal_from(error),
         }
     }
 }
@@ -204,4 +231,22 @@ pub fn check_size(what: &str, text: &str, limit: usize) -> Result<()> {
 /// absent (`None`). Use with `#[serde(default, deserialize_with = "...")]`.
 pub fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
     serde::Deserialize::deserialize(d).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Error;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot read the catalog")]
+    struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn an_internal_error_keeps_its_source_chain_for_the_log() {
+        let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "permission denied");
+        let error = Error::internal_from(Outer(io));
+        assert_eq!(error.message, "cannot read the catalog");
+        assert_eq!(error.chain(), "cannot read the catalog: permission denied");
+        assert_eq!(Error::internal("plain").chain(), "plain");
+    }
 }

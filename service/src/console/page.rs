@@ -219,7 +219,7 @@ struct Message<'a> {
 pub fn error_page(signed: Option<&Signed>, error: &Error) -> Response {
     let status = crate::http::error::status(error.kind);
     let message = if error.kind == Kind::Internal {
-        tracing::error!(error = %error.message, "console request failed");
+        tracing::error!(error = %error.chain(), "console request failed");
         "Something went wrong on the server; the log has the cause."
     } else {
         error.message.as_str()

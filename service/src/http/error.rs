@@ -62,7 +62,7 @@ pub fn public(error: ApiError) -> ApiError {
     if error.kind != Kind::Internal {
         return error;
     }
-    tracing::error!(error = %error.message, "request failed");
+    tracing::error!(error = %error.chain(), "request failed");
     ApiError::new(Kind::Internal, error.code, INTERNAL_MESSAGE)
 }
 

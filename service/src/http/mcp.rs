@@ -398,7 +398,7 @@ const NUL_REFUSED: &str = "a JSON string holds \\u0000 (NUL), which no text colu
 /// Refuses arguments holding a NUL anywhere (a key or a string), as REST refuses
 /// a body that does: -32602 naming it.
 fn refuse_nul(arguments: &serde_json::Map<String, Value>) -> Result<(), ErrorData> {
-    let text = serde_json::to_vec(arguments).map_err(|e| protocol(Error::internal(e)))?;
+    let text = serde_json::to_vec(arguments).map_err(|e| protocol(Error::internal_from(e)))?;
     match has_nul_escape(&text) {
         true => Err(ErrorData::invalid_params(NUL_REFUSED, None)),
         false => Ok(()),
