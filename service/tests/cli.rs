@@ -1205,10 +1205,8 @@ async fn serve_makes_an_owner_only_secrets_key_beside_sqlite_and_secrets_seal_an
     let key_text = std::fs::read_to_string(&beside).expect("read");
     assert!(!said.contains(key_text.trim()), "the key was printed");
 
-    let connector = format!(
-        r#"{{"name": "backend", "url": "http://127.0.0.1:9/hook", "headers": {{"authorization": "Bearer cli-secret"}}}}"#
-    );
-    let (status, body) = http(&addr, "POST", "/v1/connectors", &printed[2], &connector);
+    let connector = r#"{"name": "backend", "url": "http://127.0.0.1:9/hook", "headers": {"authorization": "Bearer cli-secret"}}"#;
+    let (status, body) = http(&addr, "POST", "/v1/connectors", &printed[2], connector);
     assert_eq!(status, "HTTP/1.1 201 Created", "{body}");
     stop(child);
 

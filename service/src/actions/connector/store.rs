@@ -57,8 +57,8 @@ pub struct ConnectorList {
     pub connectors: Vec<ConnectorView>,
 }
 
-/// The body of `POST /v1/connectors`.
-#[derive(Debug, Deserialize, ToSchema)]
+/// The body of `POST /v1/connectors`. Its `Debug` shows header names, never values.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewConnector {
     pub name: String,
@@ -94,8 +94,9 @@ fn thirty_seconds() -> i32 {
     30_000
 }
 
-/// The fields of `PATCH /v1/connectors/{connector}`.
-#[derive(Debug, Deserialize, ToSchema)]
+/// The fields of `PATCH /v1/connectors/{connector}`. Its `Debug` shows header
+/// names, never values.
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConnectorUpdate {
     pub url: Option<String>,
@@ -105,6 +106,35 @@ pub struct ConnectorUpdate {
     #[schema(value_type = Option<std::collections::BTreeMap<String, String>>)]
     pub headers: Option<Map<String, Value>>,
     pub timeout_ms: Option<i32>,
+}
+
+/// Header names only: values are secrets.
+fn names(headers: &Map<String, Value>) -> Vec<&str> {
+    headers.keys().map(String::as_str).collect()
+}
+
+impl std::fmt::Debug for NewConnector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewConnector")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("url", &self.url)
+            .field("method", &self.method)
+            .field("headers", &names(&self.headers))
+            .field("timeout_ms", &self.timeout_ms)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for ConnectorUpdate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectorUpdate")
+            .field("url", &self.url)
+            .field("method", &self.method)
+            .field("headers", &self.headers.as_ref().map(names))
+            .field("timeout_ms", &self.timeout_ms)
+            .finish()
+    }
 }
 
 /// The body of `PUT /v1/tools/{tool}/connector`.
