@@ -45,10 +45,14 @@ pub(super) fn problems(rows: &[connectors::Model], keyring: &Keyring) -> Vec<Pro
             warn(
                 &mut out,
                 ProblemCode::SecretsNotSealed,
-                format!(
-                    "no secrets key is configured: {plain} of its {} header values are stored in plain text, and new ones are refused",
-                    stored.len()
-                ),
+                match plain {
+                    0 => "no secrets key is configured here, so new header values are refused"
+                        .to_owned(),
+                    _ => format!(
+                        "no secrets key is configured: {plain} of its {} header values are stored in plain text, and new ones are refused",
+                        stored.len()
+                    ),
+                },
                 format!("{HOW_TO_CONFIGURE}; then run `loadout secrets seal`"),
             );
         } else if plain > 0 {
