@@ -223,8 +223,19 @@ fn sessions_full(full: Full) -> Response {
 }
 
 /// rmcp's answer as clients expect it: an unknown session is a 404 in the API's
-/// shape (a client initializes again on it), and a session's closing DELETE 204.
+/// shape (a client initializes again on it), a session's closing DELETE 204, and
+/// rmcp's own 500 (its text names the failure inside; rmcp logged it) REST's 500.
 fn answered(mut response: Response, closing: bool, in_session: bool) -> Response {
+    if response.status() == axum::http::StatusCode::INTERNAL_SERVER_ERROR {
+        let body = super::error::ErrorBody {
+            error: super::error::ErrorDetail {
+                code: "internal".to_owned(),
+                message: super::error::INTERNAL_MESSAGE.to_owned(),
+                details: Value::Null,
+            },
+        };
+        return (response.status(), axum::Json(body)).into_response();
+    }
     if in_session && response.status() == axum::http::StatusCode::NOT_FOUND {
         return Error::new(
             Kind::NotFound,
