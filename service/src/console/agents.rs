@@ -12,8 +12,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use similar::{ChangeTag, TextDiff};
 
-use super::page::{CsrfOnly, Form, Path, Query, Signed, blank, error_page, render, wants_partial};
-use super::session::{Admin, Operator};
+use super::page::{
+    CsrfOnly, Path, Query, Signed, blank, error_page, refusal, render, wants_partial,
+};
+use super::session::{Admin, Checked, Operator, csrf_field};
 use crate::agents::config::{self as agents, AgentUpdate, AgentView};
 use crate::agents::preview::{self, ChannelRender, PreviewRequest};
 use crate::agents::template::{self, Change, VersionView};
@@ -166,16 +168,15 @@ struct SoulForm {
     expected_soul_version: Option<i32>,
 }
 
+csrf_field!(SoulForm, TemplateForm);
+
 /// Identity and soul in one write; the soul's version must still be the one shown.
 async fn save_soul(
     State(state): State<AppState>,
     Operator(signed): Operator,
     Path(name): Path<String>,
-    Form(form): Form<SoulForm>,
+    Checked(form): Checked<SoulForm>,
 ) -> Response {
-    if let Some(refused) = signed.refused(&form.csrf) {
-        return refused;
-    }
     let write = async {
         let mut identity = agents::get(&state, &name).await?.identity;
         if let Value::Object(fields) = &mut identity {
@@ -253,11 +254,8 @@ async fn lint(
     Admin(signed): Admin,
     Path(name): Path<String>,
     headers: HeaderMap,
-    Form(form): Form<TemplateForm>,
+    Checked(form): Checked<TemplateForm>,
 ) -> Response {
-    if let Some(refused) = signed.refused(&form.csrf) {
-        return refused;
-    }
     if wants_partial(&headers) {
         let problems = match template::lint(&state, &form.text()).await {
             Ok(problems) => problems,
@@ -310,11 +308,8 @@ async fn preview(
     Admin(signed): Admin,
     Path(name): Path<String>,
     headers: HeaderMap,
-    Form(form): Form<TemplateForm>,
+    Checked(form): Checked<TemplateForm>,
 ) -> Response {
-    if let Some(refused) = signed.refused(&form.csrf) {
-        return refused;
-    }
     let rendered = render_preview(&state, &signed, &name, &form).await;
     if wants_partial(&headers) {
         let page = match rendered {
@@ -363,11 +358,8 @@ async fn save_template(
     State(state): State<AppState>,
     Operator(signed): Operator,
     Path(name): Path<String>,
-    Form(form): Form<TemplateForm>,
+    Checked(form): Checked<TemplateForm>,
 ) -> Response {
-    if let Some(refused) = signed.refused(&form.csrf) {
-        return refused;
-    }
     let force = form.force.is_some();
     if force && blank(&form.reason).is_none() {
         let error = "Saving over lint errors needs a reason: say why in \"Reason\".".to_owned();
@@ -384,7 +376,10 @@ async fn save_template(
     };
     match template::save(&state, &signed.who.key_name, &name, change).await {
         Ok(_) => Redirect::to(&format!("/console/agents/{name}?saved=template")).into_response(),
-        Err(e) => refused_save(&state, &signed, &name, form, e).await,
+        Err(e) => {
+            let again = |status, e| refused_save(&state, &signed, &name, status, form, e);
+            refusal(&signed, e, again).await
+        }
     }
 }
 
@@ -392,6 +387,7 @@ async fn refused_save(
     state: &AppState,
     signed: &Signed,
     name: &str,
+    status: StatusCode,
     form: TemplateForm,
     error: Error,
 ) -> Response {
@@ -414,7 +410,7 @@ async fn refused_save(
         }
     })
     .await;
-    *response.status_mut() = crate::http::error::status(error.kind);
+    *response.status_mut() = status;
     response
 }
 
@@ -479,11 +475,8 @@ async fn restore(
     State(state): State<AppState>,
     Operator(signed): Operator,
     Path((name, version)): Path<(String, i32)>,
-    Form(form): Form<CsrfOnly>,
+    Checked(_): Checked<CsrfOnly>,
 ) -> Response {
-    if let Some(refused) = signed.refused(&form.csrf) {
-        return refused;
-    }
     match template::restore(&state, &signed.who.key_name, &name, version).await {
         Ok(saved) => {
             let to = saved.version;

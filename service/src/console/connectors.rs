@@ -10,14 +10,14 @@ use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::page::{Form, Path, Query, Signed, blank, error_page, render};
-use super::session::Operator;
+use super::page::{Path, Query, Signed, blank, error_page, refusal, render};
+use super::session::{Checked, Operator, csrf_field};
 use crate::actions::connector::store::{
     self as store, ConnectorUpdate, ConnectorView, NewConnector,
 };
 use crate::actions::connector::sync::{self as syncing, SyncReport, SyncRequest};
 use crate::app::AppState;
-use crate::error::{Error, Kind, Result};
+use crate::error::{Error, Result};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -49,6 +49,8 @@ struct Fields {
     #[serde(default, skip_serializing)]
     clear_headers: Option<String>,
 }
+
+csrf_field!(Fields, SyncForm);
 
 impl Fields {
     fn timeout(&self) -> Result<Option<i32>> {
@@ -134,19 +136,16 @@ async fn list(
     show(&state, &signed, StatusCode::OK, page).await
 }
 
-/// The answer to a refused write: the page again, the form as typed (headers
-/// excepted) and the message; an internal error is an error page.
-async fn refused(
+/// A refused write's page: the page again, the form as typed (headers excepted)
+/// and the message, under the connector it belongs to (`failed`).
+async fn again(
     state: &AppState,
     signed: &Signed,
+    status: StatusCode,
     form: Fields,
     failed: String,
     e: Error,
 ) -> Response {
-    if e.kind == Kind::Internal {
-        return error_page(Some(signed), &e);
-    }
-    let status = crate::http::error::status(e.kind);
     let page = Connectors {
         form,
         failed,
@@ -159,11 +158,8 @@ async fn refused(
 async fn create(
     State(state): State<AppState>,
     Operator(signed): Operator,
-    Form(form): Form<Fields>,
+    Checked(form): Checked<Fields>,
 ) -> Response {
-    if let Some(refused) = signed.refused(&form.csrf) {
-        return refused;
-    }
     let create = async {
         let new = NewConnector {
             name: form.name.trim().to_owned(),
@@ -184,7 +180,10 @@ async fn create(
             ))
             .into_response()
         }
-        Err(e) => refused(&state, &signed, form, String::new(), e).await,
+        Err(e) => {
+            let form_again = |status, e| again(&state, &signed, status, form, String::new(), e);
+            refusal(&signed, e, form_again).await
+        }
     }
 }
 
@@ -192,11 +191,8 @@ async fn update(
     State(state): State<AppState>,
     Operator(signed): Operator,
     Path(name): Path<String>,
-    Form(form): Form<Fields>,
+    Checked(form): Checked<Fields>,
 ) -> Response {
-    if let Some(refused) = signed.refused(&form.csrf) {
-        return refused;
-    }
     let update = async {
         let headers = match form.headers()? {
             Some(map) => Some(map),
@@ -216,8 +212,10 @@ async fn update(
             "/console/connectors?saved={name}#connector-{name}"
         ))
         .into_response(),
-        Err(e) if e.kind == Kind::NotFound => error_page(Some(&signed), &e),
-        Err(e) => refused(&state, &signed, Fields::default(), name, e).await,
+        Err(e) => {
+            let form_again = |status, e| again(&state, &signed, status, Fields::default(), name, e);
+            refusal(&signed, e, form_again).await
+        }
     }
 }
 
@@ -242,11 +240,8 @@ async fn sync(
     State(state): State<AppState>,
     Operator(signed): Operator,
     Path(name): Path<String>,
-    Form(form): Form<SyncForm>,
+    Checked(form): Checked<SyncForm>,
 ) -> Response {
-    if let Some(refused) = signed.refused(&form.csrf) {
-        return refused;
-    }
     let request = SyncRequest {
         dry_run: form.mode != "sync",
         overwrite: form.overwrite.is_some(),
@@ -271,7 +266,9 @@ async fn sync(
             };
             show(&state, &signed, StatusCode::OK, page).await
         }
-        Err(e) if e.kind == Kind::NotFound => error_page(Some(&signed), &e),
-        Err(e) => refused(&state, &signed, Fields::default(), name, e).await,
+        Err(e) => {
+            let form_again = |status, e| again(&state, &signed, status, Fields::default(), name, e);
+            refusal(&signed, e, form_again).await
+        }
     }
 }

@@ -228,6 +228,21 @@ pub fn error_page(signed: Option<&Signed>, error: &Error) -> Response {
     render(signed, status, "message.html", Message { title, message })
 }
 
+/// The answer to a form the domain refused: a refusal the person can act on
+/// (invalid, refused, a conflict, the database busy, ...) is `again`, the form
+/// rendered again with the message, as the error's status; an internal error, or
+/// the form's subject gone (not found), is the error page.
+pub async fn refusal<F: Future<Output = Response>>(
+    signed: &Signed,
+    error: Error,
+    again: impl FnOnce(StatusCode, Error) -> F,
+) -> Response {
+    if matches!(error.kind, Kind::Internal | Kind::NotFound) {
+        return error_page(Some(signed), &error);
+    }
+    again(crate::http::error::status(error.kind), error).await
+}
+
 /// A text field's value, trimmed; `None` when it is empty or blank.
 pub fn blank(text: &str) -> Option<String> {
     let text = text.trim();

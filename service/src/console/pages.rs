@@ -8,8 +8,8 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 
-use super::page::{CsrfOnly, Form, Path, Signed, error_page, render};
-use super::session::Admin;
+use super::page::{CsrfOnly, Path, Signed, error_page, render};
+use super::session::{Admin, Checked, csrf_field};
 use crate::actions::decide;
 use crate::agents::config::{self as agents, AgentView};
 use crate::app::AppState;
@@ -113,16 +113,15 @@ struct NewKey {
     agent: String,
 }
 
+csrf_field!(NewKey);
+
 /// Creates a key in the admin's tenant and shows it once (this response is
 /// `no-store`, like every page).
 async fn create_key(
     State(state): State<AppState>,
     Admin(signed): Admin,
-    Form(form): Form<NewKey>,
+    Checked(form): Checked<NewKey>,
 ) -> Response {
-    if let Some(refused) = signed.refused(&form.csrf) {
-        return refused;
-    }
     let role = match form.role.parse::<Role>() {
         Ok(Role::Operator) if !signed.is_operator() => {
             Err("only an operator creates operator keys".to_owned())
@@ -165,11 +164,8 @@ async fn revoke_key(
     State(state): State<AppState>,
     Admin(signed): Admin,
     Path(name): Path<String>,
-    Form(form): Form<CsrfOnly>,
+    Checked(_): Checked<CsrfOnly>,
 ) -> Response {
-    if let Some(refused) = signed.refused(&form.csrf) {
-        return refused;
-    }
     let tenant = signed.who.tenant();
     let key_error = |e| match e {
         KeyError::Db(e) => e.into(),

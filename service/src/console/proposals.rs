@@ -9,7 +9,8 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 
-use super::page::{CsrfOnly, Form, Path, Query, Signed, error_page, render};
+use super::page::{CsrfOnly, Path, Query, Signed, error_page, render};
+use super::session::Checked;
 use crate::actions::decide::{self, State as ProposalState};
 use crate::actions::views::{ProposalDetail, ProposalView};
 use crate::app::AppState;
@@ -101,11 +102,8 @@ async fn decide_one(
     State(state): State<AppState>,
     signed: Signed,
     Path((id, decision)): Path<(i32, String)>,
-    Form(form): Form<CsrfOnly>,
+    Checked(_): Checked<CsrfOnly>,
 ) -> Response {
-    if let Some(refused) = signed.refused(&form.csrf) {
-        return refused;
-    }
     let done = match decision.as_str() {
         "approve" => decide::approve(&state, &signed.who, id).await,
         "decline" => decide::decline(&state, &signed.who, id).await,

@@ -14,11 +14,11 @@ use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::page::{Form, Path, Query, Signed, blank, error_page, render};
-use super::session::{Admin, Operator};
+use super::page::{Path, Query, Signed, blank, error_page, refusal, render};
+use super::session::{Admin, Checked, Operator, csrf_field};
 use crate::actions::connector::store::{self as connectors, Binding};
 use crate::app::AppState;
-use crate::error::{Error, Kind, Result};
+use crate::error::{Error, Result};
 use crate::registry::channels::{self, ChannelUpdate, ChannelView};
 use crate::registry::links;
 use crate::registry::tools::{self, NewTool, ToolUpdate, ToolView};
@@ -56,6 +56,8 @@ struct ToolFields {
     #[serde(default)]
     is_active: Option<String>,
 }
+
+csrf_field!(ToolFields, BindForm, LinkForm, ChannelForm);
 
 impl ToolFields {
     fn of(tool: &ToolView) -> Self {
@@ -161,11 +163,8 @@ async fn tool_list(State(state): State<AppState>, Admin(signed): Admin) -> Respo
 async fn create_tool(
     State(state): State<AppState>,
     Operator(signed): Operator,
-    Form(form): Form<ToolFields>,
+    Checked(form): Checked<ToolFields>,
 ) -> Response {
-    if let Some(refused) = signed.refused(&form.csrf) {
-        return refused;
-    }
     let create = async {
         let new = NewTool {
             name: form.name.trim().to_owned(),
@@ -182,10 +181,9 @@ async fn create_tool(
             tracing::info!(tool = %tool.name, by = %signed.who.key_name, "tool created in the console");
             Redirect::to(&format!("/console/tools/{}?saved=created", tool.name)).into_response()
         }
-        Err(e) if e.kind == Kind::Internal => error_page(Some(&signed), &e),
         Err(e) => {
-            let status = crate::http::error::status(e.kind);
-            tools_page(&state, &signed, status, form, Refusal::of(&e)).await
+            let again = |status, e| tools_page(&state, &signed, status, form, Refusal::of(&e));
+            refusal(&signed, e, again).await
         }
     }
 }
@@ -274,11 +272,8 @@ async fn update_tool(
     State(state): State<AppState>,
     Operator(signed): Operator,
     Path(name): Path<String>,
-    Form(form): Form<ToolFields>,
+    Checked(form): Checked<ToolFields>,
 ) -> Response {
-    if let Some(refused) = signed.refused(&form.csrf) {
-        return refused;
-    }
     let update = async {
         let change = ToolUpdate {
             description: Some(form.description.clone()),
@@ -291,21 +286,12 @@ async fn update_tool(
     };
     match update.await {
         Ok(_) => Redirect::to(&format!("/console/tools/{name}?saved=tool")).into_response(),
-        Err(e) if matches!(e.kind, Kind::Internal | Kind::NotFound) => {
-            error_page(Some(&signed), &e)
-        }
         Err(e) => {
-            let status = crate::http::error::status(e.kind);
-            tool_view(
-                &state,
-                &signed,
-                &name,
-                status,
-                Some(form),
-                Refusal::of(&e),
-                None,
-            )
-            .await
+            let again = |status, e| {
+                let refused = Refusal::of(&e);
+                tool_view(&state, &signed, &name, status, Some(form), refused, None)
+            };
+            refusal(&signed, e, again).await
         }
     }
 }
@@ -323,22 +309,17 @@ async fn bind_tool(
     State(state): State<AppState>,
     Operator(signed): Operator,
     Path(name): Path<String>,
-    Form(form): Form<BindForm>,
+    Checked(form): Checked<BindForm>,
 ) -> Response {
-    if let Some(refused) = signed.refused(&form.csrf) {
-        return refused;
-    }
     let binding = Binding {
         connector: blank(&form.connector),
     };
     match connectors::bind(&state, &name, binding).await {
         Ok(_) => Redirect::to(&format!("/console/tools/{name}?saved=connector")).into_response(),
-        Err(e) if matches!(e.kind, Kind::Internal | Kind::NotFound) => {
-            error_page(Some(&signed), &e)
-        }
         Err(e) => {
-            let status = crate::http::error::status(e.kind);
-            tool_view(&state, &signed, &name, status, None, Refusal::of(&e), None).await
+            let again =
+                |status, e| tool_view(&state, &signed, &name, status, None, Refusal::of(&e), None);
+            refusal(&signed, e, again).await
         }
     }
 }
@@ -409,11 +390,8 @@ async fn set_link(
     State(state): State<AppState>,
     Operator(signed): Operator,
     Path((agent, tool)): Path<(String, String)>,
-    Form(form): Form<LinkForm>,
+    Checked(form): Checked<LinkForm>,
 ) -> Response {
-    if let Some(refused) = signed.refused(&form.csrf) {
-        return refused;
-    }
     let on = match form.link.as_str() {
         "on" => true,
         "off" => false,
@@ -480,11 +458,8 @@ async fn update_channel(
     State(state): State<AppState>,
     Operator(signed): Operator,
     Path(name): Path<String>,
-    Form(form): Form<ChannelForm>,
+    Checked(form): Checked<ChannelForm>,
 ) -> Response {
-    if let Some(refused) = signed.refused(&form.csrf) {
-        return refused;
-    }
     let update = ChannelUpdate {
         description: Some(form.description),
         guidance: Some(form.guidance),
@@ -496,12 +471,10 @@ async fn update_channel(
         Ok(_) => {
             Redirect::to(&format!("/console/channels?saved={name}#channel-{name}")).into_response()
         }
-        Err(e) if matches!(e.kind, Kind::Internal | Kind::NotFound) => {
-            error_page(Some(&signed), &e)
-        }
         Err(e) => {
-            let status = crate::http::error::status(e.kind);
-            channels_page(&state, &signed, status, Some(e.message), None).await
+            let again =
+                |status, e: Error| channels_page(&state, &signed, status, Some(e.message), None);
+            refusal(&signed, e, again).await
         }
     }
 }

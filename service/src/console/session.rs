@@ -7,16 +7,17 @@
 //! - Sessions expire after [`LIFETIME`]; sign-out ends one (`ended_at`), on every
 //!   replica at once, since the row is the session.
 //! - Each session has a CSRF token; every form that changes anything carries it and
-//!   [`Signed::check`] compares it in constant time. `SameSite=Strict` is the second
+//!   [`Checked`] compares it in constant time. `SameSite=Strict` is the second
 //!   line: a cross-site post carries no cookie at all.
 
-use axum::extract::{FromRequestParts, State};
+use axum::extract::{FromRequest, FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::{Duration, Utc};
 use entity::console_sessions;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::page::{CsrfOnly, Form, Signed, error_page, render};
@@ -48,7 +49,11 @@ impl FromRequestParts<AppState> for Signed {
         state: &AppState,
     ) -> std::result::Result<Self, Response> {
         match find(state, &parts.headers).await {
-            Ok(Some(signed)) => Ok(signed),
+            Ok(Some(signed)) => {
+                // For [`Checked`]: the form's token is compared with this session's.
+                parts.extensions.insert(signed.clone());
+                Ok(signed)
+            }
             Ok(None) if parts.method == Method::GET => {
                 Err(Redirect::to("/console/sign-in").into_response())
             }
@@ -87,6 +92,52 @@ impl FromRequestParts<AppState> for Operator {
         } else {
             let needed = "an operator key (the configuration is shared by every tenant)";
             Err(error_page(Some(&signed), &Error::forbidden(needed)))
+        }
+    }
+}
+
+/// A form that carries the session's CSRF token.
+pub trait CsrfForm {
+    fn csrf(&self) -> &str;
+}
+
+/// Implements [`CsrfForm`] for forms whose token is their `csrf` field.
+macro_rules! csrf_field {
+    ($($form:ty),+ $(,)?) => {
+        $(impl $crate::console::session::CsrfForm for $form {
+            fn csrf(&self) -> &str {
+                &self.csrf
+            }
+        })+
+    };
+}
+pub(crate) use csrf_field;
+
+csrf_field!(CsrfOnly);
+
+/// A form of a signed-in person whose CSRF token is this session's: a missing or
+/// wrong token is the CSRF error page (403) and the handler never runs; a malformed
+/// form is [`Form`]'s error page. The session is the one the handler's `Signed`,
+/// `Admin` or `Operator` extractor read (kept in the request's extensions), so
+/// extractors still run in the handler's order: session, path, then the form.
+pub struct Checked<T>(pub T);
+
+impl<T: DeserializeOwned + CsrfForm> FromRequest<AppState> for Checked<T> {
+    type Rejection = Response;
+
+    async fn from_request(
+        request: Request,
+        state: &AppState,
+    ) -> std::result::Result<Self, Response> {
+        let (mut parts, body) = request.into_parts();
+        let signed = match parts.extensions.remove::<Signed>() {
+            Some(signed) => signed,
+            None => Signed::from_request_parts(&mut parts, state).await?,
+        };
+        let Form(form) = Form::<T>::from_request(Request::from_parts(parts, body), state).await?;
+        match signed.refused(form.csrf()) {
+            Some(refused) => Err(refused),
+            None => Ok(Checked(form)),
         }
     }
 }
@@ -248,11 +299,8 @@ pub async fn sign_out(
     State(state): State<AppState>,
     signed: Signed,
     headers: HeaderMap,
-    Form(form): Form<CsrfOnly>,
+    Checked(_): Checked<CsrfOnly>,
 ) -> Response {
-    if let Some(refused) = signed.refused(&form.csrf) {
-        return refused;
-    }
     let ended = console_sessions::ActiveModel {
         id: Set(signed.session_id),
         ended_at: Set(Some(Utc::now())),
