@@ -13,8 +13,7 @@ use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 
 use crate::error::{Error, Result, check_name};
 
-/// Soul, sections and instructions are limited to this many bytes each.
-pub const MAX_TEXT_BYTES: usize = 256 * 1024;
+pub use crate::vocab::MAX_TEXT_BYTES;
 
 /// The live agent of that name; 404 otherwise.
 pub async fn row(db: &impl ConnectionTrait, name: &str) -> Result<agent_configurations::Model> {

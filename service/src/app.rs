@@ -7,15 +7,18 @@ use std::time::Duration;
 
 use sea_orm::DatabaseConnection;
 
-use crate::cache::Cache;
+use crate::actions::arguments::Validators;
+use crate::auth::cache::Keys;
+use crate::cache::{DEFAULT_BUDGET, Generation};
+use crate::fetch::cache::PromptCache;
+use crate::fetch::encoded::Responses;
 use crate::metrics::Metrics;
-use crate::prompt::builder::Clock;
 use crate::registry::Tier;
+use crate::vocab::Clock;
 
 /// How long an execution may run before the sweeper presumes its process dead (default).
 pub const PROPOSAL_LEASE: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
-/// How long a proposal waits for a decision unless configured per tier.
-pub const DEFAULT_PROPOSAL_TTL: chrono::TimeDelta = chrono::TimeDelta::hours(24);
+pub use crate::actions::DEFAULT_PROPOSAL_TTL;
 /// Largest rendered prompt unless configured: 4 MiB, some 500 times the seeded
 /// prompt, yet small enough that a few hundred renders at once fit in memory.
 pub const DEFAULT_MAX_PROMPT_BYTES: usize = 4 * 1024 * 1024;
@@ -75,7 +78,17 @@ pub struct Inner {
     pub db: DatabaseConnection,
     /// Open while the database does not answer: requests fail fast (`http::trace::edge`).
     pub breaker: crate::db::outage::Breaker,
-    pub cache: Cache,
+    /// The configuration generation every cached entry is stamped with, and the
+    /// cache's hit and miss counters.
+    pub generation: Arc<Generation>,
+    /// Authenticated keys (`auth::cache`).
+    pub keys: Keys,
+    /// Loaded agents, the channels and users' instructions (the prompt service's).
+    pub prompt_cache: PromptCache,
+    /// Whole encoded GET responses (the fetch path's).
+    pub responses: Responses,
+    /// Tools' compiled argument validators (the action path's).
+    pub validators: Validators,
     pub metrics: Metrics,
     pub clock: Arc<dyn Clock>,
     pub max_template_bytes: usize,
@@ -132,12 +145,16 @@ impl AppState {
         let outbound = crate::actions::connector::Outbound::new(connector_allow, None)
             .map_err(|e| sea_orm::DbErr::Custom(e.to_string()))?;
         let generation = crate::db::generation::current(&db).await?;
-        let cache = Cache::new(generation);
-        let metrics = Metrics::new(&cache);
+        let generation = Arc::new(Generation::new(generation));
+        let metrics = Metrics::new(&generation);
         Ok(Self(Arc::new(Inner {
             db,
             breaker: Default::default(),
-            cache,
+            keys: Keys::new(generation.counts.clone()),
+            prompt_cache: PromptCache::new(DEFAULT_BUDGET, generation.counts.clone()),
+            responses: Responses::new(DEFAULT_BUDGET, generation.counts.clone()),
+            validators: Validators::new(DEFAULT_BUDGET, generation.counts.clone()),
+            generation,
             metrics,
             clock,
             max_template_bytes,
@@ -167,18 +184,20 @@ impl AppState {
 
     /// How long a proposal of a tool of `tier` waits for a decision.
     pub fn proposal_ttl(&self, tier: Tier) -> chrono::TimeDelta {
-        self.proposal_ttls
-            .get(&tier)
-            .copied()
-            .unwrap_or(DEFAULT_PROPOSAL_TTL)
+        crate::actions::proposal_ttl(&self.proposal_ttls, tier)
     }
 
     /// The same state with a cache of another size (`serve --cache-mib`). Call before
     /// the state is shared.
     pub fn with_cache_budget(mut self, bytes: usize) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.0) {
-            inner.cache = Cache::with_budget(inner.cache.generation(), bytes);
-            inner.metrics = Metrics::new(&inner.cache);
+            inner.generation = Arc::new(Generation::new(inner.generation.current()));
+            let counts = &inner.generation.counts;
+            inner.keys = Keys::new(counts.clone());
+            inner.prompt_cache = PromptCache::new(bytes, counts.clone());
+            inner.responses = Responses::new(bytes, counts.clone());
+            inner.validators = Validators::new(bytes, counts.clone());
+            inner.metrics = Metrics::new(&inner.generation);
         }
         self
     }
@@ -188,7 +207,9 @@ impl AppState {
     /// shared.
     pub fn with_key_trust(mut self, trust: std::time::Duration) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.0) {
-            inner.cache.set_key_trust(trust);
+            if let Some(generation) = Arc::get_mut(&mut inner.generation) {
+                generation.set_key_trust(trust);
+            }
         }
         self
     }
@@ -253,11 +274,33 @@ impl AppState {
         self
     }
 
-    /// The executors as the database binds them now.
-    pub async fn executors(&self) -> Result<crate::actions::executors::Executors, sea_orm::DbErr> {
-        let executors =
-            crate::actions::executors::Executors::load(&self.db, Some(self.outbound.clone()))
-                .await?;
-        Ok(executors.with_keyring(self.secrets.clone()))
+    /// What the prompt service reads through, lent from this state.
+    pub fn prompts(&self) -> crate::fetch::Prompts<'_> {
+        crate::fetch::Prompts {
+            db: &self.db,
+            cache: &self.prompt_cache,
+            generation: &self.generation,
+            clock: &*self.clock,
+            max_prompt_bytes: self.max_prompt_bytes,
+        }
+    }
+
+    /// What running a tool takes, lent from this state.
+    pub fn runner(&self) -> crate::actions::Runner<'_> {
+        crate::actions::Runner {
+            db: &self.db,
+            generation: &self.generation,
+            outbound: &self.outbound,
+            secrets: &self.secrets,
+        }
+    }
+
+    /// What reading a connector's server takes, lent from this state.
+    pub fn remote(&self) -> crate::actions::connector::sync::Remote<'_> {
+        crate::actions::connector::sync::Remote {
+            outbound: &self.outbound,
+            secrets: &self.secrets,
+            limits: self.sync_limits,
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! Who is calling: API keys, their roles and tenants.
 
+pub mod cache;
 pub mod keys;
 
 pub use keys::{Principal, Role};

@@ -129,10 +129,7 @@ impl Error {
     /// The message and every cause under it, `: `-separated, for the log.
     pub fn chain(&self) -> String {
         let mut out = self.message.clone();
-        let mut next = self
-            .source
-            .as_deref()
-            .and_then(std::error::Error::source);
+        let mut next = self.source.as_deref().and_then(std::error::Error::source);
         while let Some(cause) = next {
             out.push_str(": ");
             out.push_str(&cause.to_string());
@@ -196,7 +193,7 @@ impl From<sea_orm::DbErr> for Error {
 
 /// `[a-z0-9][a-z0-9._-]{0,63}`: agent, tool, channel, connector and key names.
 pub fn check_name(what: &str, name: &str) -> Result<()> {
-    if crate::auth::keys::valid_name(name) {
+    if crate::vocab::valid_name(name) {
         Ok(())
     } else {
         Err(Error::invalid(format!(

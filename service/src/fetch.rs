@@ -1,6 +1,12 @@
-//! What agents fetch: the agent, the channels and a user's instructions through the
-//! generation-stamped cache, and the rendered prompt and tool definitions built
-//! from them. The views here are the API's response bodies.
+//! The prompt service, what agents fetch: the agent, the channels and a user's
+//! instructions through the generation-stamped cache ([`cache`]), and the rendered
+//! prompt and tool definitions built from them; [`encoded`] holds the whole
+//! responses the HTTP fetch path serves again. The views here are the API's
+//! response bodies. An application service over the pure `prompt` (template,
+//! builder, lint, loader), which depends on nothing above it.
+
+pub mod cache;
+pub mod encoded;
 
 use std::sync::Arc;
 
@@ -9,13 +15,28 @@ use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::builder::{self, Channels, Provenance};
-use super::load;
-use crate::app::AppState;
-use crate::cache::LoadedAgent;
+use sea_orm::DatabaseConnection;
+
+use crate::cache::Generation;
 use crate::db::outage::read_retrying;
 use crate::error::{Error, Result, check_id, check_name};
+use crate::prompt::builder::{self, Channels, Provenance};
+use crate::prompt::load::{self, LoadedAgent};
 use crate::registry::formats::{self, AnthropicTool, Format, McpTool, OpenAiTool, Tools};
+use crate::vocab::Clock;
+
+/// What the prompt service reads through: the database, its cache, the generation
+/// that stamps the cache, the clock and the render limit. The state lends one
+/// (`AppState::prompts`); it is a handful of references, built per call for free.
+#[derive(Clone, Copy)]
+pub struct Prompts<'a> {
+    pub db: &'a DatabaseConnection,
+    pub cache: &'a cache::PromptCache,
+    pub generation: &'a Generation,
+    pub clock: &'a dyn Clock,
+    /// Largest rendered prompt (`serve --max-prompt-bytes`).
+    pub max_prompt_bytes: usize,
+}
 
 /// At most this many memory notes in one render.
 const MAX_MEMORY_NOTES: usize = 200;
@@ -26,7 +47,7 @@ pub const MAX_MEMORY_NOTES_BYTES: usize = 256 * 1024;
 /// The most each request-time placeholder can bring, as the API limits them.
 pub fn bounds() -> builder::Bounds {
     builder::Bounds {
-        user_instructions: crate::agents::MAX_TEXT_BYTES,
+        user_instructions: crate::vocab::MAX_TEXT_BYTES,
         memory_notes: MAX_MEMORY_NOTES_BYTES,
     }
 }
@@ -60,7 +81,7 @@ pub fn too_large(placeholder: Option<&str>, bytes: Option<usize>, limit: usize) 
 
 /// Refuses a template whose worst case for `agent` passes the limit (422).
 pub async fn check_worst_case(
-    state: &AppState,
+    state: &Prompts<'_>,
     template: &str,
     agent: &builder::Agent,
 ) -> Result<()> {
@@ -73,13 +94,13 @@ pub async fn check_worst_case(
 }
 
 /// The agent, from the cache or the database; 404 when there is no live agent of that name.
-pub async fn agent(state: &AppState, name: &str) -> Result<Arc<LoadedAgent>> {
+pub async fn agent(state: &Prompts<'_>, name: &str) -> Result<Arc<LoadedAgent>> {
     check_name("agent", name)?;
-    let generation = state.cache.generation();
+    let generation = state.generation.current();
     let found = match state.cache.agent(name, generation) {
         Some(found) => found,
         None => {
-            let found = read_retrying(|| load::agent_with_tool_defs(&state.db, name))
+            let found = read_retrying(|| load::agent_with_tool_defs(state.db, name))
                 .await?
                 .map(|(id, agent, tools)| Arc::new(LoadedAgent { id, agent, tools }));
             state.cache.put_agent(name, generation, found.clone());
@@ -90,28 +111,28 @@ pub async fn agent(state: &AppState, name: &str) -> Result<Arc<LoadedAgent>> {
 }
 
 /// Every live channel, from the cache or the database.
-pub async fn channels(state: &AppState) -> Result<Arc<Channels>> {
-    let generation = state.cache.generation();
+pub async fn channels(state: &Prompts<'_>) -> Result<Arc<Channels>> {
+    let generation = state.generation.current();
     if let Some(channels) = state.cache.channels(generation) {
         return Ok(channels);
     }
-    let channels = Arc::new(read_retrying(|| load::channels(&state.db)).await?);
+    let channels = Arc::new(read_retrying(|| load::channels(state.db)).await?);
     state.cache.put_channels(generation, channels.clone());
     Ok(channels)
 }
 
 async fn instructions(
-    state: &AppState,
+    state: &Prompts<'_>,
     tenant: &str,
     agent_id: i32,
     user: &str,
 ) -> Result<Option<String>> {
-    let generation = state.cache.generation();
+    let generation = state.generation.current();
     let found = match state.cache.instructions(tenant, agent_id, user, generation) {
         Some(found) => found,
         None => {
             let found: Option<Arc<str>> =
-                read_retrying(|| load::user_instructions(&state.db, tenant, agent_id, user))
+                read_retrying(|| load::user_instructions(state.db, tenant, agent_id, user))
                     .await?
                     .map(Into::into);
             state
@@ -247,7 +268,7 @@ pub fn parse_tz(tz: Option<&str>) -> Result<Tz> {
 /// known ones); the user's instructions are `tenant`'s (the caller's key's, never a
 /// request's) and come from the cache.
 pub async fn render(
-    state: &AppState,
+    state: &Prompts<'_>,
     tenant: &str,
     agent: &LoadedAgent,
     request: RenderRequest,
@@ -318,7 +339,7 @@ pub fn tools(agent: &LoadedAgent, format: Format) -> ToolsView {
 
 /// Prompt and tools in one view; the prompt as [`render`] makes it for `tenant`.
 pub async fn loadout(
-    state: &AppState,
+    state: &Prompts<'_>,
     tenant: &str,
     agent: &LoadedAgent,
     request: RenderRequest,

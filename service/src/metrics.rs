@@ -18,7 +18,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::cache::Cache;
+use crate::cache::Generation;
 
 /// The exposition format served: OpenMetrics text, which is what prometheus-client
 /// writes (counters are typed without `_total`, the text ends in `# EOF`), so
@@ -129,7 +129,7 @@ pub struct Metrics {
 impl Metrics {
     /// Registers every metric, including the cache's own counters and generation,
     /// which the cache updates where they change.
-    pub fn new(cache: &Cache) -> Self {
+    pub fn new(cache: &Generation) -> Self {
         let requests = Family::<RequestLabels, Counter>::default();
         let latency = LatencyFamily::new_with_constructor(latency_histogram);
         let orphans_failed = Counter::default();
@@ -152,12 +152,12 @@ impl Metrics {
         registry.register(
             "loadout_cache_hits",
             "Cache lookups answered from memory",
-            cache.hits.clone(),
+            cache.counts.hits.clone(),
         );
         registry.register(
             "loadout_cache_misses",
             "Cache lookups that went to the database",
-            cache.misses.clone(),
+            cache.counts.misses.clone(),
         );
         registry.register(
             "loadout_proposal_orphans_failed",
@@ -247,7 +247,7 @@ mod tests {
 
     #[test]
     fn requests_and_latencies_are_exposed_by_route() {
-        let cache = Cache::new(3);
+        let cache = Generation::new(3);
         let metrics = Metrics::new(&cache);
         record(&metrics, 200, Duration::from_micros(700));
         record(&metrics, 200, Duration::from_millis(30));
@@ -282,13 +282,13 @@ mod tests {
 
     #[test]
     fn the_cache_and_the_sweeper_are_exposed_under_their_old_names() {
-        let cache = Cache::new(3);
+        let cache = Generation::new(3);
         let metrics = Metrics::new(&cache);
         cache.observe(7);
         metrics.orphans_failed.inc_by(2);
         metrics.orphans_approved.set(4);
         metrics.proposals_expired.inc();
-        let _ = cache.channels(7);
+        let _ = cache.counts.count::<()>(None);
         let text = metrics.render().expect("encodes");
         for line in [
             "loadout_cache_hits_total 0\n",
@@ -304,7 +304,7 @@ mod tests {
 
     #[test]
     fn unknown_methods_share_one_label_value() {
-        let metrics = Metrics::new(&Cache::new(0));
+        let metrics = Metrics::new(&Generation::new(0));
         for method in ["PROPFIND", "BREW"] {
             let method = http::Method::from_bytes(method.as_bytes()).expect("method");
             metrics.record(PROMPT, &method, 405, Duration::ZERO);
@@ -320,7 +320,7 @@ mod tests {
     // whatever a label holds; prometheus-client escapes from 0.25.2 on.
     #[test]
     fn label_values_are_escaped() {
-        let metrics = Metrics::new(&Cache::new(0));
+        let metrics = Metrics::new(&Generation::new(0));
         metrics.record("a\"b\\c\nd", &http::Method::GET, 200, Duration::ZERO);
         let text = metrics.render().expect("encodes");
         assert!(text.contains("route=\"a\\\"b\\\\c\\nd\""), "{text}");

@@ -1,7 +1,6 @@
 //! Prompts: the `$placeholder` engine and the builder (no database in either), the lint, and the loader.
 
 pub mod builder;
-pub mod fetch;
 pub mod lint;
 pub mod load;
 pub mod template;

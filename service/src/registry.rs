@@ -6,9 +6,8 @@ pub mod channels;
 pub mod check;
 pub mod formats;
 pub mod guard;
-pub mod kinds;
 pub mod links;
 pub mod seed;
 pub mod tools;
 
-pub use kinds::{Tier, ToolType};
+pub use crate::vocab::{Tier, ToolType};

@@ -248,7 +248,7 @@ db_test! {
         let path = "/v1/agents/assistant/prompt?channel=web";
         let (status, answer) = call(&state, Method::GET, path, &agent, None).await;
         assert_eq!(status, StatusCode::OK, "{answer}");
-        state.cache.observe(state.cache.generation());
+        state.generation.observe(state.generation.current());
         // The database goes away (a revocation now could not be heard of).
         connection.close_by_ref().await.expect("close");
         let (status, answer) = call(&state, Method::GET, path, &agent, None).await;

@@ -3,8 +3,8 @@
 //! with `format` asserted (2020-12 only annotates it by default). The schema is the
 //! tool's `parameters` as stored, never the strict shape exported to OpenAI.
 //!
-//! A tool's validator is compiled once per configuration generation and kept in the
-//! [`Cache`]; any admin write bumps the generation, so an edited schema is compiled
+//! A tool's validator is compiled once per configuration generation and kept in
+//! [`Validators`]; any admin write bumps the generation, so an edited schema is compiled
 //! again on the next call.
 
 use std::sync::Arc;
@@ -13,8 +13,46 @@ use jsonschema::{ValidationError, Validator};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::cache::{Cache, ToolValidator};
+use crate::cache::{Counts, Generation, Stamped, Weigh, share};
 use crate::error::{Error, Result};
+
+/// A tool's compiled argument validator, with the schema it was compiled from.
+pub struct ToolValidator {
+    pub schema: serde_json::Value,
+    pub validator: jsonschema::Validator,
+}
+
+impl Weigh for Arc<ToolValidator> {
+    fn bytes(&self) -> usize {
+        // A compiled validator is a tree of nodes a few times the schema's text.
+        self.schema.to_string().len() * 4
+    }
+}
+
+/// Argument validators by tool id, compiled once per generation.
+pub struct Validators {
+    validators: Stamped<i32, Arc<ToolValidator>>,
+    counts: Counts,
+}
+
+impl Validators {
+    /// An empty map taking 2/16 of `budget`, counting into `counts`.
+    pub fn new(budget: usize, counts: Counts) -> Self {
+        Self {
+            validators: Stamped::new(share(budget, 2)),
+            counts,
+        }
+    }
+
+    /// The argument validator of the tool with this id.
+    fn get(&self, tool_id: i32, generation: i64) -> Option<Arc<ToolValidator>> {
+        self.counts.count(self.validators.get(&tool_id, generation))
+    }
+
+    fn put(&self, tool_id: i32, stamp: i64, validator: Arc<ToolValidator>) {
+        self.validators.put(tool_id, stamp, validator);
+    }
+}
 
 /// One way the arguments break the schema.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -80,12 +118,13 @@ pub fn errors(validator: &Validator, arguments: &Value) -> Vec<ArgumentError> {
 /// already in the row but not yet in this process's generation.
 /// `stamp` is the generation read before the tool's row.
 fn validator(
-    cache: &Cache,
+    cache: &Validators,
+    generation: &Generation,
     stamp: i64,
     tool_id: i32,
     schema: &Value,
 ) -> std::result::Result<Arc<ToolValidator>, String> {
-    if let Some(cached) = cache.validator(tool_id, cache.generation())
+    if let Some(cached) = cache.get(tool_id, generation.current())
         && cached.schema == *schema
     {
         return Ok(cached);
@@ -94,7 +133,7 @@ fn validator(
         validator: compile(schema)?,
         schema: schema.clone(),
     });
-    cache.put_validator(tool_id, stamp, compiled.clone());
+    cache.put(tool_id, stamp, compiled.clone());
     Ok(compiled)
 }
 
@@ -102,12 +141,13 @@ fn validator(
 /// schema that does not compile (a drifted database), are a 422 `invalid_arguments`
 /// whose details list every error with its JSON Pointer path and keyword.
 pub fn validate(
-    cache: &Cache,
+    cache: &Validators,
+    generation: &Generation,
     stamp: i64,
     tool: &entity::tools::Model,
     arguments: &Value,
 ) -> Result<()> {
-    let validator = validator(cache, stamp, tool.id, &tool.parameters).map_err(|why| {
+    let validator = validator(cache, generation, stamp, tool.id, &tool.parameters).map_err(|why| {
         Error::refused(
             "invalid_arguments",
             format!(
@@ -360,13 +400,14 @@ mod tests {
 
     #[test]
     fn a_validator_is_compiled_once_per_generation() {
-        let cache = Cache::new(4);
+        let generation = Generation::new(4);
+        let cache = Validators::new(crate::cache::DEFAULT_BUDGET, Counts::default());
         let schema = object(json!({"type": "string"}));
-        let first = validator(&cache, 4, 1, &schema).expect("compiles");
-        let again = validator(&cache, 4, 1, &schema).expect("compiles");
+        let first = validator(&cache, &generation, 4, 1, &schema).expect("compiles");
+        let again = validator(&cache, &generation, 4, 1, &schema).expect("compiles");
         assert!(Arc::ptr_eq(&first, &again), "the same generation reuses it");
-        cache.observe(5);
-        let after_a_write = validator(&cache, 5, 1, &schema).expect("compiles");
+        generation.observe(5);
+        let after_a_write = validator(&cache, &generation, 5, 1, &schema).expect("compiles");
         assert!(
             !Arc::ptr_eq(&first, &after_a_write),
             "a new generation compiles again"
@@ -375,11 +416,24 @@ mod tests {
 
     #[test]
     fn a_schema_changed_within_a_generation_is_compiled_again() {
-        let cache = Cache::new(4);
-        let strings =
-            validator(&cache, 4, 1, &object(json!({"type": "string"}))).expect("compiles");
-        let numbers =
-            validator(&cache, 4, 1, &object(json!({"type": "number"}))).expect("compiles");
+        let generation = Generation::new(4);
+        let cache = Validators::new(crate::cache::DEFAULT_BUDGET, Counts::default());
+        let strings = validator(
+            &cache,
+            &generation,
+            4,
+            1,
+            &object(json!({"type": "string"})),
+        )
+        .expect("compiles");
+        let numbers = validator(
+            &cache,
+            &generation,
+            4,
+            1,
+            &object(json!({"type": "number"})),
+        )
+        .expect("compiles");
         assert_eq!(errors(&strings.validator, &json!({"x": 1})).len(), 1);
         assert_eq!(errors(&numbers.validator, &json!({"x": 1})), []);
     }

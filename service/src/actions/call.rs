@@ -4,7 +4,9 @@
 
 use chrono::Utc;
 use entity::{agent_tools, proposals, tools, user_tool_preferences};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use std::collections::BTreeMap;
+
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -13,10 +15,13 @@ use super::decide::{execute, not_connected};
 use super::describe::describe;
 use super::ledger::{self, Approval, NewProposal};
 use super::views::CallResult;
-use crate::app::AppState;
 use crate::auth::Principal;
 use crate::error::{Error, Result, check_id, check_name};
-use crate::registry::Tier;
+use crate::fetch::Prompts;
+use crate::vocab::Tier;
+
+use super::Runner;
+use super::arguments::Validators;
 
 /// Attempts a proposal gets (the first run and two retries).
 const MAX_ATTEMPTS: i32 = 3;
@@ -56,7 +61,7 @@ fn check_request(request: &ToolCall) -> Result<()> {
 
 /// The agent's active, attached tool of that name.
 async fn attached_tool(
-    state: &AppState,
+    db: &DatabaseConnection,
     agent_id: i32,
     agent: &str,
     tool: &str,
@@ -69,14 +74,14 @@ async fn attached_tool(
         .filter(agent_tools::Column::AgentId.eq(agent_id))
         .filter(agent_tools::Column::IsActive.eq(true))
         .filter(agent_tools::Column::DeletedAt.is_null())
-        .one(&state.db)
+        .one(db)
         .await?
         .ok_or_else(|| Error::not_found(format!("agent {agent:?} has no active tool {tool:?}")))
 }
 
 /// The first response to this idempotency key, if it was used with this same request.
 async fn replay(
-    state: &AppState,
+    db: &DatabaseConnection,
     tenant: &str,
     key: &str,
     hash: &str,
@@ -84,7 +89,7 @@ async fn replay(
     let first = proposals::Entity::find()
         .filter(proposals::Column::TenantId.eq(tenant))
         .filter(proposals::Column::IdempotencyKey.eq(key))
-        .one(&state.db)
+        .one(db)
         .await?;
     match first {
         Some(first) if first.request_hash.as_deref() != Some(hash) => Err(Error::conflict(
@@ -97,7 +102,7 @@ async fn replay(
 /// Whether the call runs now: `auto` tools always, `user_configurable` ones when
 /// this user allowed them in this tenant; any other (or unknown) tier waits.
 async fn runs_now(
-    state: &AppState,
+    db: &DatabaseConnection,
     tenant: &str,
     tool: &tools::Model,
     user: Option<&str>,
@@ -108,27 +113,38 @@ async fn runs_now(
             .filter(user_tool_preferences::Column::TenantId.eq(tenant))
             .filter(user_tool_preferences::Column::UserId.eq(user))
             .filter(user_tool_preferences::Column::ToolId.eq(tool.id))
-            .one(&state.db)
+            .one(db)
             .await?
             .is_some_and(|p| p.auto_approve)),
         _ => Ok(false),
     }
 }
 
-/// Validates and records the call; runs it now when its tier allows.
+/// Validates and records the call; runs it now when its tier allows. The agent
+/// comes through the prompt service (cached), the validator from `validators`;
+/// `ttls` are the proposal lifetimes per tier.
 pub async fn call(
-    state: &AppState,
+    runner: &Runner<'_>,
+    prompts: &Prompts<'_>,
+    validators: &Validators,
+    ttls: &BTreeMap<Tier, chrono::TimeDelta>,
     who: &Principal,
     agent: &str,
     request: ToolCall,
 ) -> Result<CallResult> {
     check_request(&request)?;
     let tenant = who.tenant();
-    let loaded = crate::prompt::fetch::agent(state, agent).await?;
+    let loaded = crate::fetch::agent(prompts, agent).await?;
     // Read before the tool's row, so a cached validator is never stamped newer than its schema.
-    let stamp = state.cache.generation();
-    let tool = attached_tool(state, loaded.id, agent, &request.tool).await?;
-    super::arguments::validate(&state.cache, stamp, &tool, &request.arguments)?;
+    let stamp = runner.generation.current();
+    let tool = attached_tool(runner.db, loaded.id, agent, &request.tool).await?;
+    super::arguments::validate(
+        validators,
+        runner.generation,
+        stamp,
+        &tool,
+        &request.arguments,
+    )?;
     super::requirements::check(&tool.name, request.user_id.as_deref(), &request.arguments)?;
     // The agent is part of the request: another agent's call with the same key and
     // body is a different request (409), never a replay of that agent's proposal.
@@ -136,12 +152,12 @@ pub async fn call(
     let signed = format!("{agent:?}\n{serialized}");
     let request_hash = crate::auth::keys::hash_bytes(signed.as_bytes());
     if let Some(key) = &request.idempotency_key
-        && let Some(first) = replay(state, tenant, key, &request_hash).await?
+        && let Some(first) = replay(runner.db, tenant, key, &request_hash).await?
     {
         return Ok(first);
     }
-    let auto = runs_now(state, tenant, &tool, request.user_id.as_deref()).await?;
-    let executors = state.executors().await?;
+    let auto = runs_now(runner.db, tenant, &tool, request.user_id.as_deref()).await?;
+    let executors = runner.executors().await?;
     if auto {
         executors
             .runnable(&tool.name, &tool.tool_type)
@@ -163,10 +179,10 @@ pub async fn call(
         preview: serde_json::to_value(preview).map_err(Error::internal)?,
         request_hash: request.idempotency_key.as_ref().map(|_| request_hash),
         idempotency_key: request.idempotency_key,
-        ttl: state.proposal_ttl(Tier::or_safest(&tool.approval_tier)),
+        ttl: super::proposal_ttl(ttls, Tier::or_safest(&tool.approval_tier)),
         max_attempts: MAX_ATTEMPTS,
     };
-    let created = ledger::create(&state.db, new, &who.key_name, now)
+    let created = ledger::create(runner.db, new, &who.key_name, now)
         .await
         .map_err(|e| {
             // Two concurrent calls with one idempotency key: the unique index picks one.
@@ -181,11 +197,12 @@ pub async fn call(
     if !auto {
         return Ok(created.into());
     }
-    let (state, tenant, kind) = (state.clone(), tenant.to_owned(), tool.tool_type);
+    let (db, generation) = (runner.db.clone(), runner.generation.clone());
+    let (tenant, kind) = (tenant.to_owned(), tool.tool_type);
     let ran = super::decide::in_task(async move {
         let lease = executors.lease_for(&created.tool_name);
-        match ledger::approve(&state.db, &tenant, created.id, "auto", now, lease).await? {
-            Approval::Run(claimed) => execute(&state, &executors, claimed, &kind).await,
+        match ledger::approve(&db, &tenant, created.id, "auto", now, lease).await? {
+            Approval::Run(claimed) => execute(&db, &generation, &executors, claimed, &kind).await,
             Approval::AsItIs(row) => Ok(row),
         }
     });

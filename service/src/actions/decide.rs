@@ -4,15 +4,19 @@
 
 use chrono::Utc;
 use entity::{agent_configurations, proposals, tools};
-use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::{
+    ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
+    QuerySelect,
+};
 use serde::Serialize;
 
+use super::Runner;
 use super::executors::{Call, EXECUTION_TIMEOUT, Executors, NotRunnable};
 pub use super::ledger::State;
 use super::ledger::{self, Approval, LedgerError, Outcome};
 use super::views::{ConversationProposals, EventView, ProposalDetail, ProposalView};
-use crate::app::AppState;
 use crate::auth::Principal;
+use crate::cache::Generation;
 use crate::error::{Error, Kind, Result, check_id};
 
 /// The details of a conflict: the state, why (when a guard refused), and the
@@ -69,11 +73,15 @@ pub const TOOL_UNAVAILABLE: &str = "tool_unavailable";
 /// unlinked, deleted, or the agent deleted): `failed`, not retryable, the reason
 /// in its result, an event by `actor`; answered 409 `tool_unavailable` with the
 /// proposal as it now is. Nothing runs.
-async fn ensure_runnable(state: &AppState, row: &proposals::Model, actor: &str) -> Result<()> {
-    let Some(reason) = super::withdrawn::reason(&state.db, row).await? else {
+async fn ensure_runnable(
+    db: &DatabaseConnection,
+    row: &proposals::Model,
+    actor: &str,
+) -> Result<()> {
+    let Some(reason) = super::withdrawn::reason(db, row).await? else {
         return Ok(());
     };
-    let ended = ledger::end_unrun(&state.db, row, actor, &reason, Utc::now()).await?;
+    let ended = ledger::end_unrun(db, row, actor, &reason, Utc::now()).await?;
     let message = format!("the proposal ended without running: {reason}");
     Err(
         Error::new(Kind::Conflict, TOOL_UNAVAILABLE, message).with_details(InState {
@@ -90,9 +98,9 @@ pub fn not_connected(e: NotRunnable) -> Error {
 }
 
 /// A proposal's tool type, as stored (`""` if the tool row is gone).
-async fn tool_type(state: &AppState, tool_id: i32) -> Result<String> {
+async fn tool_type(db: &DatabaseConnection, tool_id: i32) -> Result<String> {
     Ok(tools::Entity::find_by_id(tool_id)
-        .one(&state.db)
+        .one(db)
         .await?
         .map(|t| t.tool_type)
         .unwrap_or_default())
@@ -101,7 +109,8 @@ async fn tool_type(state: &AppState, tool_id: i32) -> Result<String> {
 /// Runs an approved proposal's claimed attempt with the executors the request
 /// checked, and records the outcome.
 pub async fn execute(
-    state: &AppState,
+    db: &DatabaseConnection,
+    generation: &Generation,
     executors: &Executors,
     claimed: proposals::Model,
     tool_type: &str,
@@ -121,7 +130,7 @@ pub async fn execute(
         Some(failure) => failure,
         None => {
             let agent = agent_configurations::Entity::find_by_id(claimed.agent_id)
-                .one(&state.db)
+                .one(db)
                 .await?
                 .map(|a| a.name)
                 .unwrap_or_default();
@@ -137,22 +146,22 @@ pub async fn execute(
                 proposal_id: claimed.id,
                 attempt: claimed.attempts,
             };
-            executors.run(&state.db, call, EXECUTION_TIMEOUT).await
+            executors.run(db, call, EXECUTION_TIMEOUT).await
         }
     };
     let (tenant, id, attempt) = (&claimed.tenant_id, claimed.id, claimed.attempts);
-    let done = ledger::finish(&state.db, tenant, id, attempt, outcome, Utc::now()).await?;
+    let done = ledger::finish(db, tenant, id, attempt, outcome, Utc::now()).await?;
     // A builtin may have changed what prompts render (update_instructions bumps the generation).
-    if let Ok(generation) = crate::db::generation::current(&state.db).await {
-        state.cache.observe(generation);
+    if let Ok(current) = crate::db::generation::current(db).await {
+        generation.observe(current);
     }
     Ok(done)
 }
 
 /// A proposal and its events.
-pub async fn get(state: &AppState, who: &Principal, id: i32) -> Result<ProposalDetail> {
-    let row = ledger::get(&state.db, who.tenant(), id).await?;
-    let events = ledger::events(&state.db, who.tenant(), id).await?;
+pub async fn get(db: &DatabaseConnection, who: &Principal, id: i32) -> Result<ProposalDetail> {
+    let row = ledger::get(db, who.tenant(), id).await?;
+    let events = ledger::events(db, who.tenant(), id).await?;
     Ok(ProposalDetail {
         proposal: row.into(),
         events: events.into_iter().map(EventView::from).collect(),
@@ -175,7 +184,7 @@ pub struct Page {
 /// id, which never changes, so pages neither skip nor repeat a proposal), with the
 /// `after` of the next page when there is one.
 pub async fn conversation(
-    state: &AppState,
+    db: &DatabaseConnection,
     who: &Principal,
     conversation: &str,
     page: Page,
@@ -193,7 +202,7 @@ pub async fn conversation(
     if let Some(after) = page.after {
         query = query.filter(proposals::Column::Id.gt(after));
     }
-    let mut rows = query.all(&state.db).await?;
+    let mut rows = query.all(db).await?;
     let more = rows.len() as u64 > limit;
     rows.truncate(limit as usize);
     let next = rows.last().filter(|_| more).map(|last| last.id);
@@ -210,7 +219,7 @@ pub const QUEUE_LIMIT: u64 = 200;
 /// The caller's tenant's proposals, newest first: those in `state` when given,
 /// otherwise every state; at most [`QUEUE_LIMIT`].
 pub async fn queue(
-    state: &AppState,
+    db: &DatabaseConnection,
     who: &Principal,
     only: Option<State>,
 ) -> Result<Vec<ProposalView>> {
@@ -221,16 +230,16 @@ pub async fn queue(
     if let Some(only) = only {
         query = query.filter(proposals::Column::State.eq(only.as_str()));
     }
-    let rows = query.all(&state.db).await?;
+    let rows = query.all(db).await?;
     Ok(rows.into_iter().map(ProposalView::from).collect())
 }
 
 /// How many of the caller's tenant's proposals wait for a decision.
-pub async fn pending(state: &AppState, who: &Principal) -> Result<u64> {
+pub async fn pending(db: &DatabaseConnection, who: &Principal) -> Result<u64> {
     Ok(proposals::Entity::find()
         .filter(proposals::Column::TenantId.eq(who.tenant()))
         .filter(proposals::Column::State.eq(State::Proposed.as_str()))
-        .count(&state.db)
+        .count(db)
         .await?)
 }
 
@@ -238,71 +247,70 @@ pub async fn pending(state: &AppState, who: &Principal) -> Result<u64> {
 /// answered as it is. The transition's validity is checked first, then that the
 /// tool may still run for the agent ([`ensure_runnable`]), then the tool's
 /// executor, so a decided proposal is 409 whether or not its tool is connected.
-pub async fn approve(state: &AppState, who: &Principal, id: i32) -> Result<ProposalView> {
-    approve_as(state, who.tenant(), &who.key_name, id).await
+pub async fn approve(runner: &Runner<'_>, who: &Principal, id: i32) -> Result<ProposalView> {
+    approve_as(runner, who.tenant(), &who.key_name, id).await
 }
 
 /// [`approve`] for `actor` in `tenant`: also how the sweeper resumes a proposal a
 /// crash left `approved` (the claim is conditional, so it still runs once).
 pub async fn approve_as(
-    state: &AppState,
+    runner: &Runner<'_>,
     tenant: &str,
     actor: &str,
     id: i32,
 ) -> Result<ProposalView> {
     let now = Utc::now();
-    let row = ledger::get(&state.db, tenant, id).await?;
-    ledger::check_approvable(&state.db, &row, actor, now).await?;
+    let row = ledger::get(runner.db, tenant, id).await?;
+    ledger::check_approvable(runner.db, &row, actor, now).await?;
     let will_run = matches!(row.state.parse(), Ok(State::Proposed | State::Approved));
     if will_run {
-        ensure_runnable(state, &row, actor).await?;
+        ensure_runnable(runner.db, &row, actor).await?;
     }
-    let kind = tool_type(state, row.tool_id).await?;
-    let executors = state.executors().await?;
+    let kind = tool_type(runner.db, row.tool_id).await?;
+    let executors = runner.executors().await?;
     if will_run {
         // The proposal stays as it is: it can be approved once the tool is connected.
         executors
             .runnable(&row.tool_name, &kind)
             .map_err(not_connected)?;
     }
-    let (state, tenant, actor) = (state.clone(), tenant.to_owned(), actor.to_owned());
+    let (db, generation) = (runner.db.clone(), runner.generation.clone());
+    let (tenant, actor) = (tenant.to_owned(), actor.to_owned());
     let done = in_task(async move {
         let lease = executors.lease_for(&row.tool_name);
-        match ledger::approve(&state.db, &tenant, id, &actor, now, lease).await? {
-            Approval::Run(claimed) => execute(&state, &executors, claimed, &kind).await,
+        match ledger::approve(&db, &tenant, id, &actor, now, lease).await? {
+            Approval::Run(claimed) => execute(&db, &generation, &executors, claimed, &kind).await,
             Approval::AsItIs(row) => Ok(row),
         }
     });
     Ok(done.await?.into())
 }
 
-pub async fn decline(state: &AppState, who: &Principal, id: i32) -> Result<ProposalView> {
+pub async fn decline(db: &DatabaseConnection, who: &Principal, id: i32) -> Result<ProposalView> {
     let now = Utc::now();
-    Ok(
-        ledger::decline(&state.db, who.tenant(), id, &who.key_name, now)
-            .await?
-            .into(),
-    )
+    Ok(ledger::decline(db, who.tenant(), id, &who.key_name, now)
+        .await?
+        .into())
 }
 
 /// Runs a failed proposal again while attempts remain and its failure was
 /// retryable; validity first, then the executor's availability.
-pub async fn retry(state: &AppState, who: &Principal, id: i32) -> Result<ProposalView> {
-    let row = ledger::get(&state.db, who.tenant(), id).await?;
+pub async fn retry(runner: &Runner<'_>, who: &Principal, id: i32) -> Result<ProposalView> {
+    let row = ledger::get(runner.db, who.tenant(), id).await?;
     ledger::retryable(&row)?;
-    ensure_runnable(state, &row, &who.key_name).await?;
-    let kind = tool_type(state, row.tool_id).await?;
-    let executors = state.executors().await?;
+    ensure_runnable(runner.db, &row, &who.key_name).await?;
+    let kind = tool_type(runner.db, row.tool_id).await?;
+    let executors = runner.executors().await?;
     executors
         .runnable(&row.tool_name, &kind)
         .map_err(not_connected)?;
-    let (state, tenant, actor) = (state.clone(), who.tenant().to_owned(), who.key_name.clone());
+    let (db, generation) = (runner.db.clone(), runner.generation.clone());
+    let (tenant, actor) = (who.tenant().to_owned(), who.key_name.clone());
     let done = in_task(async move {
         let (now, lease) = (Utc::now(), executors.lease_for(&row.tool_name));
         let seen = row.attempts;
-        let claimed =
-            ledger::retry_attempt(&state.db, &tenant, id, seen, &actor, now, lease).await?;
-        execute(&state, &executors, claimed, &kind).await
+        let claimed = ledger::retry_attempt(&db, &tenant, id, seen, &actor, now, lease).await?;
+        execute(&db, &generation, &executors, claimed, &kind).await
     });
     Ok(done.await?.into())
 }

@@ -3,15 +3,14 @@
 use chrono::Utc;
 use entity::{tools, user_tool_preferences as prefs};
 use sea_orm::sea_query::OnConflict;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, Set};
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::views::PreferenceView;
-use crate::app::AppState;
 use crate::auth::Principal;
 use crate::error::{Error, Result, check_id, check_name};
-use crate::registry::Tier;
+use crate::vocab::Tier;
 
 /// The body of `PUT /v1/users/{user_id}/tools/{tool}/preference`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -21,7 +20,7 @@ pub struct Preference {
 }
 
 pub async fn set(
-    state: &AppState,
+    db: &DatabaseConnection,
     who: &Principal,
     user: &str,
     tool: &str,
@@ -32,7 +31,7 @@ pub async fn set(
     let row = tools::Entity::find()
         .filter(tools::Column::Name.eq(tool))
         .filter(tools::Column::DeletedAt.is_null())
-        .one(&state.db)
+        .one(db)
         .await?
         .ok_or_else(|| Error::not_found(format!("no tool named {tool:?}")))?;
     if row.approval_tier.parse() != Ok(Tier::UserConfigurable) {
@@ -66,7 +65,7 @@ pub async fn set(
             .update_columns([prefs::Column::AutoApprove, prefs::Column::UpdatedAt])
             .to_owned(),
         )
-        .exec(&state.db)
+        .exec(db)
         .await?;
     Ok(PreferenceView {
         user_id: user.to_owned(),

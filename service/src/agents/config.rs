@@ -2,15 +2,18 @@
 
 use chrono::{DateTime, Utc};
 use entity::agent_configurations;
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, QueryOrder, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::template::{self, Kind};
 use super::{MAX_TEXT_BYTES, check_identity, row};
-use crate::app::AppState;
+use crate::cache::Generation;
 use crate::error::{Error, Result, check_name, check_size};
+use crate::fetch::Prompts;
 use crate::prompt::lint;
 use crate::registry::guard;
 
@@ -94,24 +97,29 @@ pub struct AgentUpdate {
     pub expected_soul_version: Option<i32>,
 }
 
-pub async fn list(state: &AppState) -> Result<AgentList> {
+pub async fn list(db: &DatabaseConnection) -> Result<AgentList> {
     let rows = agent_configurations::Entity::find()
         .filter(agent_configurations::Column::DeletedAt.is_null())
         .order_by_asc(agent_configurations::Column::Name)
-        .all(&state.db)
+        .all(db)
         .await?;
     Ok(AgentList {
         agents: rows.into_iter().map(AgentView::from).collect(),
     })
 }
 
-pub async fn get(state: &AppState, name: &str) -> Result<AgentView> {
-    Ok(row(&state.db, name).await?.into())
+pub async fn get(db: &DatabaseConnection, name: &str) -> Result<AgentView> {
+    Ok(row(db, name).await?.into())
 }
 
 /// Creates an agent at soul and template version 1. A template with lint errors
 /// is refused (422): create without one and save it with `force` instead.
-pub async fn create(state: &AppState, author: &str, new: NewAgent) -> Result<CreatedAgent> {
+pub async fn create(
+    prompts: &Prompts<'_>,
+    max_template_bytes: usize,
+    author: &str,
+    new: NewAgent,
+) -> Result<CreatedAgent> {
     check_name("agent", &new.name)?;
     check_identity(&new.identity)?;
     check_size("soul", &new.soul, MAX_TEXT_BYTES)?;
@@ -122,7 +130,7 @@ pub async fn create(state: &AppState, author: &str, new: NewAgent) -> Result<Cre
         check_size("section", text, MAX_TEXT_BYTES)?;
     }
     let warnings = match &new.prompt_template {
-        Some(text) => template::lint_new(state, text).await?,
+        Some(text) => template::lint_new(prompts.db, max_template_bytes, text).await?,
         None => Vec::new(),
     };
     if let Some(text) = &new.prompt_template {
@@ -137,9 +145,9 @@ pub async fn create(state: &AppState, author: &str, new: NewAgent) -> Result<Cre
             interaction_learning: new.interaction_learning.clone().unwrap_or_default(),
             tools: Vec::new(),
         };
-        crate::prompt::fetch::check_worst_case(state, text, &agent).await?;
+        crate::fetch::check_worst_case(prompts, text, &agent).await?;
     }
-    let write = guard::begin(&state.db).await?;
+    let write = guard::begin(prompts.db).await?;
     let now = Utc::now();
     let name = new.name.clone();
     let saved = agent_configurations::ActiveModel {
@@ -174,7 +182,7 @@ pub async fn create(state: &AppState, author: &str, new: NewAgent) -> Result<Cre
     };
     template::record(&write, Kind::Soul, &first, Some(new.soul)).await?;
     template::record(&write, Kind::Template, &first, new.prompt_template).await?;
-    guard::commit(write, &state.cache).await?;
+    guard::commit(write, prompts.generation).await?;
     Ok(CreatedAgent {
         agent: saved.into(),
         warnings,
@@ -182,15 +190,19 @@ pub async fn create(state: &AppState, author: &str, new: NewAgent) -> Result<Cre
 }
 
 /// Soft delete: `deleted_at` is set and the agent disappears from every endpoint.
-pub async fn delete(state: &AppState, name: &str) -> Result<AgentView> {
-    let write = guard::begin(&state.db).await?;
+pub async fn delete(
+    db: &DatabaseConnection,
+    generation: &Generation,
+    name: &str,
+) -> Result<AgentView> {
+    let write = guard::begin(db).await?;
     let found = row(&*write, name).await?;
     let now = Utc::now();
     let mut active: agent_configurations::ActiveModel = found.into();
     active.deleted_at = Set(Some(now));
     active.updated_at = Set(now);
     let saved = active.update(&*write).await?;
-    guard::commit(write, &state.cache).await?;
+    guard::commit(write, generation).await?;
     Ok(saved.into())
 }
 
@@ -221,8 +233,12 @@ fn check_update(update: &AgentUpdate) -> Result<()> {
 
 /// A larger soul, identity or section must not make the saved template's worst
 /// case pass the rendered-prompt limit (422, as a template save would be).
-async fn check_update_expansion(state: &AppState, name: &str, update: &AgentUpdate) -> Result<()> {
-    let loaded = crate::prompt::fetch::agent(state, name).await?;
+async fn check_update_expansion(
+    prompts: &Prompts<'_>,
+    name: &str,
+    update: &AgentUpdate,
+) -> Result<()> {
+    let loaded = crate::fetch::agent(prompts, name).await?;
     let Some(text) = loaded.agent.prompt_template.as_deref() else {
         return Ok(());
     };
@@ -239,19 +255,19 @@ async fn check_update_expansion(state: &AppState, name: &str, update: &AgentUpda
     if let Some(text) = &update.interaction_learning {
         agent.interaction_learning = text.clone().unwrap_or_default();
     }
-    crate::prompt::fetch::check_worst_case(state, text, &agent).await
+    crate::fetch::check_worst_case(prompts, text, &agent).await
 }
 
 /// Updates identity, soul or sections; a changed soul is a new soul version.
 pub async fn update(
-    state: &AppState,
+    prompts: &Prompts<'_>,
     author: &str,
     name: &str,
     update: AgentUpdate,
 ) -> Result<AgentView> {
     check_update(&update)?;
-    check_update_expansion(state, name, &update).await?;
-    let write = guard::begin(&state.db).await?;
+    check_update_expansion(prompts, name, &update).await?;
+    let write = guard::begin(prompts.db).await?;
     let found = row(&*write, name).await?;
     if let Some(expected) = update.expected_soul_version
         && expected != found.soul_version
@@ -284,6 +300,6 @@ pub async fn update(
     }
     active.updated_at = Set(Utc::now());
     let saved = active.update(&*write).await?;
-    guard::commit(write, &state.cache).await?;
+    guard::commit(write, prompts.generation).await?;
     Ok(saved.into())
 }

@@ -3,12 +3,12 @@
 
 use chrono::Utc;
 use entity::user_agent_prompt_customizations as uapc;
-use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{MAX_TEXT_BYTES, row};
-use crate::app::AppState;
+use crate::cache::Generation;
 use crate::error::{Result, check_id, check_size};
 use crate::registry::guard;
 
@@ -30,15 +30,14 @@ pub struct InstructionsPut {
 
 /// `tenant`'s user's instructions for the agent.
 pub async fn get(
-    state: &AppState,
+    db: &DatabaseConnection,
     tenant: &str,
     agent: &str,
     user: &str,
 ) -> Result<InstructionsView> {
     check_id("user_id", user)?;
-    let found = row(&state.db, agent).await?;
-    let instructions =
-        crate::prompt::load::user_instructions(&state.db, tenant, found.id, user).await?;
+    let found = row(db, agent).await?;
+    let instructions = crate::prompt::load::user_instructions(db, tenant, found.id, user).await?;
     Ok(InstructionsView {
         agent: found.name,
         user_id: user.to_owned(),
@@ -48,7 +47,8 @@ pub async fn get(
 
 /// Sets `tenant`'s user's instructions, or switches them off; the next prompt shows it.
 pub async fn put(
-    state: &AppState,
+    db: &DatabaseConnection,
+    generation: &Generation,
     tenant: &str,
     agent: &str,
     user: &str,
@@ -58,7 +58,7 @@ pub async fn put(
     if let Some(text) = &put.instructions {
         check_size("instructions", text, MAX_TEXT_BYTES)?;
     }
-    let write = guard::begin(&state.db).await?;
+    let write = guard::begin(db).await?;
     let found = row(&*write, agent).await?;
     let existing = uapc::Entity::find()
         .filter(uapc::Column::TenantId.eq(tenant))
@@ -95,7 +95,7 @@ pub async fn put(
         }
         (None, None) => {}
     }
-    guard::commit(write, &state.cache).await?;
+    guard::commit(write, generation).await?;
     Ok(InstructionsView {
         agent: found.name,
         user_id: user.to_owned(),

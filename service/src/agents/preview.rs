@@ -5,10 +5,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::app::AppState;
 use crate::error::Result;
+use crate::fetch::{self, Prompts, RenderRequest};
 use crate::prompt::builder::Source;
-use crate::prompt::fetch::{self, RenderRequest};
 use crate::prompt::lint;
 
 /// The body of `POST .../prompt/preview`.
@@ -47,23 +46,24 @@ pub struct Preview {
 
 /// Lints and renders the candidate; a `user_id`'s instructions are `tenant`'s.
 pub async fn preview(
-    state: &AppState,
+    prompts: &Prompts<'_>,
+    max_template_bytes: usize,
     tenant: &str,
     name: &str,
     request: PreviewRequest,
 ) -> Result<Preview> {
     let problems = match &request.template {
-        Some(text) => super::template::lint(state, text).await?,
+        Some(text) => super::template::lint(prompts.db, max_template_bytes, text).await?,
         None => Vec::new(),
     };
-    let loaded = fetch::agent(state, name).await?;
+    let loaded = fetch::agent(prompts, name).await?;
     if let Some(text) = &request.template {
-        fetch::check_worst_case(state, text, &loaded.agent).await?;
+        fetch::check_worst_case(prompts, text, &loaded.agent).await?;
     }
     let candidate = loaded.clone_with_template(request.template.clone());
     let channels: Vec<String> = match &request.channel {
         Some(channel) => vec![channel.clone()],
-        None => fetch::channels(state)
+        None => fetch::channels(prompts)
             .await?
             .names()
             .map(str::to_owned)
@@ -72,7 +72,7 @@ pub async fn preview(
     let mut renders = Vec::with_capacity(channels.len());
     for channel in channels {
         let one = fetch::render(
-            state,
+            prompts,
             tenant,
             &candidate,
             RenderRequest {

@@ -7,15 +7,15 @@ use chrono::{DateTime, Utc};
 use entity::{agent_configurations, prompt_versions, tools};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter,
-    QueryOrder, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction,
+    EntityTrait, QueryFilter, QueryOrder, Set,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::row;
-use crate::app::AppState;
 use crate::error::{Error, Kind as ErrorKind, Result};
+use crate::fetch::Prompts;
 use crate::prompt::lint;
 use crate::registry::guard::{self, Problems};
 
@@ -177,15 +177,15 @@ pub async fn record(
 }
 
 /// Templates over the configured limit are refused with the limit named.
-pub fn check_template_size(state: &AppState, template: &str) -> Result<()> {
-    if template.len() > state.max_template_bytes {
+pub fn check_template_size(max_template_bytes: usize, template: &str) -> Result<()> {
+    if template.len() > max_template_bytes {
         return Err(Error::new(
             ErrorKind::TooLarge,
             "template_too_large",
             format!(
                 "the template is {} bytes; the limit is {} bytes",
                 template.len(),
-                state.max_template_bytes
+                max_template_bytes
             ),
         ));
     }
@@ -217,9 +217,13 @@ pub async fn lint_tool_names(db: &impl ConnectionTrait) -> Result<lint::ToolName
 }
 
 /// Size-checks and lints a candidate template, off the async workers.
-pub async fn lint(state: &AppState, text: &str) -> Result<Vec<lint::Problem>> {
-    check_template_size(state, text)?;
-    let names = lint_tool_names(&state.db).await?;
+pub async fn lint(
+    db: &DatabaseConnection,
+    max_template_bytes: usize,
+    text: &str,
+) -> Result<Vec<lint::Problem>> {
+    check_template_size(max_template_bytes, text)?;
+    let names = lint_tool_names(db).await?;
     let text = text.to_owned();
     tokio::task::spawn_blocking(move || lint::lint(&text, &names))
         .await
@@ -227,8 +231,12 @@ pub async fn lint(state: &AppState, text: &str) -> Result<Vec<lint::Problem>> {
 }
 
 /// A new agent's template: lint errors refuse it (there is no `force` on create).
-pub async fn lint_new(state: &AppState, text: &str) -> Result<Vec<lint::Problem>> {
-    let problems = lint(state, text).await?;
+pub async fn lint_new(
+    db: &DatabaseConnection,
+    max_template_bytes: usize,
+    text: &str,
+) -> Result<Vec<lint::Problem>> {
+    let problems = lint(db, max_template_bytes, text).await?;
     if lint::has_errors(&problems) {
         return Err(Error::refused(
             "lint_failed",
@@ -239,8 +247,8 @@ pub async fn lint_new(state: &AppState, text: &str) -> Result<Vec<lint::Problem>
     Ok(problems)
 }
 
-pub async fn get(state: &AppState, name: &str) -> Result<TemplateView> {
-    let found = row(&state.db, name).await?;
+pub async fn get(db: &DatabaseConnection, name: &str) -> Result<TemplateView> {
+    let found = row(db, name).await?;
     Ok(TemplateView {
         agent: found.name,
         template: found.prompt_template,
@@ -252,7 +260,8 @@ pub async fn get(state: &AppState, name: &str) -> Result<TemplateView> {
 /// (errors → 422 unless `force`), then the optimistic version check (409), then the
 /// write, the version row and the generation bump in one transaction.
 pub async fn save(
-    state: &AppState,
+    prompts: &Prompts<'_>,
+    max_template_bytes: usize,
     author: &str,
     name: &str,
     change: Change,
@@ -273,7 +282,7 @@ pub async fn save(
         )));
     }
     let problems = match &template {
-        Some(text) => lint(state, text).await?,
+        Some(text) => lint(prompts.db, max_template_bytes, text).await?,
         None => Vec::new(),
     };
     if lint::has_errors(&problems) && !force {
@@ -284,10 +293,10 @@ pub async fn save(
         .with_details(Problems { problems }));
     }
     if let Some(text) = &template {
-        let loaded = crate::prompt::fetch::agent(state, name).await?;
-        crate::prompt::fetch::check_worst_case(state, text, &loaded.agent).await?;
+        let loaded = crate::fetch::agent(prompts, name).await?;
+        crate::fetch::check_worst_case(prompts, text, &loaded.agent).await?;
     }
-    let write = guard::begin(&state.db).await?;
+    let write = guard::begin(prompts.db).await?;
     let found = row(&*write, name).await?;
     if let Some(expected) = expected_version
         && expected != found.template_version
@@ -326,7 +335,7 @@ pub async fn save(
         author,
     };
     let saved = record(&write, Kind::Template, &next, template).await?;
-    guard::commit(write, &state.cache).await?;
+    guard::commit(write, prompts.generation).await?;
     Ok(SavedTemplate {
         agent: found.name,
         version,
@@ -336,13 +345,13 @@ pub async fn save(
     })
 }
 
-pub async fn versions(state: &AppState, name: &str) -> Result<VersionList> {
-    let found = row(&state.db, name).await?;
+pub async fn versions(db: &DatabaseConnection, name: &str) -> Result<VersionList> {
+    let found = row(db, name).await?;
     let versions = prompt_versions::Entity::find()
         .filter(prompt_versions::Column::AgentId.eq(found.id))
         .filter(prompt_versions::Column::Kind.eq(Kind::Template.as_str()))
         .order_by_asc(prompt_versions::Column::Version)
-        .all(&state.db)
+        .all(db)
         .await?;
     Ok(VersionList {
         agent: found.name,
@@ -352,16 +361,16 @@ pub async fn versions(state: &AppState, name: &str) -> Result<VersionList> {
 }
 
 async fn one_version(
-    state: &AppState,
+    db: &DatabaseConnection,
     name: &str,
     version: i32,
 ) -> Result<(agent_configurations::Model, prompt_versions::Model)> {
-    let found = row(&state.db, name).await?;
+    let found = row(db, name).await?;
     let version_row = prompt_versions::Entity::find()
         .filter(prompt_versions::Column::AgentId.eq(found.id))
         .filter(prompt_versions::Column::Kind.eq(Kind::Template.as_str()))
         .filter(prompt_versions::Column::Version.eq(version))
-        .one(&state.db)
+        .one(db)
         .await?
         .ok_or_else(|| {
             Error::not_found(format!("agent {name:?} has no template version {version}"))
@@ -369,19 +378,20 @@ async fn one_version(
     Ok((found, version_row))
 }
 
-pub async fn version(state: &AppState, name: &str, version: i32) -> Result<VersionView> {
-    Ok(one_version(state, name, version).await?.1.into())
+pub async fn version(db: &DatabaseConnection, name: &str, version: i32) -> Result<VersionView> {
+    Ok(one_version(db, name, version).await?.1.into())
 }
 
 /// A new version equal to version `n` (history is never rewritten), as forced as
 /// the version it copies: lint and the check apply again otherwise.
 pub async fn restore(
-    state: &AppState,
+    prompts: &Prompts<'_>,
+    max_template_bytes: usize,
     author: &str,
     name: &str,
     version: i32,
 ) -> Result<SavedTemplate> {
-    let (found, old) = one_version(state, name, version).await?;
+    let (found, old) = one_version(prompts.db, name, version).await?;
     let expected = Some(found.template_version);
     let change = Change {
         template: old.body,
@@ -389,5 +399,5 @@ pub async fn restore(
         force: old.forced,
         reason: old.reason,
     };
-    save(state, author, name, change).await
+    save(prompts, max_template_bytes, author, name, change).await
 }

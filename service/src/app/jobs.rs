@@ -36,9 +36,13 @@ impl AppState {
                         // claim. They never ran, so claiming and running them is safe.
                         for (tenant, id) in found.approved {
                             let app = AppState(state.clone());
-                            let resumed =
-                                crate::actions::decide::approve_as(&app, &tenant, "sweeper", id)
-                                    .await;
+                            let resumed = crate::actions::decide::approve_as(
+                                &app.runner(),
+                                &tenant,
+                                "sweeper",
+                                id,
+                            )
+                            .await;
                             match resumed {
                                 // Its tool or agent went meanwhile: ended unrun, by "sweeper".
                                 Err(e) if e.code == crate::actions::decide::TOOL_UNAVAILABLE => {
@@ -114,7 +118,7 @@ impl AppState {
                 loop {
                     let Some(state) = weak.upgrade() else { return };
                     match heard {
-                        Heard::Generation(generation) => state.cache.observe(generation),
+                        Heard::Generation(generation) => state.generation.observe(generation),
                         Heard::Gap => read_generation(&state).await,
                     }
                     drop(state);
@@ -140,7 +144,7 @@ impl AppState {
 /// the next poll.
 async fn read_generation(state: &Inner) {
     match crate::db::generation::current(&state.db).await {
-        Ok(generation) => state.cache.observe(generation),
+        Ok(generation) => state.generation.observe(generation),
         Err(e) => tracing::warn!(error = %e, "cannot read the configuration generation"),
     }
 }

@@ -106,16 +106,7 @@ pub enum KeyError {
     Db(#[from] DbErr),
 }
 
-/// `[a-z0-9][a-z0-9._-]{0,63}`.
-pub fn valid_name(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 64
-        && bytes[0].is_ascii_alphanumeric()
-        && bytes.iter().all(|&b| {
-            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.')
-        })
-}
+pub use crate::vocab::valid_name;
 
 fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";

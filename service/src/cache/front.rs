@@ -5,6 +5,9 @@
 //! fetch a large share of its time. A front is read and written by its own thread
 //! only, so a hit touches nothing another core touches.
 //!
+//! The map is generic; the thread-locals are declared by the owner of the map a
+//! front stands before (`auth::cache` for keys, `fetch::encoded` for responses).
+//!
 //! A front belongs to one cache (its `owner`) at one generation: a lookup for
 //! another owner or generation empties it first, so it can never answer from an
 //! older configuration than the shared map would.
@@ -18,6 +21,12 @@ pub struct Front<V> {
     owner: u64,
     generation: i64,
     entries: HashMap<String, V>,
+}
+
+impl<V: Clone> Default for Front<V> {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl<V: Clone> Front<V> {

@@ -85,9 +85,15 @@ pub async fn run(
         allow_loose: allow_loose.into_iter().collect(),
         agent,
     };
-    let report = sync::run(&state, &name, request)
-        .await
-        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    let report = sync::run(
+        &state.db,
+        &state.generation,
+        &state.remote(),
+        &name,
+        request,
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
 }

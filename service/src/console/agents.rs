@@ -108,9 +108,9 @@ fn identity_field(identity: &Value, field: &str) -> String {
 
 /// The editor as saved now, with the saved template's lint.
 async fn editor(state: &AppState, name: &str) -> Result<Editor> {
-    let agent = agents::get(state, name).await?;
+    let agent = agents::get(&state.db, name).await?;
     let template = agent.prompt_template.clone().unwrap_or_default();
-    let problems = template::lint(state, &template).await?;
+    let problems = template::lint(&state.db, state.max_template_bytes, &template).await?;
     Ok(Editor {
         title: format!("Agent {}", agent.name),
         display_name: identity_field(&agent.identity, "display_name"),
@@ -178,7 +178,7 @@ async fn save_soul(
     Checked(form): Checked<SoulForm>,
 ) -> Response {
     let write = async {
-        let mut identity = agents::get(&state, &name).await?.identity;
+        let mut identity = agents::get(&state.db, &name).await?.identity;
         if let Value::Object(fields) = &mut identity {
             for (field, value) in [
                 ("display_name", &form.display_name),
@@ -194,7 +194,7 @@ async fn save_soul(
             expected_soul_version: form.expected_soul_version,
             ..Default::default()
         };
-        agents::update(&state, &signed.who.key_name, &name, update).await
+        agents::update(&state.prompts(), &signed.who.key_name, &name, update).await
     };
     match write.await {
         Ok(_) => Redirect::to(&format!("/console/agents/{name}?saved=soul")).into_response(),
@@ -257,7 +257,8 @@ async fn lint(
     Checked(form): Checked<TemplateForm>,
 ) -> Response {
     if wants_partial(&headers) {
-        let problems = match template::lint(&state, &form.text()).await {
+        let problems = match template::lint(&state.db, state.max_template_bytes, &form.text()).await
+        {
             Ok(problems) => problems,
             Err(e) => return error_page(Some(&signed), &e),
         };
@@ -282,7 +283,7 @@ async fn edited(
     match editor(state, name).await {
         Ok(mut page) => {
             page.template = form.text();
-            match template::lint(state, &page.template).await {
+            match template::lint(&state.db, state.max_template_bytes, &page.template).await {
                 Ok(problems) => page.problems = problems,
                 Err(e) => return error_page(Some(signed), &e),
             }
@@ -347,7 +348,14 @@ async fn render_preview(
         last_message_at: None,
         now: parse_at(&form.preview.at)?,
     };
-    let done = preview::preview(state, signed.who.tenant(), name, request).await?;
+    let done = preview::preview(
+        &state.prompts(),
+        state.max_template_bytes,
+        signed.who.tenant(),
+        name,
+        request,
+    )
+    .await?;
     Ok((done.lint, done.renders))
 }
 
@@ -374,7 +382,15 @@ async fn save_template(
         force,
         reason: blank(&form.reason),
     };
-    match template::save(&state, &signed.who.key_name, &name, change).await {
+    match template::save(
+        &state.prompts(),
+        state.max_template_bytes,
+        &signed.who.key_name,
+        &name,
+        change,
+    )
+    .await
+    {
         Ok(_) => Redirect::to(&format!("/console/agents/{name}?saved=template")).into_response(),
         Err(e) => {
             let again = |status, e| refused_save(&state, &signed, &name, status, form, e);
@@ -392,7 +408,7 @@ async fn refused_save(
     error: Error,
 ) -> Response {
     let stale = error.kind == Kind::Conflict;
-    let saved = match agents::get(state, name).await {
+    let saved = match agents::get(&state.db, name).await {
         Ok(agent) => agent,
         Err(e) => return error_page(Some(signed), &e),
     };
@@ -446,7 +462,7 @@ async fn versions(
 }
 
 async fn versions_page(state: &AppState, name: &str, pair: Pair) -> Result<Versions> {
-    let list = template::versions(state, name).await?;
+    let list = template::versions(&state.db, name).await?;
     let current = list.current_version;
     let to = pair.to.unwrap_or(current);
     let from = pair.from.unwrap_or((to - 1).max(1));
@@ -477,7 +493,15 @@ async fn restore(
     Path((name, version)): Path<(String, i32)>,
     Checked(_): Checked<CsrfOnly>,
 ) -> Response {
-    match template::restore(&state, &signed.who.key_name, &name, version).await {
+    match template::restore(
+        &state.prompts(),
+        state.max_template_bytes,
+        &signed.who.key_name,
+        &name,
+        version,
+    )
+    .await
+    {
         Ok(saved) => {
             let to = saved.version;
             let back = format!("/console/agents/{name}/versions?from={version}&to={to}");

@@ -101,7 +101,7 @@ struct Connectors {
 
 /// The page around `page`'s form state, with the live connectors filled in.
 async fn show(state: &AppState, signed: &Signed, status: StatusCode, page: Connectors) -> Response {
-    match store::list(state).await {
+    match store::list(&state.db).await {
         Ok(list) => {
             let page = Connectors {
                 title: "Connectors",
@@ -169,7 +169,14 @@ async fn create(
             headers: form.headers()?.unwrap_or_default(),
             timeout_ms: form.timeout()?.unwrap_or(30_000),
         };
-        store::create(&state, new).await
+        store::create(
+            &state.db,
+            &state.generation,
+            &state.outbound,
+            &state.secrets,
+            new,
+        )
+        .await
     };
     match create.await {
         Ok(c) => {
@@ -205,7 +212,15 @@ async fn update(
             headers,
             timeout_ms: form.timeout()?,
         };
-        store::update(&state, &name, change).await
+        store::update(
+            &state.db,
+            &state.generation,
+            &state.outbound,
+            &state.secrets,
+            &name,
+            change,
+        )
+        .await
     };
     match update.await {
         Ok(_) => Redirect::to(&format!(
@@ -254,7 +269,15 @@ async fn sync(
         allow_loose: Default::default(),
         agent: blank(&form.agent),
     };
-    match syncing::run(&state, &name, request).await {
+    match syncing::run(
+        &state.db,
+        &state.generation,
+        &state.remote(),
+        &name,
+        request,
+    )
+    .await
+    {
         Ok(report) => {
             if !report.dry_run {
                 tracing::info!(connector = %name, by = %signed.who.key_name, "connector synced in the console");

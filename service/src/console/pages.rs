@@ -39,9 +39,9 @@ async fn overview(State(state): State<AppState>, signed: Signed) -> Response {
         return Redirect::to("/console/proposals").into_response();
     }
     let read = async {
-        let check = crate::registry::check::current(&state).await?;
-        let pending = decide::pending(&state, &signed.who).await?;
-        let agents = agents::list(&state).await?.agents;
+        let check = crate::registry::check::current(&state.db, &state.secrets).await?;
+        let pending = decide::pending(&state.db, &signed.who).await?;
+        let agents = agents::list(&state.db).await?.agents;
         Result::Ok(Overview {
             title: "Overview",
             check,
@@ -181,7 +181,7 @@ async fn revoke_key(
         let generation = keys::revoke_now(&state.db, tenant, &name)
             .await
             .map_err(key_error)?;
-        state.cache.observe(generation);
+        state.generation.observe(generation);
         Ok(())
     };
     match revoke.await {

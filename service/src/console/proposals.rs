@@ -53,7 +53,7 @@ async fn queue(
                     .map_err(|e| Error::invalid(e.to_string()))?,
             ),
         };
-        decide::queue(&state, &signed.who, only).await
+        decide::queue(&state.db, &signed.who, only).await
     };
     match read.await {
         Ok(proposals) => {
@@ -84,7 +84,7 @@ async fn detail(State(state): State<AppState>, signed: Signed, Path(id): Path<i3
 }
 
 async fn read(state: &AppState, signed: &Signed, id: i32) -> Result<Detail> {
-    let proposal = decide::get(state, &signed.who, id).await?;
+    let proposal = decide::get(&state.db, &signed.who, id).await?;
     let result = proposal
         .proposal
         .result
@@ -105,9 +105,9 @@ async fn decide_one(
     Checked(_): Checked<CsrfOnly>,
 ) -> Response {
     let done = match decision.as_str() {
-        "approve" => decide::approve(&state, &signed.who, id).await,
-        "decline" => decide::decline(&state, &signed.who, id).await,
-        "retry" => decide::retry(&state, &signed.who, id).await,
+        "approve" => decide::approve(&state.runner(), &signed.who, id).await,
+        "decline" => decide::decline(&state.db, &signed.who, id).await,
+        "retry" => decide::retry(&state.runner(), &signed.who, id).await,
         _ => Err(Error::not_found(
             "no such decision: approve, decline or retry",
         )),

@@ -123,8 +123,8 @@ async fn tools_page(
     refusal: Refusal,
 ) -> Response {
     let read = async {
-        let list = tools::list(state, None).await?.tools;
-        let mut bound = connectors::bindings(state).await?;
+        let list = tools::list(&state.db, None).await?.tools;
+        let mut bound = connectors::bindings(&state.db).await?;
         Result::Ok(
             list.into_iter()
                 .map(|tool| ToolRow {
@@ -174,7 +174,7 @@ async fn create_tool(
             parameters: form.schema()?,
             prompt_section: blank(&form.prompt_section),
         };
-        tools::create(&state, new).await
+        tools::create(&state.db, &state.generation, new).await
     };
     match create.await {
         Ok(tool) => {
@@ -227,9 +227,9 @@ async fn tool_view(
     notice: Option<&'static str>,
 ) -> Response {
     let read = async {
-        let tool = tools::get(state, name).await?;
-        let connector = connectors::bindings(state).await?.remove(&tool.name);
-        let connectors = connectors::list(state).await?.connectors;
+        let tool = tools::get(&state.db, name).await?;
+        let connector = connectors::bindings(&state.db).await?.remove(&tool.name);
+        let connectors = connectors::list(&state.db).await?.connectors;
         Result::Ok(ToolPage {
             title: format!("Tool {}", tool.name),
             name: tool.name.clone(),
@@ -282,7 +282,7 @@ async fn update_tool(
             prompt_section: Some(blank(&form.prompt_section)),
             is_active: Some(form.is_active.is_some()),
         };
-        tools::update(&state, &name, change).await
+        tools::update(&state.db, &state.generation, &name, change).await
     };
     match update.await {
         Ok(_) => Redirect::to(&format!("/console/tools/{name}?saved=tool")).into_response(),
@@ -314,7 +314,7 @@ async fn bind_tool(
     let binding = Binding {
         connector: blank(&form.connector),
     };
-    match connectors::bind(&state, &name, binding).await {
+    match connectors::bind(&state.db, &state.generation, &name, binding).await {
         Ok(_) => Redirect::to(&format!("/console/tools/{name}?saved=connector")).into_response(),
         Err(e) => {
             let again =
@@ -346,13 +346,13 @@ async fn link_page(
     Path(agent): Path<String>,
 ) -> Response {
     let read = async {
-        let linked: BTreeMap<String, bool> = links::list(&state, &agent)
+        let linked: BTreeMap<String, bool> = links::list(&state.db, &agent)
             .await?
             .links
             .into_iter()
             .map(|l| (l.tool, l.active))
             .collect();
-        let rows = tools::list(&state, None)
+        let rows = tools::list(&state.db, None)
             .await?
             .tools
             .into_iter()
@@ -397,7 +397,7 @@ async fn set_link(
         "off" => false,
         _ => return error_page(Some(&signed), &Error::invalid("link must be on or off")),
     };
-    match links::set(&state, &agent, &tool, on).await {
+    match links::set(&state.db, &state.generation, &agent, &tool, on).await {
         Ok(_) => Redirect::to(&format!("/console/agents/{agent}/tools")).into_response(),
         Err(e) => error_page(Some(&signed), &e),
     }
@@ -419,7 +419,7 @@ async fn channels_page(
     error: Option<String>,
     saved: Option<String>,
 ) -> Response {
-    match channels::list(state).await {
+    match channels::list(&state.db).await {
         Ok(list) => {
             let page = Channels {
                 title: "Channels",
@@ -467,7 +467,7 @@ async fn update_channel(
         include_interaction_learning: Some(form.include_interaction_learning.is_some()),
         include_session_section: Some(form.include_session_section.is_some()),
     };
-    match channels::update(&state, &name, update).await {
+    match channels::update(&state.db, &state.generation, &name, update).await {
         Ok(_) => {
             Redirect::to(&format!("/console/channels?saved={name}#channel-{name}")).into_response()
         }

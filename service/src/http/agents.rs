@@ -35,7 +35,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 #[utoipa::path(get, path = "/v1/agents", tag = "admin", summary = "List agents (admin)",
     responses((status = 200, body = AgentList, description = "Live agents by name"), E401, E403))]
 async fn list_agents(State(state): State<AppState>, _key: AdminKey) -> ApiResult<Json<AgentList>> {
-    Ok(Json(config::list(&state).await?))
+    Ok(Json(config::list(&state.db).await?))
 }
 
 #[utoipa::path(get, path = "/v1/agents/{agent}", tag = "admin", summary = "One agent with soul, template and versions (admin)",
@@ -46,7 +46,7 @@ async fn get_agent(
     _key: AdminKey,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<AgentView>> {
-    Ok(Json(config::get(&state, &name).await?))
+    Ok(Json(config::get(&state.db, &name).await?))
 }
 
 #[utoipa::path(post, path = "/v1/agents", tag = "admin", summary = "Create an agent (operator)",
@@ -57,7 +57,13 @@ async fn create_agent(
     OperatorKey(who): OperatorKey,
     ApiJson(new): ApiJson<NewAgent>,
 ) -> ApiResult<(StatusCode, Json<CreatedAgent>)> {
-    let created = config::create(&state, &who.key_name, new).await?;
+    let created = config::create(
+        &state.prompts(),
+        state.max_template_bytes,
+        &who.key_name,
+        new,
+    )
+    .await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
 
@@ -70,7 +76,9 @@ async fn delete_agent(
     _key: OperatorKey,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<AgentView>> {
-    Ok(Json(config::delete(&state, &name).await?))
+    Ok(Json(
+        config::delete(&state.db, &state.generation, &name).await?,
+    ))
 }
 
 #[utoipa::path(patch, path = "/v1/agents/{agent}", tag = "admin", summary = "Update identity, soul or sections (operator; soul versioned)",
@@ -83,7 +91,7 @@ async fn update_agent(
     ApiJson(update): ApiJson<AgentUpdate>,
 ) -> ApiResult<Json<AgentView>> {
     Ok(Json(
-        config::update(&state, &who.key_name, &name, update).await?,
+        config::update(&state.prompts(), &who.key_name, &name, update).await?,
     ))
 }
 
@@ -95,7 +103,7 @@ async fn get_template(
     _key: AdminKey,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<TemplateView>> {
-    Ok(Json(template::get(&state, &name).await?))
+    Ok(Json(template::get(&state.db, &name).await?))
 }
 
 #[utoipa::path(put, path = "/v1/agents/{agent}/prompt-template", tag = "admin", summary = "Save a template: lint, version check, new version (operator)",
@@ -107,7 +115,14 @@ async fn put_template(
     ApiPath(name): ApiPath<String>,
     ApiJson(put): ApiJson<TemplatePut>,
 ) -> ApiResult<Json<SavedTemplate>> {
-    let saved = template::save(&state, &who.key_name, &name, put.into()).await?;
+    let saved = template::save(
+        &state.prompts(),
+        state.max_template_bytes,
+        &who.key_name,
+        &name,
+        put.into(),
+    )
+    .await?;
     Ok(Json(saved))
 }
 
@@ -134,7 +149,14 @@ async fn delete_template(
         expected_version: q.expected_version,
         ..Default::default()
     };
-    let saved = template::save(&state, &who.key_name, &name, change).await?;
+    let saved = template::save(
+        &state.prompts(),
+        state.max_template_bytes,
+        &who.key_name,
+        &name,
+        change,
+    )
+    .await?;
     Ok(Json(saved))
 }
 
@@ -146,7 +168,7 @@ async fn list_versions(
     _key: AdminKey,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<VersionList>> {
-    Ok(Json(template::versions(&state, &name).await?))
+    Ok(Json(template::versions(&state.db, &name).await?))
 }
 
 #[utoipa::path(get, path = "/v1/agents/{agent}/prompt-template/versions/{version}", tag = "admin", summary = "One template version (admin)",
@@ -157,7 +179,7 @@ async fn get_version(
     _key: AdminKey,
     ApiPath((name, version)): ApiPath<(String, i32)>,
 ) -> ApiResult<Json<VersionView>> {
-    Ok(Json(template::version(&state, &name, version).await?))
+    Ok(Json(template::version(&state.db, &name, version).await?))
 }
 
 /// A new version equal to version `n` (history is never rewritten).
@@ -170,7 +192,14 @@ async fn restore_version(
     ApiPath((name, version)): ApiPath<(String, i32)>,
 ) -> ApiResult<Json<SavedTemplate>> {
     Ok(Json(
-        template::restore(&state, &who.key_name, &name, version).await?,
+        template::restore(
+            &state.prompts(),
+            state.max_template_bytes,
+            &who.key_name,
+            &name,
+            version,
+        )
+        .await?,
     ))
 }
 
@@ -183,7 +212,7 @@ async fn get_instructions(
     ApiPath((name, user)): ApiPath<(String, String)>,
 ) -> ApiResult<Json<InstructionsView>> {
     Ok(Json(
-        instructions::get(&state, who.tenant(), &name, &user).await?,
+        instructions::get(&state.db, who.tenant(), &name, &user).await?,
     ))
 }
 
@@ -197,7 +226,15 @@ async fn put_instructions(
     ApiJson(put): ApiJson<InstructionsPut>,
 ) -> ApiResult<Json<InstructionsView>> {
     Ok(Json(
-        instructions::put(&state, who.tenant(), &name, &user, put).await?,
+        instructions::put(
+            &state.db,
+            &state.generation,
+            who.tenant(),
+            &name,
+            &user,
+            put,
+        )
+        .await?,
     ))
 }
 
@@ -212,6 +249,13 @@ async fn preview(
     ApiJson(request): ApiJson<PreviewRequest>,
 ) -> ApiResult<Json<Preview>> {
     Ok(Json(
-        preview::preview(&state, who.tenant(), &name, request).await?,
+        preview::preview(
+            &state.prompts(),
+            state.max_template_bytes,
+            who.tenant(),
+            &name,
+            request,
+        )
+        .await?,
     ))
 }

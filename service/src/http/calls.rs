@@ -41,7 +41,18 @@ async fn tool_call(
     ApiJson(request): ApiJson<ToolCall>,
 ) -> ApiResult<Json<CallResult>> {
     super::extract::reach(&who, &agent)?;
-    Ok(Json(call::call(&state, &who, &agent, request).await?))
+    Ok(Json(
+        call::call(
+            &state.runner(),
+            &state.prompts(),
+            &state.validators,
+            &state.proposal_ttls,
+            &who,
+            &agent,
+            request,
+        )
+        .await?,
+    ))
 }
 
 #[utoipa::path(get, path = "/v1/proposals/{id}", tag = "proposals", summary = "A proposal and its events (approver or admin)",
@@ -52,7 +63,7 @@ async fn get_proposal(
     ApproverKey(who): ApproverKey,
     ApiPath(id): ApiPath<i32>,
 ) -> ApiResult<Json<ProposalDetail>> {
-    Ok(Json(decide::get(&state, &who, id).await?))
+    Ok(Json(decide::get(&state.db, &who, id).await?))
 }
 
 /// Which page of a conversation's proposals.
@@ -83,7 +94,7 @@ async fn conversation_proposals(
         after: page.after,
     };
     Ok(Json(
-        decide::conversation(&state, &who, &conversation, page).await?,
+        decide::conversation(&state.db, &who, &conversation, page).await?,
     ))
 }
 
@@ -96,7 +107,7 @@ async fn approve(
     ApproverKey(who): ApproverKey,
     ApiPath(id): ApiPath<i32>,
 ) -> ApiResult<Json<ProposalView>> {
-    Ok(Json(decide::approve(&state, &who, id).await?))
+    Ok(Json(decide::approve(&state.runner(), &who, id).await?))
 }
 
 #[utoipa::path(post, path = "/v1/proposals/{id}/decline", tag = "proposals", summary = "Decline a proposal (approver or admin)",
@@ -107,7 +118,7 @@ async fn decline(
     ApproverKey(who): ApproverKey,
     ApiPath(id): ApiPath<i32>,
 ) -> ApiResult<Json<ProposalView>> {
-    Ok(Json(decide::decline(&state, &who, id).await?))
+    Ok(Json(decide::decline(&state.db, &who, id).await?))
 }
 
 #[utoipa::path(post, path = "/v1/proposals/{id}/retry", tag = "proposals", summary = "Run a failed proposal again, while attempts remain (approver or admin)",
@@ -119,7 +130,7 @@ async fn retry(
     ApproverKey(who): ApproverKey,
     ApiPath(id): ApiPath<i32>,
 ) -> ApiResult<Json<ProposalView>> {
-    Ok(Json(decide::retry(&state, &who, id).await?))
+    Ok(Json(decide::retry(&state.runner(), &who, id).await?))
 }
 
 #[utoipa::path(put, path = "/v1/users/{user_id}/tools/{tool}/preference", tag = "proposals",
@@ -133,6 +144,6 @@ async fn set_preference(
     ApiJson(preference): ApiJson<Preference>,
 ) -> ApiResult<Json<PreferenceView>> {
     Ok(Json(
-        preferences::set(&state, &who, &user, &tool, preference).await?,
+        preferences::set(&state.db, &who, &user, &tool, preference).await?,
     ))
 }

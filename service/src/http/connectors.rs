@@ -29,7 +29,7 @@ async fn list_connectors(
     State(state): State<AppState>,
     _key: OperatorKey,
 ) -> ApiResult<Json<ConnectorList>> {
-    Ok(Json(store::list(&state).await?))
+    Ok(Json(store::list(&state.db).await?))
 }
 
 #[utoipa::path(post, path = "/v1/connectors", tag = "connectors", summary = "Create an http (API) or mcp (MCP server) connector; the URL is checked (operator)",
@@ -40,7 +40,19 @@ async fn create_connector(
     _key: OperatorKey,
     ApiJson(new): ApiJson<NewConnector>,
 ) -> ApiResult<(StatusCode, Json<ConnectorView>)> {
-    Ok((StatusCode::CREATED, Json(store::create(&state, new).await?)))
+    Ok((
+        StatusCode::CREATED,
+        Json(
+            store::create(
+                &state.db,
+                &state.generation,
+                &state.outbound,
+                &state.secrets,
+                new,
+            )
+            .await?,
+        ),
+    ))
 }
 
 #[utoipa::path(get, path = "/v1/connectors/{connector}", tag = "connectors", summary = "One connector (operator)",
@@ -51,7 +63,7 @@ async fn get_connector(
     _key: OperatorKey,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<ConnectorView>> {
-    Ok(Json(store::get(&state, &name).await?))
+    Ok(Json(store::get(&state.db, &name).await?))
 }
 
 #[utoipa::path(patch, path = "/v1/connectors/{connector}", tag = "connectors", summary = "Update a connector's URL, method, headers or timeout (operator)",
@@ -63,7 +75,17 @@ async fn update_connector(
     ApiPath(name): ApiPath<String>,
     ApiJson(update): ApiJson<ConnectorUpdate>,
 ) -> ApiResult<Json<ConnectorView>> {
-    Ok(Json(store::update(&state, &name, update).await?))
+    Ok(Json(
+        store::update(
+            &state.db,
+            &state.generation,
+            &state.outbound,
+            &state.secrets,
+            &name,
+            update,
+        )
+        .await?,
+    ))
 }
 
 #[utoipa::path(delete, path = "/v1/connectors/{connector}", tag = "connectors", summary = "Soft-delete a connector; its tools become not connected (operator)",
@@ -74,7 +96,9 @@ async fn delete_connector(
     _key: OperatorKey,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<ConnectorView>> {
-    Ok(Json(store::delete(&state, &name).await?))
+    Ok(Json(
+        store::delete(&state.db, &state.generation, &name).await?,
+    ))
 }
 
 #[utoipa::path(post, path = "/v1/connectors/{connector}/sync", tag = "connectors", summary = "Sync an MCP connector's tools into the registry; dry_run reports without writing (operator)",
@@ -86,7 +110,16 @@ async fn sync_connector(
     ApiPath(name): ApiPath<String>,
     ApiJson(request): ApiJson<SyncRequest>,
 ) -> ApiResult<Json<SyncReport>> {
-    Ok(Json(sync::run(&state, &name, request).await?))
+    Ok(Json(
+        sync::run(
+            &state.db,
+            &state.generation,
+            &state.remote(),
+            &name,
+            request,
+        )
+        .await?,
+    ))
 }
 
 #[utoipa::path(put, path = "/v1/tools/{tool}/connector", tag = "connectors", summary = "Bind an api tool to an http connector or an mcp tool to an mcp one, or null to disconnect it (operator)",
@@ -98,5 +131,7 @@ async fn bind_tool(
     ApiPath(tool): ApiPath<String>,
     ApiJson(binding): ApiJson<Binding>,
 ) -> ApiResult<Json<BindingView>> {
-    Ok(Json(store::bind(&state, &tool, binding).await?))
+    Ok(Json(
+        store::bind(&state.db, &state.generation, &tool, binding).await?,
+    ))
 }

@@ -59,8 +59,8 @@ pub async fn authenticate(
         .map(str::trim)
         .ok_or_else(ApiError::unauthorized)?;
     let key_hash = keys::hash(presented);
-    let generation = state.cache.generation();
-    if let Some(found) = state.cache.key(&key_hash, generation) {
+    let generation = state.generation.current();
+    if let Some(found) = state.keys.get(&state.generation, generation, &key_hash) {
         return Ok(found);
     }
     // Only a key that exists is cached: unknown tokens cannot evict good keys. An
@@ -68,7 +68,7 @@ pub async fn authenticate(
     let lookup = crate::db::outage::read_retrying(|| keys::authenticate(&state.db, presented));
     let found =
         (state.auth_failures.guard(headers, lookup).await?).ok_or_else(ApiError::unauthorized)?;
-    state.cache.put_key(key_hash, generation, found.clone());
+    state.keys.put(key_hash, generation, found.clone());
     Ok(found)
 }
 

@@ -16,8 +16,8 @@ use utoipa_axum::routes;
 use super::error::{ApiError, ApiResult, E400, E401, E403, E404, E413, E422};
 use super::extract::{AgentKey, ApiJson, ApiPath, ApiQuery, reach};
 use crate::app::AppState;
-use crate::cache::Encoded;
-use crate::prompt::fetch::{self, LoadoutView, PromptView, RenderRequest, ToolsView};
+use crate::fetch::encoded::Encoded;
+use crate::fetch::{self, LoadoutView, PromptView, RenderRequest, ToolsView};
 use crate::registry::formats::Format;
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -89,16 +89,16 @@ async fn cached<T: Serialize>(
     key: Option<String>,
     build: impl Future<Output = ApiResult<T>>,
 ) -> ApiResult<Response> {
-    let generation = state.cache.generation();
+    let generation = state.generation.current();
     if let Some(hit) = key
         .as_deref()
-        .and_then(|k| state.cache.response(k, generation))
+        .and_then(|k| state.responses.get(k, generation))
     {
         return Ok(respond(hit, headers));
     }
     let encoded = Encoded::new(&build.await?).map_err(ApiError::internal)?;
     if let Some(key) = key {
-        state.cache.put_response(key, generation, encoded.clone());
+        state.responses.put(key, generation, encoded.clone());
     }
     Ok(respond(encoded, headers))
 }
@@ -176,8 +176,8 @@ async fn get_prompt(
         .is_none()
         .then(|| format!("prompt\0{name}\0{}\0{}", q.key(tenant), minute(now)));
     cached(&state, &headers, key, async {
-        let agent = fetch::agent(&state, &name).await?;
-        fetch::render(&state, tenant, &agent, q.into_request(now)).await
+        let agent = fetch::agent(&state.prompts(), &name).await?;
+        fetch::render(&state.prompts(), tenant, &agent, q.into_request(now)).await
     })
     .await
 }
@@ -194,8 +194,8 @@ async fn render_prompt(
     ApiJson(request): ApiJson<RenderRequest>,
 ) -> ApiResult<Response> {
     reach(&who, &name)?;
-    let agent = fetch::agent(&state, &name).await?;
-    let body = fetch::render(&state, who.tenant(), &agent, request).await?;
+    let agent = fetch::agent(&state.prompts(), &name).await?;
+    let body = fetch::render(&state.prompts(), who.tenant(), &agent, request).await?;
     Ok(respond(
         Encoded::new(&body).map_err(ApiError::internal)?,
         &headers,
@@ -217,7 +217,10 @@ async fn get_tools(
     let format = q.format.unwrap_or(Format::Openai);
     let key = Some(format!("tools\0{name}\0{format}"));
     cached(&state, &headers, key, async {
-        Ok(fetch::tools(&*fetch::agent(&state, &name).await?, format))
+        Ok(fetch::tools(
+            &*fetch::agent(&state.prompts(), &name).await?,
+            format,
+        ))
     })
     .await
 }
@@ -272,8 +275,15 @@ async fn get_loadout(
         )
     });
     cached(&state, &headers, key, async {
-        let agent = fetch::agent(&state, &name).await?;
-        fetch::loadout(&state, tenant, &agent, prompt.into_request(now), format).await
+        let agent = fetch::agent(&state.prompts(), &name).await?;
+        fetch::loadout(
+            &state.prompts(),
+            tenant,
+            &agent,
+            prompt.into_request(now),
+            format,
+        )
+        .await
     })
     .await
 }

@@ -162,7 +162,7 @@ async fn revoke_key(
     let generation = keys::revoke_now(&state.db, tenant, &name)
         .await
         .map_err(key_error)?;
-    state.cache.observe(generation);
+    state.generation.observe(generation);
     let revoked = keys::list_in_tenant(&state.db, tenant).await?;
     let info = revoked.into_iter().find(|k| k.name == name);
     info.map(Json)

@@ -44,7 +44,7 @@ use crate::actions::views::{CallRan, CallResult, CallWaiting};
 use crate::app::AppState;
 use crate::auth::{Principal, Role};
 use crate::error::{Error, Kind};
-use crate::prompt::fetch::{self, RenderRequest};
+use crate::fetch::{self, RenderRequest};
 use crate::registry::formats::{self, ToolDef};
 
 /// Who is calling, for which agent, and how its prompt is rendered.
@@ -88,7 +88,7 @@ struct PromptQuery {
 /// `/mcp` and `/mcp/agents/{agent}`.
 pub fn routes(state: &AppState) -> Router<AppState> {
     let sessions = Sessions::new(state.mcp.max_sessions_per_key, state.mcp.max_sessions);
-    let (moved, changes) = watch::channel(state.cache.generation());
+    let (moved, changes) = watch::channel(state.generation.current());
     if tokio::runtime::Handle::try_current().is_ok() {
         spawn_notifier(state.clone(), Arc::downgrade(&sessions), moved);
     }
@@ -274,7 +274,7 @@ async fn admit(
         }
         _ => return Err(Error::not_found("no such route")),
     };
-    fetch::agent(state, &agent).await?;
+    fetch::agent(&state.prompts(), &agent).await?;
     let query = axum::extract::Query::<PromptQuery>::try_from_uri(uri)
         .map(|q| q.0)
         .map_err(|_| Error::invalid("the query takes channel, tz and user_id"))?;
@@ -312,13 +312,13 @@ fn check_origin(state: &AppState, headers: &axum::http::HeaderMap) -> Result<(),
 /// ends the subscriptions' `listen`.
 fn spawn_notifier(state: AppState, sessions: Weak<Sessions>, moved: watch::Sender<i64>) {
     tokio::spawn(async move {
-        let mut seen = state.cache.generation();
+        let mut seen = state.generation.current();
         loop {
             tokio::time::sleep(Duration::from_millis(100)).await;
             let Some(sessions) = sessions.upgrade() else {
                 return;
             };
-            let now = state.cache.generation();
+            let now = state.generation.current();
             if now == seen {
                 continue;
             }
@@ -372,7 +372,7 @@ async fn admitted(
     context: &RequestContext<RoleServer>,
 ) -> Result<Caller, ErrorData> {
     let caller = caller(context)?;
-    let channels = fetch::channels(state).await.map_err(protocol)?;
+    let channels = fetch::channels(&state.prompts()).await.map_err(protocol)?;
     if channels.get(&caller.channel).is_err() {
         let known: Vec<&str> = channels.names().collect();
         let list = known.join(", ");
@@ -423,7 +423,7 @@ impl Loadout {
         channel: &str,
         notes: Vec<String>,
     ) -> Result<String, Error> {
-        let agent = fetch::agent(&self.state, &caller.agent).await?;
+        let agent = fetch::agent(&self.state.prompts(), &caller.agent).await?;
         let request = RenderRequest {
             channel: Some(channel.to_owned()),
             user_id: caller.user_id.clone(),
@@ -433,7 +433,7 @@ impl Loadout {
             now: Some(self.state.clock.now()),
         };
         Ok(
-            fetch::render(&self.state, caller.who.tenant(), &agent, request)
+            fetch::render(&self.state.prompts(), caller.who.tenant(), &agent, request)
                 .await?
                 .text,
         )
@@ -606,7 +606,7 @@ impl ServerHandler for Loadout {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let caller = admitted(&self.state, &context).await?;
-        let agent = fetch::agent(&self.state, &caller.agent)
+        let agent = fetch::agent(&self.state.prompts(), &caller.agent)
             .await
             .map_err(protocol)?;
         let tools = agent.tools.iter().map(mcp_tool).collect::<Result<_, _>>()?;
@@ -646,7 +646,17 @@ impl ServerHandler for Loadout {
             user_id: meta("user_id").or(caller.user_id.clone()),
             idempotency_key: None,
         };
-        match call::call(&self.state, &caller.who, &caller.agent, call).await {
+        match call::call(
+            &self.state.runner(),
+            &self.state.prompts(),
+            &self.state.validators,
+            &self.state.proposal_ttls,
+            &caller.who,
+            &caller.agent,
+            call,
+        )
+        .await
+        {
             Ok(result) => Ok(call_result(result).into()),
             Err(e) if e.kind == Kind::NotFound => Err(protocol(e)),
             Err(e) => {
@@ -671,7 +681,9 @@ impl ServerHandler for Loadout {
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         admitted(&self.state, &context).await?;
-        let channels = fetch::channels(&self.state).await.map_err(protocol)?;
+        let channels = fetch::channels(&self.state.prompts())
+            .await
+            .map_err(protocol)?;
         let argument = |name: &str, what: &str| {
             let mut a = PromptArgument::new(name);
             a.description = Some(what.to_owned());

@@ -32,7 +32,9 @@ pub fn routes() -> OpenApiRouter<AppState> {
 #[utoipa::path(get, path = "/v1/registry/check", tag = "registry", summary = "The `loadout check` report as JSON (admin)",
     responses((status = 200, body = Report, description = "The report"), E401, E403))]
 async fn registry_check(State(state): State<AppState>, _key: AdminKey) -> ApiResult<Json<Report>> {
-    Ok(Json(crate::registry::check::current(&state).await?))
+    Ok(Json(
+        crate::registry::check::current(&state.db, &state.secrets).await?,
+    ))
 }
 
 /// Which tools to list.
@@ -52,7 +54,7 @@ async fn list_tools(
     _key: AdminKey,
     ApiQuery(q): ApiQuery<ToolFilter>,
 ) -> ApiResult<Json<ToolList>> {
-    Ok(Json(tools::list(&state, q.active).await?))
+    Ok(Json(tools::list(&state.db, q.active).await?))
 }
 
 #[utoipa::path(get, path = "/v1/tools/{tool}", tag = "registry", summary = "One tool (admin)",
@@ -63,7 +65,7 @@ async fn get_tool(
     _key: AdminKey,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<ToolView>> {
-    Ok(Json(tools::get(&state, &name).await?))
+    Ok(Json(tools::get(&state.db, &name).await?))
 }
 
 #[utoipa::path(post, path = "/v1/tools", tag = "registry", summary = "Create a tool: verb vocabulary, required tier, JSON Schema (operator)",
@@ -74,7 +76,10 @@ async fn create_tool(
     _key: OperatorKey,
     ApiJson(new): ApiJson<NewTool>,
 ) -> ApiResult<(StatusCode, Json<ToolView>)> {
-    Ok((StatusCode::CREATED, Json(tools::create(&state, new).await?)))
+    Ok((
+        StatusCode::CREATED,
+        Json(tools::create(&state.db, &state.generation, new).await?),
+    ))
 }
 
 #[utoipa::path(patch, path = "/v1/tools/{tool}", tag = "registry", summary = "Update description, tier, schema, prompt section or active (operator)",
@@ -86,7 +91,9 @@ async fn update_tool(
     ApiPath(name): ApiPath<String>,
     ApiJson(update): ApiJson<ToolUpdate>,
 ) -> ApiResult<Json<ToolView>> {
-    Ok(Json(tools::update(&state, &name, update).await?))
+    Ok(Json(
+        tools::update(&state.db, &state.generation, &name, update).await?,
+    ))
 }
 
 /// Soft delete: the row stays with `deleted_at` set, and its agent links are switched off.
@@ -98,7 +105,9 @@ async fn delete_tool(
     _key: OperatorKey,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<ToolView>> {
-    Ok(Json(tools::delete(&state, &name).await?))
+    Ok(Json(
+        tools::delete(&state.db, &state.generation, &name).await?,
+    ))
 }
 
 #[utoipa::path(get, path = "/v1/agents/{agent}/links", tag = "registry", summary = "The agent's tool links (admin)",
@@ -109,7 +118,7 @@ async fn list_links(
     _key: AdminKey,
     ApiPath(agent): ApiPath<String>,
 ) -> ApiResult<Json<LinkList>> {
-    Ok(Json(links::list(&state, &agent).await?))
+    Ok(Json(links::list(&state.db, &agent).await?))
 }
 
 #[utoipa::path(put, path = "/v1/agents/{agent}/links/{tool}", tag = "registry", summary = "Attach a tool to an agent (operator)",
@@ -120,7 +129,9 @@ async fn attach(
     _key: OperatorKey,
     ApiPath((agent, tool)): ApiPath<(String, String)>,
 ) -> ApiResult<Json<LinkSet>> {
-    Ok(Json(links::set(&state, &agent, &tool, true).await?))
+    Ok(Json(
+        links::set(&state.db, &state.generation, &agent, &tool, true).await?,
+    ))
 }
 
 /// Switches the link off; the row stays.
@@ -132,7 +143,9 @@ async fn detach(
     _key: OperatorKey,
     ApiPath((agent, tool)): ApiPath<(String, String)>,
 ) -> ApiResult<Json<LinkSet>> {
-    Ok(Json(links::set(&state, &agent, &tool, false).await?))
+    Ok(Json(
+        links::set(&state.db, &state.generation, &agent, &tool, false).await?,
+    ))
 }
 
 #[utoipa::path(get, path = "/v1/channels", tag = "registry", summary = "List channels (admin)",
@@ -141,7 +154,7 @@ async fn list_channels(
     State(state): State<AppState>,
     _key: AdminKey,
 ) -> ApiResult<Json<ChannelList>> {
-    Ok(Json(channels::list(&state).await?))
+    Ok(Json(channels::list(&state.db).await?))
 }
 
 #[utoipa::path(get, path = "/v1/channels/{channel}", tag = "registry", summary = "One channel (admin)",
@@ -152,7 +165,7 @@ async fn get_channel(
     _key: AdminKey,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<ChannelView>> {
-    Ok(Json(channels::get(&state, &name).await?))
+    Ok(Json(channels::get(&state.db, &name).await?))
 }
 
 #[utoipa::path(patch, path = "/v1/channels/{channel}", tag = "registry", summary = "Update a channel's guidance and sections (operator)",
@@ -164,5 +177,7 @@ async fn update_channel(
     ApiPath(name): ApiPath<String>,
     ApiJson(update): ApiJson<ChannelUpdate>,
 ) -> ApiResult<Json<ChannelView>> {
-    Ok(Json(channels::update(&state, &name, update).await?))
+    Ok(Json(
+        channels::update(&state.db, &state.generation, &name, update).await?,
+    ))
 }

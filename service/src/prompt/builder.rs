@@ -13,7 +13,7 @@
 //! The same inputs give the same bytes: tools are sorted by name here, whatever
 //! order they arrive in, and nothing iterates a hash map.
 
-use crate::registry::Tier;
+use crate::vocab::Tier;
 use std::fmt::Write as _;
 use std::sync::LazyLock;
 
@@ -116,30 +116,7 @@ impl Channels {
     }
 }
 
-/// Where "now" comes from, so tests and `--at` can pin it.
-pub trait Clock: Send + Sync {
-    fn now(&self) -> DateTime<Utc>;
-}
-
-/// The system clock.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> DateTime<Utc> {
-        Utc::now()
-    }
-}
-
-/// A clock that always says the same time.
-#[derive(Clone, Copy, Debug)]
-pub struct FixedClock(pub DateTime<Utc>);
-
-impl Clock for FixedClock {
-    fn now(&self) -> DateTime<Utc> {
-        self.0
-    }
-}
+pub use crate::vocab::clock::{Clock, FixedClock, SystemClock};
 
 /// Per-request inputs.
 #[derive(Clone, Debug)]

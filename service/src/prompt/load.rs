@@ -8,7 +8,29 @@ use sea_orm::{
 };
 
 use super::builder::{Agent, Channel, Channels, Tool};
-use crate::registry::formats::ToolDef;
+use crate::vocab::ToolDef;
+
+/// An agent with its database id, as loaded for rendering.
+#[derive(Debug)]
+pub struct LoadedAgent {
+    pub id: i32,
+    pub agent: Agent,
+    /// The agent's active tools with their schemas, sorted by name.
+    pub tools: Vec<ToolDef>,
+}
+
+impl LoadedAgent {
+    /// A copy whose prompt template is `template`, for previews.
+    pub fn clone_with_template(&self, template: Option<String>) -> LoadedAgent {
+        let mut agent = self.agent.clone();
+        agent.prompt_template = template;
+        LoadedAgent {
+            id: self.id,
+            agent,
+            tools: self.tools.clone(),
+        }
+    }
+}
 
 /// An agent by name, with its active tools, or `None` if there is no live agent of that name.
 pub async fn agent(db: &impl ConnectionTrait, name: &str) -> Result<Option<(i32, Agent)>, DbErr> {

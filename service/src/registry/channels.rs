@@ -3,13 +3,14 @@
 use chrono::{DateTime, Utc};
 use entity::channels;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
+    QueryOrder, Set,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::guard;
-use crate::app::AppState;
+use crate::cache::Generation;
 use crate::error::{Error, Result, check_name, check_size};
 
 /// Guidance is limited to this many bytes.
@@ -70,26 +71,31 @@ async fn row(db: &impl ConnectionTrait, name: &str) -> Result<channels::Model> {
         .ok_or_else(|| Error::not_found(format!("no channel named {name:?}")))
 }
 
-pub async fn list(state: &AppState) -> Result<ChannelList> {
+pub async fn list(db: &DatabaseConnection) -> Result<ChannelList> {
     let rows = channels::Entity::find()
         .filter(channels::Column::DeletedAt.is_null())
         .order_by_asc(channels::Column::Name)
-        .all(&state.db)
+        .all(db)
         .await?;
     Ok(ChannelList {
         channels: rows.into_iter().map(ChannelView::from).collect(),
     })
 }
 
-pub async fn get(state: &AppState, name: &str) -> Result<ChannelView> {
-    Ok(row(&state.db, name).await?.into())
+pub async fn get(db: &DatabaseConnection, name: &str) -> Result<ChannelView> {
+    Ok(row(db, name).await?.into())
 }
 
-pub async fn update(state: &AppState, name: &str, update: ChannelUpdate) -> Result<ChannelView> {
+pub async fn update(
+    db: &DatabaseConnection,
+    generation: &Generation,
+    name: &str,
+    update: ChannelUpdate,
+) -> Result<ChannelView> {
     if let Some(text) = &update.guidance {
         check_size("guidance", text, MAX_GUIDANCE_BYTES)?;
     }
-    let write = guard::begin(&state.db).await?;
+    let write = guard::begin(db).await?;
     let found = row(&*write, name).await?;
     let mut active: channels::ActiveModel = found.into();
     if let Some(text) = update.description {
@@ -109,6 +115,6 @@ pub async fn update(state: &AppState, name: &str, update: ChannelUpdate) -> Resu
     }
     active.updated_at = Set(Utc::now());
     let saved = active.update(&*write).await?;
-    guard::commit(write, &state.cache).await?;
+    guard::commit(write, generation).await?;
     Ok(saved.into())
 }

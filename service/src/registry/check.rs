@@ -40,12 +40,15 @@ use crate::registry::catalog::Catalog;
 
 /// The check as the API and the console report it: every rule, on the database
 /// as it is now, with the shared seeds and the executors loaded afresh.
-pub async fn current(state: &crate::app::AppState) -> crate::error::Result<Report> {
+pub async fn current(
+    db: &sea_orm::DatabaseConnection,
+    secrets: &crate::secrets::Keyring,
+) -> crate::error::Result<Report> {
     let seeds = super::catalog::Seeds::shared().map_err(crate::error::Error::internal)?;
-    let executors = Executors::load(&state.db, None)
+    let executors = Executors::load(db, None)
         .await?
-        .with_keyring(state.secrets.clone());
-    Ok(run(&state.db, &seeds.catalog, &executors).await?)
+        .with_keyring(secrets.clone());
+    Ok(run(db, &seeds.catalog, &executors).await?)
 }
 
 /// Runs every rule against the database.

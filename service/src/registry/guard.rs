@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use super::check::{self, Problem, Report, Severity};
 use crate::actions::executors::Executors;
-use crate::cache::Cache;
+use crate::cache::Generation;
 use crate::error::{Error, Result};
 
 /// An admin write in progress: its transaction, and the check's errors before it.
@@ -83,7 +83,7 @@ pub async fn rollback(write: Write) -> Result<()> {
     Ok(())
 }
 
-pub async fn commit(write: Write, cache: &Cache) -> Result<()> {
+pub async fn commit(write: Write, generation: &Generation) -> Result<()> {
     let (report, _) = errors(&write.txn).await?;
     let added: Vec<Problem> = report
         .problems
@@ -98,6 +98,6 @@ pub async fn commit(write: Write, cache: &Cache) -> Result<()> {
             .with_details(Problems { problems: added }));
     }
     write.txn.commit().await?;
-    cache.observe(write.generation);
+    generation.observe(write.generation);
     Ok(())
 }

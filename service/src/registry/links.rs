@@ -2,12 +2,15 @@
 
 use chrono::Utc;
 use entity::{agent_tools, tools};
-use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
+    Set,
+};
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::guard;
-use crate::app::AppState;
+use crate::cache::Generation;
 use crate::error::{Error, Result};
 
 /// One link of an agent to a tool.
@@ -35,13 +38,13 @@ pub struct LinkSet {
     pub active: bool,
 }
 
-pub async fn list(state: &AppState, agent: &str) -> Result<LinkList> {
-    let agent = crate::agents::row(&state.db, agent).await?;
+pub async fn list(db: &DatabaseConnection, agent: &str) -> Result<LinkList> {
+    let agent = crate::agents::row(db, agent).await?;
     let rows = agent_tools::Entity::find()
         .find_also_related(tools::Entity)
         .filter(agent_tools::Column::AgentId.eq(agent.id))
         .filter(agent_tools::Column::DeletedAt.is_null())
-        .all(&state.db)
+        .all(db)
         .await?;
     let mut links: Vec<LinkView> = rows
         .into_iter()
@@ -62,12 +65,18 @@ pub async fn list(state: &AppState, agent: &str) -> Result<LinkList> {
 }
 
 /// Switches a link on (creating it if needed) or off (404 if there is none).
-pub async fn set(state: &AppState, agent: &str, tool: &str, on: bool) -> Result<LinkSet> {
-    let write = guard::begin(&state.db).await?;
+pub async fn set(
+    db: &DatabaseConnection,
+    generation: &Generation,
+    agent: &str,
+    tool: &str,
+    on: bool,
+) -> Result<LinkSet> {
+    let write = guard::begin(db).await?;
     let agent = crate::agents::row(&*write, agent).await?;
     let tool = super::tools::row(&*write, tool).await?;
     set_in(&*write, &agent, &tool, on).await?;
-    guard::commit(write, &state.cache).await?;
+    guard::commit(write, generation).await?;
     Ok(LinkSet {
         agent: agent.name,
         tool: tool.name,

@@ -5,7 +5,8 @@ use chrono::{DateTime, Utc};
 use entity::{agent_tools, tools};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
+    QueryOrder, Set,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -13,7 +14,7 @@ use utoipa::ToSchema;
 
 use super::guard::{self, Problems};
 use super::{Tier, ToolType};
-use crate::app::AppState;
+use crate::cache::Generation;
 use crate::error::{Error, Result, check_name};
 
 /// A tool as an admin sees it. `type` and `approval_tier` are shown as stored,
@@ -178,29 +179,33 @@ pub async fn row(db: &impl ConnectionTrait, name: &str) -> Result<tools::Model> 
 }
 
 /// Live tools by name, optionally only active or inactive ones.
-pub async fn list(state: &AppState, active: Option<bool>) -> Result<ToolList> {
+pub async fn list(db: &DatabaseConnection, active: Option<bool>) -> Result<ToolList> {
     let mut find = tools::Entity::find()
         .filter(tools::Column::DeletedAt.is_null())
         .order_by_asc(tools::Column::Name);
     if let Some(active) = active {
         find = find.filter(tools::Column::IsActive.eq(active));
     }
-    let rows = find.all(&state.db).await?;
+    let rows = find.all(db).await?;
     Ok(ToolList {
         tools: rows.into_iter().map(ToolView::from).collect(),
     })
 }
 
-pub async fn get(state: &AppState, name: &str) -> Result<ToolView> {
-    Ok(row(&state.db, name).await?.into())
+pub async fn get(db: &DatabaseConnection, name: &str) -> Result<ToolView> {
+    Ok(row(db, name).await?.into())
 }
 
-pub async fn create(state: &AppState, new: NewTool) -> Result<ToolView> {
+pub async fn create(
+    db: &DatabaseConnection,
+    generation: &Generation,
+    new: NewTool,
+) -> Result<ToolView> {
     check_name("tool", &new.name)?;
     let tool_type = check_type(&new.tool_type)?;
     check_description(&new.description)?;
     check_definition(&new.name, &new.approval_tier, &new.parameters, false)?;
-    let write = guard::begin(&state.db).await?;
+    let write = guard::begin(db).await?;
     let now = Utc::now();
     let name = new.name.clone();
     let saved = tools::ActiveModel {
@@ -223,16 +228,21 @@ pub async fn create(state: &AppState, new: NewTool) -> Result<ToolView> {
             format!("a tool named {name:?} exists (or existed: names of deleted tools stay taken)")
         })
     })?;
-    guard::commit(write, &state.cache).await?;
+    guard::commit(write, generation).await?;
     Ok(saved.into())
 }
 
 /// Updates a tool; the tool as it would be after the update must pass the check.
-pub async fn update(state: &AppState, name: &str, update: ToolUpdate) -> Result<ToolView> {
+pub async fn update(
+    db: &DatabaseConnection,
+    generation: &Generation,
+    name: &str,
+    update: ToolUpdate,
+) -> Result<ToolView> {
     if let Some(text) = &update.description {
         check_description(text)?;
     }
-    let write = guard::begin(&state.db).await?;
+    let write = guard::begin(db).await?;
     let found = row(&*write, name).await?;
     let tier = update
         .approval_tier
@@ -265,13 +275,17 @@ pub async fn update(state: &AppState, name: &str, update: ToolUpdate) -> Result<
     }
     active.updated_at = Set(Utc::now());
     let saved = active.update(&*write).await?;
-    guard::commit(write, &state.cache).await?;
+    guard::commit(write, generation).await?;
     Ok(saved.into())
 }
 
 /// Soft delete: the row stays with `deleted_at` set, and its agent links are switched off.
-pub async fn delete(state: &AppState, name: &str) -> Result<ToolView> {
-    let write = guard::begin(&state.db).await?;
+pub async fn delete(
+    db: &DatabaseConnection,
+    generation: &Generation,
+    name: &str,
+) -> Result<ToolView> {
+    let write = guard::begin(db).await?;
     let found = row(&*write, name).await?;
     let now = Utc::now();
     agent_tools::Entity::update_many()
@@ -286,6 +300,6 @@ pub async fn delete(state: &AppState, name: &str) -> Result<ToolView> {
     active.deleted_at = Set(Some(now));
     active.updated_at = Set(now);
     let saved = active.update(&*write).await?;
-    guard::commit(write, &state.cache).await?;
+    guard::commit(write, generation).await?;
     Ok(saved.into())
 }

@@ -1,4 +1,4 @@
-//! The registry's closed sets: approval tiers and tool types.
+//! Closed sets shared by the registry, the prompt and the actions: approval tiers and tool types.
 
 crate::closed_set! {
     /// When a tool call runs: at once, when the user allowed it, or after approval.

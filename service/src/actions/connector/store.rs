@@ -5,15 +5,18 @@
 use chrono::{DateTime, Utc};
 use entity::{connectors, tools};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
+    QueryOrder, Set,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use crate::app::AppState;
+use super::Outbound;
+use crate::cache::Generation;
 use crate::error::{Error, Result, check_name};
 use crate::registry::{ToolType, guard};
+use crate::secrets::Keyring;
 
 /// A connector; `headers` lists the names only.
 #[derive(Debug, Serialize, ToSchema)]
@@ -241,20 +244,19 @@ fn check_transport_headers(kind: super::Kind, headers: &Map<String, Value>) -> R
     }
 }
 
-async fn check_url(state: &AppState, url: &str) -> Result<()> {
-    state
-        .outbound
+async fn check_url(outbound: &Outbound, url: &str) -> Result<()> {
+    outbound
         .check_url(url)
         .await
         .map(drop)
         .map_err(|e| Error::refused("url_refused", e.to_string()))
 }
 
-pub async fn list(state: &AppState) -> Result<ConnectorList> {
+pub async fn list(db: &DatabaseConnection) -> Result<ConnectorList> {
     let rows = connectors::Entity::find()
         .filter(connectors::Column::DeletedAt.is_null())
         .order_by_asc(connectors::Column::Name)
-        .all(&state.db)
+        .all(db)
         .await?;
     Ok(ConnectorList {
         connectors: rows.into_iter().map(ConnectorView::from).collect(),
@@ -262,17 +264,19 @@ pub async fn list(state: &AppState) -> Result<ConnectorList> {
 }
 
 /// Each live tool's connector, by tool name (tools without one are absent).
-pub async fn bindings(state: &AppState) -> Result<std::collections::BTreeMap<String, String>> {
+pub async fn bindings(
+    db: &DatabaseConnection,
+) -> Result<std::collections::BTreeMap<String, String>> {
     let live = connectors::Entity::find()
         .filter(connectors::Column::DeletedAt.is_null())
-        .all(&state.db)
+        .all(db)
         .await?;
     let names: std::collections::HashMap<i32, String> =
         live.into_iter().map(|c| (c.id, c.name)).collect();
     let bound = tools::Entity::find()
         .filter(tools::Column::DeletedAt.is_null())
         .filter(tools::Column::ConnectorId.is_not_null())
-        .all(&state.db)
+        .all(db)
         .await?;
     Ok(bound
         .into_iter()
@@ -283,22 +287,28 @@ pub async fn bindings(state: &AppState) -> Result<std::collections::BTreeMap<Str
         .collect())
 }
 
-pub async fn get(state: &AppState, name: &str) -> Result<ConnectorView> {
-    Ok(row(&state.db, name).await?.into())
+pub async fn get(db: &DatabaseConnection, name: &str) -> Result<ConnectorView> {
+    Ok(row(db, name).await?.into())
 }
 
-pub async fn create(state: &AppState, new: NewConnector) -> Result<ConnectorView> {
+pub async fn create(
+    db: &DatabaseConnection,
+    generation: &Generation,
+    outbound: &Outbound,
+    secrets: &Keyring,
+    new: NewConnector,
+) -> Result<ConnectorView> {
     check_name("connector", &new.name)?;
     let kind = check_kind(&new.kind)?;
     check_method(&new.method)?;
     check_timeout(new.timeout_ms)?;
     check_headers(&new.headers)?;
     check_transport_headers(kind, &new.headers)?;
-    check_url(state, &new.url).await?;
-    if !new.headers.is_empty() && state.secrets.sealing().is_none() {
+    check_url(outbound, &new.url).await?;
+    if !new.headers.is_empty() && secrets.sealing().is_none() {
         return Err(super::sealing::no_key());
     }
-    let write = guard::begin(&state.db).await?;
+    let write = guard::begin(db).await?;
     let now = Utc::now();
     let name = new.name.clone();
     // Inserted without headers first: sealed values are bound to the row's id.
@@ -324,13 +334,13 @@ pub async fn create(state: &AppState, new: NewConnector) -> Result<ConnectorView
     let saved = match new.headers.is_empty() {
         true => saved,
         false => {
-            let headers = super::sealing::seal(&state.secrets, saved.id, new.headers)?;
+            let headers = super::sealing::seal(secrets, saved.id, new.headers)?;
             let mut active: connectors::ActiveModel = saved.into();
             active.headers = Set(headers);
             active.update(&*write).await?
         }
     };
-    guard::commit(write, &state.cache).await?;
+    guard::commit(write, generation).await?;
     Ok(saved.into())
 }
 
@@ -343,7 +353,11 @@ fn same_host(a: &str, b: &str) -> bool {
     }
 }
 
-async fn check_update(state: &AppState, update: &ConnectorUpdate) -> Result<()> {
+async fn check_update(
+    outbound: &Outbound,
+    secrets: &Keyring,
+    update: &ConnectorUpdate,
+) -> Result<()> {
     if let Some(method) = &update.method {
         check_method(method)?;
     }
@@ -352,12 +366,12 @@ async fn check_update(state: &AppState, update: &ConnectorUpdate) -> Result<()> 
     }
     if let Some(headers) = &update.headers {
         check_headers(headers)?;
-        if !headers.is_empty() && state.secrets.sealing().is_none() {
+        if !headers.is_empty() && secrets.sealing().is_none() {
             return Err(super::sealing::no_key());
         }
     }
     if let Some(url) = &update.url {
-        check_url(state, url).await?;
+        check_url(outbound, url).await?;
     }
     Ok(())
 }
@@ -366,12 +380,15 @@ async fn check_update(state: &AppState, update: &ConnectorUpdate) -> Result<()> 
 /// unless `update` gives headers too: credentials meant for one server never go to
 /// another because only its URL was changed.
 pub async fn update(
-    state: &AppState,
+    db: &DatabaseConnection,
+    generation: &Generation,
+    outbound: &Outbound,
+    secrets: &Keyring,
     name: &str,
     update: ConnectorUpdate,
 ) -> Result<ConnectorView> {
-    check_update(state, &update).await?;
-    let write = guard::begin(&state.db).await?;
+    check_update(outbound, secrets, &update).await?;
+    let write = guard::begin(db).await?;
     let found = row(&*write, name).await?;
     if let (Some(headers), Ok(kind)) = (&update.headers, found.kind.parse()) {
         check_transport_headers(kind, headers)?;
@@ -381,7 +398,7 @@ pub async fn update(
         .as_deref()
         .is_some_and(|url| !same_host(&found.url, url));
     let headers = match update.headers {
-        Some(headers) => Some(super::sealing::seal(&state.secrets, found.id, headers)?),
+        Some(headers) => Some(super::sealing::seal(secrets, found.id, headers)?),
         None if moved => Some(Value::Object(Map::new())),
         None => None,
     };
@@ -400,14 +417,18 @@ pub async fn update(
     }
     active.updated_at = Set(Utc::now());
     let saved = active.update(&*write).await?;
-    guard::commit(write, &state.cache).await?;
+    guard::commit(write, generation).await?;
     Ok(saved.into())
 }
 
 /// Soft delete; the connector's tools become not connected, and its header values
 /// are erased in the same write (a deleted connector keeps no credentials).
-pub async fn delete(state: &AppState, name: &str) -> Result<ConnectorView> {
-    let write = guard::begin(&state.db).await?;
+pub async fn delete(
+    db: &DatabaseConnection,
+    generation: &Generation,
+    name: &str,
+) -> Result<ConnectorView> {
+    let write = guard::begin(db).await?;
     let found = row(&*write, name).await?;
     let now = Utc::now();
     let mut active: connectors::ActiveModel = found.into();
@@ -415,15 +436,20 @@ pub async fn delete(state: &AppState, name: &str) -> Result<ConnectorView> {
     active.deleted_at = Set(Some(now));
     active.updated_at = Set(now);
     let saved = active.update(&*write).await?;
-    guard::commit(write, &state.cache).await?;
+    guard::commit(write, generation).await?;
     Ok(saved.into())
 }
 
 /// Binds an `api` tool to an `http` connector or an `mcp` tool to an `mcp` one, or
 /// disconnects it.
-pub async fn bind(state: &AppState, tool: &str, binding: Binding) -> Result<BindingView> {
+pub async fn bind(
+    db: &DatabaseConnection,
+    generation: &Generation,
+    tool: &str,
+    binding: Binding,
+) -> Result<BindingView> {
     check_name("tool", tool)?;
-    let write = guard::begin(&state.db).await?;
+    let write = guard::begin(db).await?;
     let found = tools::Entity::find()
         .filter(tools::Column::Name.eq(tool))
         .filter(tools::Column::DeletedAt.is_null())
@@ -469,7 +495,7 @@ pub async fn bind(state: &AppState, tool: &str, binding: Binding) -> Result<Bind
     active.connector_id = Set(connector_id);
     active.updated_at = Set(Utc::now());
     active.update(&*write).await?;
-    guard::commit(write, &state.cache).await?;
+    guard::commit(write, generation).await?;
     Ok(BindingView {
         tool: tool.to_owned(),
         connector: binding.connector,

@@ -31,7 +31,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::Utc;
 use entity::{connectors, tools};
 use rmcp::model::Tool;
-use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
+    Set,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -40,7 +43,7 @@ use super::mcp::{self, McpError, Server};
 use super::schema::{MAX_SCHEMA_BYTES, normalize};
 use super::store;
 use super::target::Kind;
-use crate::app::AppState;
+use crate::cache::Generation;
 use crate::error::{Error, Result};
 use crate::registry::check::{ProblemCode, definition_problems, name_problem};
 use crate::registry::{Tier, ToolType, guard, links};
@@ -295,9 +298,25 @@ fn plan(
     (wanted, refused)
 }
 
+/// What reading a connector's server takes, lent by the state: the outbound
+/// client, the secrets its header values are sealed with, and how much of a
+/// `tools/list` to read.
+#[derive(Clone, Copy)]
+pub struct Remote<'a> {
+    pub outbound: &'a super::Outbound,
+    pub secrets: &'a crate::secrets::Keyring,
+    pub limits: mcp::ListLimits,
+}
+
 /// Reads the connector's server and brings the registry in line with it.
-pub async fn run(state: &AppState, connector: &str, request: SyncRequest) -> Result<SyncReport> {
-    let row = store::live(&state.db, connector).await?;
+pub async fn run(
+    db: &DatabaseConnection,
+    generation: &Generation,
+    remote: &Remote<'_>,
+    connector: &str,
+    request: SyncRequest,
+) -> Result<SyncReport> {
+    let row = store::live(db, connector).await?;
     if row.kind.parse() != Ok(Kind::Mcp) {
         return Err(Error::refused(
             "not_an_mcp_connector",
@@ -308,11 +327,11 @@ pub async fn run(state: &AppState, connector: &str, request: SyncRequest) -> Res
         ));
     }
     if let Some(agent) = &request.agent {
-        crate::agents::row(&state.db, agent).await?;
+        crate::agents::row(db, agent).await?;
     }
-    let remote = list(state, &row).await?;
+    let remote = list(remote, &row).await?;
     let (wanted, refused) = plan(remote, &row.name, &request);
-    let write = guard::begin(&state.db).await?;
+    let write = guard::begin(db).await?;
     let mut report = apply(&*write, &row, wanted, &request).await?;
     // The plan's refusals first, then the names the write found taken.
     let taken = std::mem::replace(&mut report.refused, refused);
@@ -321,14 +340,14 @@ pub async fn run(state: &AppState, connector: &str, request: SyncRequest) -> Res
     if request.dry_run {
         guard::rollback(write).await?;
     } else {
-        guard::commit(write, &state.cache).await?;
+        guard::commit(write, generation).await?;
     }
     Ok(report)
 }
 
 /// `tools/list` within the connector's timeout.
-async fn list(state: &AppState, row: &connectors::Model) -> Result<Vec<Tool>> {
-    let headers = super::sealing::open(&state.secrets, row.id, &super::sealing::stored(row))
+async fn list(remote: &Remote<'_>, row: &connectors::Model) -> Result<Vec<Tool>> {
+    let headers = super::sealing::open(remote.secrets, row.id, &super::sealing::stored(row))
         .map_err(|e| {
             Error::new(
                 crate::error::Kind::NotRunnable,
@@ -339,7 +358,7 @@ async fn list(state: &AppState, row: &connectors::Model) -> Result<Vec<Tool>> {
     let server = Server {
         url: &row.url,
         headers: &headers,
-        outbound: &state.outbound,
+        outbound: remote.outbound,
     };
     let timeout = std::time::Duration::from_millis(u64::try_from(row.timeout_ms).unwrap_or(30_000));
     let unreachable = || {
@@ -349,7 +368,7 @@ async fn list(state: &AppState, row: &connectors::Model) -> Result<Vec<Tool>> {
             format!("the MCP server of {} could not be reached", row.name),
         )
     };
-    match tokio::time::timeout(timeout, mcp::list_tools(&server, state.sync_limits)).await {
+    match tokio::time::timeout(timeout, mcp::list_tools(&server, remote.limits)).await {
         Err(_) => Err(unreachable()),
         Ok(Ok(tools)) => Ok(tools),
         Ok(Err(McpError::Refused(why))) => Err(Error::refused("url_refused", why)),

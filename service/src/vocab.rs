@@ -1,0 +1,28 @@
+//! The words several domains share, kept below all of them: approval tiers and tool
+//! types, a tool as an agent holds it, the clock, the name rule and the text limit.
+//! `prompt` and `registry` both use these, so neither has to import the other for
+//! them (before, `prompt::builder` imported the registry's tiers and the registry's
+//! check imported the prompt's lint: a cycle between the two folders).
+//! Nothing here depends on another module of the crate except `closed`.
+
+pub mod clock;
+pub mod kinds;
+pub mod tool;
+
+pub use clock::{Clock, FixedClock, SystemClock};
+pub use kinds::{Tier, ToolType};
+pub use tool::ToolDef;
+
+/// Soul, sections and instructions are limited to this many bytes each.
+pub const MAX_TEXT_BYTES: usize = 256 * 1024;
+
+/// `[a-z0-9][a-z0-9._-]{0,63}`: agent, tool, channel, connector and key names.
+pub fn valid_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 64
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes.iter().all(|&b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.')
+        })
+}
