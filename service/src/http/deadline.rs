@@ -150,6 +150,19 @@ where
     }
 }
 
+/// What a body read that failed says, when it failed because [`Deadline`] cut it
+/// (through any wrapping: axum's `Body`, a length limit).
+pub fn cut(error: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut error = Some(error);
+    while let Some(e) = error {
+        if let Some(slow) = e.downcast_ref::<TooSlow>() {
+            return Some(slow.to_string());
+        }
+        error = e.source();
+    }
+    None
+}
+
 /// Why a body was cut.
 #[derive(Clone, Copy, Debug)]
 enum TooSlow {
@@ -226,6 +239,23 @@ mod tests {
             min_rate,
             grace: Duration::from_millis(grace_ms),
         }
+    }
+
+    #[tokio::test]
+    async fn a_cut_body_is_told_apart_from_one_over_a_limit() {
+        let trickle = Trickle {
+            chunks: 1000,
+            every: Duration::from_millis(100),
+            next: Box::pin(tokio::time::sleep(Duration::from_millis(100))),
+        };
+        let slow = axum::body::Body::new(Deadline::new(trickle, limits(30_000, 1024, 100)));
+        let error = axum::body::to_bytes(slow, 1024).await.expect_err("cut");
+        assert!(cut(&error).is_some_and(|why| why.contains("slower than")));
+        let large = axum::body::Body::from(vec![0u8; 2048]);
+        let error = axum::body::to_bytes(large, 1024)
+            .await
+            .expect_err("over the limit");
+        assert_eq!(cut(&error), None);
     }
 
     #[tokio::test]

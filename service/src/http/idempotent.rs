@@ -82,12 +82,13 @@ async fn prepare(state: &AppState, request: Request) -> Result<Prepared, Respons
     let (parts, body) = request.into_parts();
     let body = axum::body::to_bytes(body, MAX_BODY_BYTES)
         .await
-        .map_err(|_| {
-            ApiError::too_large(
+        .map_err(|e| match super::deadline::cut(&e) {
+            Some(why) => ApiError::invalid(why).into_response(),
+            None => ApiError::too_large(
                 "payload_too_large",
                 format!("request bodies are limited to {MAX_BODY_BYTES} bytes"),
             )
-            .into_response()
+            .into_response(),
         })?;
     let fingerprint = fingerprint(&who, &parts, &body);
     let tenant = who.tenant().to_owned();
