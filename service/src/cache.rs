@@ -185,6 +185,8 @@ pub struct Generation {
     /// from the database cannot hear of a revocation, so after this its keys go back
     /// to the database (and fail closed, 503, while it is away).
     key_trust: std::time::Duration,
+    /// Told of every rise, so nothing needs to poll the generation.
+    changes: tokio::sync::watch::Sender<i64>,
     /// Every map's hits and misses.
     pub counts: Counts,
 }
@@ -198,6 +200,7 @@ impl Generation {
             generation: gauge,
             confirmed_at: AtomicU64::new(since_epoch()),
             key_trust: KEY_TRUST,
+            changes: tokio::sync::watch::Sender::new(generation),
             counts: Counts::default(),
         }
     }
@@ -225,9 +228,19 @@ impl Generation {
             .fetch_max(since_epoch(), Ordering::Relaxed);
         // On the atomic itself: the gauge has no `fetch_max`, and the generation must
         // never go back when a slow poll lands after a local commit.
-        self.generation
+        let before = self
+            .generation
             .inner()
             .fetch_max(generation, Ordering::AcqRel);
+        if generation > before {
+            self.changes.send_replace(generation);
+        }
+    }
+
+    /// Wakes on every rise of the generation (the MCP server's `list_changed` and
+    /// `subscriptions/listen`); ends when this is dropped.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<i64> {
+        self.changes.subscribe()
     }
 
     /// The generation as a metric, for registering.

@@ -88,13 +88,14 @@ struct PromptQuery {
 /// `/mcp` and `/mcp/agents/{agent}`.
 pub fn routes(state: &AppState) -> Router<AppState> {
     let sessions = Sessions::new(state.mcp.max_sessions_per_key, state.mcp.max_sessions);
-    let (moved, changes) = watch::channel(state.generation.current());
+    let (alive, gone) = tokio::sync::oneshot::channel();
     if tokio::runtime::Handle::try_current().is_ok() {
-        spawn_notifier(state.clone(), Arc::downgrade(&sessions), moved);
+        spawn_notifier(state.generation.changes(), Arc::downgrade(&sessions), gone);
     }
     let handler = Loadout {
         state: state.clone(),
-        changes,
+        changes: state.generation.changes(),
+        _alive: Arc::new(alive),
     };
     let config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(state.mcp.allowed_hosts.iter().cloned())
@@ -307,23 +308,23 @@ fn check_origin(state: &AppState, headers: &axum::http::HeaderMap) -> Result<(),
 }
 
 /// Tells every open session (2025-11-25) that tools and prompts changed when the
-/// generation moves, and every subscription (2026-07-28) through `moved`. Ends
-/// with the router (the last strong reference to `peers`); dropping `moved` then
-/// ends the subscriptions' `listen`.
-fn spawn_notifier(state: AppState, sessions: Weak<Sessions>, moved: watch::Sender<i64>) {
+/// generation rises: pushed by [`crate::cache::Generation::changes`], never
+/// polled (subscriptions (2026-07-28) watch the same channel). Ends when the last
+/// handler goes (`gone`: the router and every session dropped) or the generation.
+fn spawn_notifier(
+    mut changes: watch::Receiver<i64>,
+    sessions: Weak<Sessions>,
+    mut gone: tokio::sync::oneshot::Receiver<()>,
+) {
     tokio::spawn(async move {
-        let mut seen = state.generation.current();
         loop {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            tokio::select! {
+                changed = changes.changed() => if changed.is_err() { return },
+                _ = &mut gone => return,
+            }
             let Some(sessions) = sessions.upgrade() else {
                 return;
             };
-            let now = state.generation.current();
-            if now == seen {
-                continue;
-            }
-            seen = now;
-            moved.send_replace(now);
             let open = sessions.peers();
             drop(sessions);
             for peer in open {
@@ -339,6 +340,8 @@ struct Loadout {
     state: AppState,
     /// The configuration generation, for `subscriptions/listen`.
     changes: watch::Receiver<i64>,
+    /// Dropped with the last handler, which ends the notifier.
+    _alive: Arc<tokio::sync::oneshot::Sender<()>>,
 }
 
 /// How long a client may keep `tools/list`, `prompts/list` and `server/discover`
