@@ -4,10 +4,7 @@
 
 use chrono::Utc;
 use entity::{agent_configurations, proposals, tools};
-use sea_orm::{
-    ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
-    QuerySelect,
-};
+use sea_orm::{DatabaseConnection, EntityTrait};
 use serde::Serialize;
 
 use super::Runner;
@@ -194,18 +191,8 @@ pub async fn conversation(
     if !(1..=PAGE_MAX).contains(&limit) {
         return Err(Error::invalid(format!("limit must be 1 to {PAGE_MAX}")));
     }
-    let mut query = proposals::Entity::find()
-        .filter(proposals::Column::TenantId.eq(who.tenant()))
-        .filter(proposals::Column::ConversationId.eq(conversation))
-        .order_by_asc(proposals::Column::Id)
-        .limit(limit + 1);
-    if let Some(after) = page.after {
-        query = query.filter(proposals::Column::Id.gt(after));
-    }
-    let mut rows = query.all(db).await?;
-    let more = rows.len() as u64 > limit;
-    rows.truncate(limit as usize);
-    let next = rows.last().filter(|_| more).map(|last| last.id);
+    let (rows, next) =
+        ledger::conversation(db, who.tenant(), conversation, limit, page.after).await?;
     Ok(ConversationProposals {
         conversation_id: conversation.to_owned(),
         proposals: rows.into_iter().map(ProposalView::from).collect(),
@@ -223,24 +210,13 @@ pub async fn queue(
     who: &Principal,
     only: Option<State>,
 ) -> Result<Vec<ProposalView>> {
-    let mut query = proposals::Entity::find()
-        .filter(proposals::Column::TenantId.eq(who.tenant()))
-        .order_by_desc(proposals::Column::Id)
-        .limit(QUEUE_LIMIT);
-    if let Some(only) = only {
-        query = query.filter(proposals::Column::State.eq(only.as_str()));
-    }
-    let rows = query.all(db).await?;
+    let rows = ledger::queue(db, who.tenant(), only, QUEUE_LIMIT).await?;
     Ok(rows.into_iter().map(ProposalView::from).collect())
 }
 
 /// How many of the caller's tenant's proposals wait for a decision.
 pub async fn pending(db: &DatabaseConnection, who: &Principal) -> Result<u64> {
-    Ok(proposals::Entity::find()
-        .filter(proposals::Column::TenantId.eq(who.tenant()))
-        .filter(proposals::Column::State.eq(State::Proposed.as_str()))
-        .count(db)
-        .await?)
+    Ok(ledger::pending(db, who.tenant()).await?)
 }
 
 /// Approves and executes exactly once; a proposal already running or done is

@@ -26,7 +26,7 @@ use sea_orm::{ActiveModelTrait, DatabaseConnection, DbErr, Set};
 use serde_json::Value;
 
 pub use outcome::{Call, Failure, Outcome};
-pub use read::{events, get};
+pub use read::{conversation, events, get, pending, queue};
 pub use state::{
     EXPIRED, LedgerError, NO_ATTEMPTS_LEFT, NOT_RETRYABLE, OUTCOME_UNKNOWN, State, approvable,
     retryable,
