@@ -446,6 +446,36 @@ db_test! {
 }
 
 db_test! {
+    async fn a_session_is_its_openers_and_another_key_holding_its_id_can_neither_use_nor_close_it(db) {
+        let api = api(db, McpOptions::default()).await;
+        let other = keys::create_for_tenant(&api.db.conn, "agent-b", Role::Agent, Some("acme")).await.expect("key");
+        let app = loadout::http::router(api.state.clone());
+        let (status, session, body) = initialize(&app, &api.agent, initialize_body("a")).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let session = session.expect("a session");
+        let list = |key: &str| {
+            Request::post("/mcp/agents/assistant?channel=web")
+                .header("host", "127.0.0.1")
+                .header("authorization", format!("Bearer {key}"))
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-session-id", session.as_str())
+                .header("mcp-protocol-version", "2025-11-25")
+                .body(Body::from(r#"{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}"#))
+                .expect("request")
+        };
+        let theirs = app.clone().oneshot(list(&other)).await.expect("answer");
+        assert_eq!(theirs.status(), StatusCode::NOT_FOUND, "another key's use of the session");
+        let body = axum::body::to_bytes(theirs.into_body(), 1 << 16).await.expect("body");
+        assert!(String::from_utf8_lossy(&body).contains("session_not_found"), "{}", String::from_utf8_lossy(&body));
+        assert_eq!(close(&app, &other, &session).await, StatusCode::NOT_FOUND, "another key's DELETE");
+        let ours = app.clone().oneshot(list(&api.agent)).await.expect("answer");
+        assert_ne!(ours.status(), StatusCode::NOT_FOUND, "the opener's session lives on");
+        assert_eq!(close(&app, &api.agent, &session).await, StatusCode::NO_CONTENT);
+    }
+}
+
+db_test! {
     async fn a_session_that_ends_by_itself_gives_its_slot_back(db) {
         let limits = McpOptions { max_sessions_per_key: 1, ..McpOptions::default() };
         let api = api(db, limits).await;

@@ -131,6 +131,10 @@ async fn gate(State(gate): State<Gate>, request: Request, next: Next) -> Respons
         Ok(caller) => caller,
         Err(e) => return refused(e),
     };
+    let session = headers.get("mcp-session-id").and_then(|v| v.to_str().ok());
+    if session.is_some_and(|id| gate.sessions.foreign(id, &caller.owner())) {
+        return unknown_session();
+    }
     let (mut request, ticket) = match opening(&gate, &caller, request).await {
         Ok(opening) => opening,
         Err(answer) => return answer,
@@ -238,12 +242,7 @@ fn answered(mut response: Response, closing: bool, in_session: bool) -> Response
         return (response.status(), axum::Json(body)).into_response();
     }
     if in_session && response.status() == axum::http::StatusCode::NOT_FOUND {
-        return Error::new(
-            Kind::NotFound,
-            "session_not_found",
-            "this MCP session is unknown here (expired, closed, or opened on another replica): initialize a new one; behind a balancer, route by Mcp-Session-Id",
-        )
-        .into_response();
+        return unknown_session();
     }
     if closing && response.status() == axum::http::StatusCode::ACCEPTED {
         *response.status_mut() = axum::http::StatusCode::NO_CONTENT;
@@ -251,6 +250,17 @@ fn answered(mut response: Response, closing: bool, in_session: bool) -> Response
         response.headers_mut().remove(header::CONTENT_LENGTH);
     }
     response
+}
+
+/// An unknown session, and another key's: the same 404, so a key cannot tell
+/// whether a session id it holds exists.
+fn unknown_session() -> Response {
+    Error::new(
+        Kind::NotFound,
+        "session_not_found",
+        "this MCP session is unknown here (expired, closed, or opened on another replica): initialize a new one; behind a balancer, route by Mcp-Session-Id",
+    )
+    .into_response()
 }
 
 async fn admit(

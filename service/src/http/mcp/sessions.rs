@@ -136,6 +136,15 @@ impl Sessions {
         })
     }
 
+    /// Whether session `id` is open and was opened by another owner. A session is
+    /// its opener's: another key that learned its id must neither use nor close it.
+    pub fn foreign(&self, id: &str, owner: &Owner) -> bool {
+        self.book()
+            .open
+            .get(id)
+            .is_some_and(|open| open.owner != *owner)
+    }
+
     fn give_back(&self, owner: &Owner) {
         let mut book = self.book();
         book.total = book.total.saturating_sub(1);
