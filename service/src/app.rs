@@ -206,10 +206,10 @@ impl AppState {
     /// (tests; `serve` keeps [`crate::cache::KEY_TRUST`]). Call before the state is
     /// shared.
     pub fn with_key_trust(mut self, trust: std::time::Duration) -> Self {
-        if let Some(inner) = Arc::get_mut(&mut self.0) {
-            if let Some(generation) = Arc::get_mut(&mut inner.generation) {
-                generation.set_key_trust(trust);
-            }
+        if let Some(inner) = Arc::get_mut(&mut self.0)
+            && let Some(generation) = Arc::get_mut(&mut inner.generation)
+        {
+            generation.set_key_trust(trust);
         }
         self
     }

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::actions::connector::{Connector, Outbound};
-use crate::registry::ToolType;
+use crate::vocab::ToolType;
 use crate::secrets::Keyring;
 
 /// The longest any call may run; a connector's `timeout_ms` may not exceed it.

@@ -17,7 +17,7 @@ pub fn check(tool: &str, user_id: Option<&str>, arguments: &Value) -> Result<()>
                 ));
             }
             match arguments.get("instructions").and_then(Value::as_str) {
-                Some(text) => check_size("instructions", text, crate::agents::MAX_TEXT_BYTES),
+                Some(text) => check_size("instructions", text, crate::vocab::MAX_TEXT_BYTES),
                 None => Ok(()),
             }
         }
@@ -42,7 +42,7 @@ mod tests {
 
     #[test]
     fn instructions_over_the_admin_limit_are_too_large() {
-        let text = "x".repeat(crate::agents::MAX_TEXT_BYTES + 1);
+        let text = "x".repeat(crate::vocab::MAX_TEXT_BYTES + 1);
         let refused = check(
             "update_instructions",
             Some("u"),

@@ -18,10 +18,10 @@ crate::closed_set! {
 
 impl Kind {
     /// The tool type whose calls this kind of connector carries.
-    pub fn tool_type(self) -> crate::registry::ToolType {
+    pub fn tool_type(self) -> crate::vocab::ToolType {
         match self {
-            Kind::Http => crate::registry::ToolType::Api,
-            Kind::Mcp => crate::registry::ToolType::Mcp,
+            Kind::Http => crate::vocab::ToolType::Api,
+            Kind::Mcp => crate::vocab::ToolType::Mcp,
         }
     }
 }
