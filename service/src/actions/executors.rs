@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::actions::connector::{Connector, Outbound};
-use crate::vocab::ToolType;
 use crate::secrets::Keyring;
+use crate::vocab::ToolType;
 
 /// The longest any call may run; a connector's `timeout_ms` may not exceed it.
 pub const EXECUTION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
