@@ -480,6 +480,18 @@ fn listening_address(child: &mut std::process::Child) -> String {
         .to_owned()
 }
 
+/// Sends SIGTERM and reads everything the process printed on stdout until it ends.
+fn terminate_reading_stdout(child: &mut std::process::Child) -> String {
+    use std::io::Read;
+    let mut out = child.stdout.take().expect("stdout");
+    let pid = child.id().to_string();
+    let killed = Command::new("kill").args(["-TERM", &pid]).status();
+    assert!(killed.expect("kill").success());
+    let mut text = String::new();
+    out.read_to_string(&mut text).expect("read stdout");
+    text
+}
+
 fn stop(mut child: std::process::Child) {
     let killed = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
@@ -601,7 +613,6 @@ async fn serve_processes_on_one_postgres_hear_writes_without_polling_across_a_ki
 /// replicas started at once on a fresh Postgres both serve, and exactly one key is printed.
 #[tokio::test]
 async fn two_serve_processes_started_together_on_a_fresh_postgres_print_one_operator_key() {
-    use std::io::Read;
     let Some(db) = TestDb::postgres().await else {
         return;
     };
@@ -611,18 +622,8 @@ async fn two_serve_processes_started_together_on_a_fresh_postgres_print_one_oper
         let (status, body) = http_get(addr, "/ready", "none");
         assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
     }
-    let outputs = children.each_mut().map(|child| {
-        // Printed before "listening", and line-buffered: all there by now, or never.
-        let mut stdout = child.stdout.take().expect("stdout");
-        let pid = child.id().to_string();
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("kill");
-        let mut text = String::new();
-        stdout.read_to_string(&mut text).expect("read stdout");
-        text
-    });
+    // Printed before "listening", and line-buffered: all there by now, or never.
+    let outputs = children.each_mut().map(terminate_reading_stdout);
     let keys: Vec<&str> = outputs
         .iter()
         .flat_map(|o| o.lines())
@@ -662,7 +663,6 @@ async fn serve_migrates_seeds_prints_an_operator_key_and_stops_cleanly_on_sigter
 /// the output: only a database that never had a key gets one.
 #[tokio::test]
 async fn serve_prints_a_key_only_for_a_database_that_never_had_one() {
-    use std::io::Read;
     let db = TestDb::sqlite().await;
     let (child, _, printed) = spawn_serve(&db.url, &[], 3);
     assert!(printed[2].starts_with("lo_"), "{printed:?}");
@@ -677,14 +677,7 @@ async fn serve_prints_a_key_only_for_a_database_that_never_had_one() {
     let addr = listening_address(&mut child);
     let (status, _) = http_get(&addr, "/ready", "none");
     assert_eq!(status, "HTTP/1.1 200 OK");
-    let mut out = child.stdout.take().expect("stdout");
-    let pid = child.id().to_string();
-    Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill");
-    let mut text = String::new();
-    out.read_to_string(&mut text).expect("read stdout");
+    let text = terminate_reading_stdout(&mut child);
     assert!(child.wait().expect("wait").success());
     assert!(!text.contains("lo_"), "a key was printed again: {text}");
     let listed = stdout(&loadout(&db.url, &["keys", "list"]));
