@@ -114,7 +114,7 @@ pub struct Inner {
     /// balancer takes this replica out before it stops accepting.
     pub draining: std::sync::atomic::AtomicBool,
     /// Failed authentications per client address (`--max-auth-failures`).
-    pub auth_failures: crate::http::limits::Failures,
+    pub auth_failures: crate::auth::failures::Failures,
 }
 
 impl std::ops::Deref for AppState {
@@ -235,7 +235,7 @@ impl AppState {
     /// address (`serve --max-auth-failures`). Call before the state is shared.
     pub fn with_auth_failures(mut self, per_minute: u32) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.0) {
-            inner.auth_failures = crate::http::limits::Failures::new(per_minute);
+            inner.auth_failures = crate::auth::failures::Failures::new(per_minute);
         }
         self
     }

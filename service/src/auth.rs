@@ -1,6 +1,7 @@
 //! Who is calling: API keys, their roles and tenants.
 
 pub mod cache;
+pub mod failures;
 pub mod keys;
 
 pub use keys::{Principal, Role};

@@ -229,7 +229,11 @@ pub async fn sign_in(
         render(None, status, "sign_in.html", page)
     };
     let lookup = keys::authenticate_row(&state.db, form.key.trim());
-    let found = match state.auth_failures.guard(&headers, lookup).await {
+    let found = match state
+        .auth_failures
+        .guard(crate::http::limits::client(&headers), lookup)
+        .await
+    {
         Ok(found) => found,
         Err(e) => return too_many_or_error(&e),
     };

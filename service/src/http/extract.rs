@@ -66,8 +66,11 @@ pub async fn authenticate(
     // Only a key that exists is cached: unknown tokens cannot evict good keys. An
     // address with too many failures is refused (429) before the query runs.
     let lookup = crate::db::outage::read_retrying(|| keys::authenticate(&state.db, presented));
-    let found =
-        (state.auth_failures.guard(headers, lookup).await?).ok_or_else(ApiError::unauthorized)?;
+    let found = (state
+        .auth_failures
+        .guard(super::limits::client(headers), lookup)
+        .await?)
+        .ok_or_else(ApiError::unauthorized)?;
     state.keys.put(key_hash, generation, found.clone());
     Ok(found)
 }

@@ -23,22 +23,15 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use axum::http::{HeaderMap, HeaderValue};
-use sea_orm::DbErr;
-use serde::Serialize;
 
 use crate::error::{Error, Kind};
 
-/// The error code of a 429 for too many failed authentications.
-pub const TOO_MANY_FAILURES: &str = "too_many_failures";
-/// Most addresses whose failures are remembered at once (about 100 bytes each).
-pub const MAX_TRACKED: u64 = 65_536;
-/// Failed authentications allowed per client address per minute, unless configured.
-pub const DEFAULT_FAILURES_PER_MINUTE: u32 = 20;
+pub use crate::auth::failures::{
+    DEFAULT_FAILURES_PER_MINUTE, Failures, MAX_TRACKED, TOO_MANY_FAILURES, too_many,
+};
 
 /// The other end of the connection a request came on.
 #[derive(Clone, Copy, Debug)]
@@ -135,105 +128,6 @@ impl Drop for Slot {
     }
 }
 
-/// Failed authentications per client address (see the module's notes).
-pub struct Failures {
-    /// Per address: when its next failure is due, in ms since `epoch` (GCRA's
-    /// theoretical arrival time).
-    due: moka::sync::Cache<IpAddr, Arc<AtomicU64>>,
-    /// The sustained rate: one failure per this many ms.
-    interval_ms: u64,
-    /// How far ahead of now the due time may run: the burst, less one.
-    tolerance_ms: u64,
-    epoch: Instant,
-}
-
-/// The `details` of a 429: how long to wait.
-#[derive(Serialize)]
-struct Wait {
-    retry_after_seconds: u64,
-}
-
-impl Default for Failures {
-    fn default() -> Self {
-        Self::new(DEFAULT_FAILURES_PER_MINUTE)
-    }
-}
-
-impl Failures {
-    /// A burst of `per_minute` failures per address, then one every `60 / per_minute` s.
-    pub fn new(per_minute: u32) -> Self {
-        let per_minute = u64::from(per_minute.max(1));
-        let interval_ms = 60_000 / per_minute;
-        Self {
-            due: moka::sync::Cache::builder()
-                .max_capacity(MAX_TRACKED)
-                // An address idle this long owes nothing any more.
-                .time_to_idle(Duration::from_secs(120))
-                .build(),
-            interval_ms,
-            tolerance_ms: interval_ms * (per_minute - 1),
-            epoch: Instant::now(),
-        }
-    }
-
-    fn now_ms(&self) -> u64 {
-        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
-    }
-
-    /// `Err(seconds to wait)` when `client` has no failure left to make.
-    pub fn check(&self, client: IpAddr) -> Result<(), u64> {
-        let Some(due) = self.due.get(&client) else {
-            return Ok(());
-        };
-        let (due, now) = (due.load(Ordering::Relaxed), self.now_ms());
-        match due.checked_sub(now.saturating_add(self.tolerance_ms)) {
-            Some(wait) if wait > 0 => Err(wait.div_ceil(1000)),
-            _ => Ok(()),
-        }
-    }
-
-    /// Notes one failed authentication from `client`.
-    pub fn failed(&self, client: IpAddr) {
-        let now = self.now_ms();
-        let due = self.due.get_with(client, || Arc::new(AtomicU64::new(0)));
-        let interval = self.interval_ms;
-        due.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |due| {
-            Some(due.max(now).saturating_add(interval))
-        })
-        .ok();
-    }
-
-    /// Runs `lookup` (a key lookup) for the request with `headers` unless its client
-    /// address is limited (429); a lookup that finds no key counts as a failure.
-    pub async fn guard<T>(
-        &self,
-        headers: &HeaderMap,
-        lookup: impl Future<Output = Result<Option<T>, DbErr>>,
-    ) -> Result<Option<T>, Error> {
-        let client = client(headers);
-        if let Some(client) = client {
-            self.check(client).map_err(too_many)?;
-        }
-        let found = lookup.await?;
-        if let (None, Some(client)) = (&found, client) {
-            self.failed(client);
-        }
-        Ok(found)
-    }
-}
-
-/// The 429 for an address out of failures; `Retry-After` is `seconds`.
-pub fn too_many(seconds: u64) -> Error {
-    Error::new(
-        Kind::TooManyRequests,
-        TOO_MANY_FAILURES,
-        format!("too many failed authentications from this address; retry in {seconds} s"),
-    )
-    .with_details(Wait {
-        retry_after_seconds: seconds,
-    })
-}
-
 /// The `Retry-After` of a 429 made by [`too_many`].
 pub fn retry_after(error: &Error) -> Option<HeaderValue> {
     if error.kind != Kind::TooManyRequests {
@@ -245,20 +139,11 @@ pub fn retry_after(error: &Error) -> Option<HeaderValue> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::sync::atomic::Ordering;
 
-    #[test]
-    fn a_burst_is_allowed_then_one_failure_per_interval() {
-        let failures = Failures::new(3);
-        let client: IpAddr = "192.0.2.1".parse().expect("ip");
-        for _ in 0..3 {
-            assert_eq!(failures.check(client), Ok(()));
-            failures.failed(client);
-        }
-        assert_eq!(failures.check(client), Err(20), "one more every 20 s");
-        let other: IpAddr = "192.0.2.2".parse().expect("ip");
-        assert_eq!(failures.check(other), Ok(()), "per address");
-    }
+    use sea_orm::DbErr;
+
+    use super::*;
 
     #[tokio::test]
     async fn a_limited_address_is_refused_before_its_lookup_runs() {
@@ -274,8 +159,11 @@ mod tests {
             Ok::<Option<()>, DbErr>(None)
         };
         serving(peer, async {
-            assert!(matches!(failures.guard(&headers, lookup()).await, Ok(None)));
-            let refused = failures.guard(&headers, lookup()).await.err();
+            assert!(matches!(
+                failures.guard(client(&headers), lookup()).await,
+                Ok(None)
+            ));
+            let refused = failures.guard(client(&headers), lookup()).await.err();
             assert_eq!(refused.map(|e| e.code), Some(TOO_MANY_FAILURES));
         })
         .await;
