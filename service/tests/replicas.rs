@@ -221,7 +221,7 @@ async fn three_replicas_behind_haproxy_lose_no_request_to_a_kill_or_a_rolling_re
     loadout(&url, &["seed"]);
     let admin = loadout(
         &url,
-        &["keys", "create", "--role", "admin", "--name", "lb-admin"],
+        &["keys", "create", "--role", "operator", "--name", "lb-admin"],
     );
     let agent = loadout(
         &url,
