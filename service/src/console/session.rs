@@ -63,6 +63,22 @@ impl FromRequestParts<AppState> for Signed {
     }
 }
 
+/// The signed-in session if `allowed` says its role may; otherwise the 403 page
+/// naming what is `needed` (or the sign-in page, as for any session).
+async fn signed_if(
+    parts: &mut Parts,
+    state: &AppState,
+    allowed: fn(&Signed) -> bool,
+    needed: &str,
+) -> std::result::Result<Signed, Response> {
+    let signed = Signed::from_request_parts(parts, state).await?;
+    if allowed(&signed) {
+        Ok(signed)
+    } else {
+        Err(error_page(Some(&signed), &Error::forbidden(needed)))
+    }
+}
+
 impl FromRequestParts<AppState> for Admin {
     type Rejection = Response;
 
@@ -70,12 +86,9 @@ impl FromRequestParts<AppState> for Admin {
         parts: &mut Parts,
         state: &AppState,
     ) -> std::result::Result<Self, Response> {
-        let signed = Signed::from_request_parts(parts, state).await?;
-        if signed.is_admin() {
-            Ok(Admin(signed))
-        } else {
-            Err(error_page(Some(&signed), &Error::forbidden("an admin key")))
-        }
+        signed_if(parts, state, Signed::is_admin, "an admin key")
+            .await
+            .map(Admin)
     }
 }
 
@@ -86,13 +99,10 @@ impl FromRequestParts<AppState> for Operator {
         parts: &mut Parts,
         state: &AppState,
     ) -> std::result::Result<Self, Response> {
-        let signed = Signed::from_request_parts(parts, state).await?;
-        if signed.who.role == Role::Operator {
-            Ok(Operator(signed))
-        } else {
-            let needed = "an operator key (the configuration is shared by every tenant)";
-            Err(error_page(Some(&signed), &Error::forbidden(needed)))
-        }
+        let needed = "an operator key (the configuration is shared by every tenant)";
+        signed_if(parts, state, Signed::is_operator, needed)
+            .await
+            .map(Operator)
     }
 }
 
