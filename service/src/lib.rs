@@ -22,3 +22,4 @@ pub mod registry;
 pub mod secrets;
 pub mod telemetry;
 pub mod vocab;
+pub mod web;

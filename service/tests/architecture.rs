@@ -332,9 +332,6 @@ const KNOWN_CYCLES: &[&[&str]] = &[
     // registry::{check, guard} run the executors, argument compiler and sealing of
     // actions, and actions' connector store and sync write through the guard.
     &["actions", "agents", "fetch", "registry"],
-    // http mounts console and answers its panics with console pages; console maps
-    // its errors through http::error and reads the client address in http::limits.
-    &["console", "http"],
 ];
 
 #[test]

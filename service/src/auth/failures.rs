@@ -1,7 +1,7 @@
 //! Failed authentications per client address: a presented key that is unknown,
 //! revoked or malformed is a failure; a burst of `per_minute` is allowed, then one
 //! every `60 / per_minute` s (GCRA: one atomic per address holding when its next
-//! failure is due). The edge (`http::limits`) names the client address and answers
+//! failure is due). The edge names the client address (`web::client`) and answers
 //! the 429 with `Retry-After`; this keeps the counts. It lives with the keys it
 //! guards, below the state that holds it (`AppState::auth_failures`).
 
@@ -91,7 +91,7 @@ impl Failures {
     }
 
     /// Runs `lookup` (a key lookup) for a request from `client` (the edge's
-    /// `http::limits::client`; `None` when it has no address) unless that address is
+    /// `web::client`; `None` when it has no address) unless that address is
     /// limited (429); a lookup that finds no key counts as a failure.
     pub async fn guard<T>(
         &self,

@@ -217,7 +217,7 @@ struct Message<'a> {
 /// The console's answer to a domain error: a page with the message, as the
 /// error's status (internal causes are logged, never shown).
 pub fn error_page(signed: Option<&Signed>, error: &Error) -> Response {
-    let status = crate::http::error::status(error.kind);
+    let status = crate::web::status(error.kind);
     let message = if error.kind == Kind::Internal {
         tracing::error!(error = %error.chain(), "console request failed");
         "Something went wrong on the server; the log has the cause."
@@ -240,7 +240,7 @@ pub async fn refusal<F: Future<Output = Response>>(
     if matches!(error.kind, Kind::Internal | Kind::NotFound) {
         return error_page(Some(signed), &error);
     }
-    again(crate::http::error::status(error.kind), error).await
+    again(crate::web::status(error.kind), error).await
 }
 
 /// A text field's value, trimmed; `None` when it is empty or blank.

@@ -241,7 +241,7 @@ pub async fn sign_in(
     let lookup = keys::authenticate_row(&state.db, form.key.trim());
     let found = match state
         .auth_failures
-        .guard(crate::http::limits::client(&headers), lookup)
+        .guard(crate::web::client(&headers), lookup)
         .await
     {
         Ok(found) => found,
@@ -280,7 +280,7 @@ pub async fn sign_in(
 /// The page for a refused sign-in: a 429 says when to retry.
 fn too_many_or_error(error: &Error) -> Response {
     let mut page = error_page(None, error);
-    if let Some(seconds) = crate::http::limits::retry_after(error) {
+    if let Some(seconds) = crate::web::retry_after(error) {
         page.headers_mut().insert(header::RETRY_AFTER, seconds);
     }
     page

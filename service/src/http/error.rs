@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde_json::Value;
@@ -12,6 +11,7 @@ use utoipa::ToSchema;
 use utoipa::openapi::{RefOr, ResponseBuilder, content::ContentBuilder};
 
 use crate::error::Kind;
+use crate::web::status;
 
 /// Every error body.
 #[derive(Debug, Serialize, ToSchema)]
@@ -34,24 +34,6 @@ pub use crate::error::Error as ApiError;
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
-/// The status each kind of failure answers.
-pub fn status(kind: Kind) -> StatusCode {
-    match kind {
-        Kind::Invalid => StatusCode::BAD_REQUEST,
-        Kind::Unauthenticated => StatusCode::UNAUTHORIZED,
-        Kind::Forbidden => StatusCode::FORBIDDEN,
-        Kind::NotFound => StatusCode::NOT_FOUND,
-        Kind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-        Kind::Conflict => StatusCode::CONFLICT,
-        Kind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-        Kind::Refused => StatusCode::UNPROCESSABLE_ENTITY,
-        Kind::NotRunnable => StatusCode::FAILED_DEPENDENCY,
-        Kind::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
-        Kind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-        Kind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
-    }
-}
-
 /// What a 500 says; the cause is in the server log.
 pub const INTERNAL_MESSAGE: &str = "internal error; see the server log";
 
@@ -69,7 +51,7 @@ pub fn public(error: ApiError) -> ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let public = public(self);
-        let retry_after = super::limits::retry_after(&public);
+        let retry_after = crate::web::retry_after(&public);
         let body = ErrorBody {
             error: ErrorDetail {
                 code: public.code.to_owned(),

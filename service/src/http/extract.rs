@@ -68,7 +68,7 @@ pub async fn authenticate(
     let lookup = crate::db::outage::read_retrying(|| keys::authenticate(&state.db, presented));
     let found = (state
         .auth_failures
-        .guard(super::limits::client(headers), lookup)
+        .guard(crate::web::client(headers), lookup)
         .await?)
         .ok_or_else(ApiError::unauthorized)?;
     state.keys.put(key_hash, generation, found.clone());

@@ -1,14 +1,7 @@
-//! Limits per client address: whose request this is, how many connections one
-//! address holds, and how many failed authentications it may make.
+//! Limits per client address: how many connections one address holds, and how
+//! many failed authentications it may make. Which address a request comes from is
+//! [`crate::web::peer`]'s (the console reads it too).
 //!
-//! - **The client address** is the connection's peer, never a header, unless the
-//!   peer is a trusted proxy (`serve --trusted-proxy`): then it is the last address
-//!   in `X-Forwarded-For`, the one that proxy appended. IPv6 addresses count by
-//!   their /64, a single client's usual allocation. The accept loop runs each
-//!   connection inside [`serving`], so code on the request path reads its peer
-//!   without it being passed through every layer, and a request pays nothing for it
-//!   unless it asks. Requests served without the accept loop (tests calling the
-//!   router in process) have no peer, and no per-address limit applies to them.
 //! - **Connections per address** ([`Connections`]): one count per address with open
 //!   connections, taken when a connection is accepted and given back when it
 //!   closes; never touched per request.
@@ -22,59 +15,14 @@
 //!   ones forgotten), so memory does not grow with the addresses a client uses.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
-use axum::http::{HeaderMap, HeaderValue};
-
-use crate::error::{Error, Kind};
+use crate::web::counted;
 
 pub use crate::auth::failures::{
     DEFAULT_FAILURES_PER_MINUTE, Failures, MAX_TRACKED, TOO_MANY_FAILURES, too_many,
 };
-
-/// The other end of the connection a request came on.
-#[derive(Clone, Copy, Debug)]
-pub struct Peer {
-    pub ip: IpAddr,
-    /// A trusted proxy (`--trusted-proxy`): its `X-Forwarded-For` names the client.
-    pub proxy: bool,
-}
-
-tokio::task_local! {
-    static PEER: Peer;
-}
-
-/// Runs `connection` (one connection's whole life) with `peer` as its peer.
-pub fn serving<F: Future>(peer: Peer, connection: F) -> impl Future<Output = F::Output> {
-    PEER.scope(peer, connection)
-}
-
-/// The address limits count: IPv4 as is (an IPv4-mapped IPv6 address too), IPv6 by /64.
-pub fn counted(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(_) => ip,
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6(Ipv6Addr::from(v6.to_bits() & !u128::from(u64::MAX))),
-        },
-    }
-}
-
-/// The client address of the request being served (see the module's notes);
-/// `None` outside the accept loop.
-pub fn client(headers: &HeaderMap) -> Option<IpAddr> {
-    let peer = PEER.try_with(|peer| *peer).ok()?;
-    let forwarded = || {
-        let last = headers.get_all("x-forwarded-for").iter().next_back()?;
-        last.to_str().ok()?.rsplit(',').next()?.trim().parse().ok()
-    };
-    let ip = match peer.proxy {
-        true => forwarded().unwrap_or(peer.ip),
-        false => peer.ip,
-    };
-    Some(counted(ip))
-}
 
 /// Open connections per client address (trusted proxies are not counted).
 pub struct Connections {
@@ -128,22 +76,15 @@ impl Drop for Slot {
     }
 }
 
-/// The `Retry-After` of a 429 made by [`too_many`].
-pub fn retry_after(error: &Error) -> Option<HeaderValue> {
-    if error.kind != Kind::TooManyRequests {
-        return None;
-    }
-    let seconds = error.details.get("retry_after_seconds")?.as_u64()?;
-    Some(HeaderValue::from(seconds))
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::Ordering;
 
+    use axum::http::HeaderMap;
     use sea_orm::DbErr;
 
     use super::*;
+    use crate::web::{Peer, client, serving};
 
     #[tokio::test]
     async fn a_limited_address_is_refused_before_its_lookup_runs() {
@@ -172,41 +113,6 @@ mod tests {
             1,
             "the second lookup never ran"
         );
-    }
-
-    #[tokio::test]
-    async fn a_trusted_proxy_names_the_client_in_x_forwarded_for() {
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            "x-forwarded-for",
-            HeaderValue::from_static("10.0.0.9, 198.51.100.7"),
-        );
-        let proxy = Peer {
-            ip: "127.0.0.1".parse().expect("ip"),
-            proxy: true,
-        };
-        let direct = Peer {
-            proxy: false,
-            ..proxy
-        };
-        let seen = serving(proxy, async { client(&headers) }).await;
-        assert_eq!(seen, "198.51.100.7".parse().ok());
-        let seen = serving(direct, async { client(&headers) }).await;
-        assert_eq!(
-            seen,
-            "127.0.0.1".parse().ok(),
-            "anyone else's header is ignored"
-        );
-        assert_eq!(client(&headers), None, "no connection, no address");
-    }
-
-    #[test]
-    fn ipv6_counts_by_its_64_and_mapped_ipv4_as_ipv4() {
-        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().expect("ip");
-        let b: IpAddr = "2001:db8:1:2:bbbb::2".parse().expect("ip");
-        assert_eq!(counted(a), counted(b));
-        let mapped: IpAddr = "::ffff:192.0.2.4".parse().expect("ip");
-        assert_eq!(counted(mapped), "192.0.2.4".parse::<IpAddr>().expect("ip"));
     }
 
     #[test]

@@ -45,7 +45,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::deadline::{BodyLimits, Deadline};
-use super::limits::{Connections, Peer, Slot, serving};
+use super::limits::{Connections, Slot};
+use crate::web::{Peer, serving};
 
 /// How long in-flight requests may take to finish after a shutdown signal.
 pub const DRAIN: Duration = Duration::from_secs(30);
