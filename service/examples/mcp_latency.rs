@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use loadout::actions::connector::Outbound;
+use loadout::execute::connector::Outbound;
 use loadout::app::AppState;
 use loadout::auth::keys::{self, Role};
 use loadout::prompt::builder::SystemClock;

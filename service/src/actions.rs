@@ -1,14 +1,13 @@
 //! Write tools don't act, they propose: tool calls ([`call`]), the proposal ledger
-//! ([`ledger`]), argument validation ([`arguments`]), what an approver reads
-//! ([`describe`], [`views`]) and decides ([`decide`]), users' preferences, and the
-//! executors and connectors that carry out approved calls.
+//! ([`ledger`]), what an approver reads ([`describe`], [`views`]) and decides
+//! ([`decide`]), users' preferences, and the connectors operators keep and sync
+//! ([`connector`]). What carries out an approved call (the executors, connector
+//! kinds, argument validation) is [`crate::execute`], below the registry.
 
-pub mod arguments;
 pub mod call;
 pub mod connector;
 pub mod decide;
 pub mod describe;
-pub mod executors;
 pub mod ledger;
 pub mod preferences;
 pub mod requirements;
@@ -21,6 +20,8 @@ use std::sync::Arc;
 use sea_orm::{DatabaseConnection, DbErr};
 
 use crate::cache::Generation;
+use crate::execute::connector::Outbound;
+use crate::execute::executors::Executors;
 use crate::secrets::Keyring;
 use crate::vocab::Tier;
 
@@ -41,14 +42,14 @@ pub struct Runner<'a> {
     pub db: &'a DatabaseConnection,
     /// Shared, so a run finished in its own task can still observe it.
     pub generation: &'a Arc<Generation>,
-    pub outbound: &'a connector::Outbound,
+    pub outbound: &'a Outbound,
     pub secrets: &'a Keyring,
 }
 
 impl Runner<'_> {
     /// The executors as the database binds them now.
-    pub async fn executors(&self) -> Result<executors::Executors, DbErr> {
-        let executors = executors::Executors::load(self.db, Some(self.outbound.clone())).await?;
+    pub async fn executors(&self) -> Result<Executors, DbErr> {
+        let executors = Executors::load(self.db, Some(self.outbound.clone())).await?;
         Ok(executors.with_keyring(self.secrets.clone()))
     }
 }

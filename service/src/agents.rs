@@ -8,23 +8,10 @@ pub mod instructions;
 pub mod preview;
 pub mod template;
 
-use entity::agent_configurations;
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
-
-use crate::error::{Error, Result, check_name};
+use crate::error::{Error, Result};
+use crate::registry::links::agent as row;
 
 pub use crate::vocab::MAX_TEXT_BYTES;
-
-/// The live agent of that name; 404 otherwise.
-pub async fn row(db: &impl ConnectionTrait, name: &str) -> Result<agent_configurations::Model> {
-    check_name("agent", name)?;
-    agent_configurations::Entity::find()
-        .filter(agent_configurations::Column::Name.eq(name))
-        .filter(agent_configurations::Column::DeletedAt.is_null())
-        .one(db)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("no agent named {name:?}")))
-}
 
 /// Identity must be a JSON object (display_name, role, description).
 fn check_identity(identity: &serde_json::Value) -> Result<()> {

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use sea_orm::DatabaseConnection;
 
-use crate::actions::arguments::Validators;
+use crate::execute::arguments::Validators;
 use crate::auth::cache::Keys;
 use crate::cache::{DEFAULT_BUDGET, Generation};
 use crate::fetch::cache::PromptCache;
@@ -97,12 +97,12 @@ pub struct Inner {
     pub max_prompt_bytes: usize,
     /// The one outbound HTTP client and its address check (`--connector-allow`,
     /// `--connector-ca`).
-    pub outbound: crate::actions::connector::Outbound,
+    pub outbound: crate::execute::connector::Outbound,
     /// Who may reach the MCP endpoint from where (`--mcp-allowed-host`, `--mcp-allowed-origin`).
     pub mcp: McpOptions,
     /// How much of an MCP server's `tools/list` a sync reads (`--connector-max-tools`,
     /// `--connector-max-pages`).
-    pub sync_limits: crate::actions::connector::mcp::ListLimits,
+    pub sync_limits: crate::execute::connector::mcp::ListLimits,
     /// The keys connectors' header values are sealed with (`LOADOUT_SECRETS_KEY`,
     /// `--secrets-key-file`, or beside an embedded SQLite database); none by default.
     pub secrets: crate::secrets::Keyring,
@@ -142,7 +142,7 @@ impl AppState {
         max_template_bytes: usize,
         connector_allow: Vec<std::net::IpAddr>,
     ) -> Result<Self, sea_orm::DbErr> {
-        let outbound = crate::actions::connector::Outbound::new(connector_allow, None)
+        let outbound = crate::execute::connector::Outbound::new(connector_allow, None)
             .map_err(|e| sea_orm::DbErr::Custom(e.to_string()))?;
         let generation = crate::db::generation::current(&db).await?;
         let generation = Arc::new(Generation::new(generation));
@@ -224,7 +224,7 @@ impl AppState {
 
     /// The same state with another outbound client (`serve --connector-ca`). Call
     /// before the state is shared.
-    pub fn with_outbound(mut self, outbound: crate::actions::connector::Outbound) -> Self {
+    pub fn with_outbound(mut self, outbound: crate::execute::connector::Outbound) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.0) {
             inner.outbound = outbound;
         }
@@ -250,7 +250,7 @@ impl AppState {
 
     /// The same state with other bounds on what a sync reads. Call before the state
     /// is shared.
-    pub fn with_sync_limits(mut self, limits: crate::actions::connector::mcp::ListLimits) -> Self {
+    pub fn with_sync_limits(mut self, limits: crate::execute::connector::mcp::ListLimits) -> Self {
         if let Some(inner) = Arc::get_mut(&mut self.0) {
             inner.sync_limits = limits;
         }

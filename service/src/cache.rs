@@ -3,7 +3,7 @@
 //! ([`Generation`]), and the hit and miss counters every map counts into. Each map
 //! lives with the code that owns what it holds: keys in `auth::cache`, loaded
 //! agents, channels, users' instructions and encoded responses in `fetch`, argument
-//! validators in `actions::arguments`.
+//! validators in `execute::arguments`.
 //!
 //! Every entry is stamped with the generation that was current *before* its rows
 //! were read. A write bumps the generation in its own transaction and, on this

@@ -14,6 +14,7 @@ pub mod closed;
 pub mod console;
 pub mod db;
 pub mod error;
+pub mod execute;
 pub mod fetch;
 pub mod http;
 pub mod metrics;

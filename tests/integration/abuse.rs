@@ -442,7 +442,7 @@ mod mcp {
     /// client: rustls on ring, loopback allowed).
     pub async fn connect(url: &str, key: &str) -> Result<RunningService<RoleClient, ()>, String> {
         let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(key);
-        let client = loadout::actions::connector::Outbound::new(
+        let client = loadout::execute::connector::Outbound::new(
             vec!["127.0.0.1".parse().expect("ip")],
             None,
         )

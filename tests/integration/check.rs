@@ -4,7 +4,7 @@
 
 use chrono::Utc;
 use entity::{agent_configurations, agent_tools, tools};
-use loadout::actions::executors::Executors;
+use loadout::execute::executors::Executors;
 use loadout::registry::catalog::Seeds;
 use loadout::registry::check;
 use loadout_tests::{TestDb, db_test, dump};

@@ -78,7 +78,7 @@ impl Api {
     pub(crate) async fn with_outbound(
         db: TestDb,
         allow: bool,
-        outbound: Option<loadout::actions::connector::Outbound>,
+        outbound: Option<loadout::execute::connector::Outbound>,
     ) -> Api {
         let db = db.migrated().await;
         loadout::registry::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))

@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
 use axum::http::{HeaderMap, Method, StatusCode};
-use loadout::actions::connector::Outbound;
+use loadout::execute::connector::Outbound;
 use loadout_tests::db_test;
 use serde_json::{Value, json};
 

@@ -3,7 +3,8 @@
 
 use chrono::{DateTime, TimeDelta, Utc};
 use entity::{agent_configurations, proposals as rows, tools};
-use loadout::actions::ledger::{self, Approval, LedgerError, NewProposal, Outcome};
+use loadout::actions::ledger::{self, Approval, LedgerError, NewProposal};
+use loadout::execute::Outcome;
 use loadout::registry::catalog::Seeds;
 use loadout_tests::{TestDb, db_test};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};

@@ -21,7 +21,7 @@ use crate::fetch::Prompts;
 use crate::vocab::Tier;
 
 use super::Runner;
-use super::arguments::Validators;
+use crate::execute::arguments::Validators;
 
 /// Attempts a proposal gets (the first run and two retries).
 const MAX_ATTEMPTS: i32 = 3;
@@ -138,7 +138,7 @@ pub async fn call(
     // Read before the tool's row, so a cached validator is never stamped newer than its schema.
     let stamp = runner.generation.current();
     let tool = attached_tool(runner.db, loaded.id, agent, &request.tool).await?;
-    super::arguments::validate(
+    crate::execute::arguments::validate(
         validators,
         runner.generation,
         stamp,

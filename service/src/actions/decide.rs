@@ -8,13 +8,14 @@ use sea_orm::{DatabaseConnection, EntityTrait};
 use serde::Serialize;
 
 use super::Runner;
-use super::executors::{Call, EXECUTION_TIMEOUT, Executors, NotRunnable};
 pub use super::ledger::State;
-use super::ledger::{self, Approval, LedgerError, Outcome};
+use super::ledger::{self, Approval, LedgerError};
 use super::views::{ConversationProposals, EventView, ProposalDetail, ProposalView};
 use crate::auth::Principal;
 use crate::cache::Generation;
 use crate::error::{Error, Kind, Result, check_id};
+use crate::execute::executors::{EXECUTION_TIMEOUT, Executors, NotRunnable};
+use crate::execute::{Call, Outcome};
 
 /// The details of a conflict: the state, why (when a guard refused), and the
 /// proposal as it is.

@@ -11,10 +11,10 @@
 //! may run its executor: that is the exactly-once guarantee.
 //!
 //! This file holds the operations callers use; `ledger/` holds the states and
-//! refusals (`state.rs`), what executors get and give (`outcome.rs`), the moves
-//! (`transitions.rs`), reading (`read.rs`) and the sweeper's side (`sweep.rs`).
+//! refusals (`state.rs`), the moves (`transitions.rs`), reading (`read.rs`) and the
+//! sweeper's side (`sweep.rs`); what executors get and give (`Call`, `Outcome`) is
+//! `crate::execute`'s.
 
-mod outcome;
 mod read;
 mod state;
 mod sweep;
@@ -25,7 +25,8 @@ use entity::proposals;
 use sea_orm::{ActiveModelTrait, DatabaseConnection, DbErr, Set};
 use serde_json::Value;
 
-pub use outcome::{Call, Failure, Outcome};
+use crate::execute::Outcome;
+
 pub use read::{conversation, events, get, pending, queue};
 pub use state::{
     EXPIRED, LedgerError, NO_ATTEMPTS_LEFT, NOT_RETRYABLE, OUTCOME_UNKNOWN, State, approvable,

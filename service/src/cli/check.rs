@@ -5,8 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use crate::actions::executors::Executors;
 use crate::db::{self, migrate};
+use crate::execute::executors::Executors;
 use crate::registry::catalog::{Catalog, Seeds};
 
 /// `loadout check --format`.

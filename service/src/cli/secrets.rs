@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use sea_orm::DatabaseConnection;
 
-use crate::actions::connector::sealing;
+use crate::execute::connector::sealing;
 use crate::secrets::{Key, Keyring, source};
 
 /// Key text as typed or read from the environment; its `Debug` hides it, and clap

@@ -133,14 +133,14 @@ pub struct ServeArgs {
 #[derive(Clone, Copy, Debug, clap::Args)]
 pub struct SyncLimitArgs {
     /// Most tools a sync reads from one MCP server; a longer tools/list fails the sync.
-    #[arg(long, env = "LOADOUT_CONNECTOR_MAX_TOOLS", default_value_t = crate::actions::connector::mcp::DEFAULT_MAX_TOOLS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
+    #[arg(long, env = "LOADOUT_CONNECTOR_MAX_TOOLS", default_value_t = crate::execute::connector::mcp::DEFAULT_MAX_TOOLS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
     pub connector_max_tools: usize,
     /// Most tools/list pages a sync follows; a longer list fails the sync.
-    #[arg(long, env = "LOADOUT_CONNECTOR_MAX_PAGES", default_value_t = crate::actions::connector::mcp::DEFAULT_MAX_PAGES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
+    #[arg(long, env = "LOADOUT_CONNECTOR_MAX_PAGES", default_value_t = crate::execute::connector::mcp::DEFAULT_MAX_PAGES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
     pub connector_max_pages: usize,
 }
 
-impl From<SyncLimitArgs> for crate::actions::connector::mcp::ListLimits {
+impl From<SyncLimitArgs> for crate::execute::connector::mcp::ListLimits {
     fn from(args: SyncLimitArgs) -> Self {
         Self {
             max_tools: args.connector_max_tools,
@@ -150,7 +150,7 @@ impl From<SyncLimitArgs> for crate::actions::connector::mcp::ListLimits {
 }
 
 fn parse_lease(text: &str) -> Result<u32, String> {
-    let longest = crate::actions::executors::EXECUTION_TIMEOUT.as_secs();
+    let longest = crate::execute::executors::EXECUTION_TIMEOUT.as_secs();
     match text.parse::<u32>() {
         Ok(seconds) if u64::from(seconds) >= longest => Ok(seconds),
         Ok(_) => Err(format!(
@@ -232,7 +232,7 @@ pub struct Options {
     pub metrics_bind: Option<SocketAddr>,
     pub connector_allow: Vec<std::net::IpAddr>,
     pub connector_ca: Option<std::path::PathBuf>,
-    pub sync_limits: crate::actions::connector::mcp::ListLimits,
+    pub sync_limits: crate::execute::connector::mcp::ListLimits,
     pub mcp: crate::app::McpOptions,
     pub proposal_lease: chrono::TimeDelta,
     pub proposal_ttls: std::collections::BTreeMap<Tier, chrono::TimeDelta>,
@@ -423,7 +423,7 @@ fn mcp_options(hosts: Vec<String>, origins: Vec<String>) -> crate::app::McpOptio
 pub fn outbound(
     allow: Vec<std::net::IpAddr>,
     ca: Option<&std::path::Path>,
-) -> anyhow::Result<crate::actions::connector::Outbound> {
+) -> anyhow::Result<crate::execute::connector::Outbound> {
     let pem =
         match ca {
             Some(path) => Some(std::fs::read(path).with_context(|| {
@@ -431,7 +431,7 @@ pub fn outbound(
             })?),
             None => None,
         };
-    crate::actions::connector::Outbound::new(allow, pem.as_deref()).with_context(|| match ca {
+    crate::execute::connector::Outbound::new(allow, pem.as_deref()).with_context(|| match ca {
         Some(path) => format!("the connector CA bundle {} is not usable", path.display()),
         None => "the outbound HTTP client could not be built".to_owned(),
     })
@@ -444,7 +444,7 @@ async fn check_registry(
     secrets: &crate::secrets::Keyring,
 ) -> anyhow::Result<()> {
     let catalog = Seeds::embedded()?.catalog;
-    let executors = crate::actions::executors::Executors::load(db, None)
+    let executors = crate::execute::executors::Executors::load(db, None)
         .await?
         .with_keyring(secrets.clone());
     let report = crate::registry::check::run(db, &catalog, &executors).await?;

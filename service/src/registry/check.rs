@@ -35,7 +35,7 @@ use report::Problems;
 pub use report::{Counts, Problem, Report, Severity};
 use rows::Rows;
 
-use crate::actions::executors::Executors;
+use crate::execute::executors::Executors;
 use crate::registry::catalog::Catalog;
 
 /// The check as the API and the console report it: every rule, on the database

@@ -21,9 +21,9 @@ use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction};
 use serde::Serialize;
 
 use super::check::{self, Problem, Report, Severity};
-use crate::actions::executors::Executors;
 use crate::cache::Generation;
 use crate::error::{Error, Result};
+use crate::execute::executors::Executors;
 
 /// An admin write in progress: its transaction, and the check's errors before it.
 pub struct Write {

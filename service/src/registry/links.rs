@@ -1,7 +1,7 @@
 //! Which tools an agent has: `agent_tools` links, switched on and off, never removed.
 
 use chrono::Utc;
-use entity::{agent_tools, tools};
+use entity::{agent_configurations, agent_tools, tools};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
     Set,
@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 
 use super::guard;
 use crate::cache::Generation;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, check_name};
 
 /// One link of an agent to a tool.
 #[derive(Debug, Serialize, ToSchema)]
@@ -38,8 +38,20 @@ pub struct LinkSet {
     pub active: bool,
 }
 
+/// The live agent of that name; 404 otherwise. Editing agents is `agents`'s; the
+/// registry only looks one up, for its links.
+pub async fn agent(db: &impl ConnectionTrait, name: &str) -> Result<agent_configurations::Model> {
+    check_name("agent", name)?;
+    agent_configurations::Entity::find()
+        .filter(agent_configurations::Column::Name.eq(name))
+        .filter(agent_configurations::Column::DeletedAt.is_null())
+        .one(db)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no agent named {name:?}")))
+}
+
 pub async fn list(db: &DatabaseConnection, agent: &str) -> Result<LinkList> {
-    let agent = crate::agents::row(db, agent).await?;
+    let agent = self::agent(db, agent).await?;
     let rows = agent_tools::Entity::find()
         .find_also_related(tools::Entity)
         .filter(agent_tools::Column::AgentId.eq(agent.id))
@@ -73,7 +85,7 @@ pub async fn set(
     on: bool,
 ) -> Result<LinkSet> {
     let write = guard::begin(db).await?;
-    let agent = crate::agents::row(&*write, agent).await?;
+    let agent = self::agent(&*write, agent).await?;
     let tool = super::tools::row(&*write, tool).await?;
     set_in(&*write, &agent, &tool, on).await?;
     guard::commit(write, generation).await?;

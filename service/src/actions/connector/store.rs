@@ -12,9 +12,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use super::Outbound;
 use crate::cache::Generation;
 use crate::error::{Error, Result, check_name};
+use crate::execute::connector::{Kind, Outbound, RESERVED_HEADERS, mcp, reserved, sealing};
 use crate::registry::{ToolType, guard};
 use crate::secrets::Keyring;
 
@@ -67,7 +67,7 @@ pub struct NewConnector {
     pub name: String,
     /// `http` (default) or `mcp`.
     #[serde(default = "http")]
-    #[schema(value_type = super::Kind)]
+    #[schema(value_type = Kind)]
     pub kind: String,
     /// `https://` (or `http://`); every address it names or resolves to must be
     /// globally routable unless allowed by `--connector-allow`.
@@ -86,7 +86,7 @@ pub struct NewConnector {
 }
 
 fn http() -> String {
-    super::Kind::Http.as_str().to_owned()
+    Kind::Http.as_str().to_owned()
 }
 
 fn post() -> String {
@@ -160,11 +160,11 @@ pub async fn live(db: &impl ConnectionTrait, name: &str) -> Result<connectors::M
     row(db, name).await
 }
 
-fn check_kind(kind: &str) -> Result<super::Kind> {
+fn check_kind(kind: &str) -> Result<Kind> {
     kind.parse().map_err(|_| {
         Error::refused(
             "invalid_kind",
-            format!("kind must be one of {}", super::Kind::NAMES.join(", ")),
+            format!("kind must be one of {}", Kind::NAMES.join(", ")),
         )
     })
 }
@@ -190,7 +190,7 @@ fn check_method(method: &str) -> Result<()> {
 }
 
 fn check_timeout(ms: i32) -> Result<()> {
-    let cap = crate::actions::executors::EXECUTION_TIMEOUT.as_millis();
+    let cap = crate::execute::executors::EXECUTION_TIMEOUT.as_millis();
     match u128::try_from(ms) {
         Ok(ms) if (1..=cap).contains(&ms) => Ok(()),
         _ => Err(Error::refused(
@@ -202,12 +202,12 @@ fn check_timeout(ms: i32) -> Result<()> {
 
 fn check_headers(headers: &Map<String, Value>) -> Result<()> {
     for (name, value) in headers {
-        if super::reserved(name) {
+        if reserved(name) {
             return Err(Error::refused(
                 "reserved_header",
                 format!(
                     "header {name:?} is set by loadout and may not be configured: {}, and loadout-*",
-                    super::RESERVED_HEADERS.join(", ")
+                    RESERVED_HEADERS.join(", ")
                 ),
             ));
         }
@@ -227,13 +227,13 @@ fn check_headers(headers: &Map<String, Value>) -> Result<()> {
 
 /// An `mcp` connector may not set the headers its transport sets on every request
 /// (an `http` connector may: `Accept` is an ordinary header there).
-fn check_transport_headers(kind: super::Kind, headers: &Map<String, Value>) -> Result<()> {
-    let transport = super::mcp::TRANSPORT_HEADERS;
+fn check_transport_headers(kind: Kind, headers: &Map<String, Value>) -> Result<()> {
+    let transport = mcp::TRANSPORT_HEADERS;
     let taken = headers
         .keys()
         .find(|name| transport.contains(&name.to_ascii_lowercase().as_str()));
     match (kind, taken) {
-        (super::Kind::Mcp, Some(name)) => Err(Error::refused(
+        (Kind::Mcp, Some(name)) => Err(Error::refused(
             "reserved_header",
             format!(
                 "header {name:?} is set by the MCP transport and may not be configured on an mcp connector: {}",
@@ -306,7 +306,7 @@ pub async fn create(
     check_transport_headers(kind, &new.headers)?;
     check_url(outbound, &new.url).await?;
     if !new.headers.is_empty() && secrets.sealing().is_none() {
-        return Err(super::sealing::no_key());
+        return Err(sealing::no_key());
     }
     let write = guard::begin(db).await?;
     let now = Utc::now();
@@ -334,7 +334,7 @@ pub async fn create(
     let saved = match new.headers.is_empty() {
         true => saved,
         false => {
-            let headers = super::sealing::seal(secrets, saved.id, new.headers)?;
+            let headers = sealing::seal(secrets, saved.id, new.headers)?;
             let mut active: connectors::ActiveModel = saved.into();
             active.headers = Set(headers);
             active.update(&*write).await?
@@ -367,7 +367,7 @@ async fn check_update(
     if let Some(headers) = &update.headers {
         check_headers(headers)?;
         if !headers.is_empty() && secrets.sealing().is_none() {
-            return Err(super::sealing::no_key());
+            return Err(sealing::no_key());
         }
     }
     if let Some(url) = &update.url {
@@ -398,7 +398,7 @@ pub async fn update(
         .as_deref()
         .is_some_and(|url| !same_host(&found.url, url));
     let headers = match update.headers {
-        Some(headers) => Some(super::sealing::seal(secrets, found.id, headers)?),
+        Some(headers) => Some(sealing::seal(secrets, found.id, headers)?),
         None if moved => Some(Value::Object(Map::new())),
         None => None,
     };
@@ -469,10 +469,7 @@ pub async fn bind(
     let connector_id = match &binding.connector {
         Some(name) => {
             let connector = row(&*write, name).await?;
-            let kind = connector
-                .kind
-                .parse::<super::Kind>()
-                .map(super::Kind::tool_type);
+            let kind = connector.kind.parse::<Kind>().map(Kind::tool_type);
             if kind != tool_type {
                 return Err(Error::refused(
                     "connector_kind_mismatch",

@@ -39,12 +39,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use super::mcp::{self, McpError, Server};
 use super::schema::{MAX_SCHEMA_BYTES, normalize};
 use super::store;
-use super::target::Kind;
 use crate::cache::Generation;
 use crate::error::{Error, Result};
+use crate::execute::connector::mcp::{self, McpError, Server};
+use crate::execute::connector::{Kind, Outbound, sealing};
 use crate::registry::check::{ProblemCode, definition_problems, name_problem};
 use crate::registry::{Tier, ToolType, guard, links};
 
@@ -303,7 +303,7 @@ fn plan(
 /// `tools/list` to read.
 #[derive(Clone, Copy)]
 pub struct Remote<'a> {
-    pub outbound: &'a super::Outbound,
+    pub outbound: &'a Outbound,
     pub secrets: &'a crate::secrets::Keyring,
     pub limits: mcp::ListLimits,
 }
@@ -327,7 +327,7 @@ pub async fn run(
         ));
     }
     if let Some(agent) = &request.agent {
-        crate::agents::row(db, agent).await?;
+        links::agent(db, agent).await?;
     }
     let remote = list(remote, &row).await?;
     let (wanted, refused) = plan(remote, &row.name, &request);
@@ -347,14 +347,13 @@ pub async fn run(
 
 /// `tools/list` within the connector's timeout.
 async fn list(remote: &Remote<'_>, row: &connectors::Model) -> Result<Vec<Tool>> {
-    let headers = super::sealing::open(remote.secrets, row.id, &super::sealing::stored(row))
-        .map_err(|e| {
-            Error::new(
-                crate::error::Kind::NotRunnable,
-                "connector_secrets_unreadable",
-                format!("the headers of {} cannot be sent: {e}", row.name),
-            )
-        })?;
+    let headers = sealing::open(remote.secrets, row.id, &sealing::stored(row)).map_err(|e| {
+        Error::new(
+            crate::error::Kind::NotRunnable,
+            "connector_secrets_unreadable",
+            format!("the headers of {} cannot be sent: {e}", row.name),
+        )
+    })?;
     let server = Server {
         url: &row.url,
         headers: &headers,
@@ -407,7 +406,7 @@ async fn apply(
         .map(|t| (t.name.clone(), t))
         .collect();
     let agent = match &request.agent {
-        Some(name) => Some(crate::agents::row(db, name).await?),
+        Some(name) => Some(links::agent(db, name).await?),
         None => None,
     };
     let mut seen = BTreeSet::new();

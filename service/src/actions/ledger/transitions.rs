@@ -15,9 +15,9 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection
 use sea_orm::{EntityTrait, QueryFilter, Set};
 use serde_json::Value;
 
-use super::outcome::Outcome;
 use super::read::get;
 use super::state::{LedgerError, State, conflict};
+use crate::execute::Outcome;
 
 /// One move: the row must be in `from` and meet every guard; it then takes `to`,
 /// `updated_at` and `sets`, and the event (`from` → `to`) carries `detail`. Every

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::code::ProblemCode;
-use crate::actions::arguments::compile;
+use crate::execute::arguments::compile;
 use crate::registry::Tier;
 use crate::registry::catalog::Catalog;
 use crate::registry::formats::strict_schema;

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use entity::{agent_configurations, agent_tools, tools};
 
 use super::report::Counts;
-use crate::actions::executors::Executors;
+use crate::execute::executors::Executors;
 use crate::prompt::lint;
 use crate::registry::catalog::Catalog;
 

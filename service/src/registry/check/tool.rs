@@ -217,7 +217,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::actions::executors::Executors;
+    use crate::execute::executors::Executors;
     use crate::registry::catalog::Seeds;
     use crate::registry::check::{Problem, Severity, check};
 

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::outbound::{self, Outbound};
 use super::target::{Connector, MAX_RESPONSE_BYTES, reserved};
-use crate::actions::ledger::{Call, Outcome};
+use crate::execute::{Call, Outcome};
 use crate::secrets::Secret;
 
 fn failure(error: &str, retryable: bool) -> Outcome {

@@ -5,7 +5,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::actions::connector::{Connector, Outbound};
+use super::connector::{self, Connector, Kind, Outbound, sealing};
+use super::{Call, Outcome};
 use crate::secrets::Keyring;
 use crate::vocab::ToolType;
 
@@ -112,8 +113,6 @@ impl Executors {
     }
 }
 
-pub use crate::actions::ledger::Call;
-
 /// Why a call cannot run now (answered with 424).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{tool} is not connected: {why}")]
@@ -151,7 +150,7 @@ impl Executors {
         db: &sea_orm::DatabaseConnection,
         call: Call,
         timeout: std::time::Duration,
-    ) -> crate::actions::ledger::Outcome {
+    ) -> Outcome {
         let db = db.clone();
         let connector = self.connectors.get(&call.tool).cloned();
         let outbound = self.outbound.clone();
@@ -162,9 +161,7 @@ impl Executors {
         let task = tokio::spawn(async move {
             match connector {
                 Some(c) => match outbound {
-                    Some(outbound) => {
-                        crate::actions::connector::run(&c, &outbound, &keyring, &call).await
-                    }
+                    Some(outbound) => connector::run(&c, &outbound, &keyring, &call).await,
                     None => failure("this process has no outbound client", false),
                 },
                 None => run_builtin(&db, &call).await,
@@ -185,14 +182,11 @@ impl Executors {
     }
 }
 
-fn failure(error: &str, retryable: bool) -> crate::actions::ledger::Outcome {
-    crate::actions::ledger::Outcome::failure(error, retryable)
+fn failure(error: &str, retryable: bool) -> Outcome {
+    Outcome::failure(error, retryable)
 }
 
-async fn run_builtin(
-    db: &sea_orm::DatabaseConnection,
-    call: &Call,
-) -> crate::actions::ledger::Outcome {
+async fn run_builtin(db: &sea_orm::DatabaseConnection, call: &Call) -> Outcome {
     match call.tool.as_str() {
         "update_instructions" => update_instructions(db, call).await,
         other => failure(&format!("no builtin executor for {other}"), false),
@@ -202,10 +196,7 @@ async fn run_builtin(
 /// Replaces the user's standing instructions for the agent in the call's tenant, so
 /// that tenant's next rendered prompt shows them (and no other tenant's does); bumps
 /// the configuration generation in the same transaction.
-async fn update_instructions(
-    db: &sea_orm::DatabaseConnection,
-    call: &Call,
-) -> crate::actions::ledger::Outcome {
+async fn update_instructions(db: &sea_orm::DatabaseConnection, call: &Call) -> Outcome {
     use entity::user_agent_prompt_customizations as uapc;
     use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
     let Some(user) = call.user_id.as_deref() else {
@@ -254,7 +245,7 @@ async fn update_instructions(
         txn.commit().await
     };
     match write.await {
-        Ok(()) => crate::actions::ledger::Outcome {
+        Ok(()) => Outcome {
             success: true,
             result: serde_json::Value::Object(serde_json::Map::from_iter([(
                 "updated".to_owned(),
@@ -269,15 +260,12 @@ async fn update_instructions(
 }
 
 fn connector_of(row: &entity::connectors::Model, tool: &entity::tools::Model) -> Connector {
-    let headers = crate::actions::connector::sealing::stored(row);
+    let headers = sealing::stored(row);
     Connector {
         id: row.id,
         name: row.name.clone(),
         // A drifted kind is called as neither: `check` reports it, the call fails.
-        kind: row
-            .kind
-            .parse()
-            .unwrap_or(crate::actions::connector::Kind::Http),
+        kind: row.kind.parse().unwrap_or(Kind::Http),
         remote_tool: tool
             .remote_name
             .clone()

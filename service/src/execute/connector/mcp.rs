@@ -31,7 +31,7 @@ use serde_json::{Map, Value};
 
 use super::outbound::Outbound;
 use super::target::{Connector, MAX_RESPONSE_BYTES, reserved};
-use crate::actions::ledger::{Call, Outcome};
+use crate::execute::{Call, Outcome};
 use crate::secrets::Secret;
 use capped::Capped;
 
@@ -244,7 +244,7 @@ pub async fn call(
     let mut params = CallToolRequestParams::new(connector.remote_tool.clone());
     let mut arguments = call.arguments.clone();
     if let Some(remote) = &connector.remote_schema {
-        super::schema::drop_nulls(&mut arguments, remote);
+        super::nulls::drop_nulls(&mut arguments, remote);
     }
     params.arguments = Some(match arguments {
         Value::Object(fields) => fields,

@@ -44,7 +44,7 @@ pub struct Connector {
     pub timeout: Duration,
     /// A synced tool's schema as its server published it, when loadout normalized
     /// it: a call drops the nulls sent for the properties it left optional
-    /// ([`super::schema::drop_nulls`]). `None` for tools an admin made and tools
+    /// ([`super::nulls::drop_nulls`]). `None` for tools an admin made and tools
     /// accepted loose (their arguments are checked against the remote's own schema).
     pub remote_schema: Option<serde_json::Value>,
 }
