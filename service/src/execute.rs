@@ -1,9 +1,9 @@
-//! What carries out a tool call, below the registry that asks whether a tool can
-//! run and above nothing of the action path: the executors ([`executors`]), the
-//! connectors' kinds, outbound client and sealed header values ([`connector`]),
-//! arguments checked against a tool's schema ([`arguments`]), and what a call is
-//! given and gives back ([`Call`], [`Outcome`]). `registry` uses it to check and
-//! guard what is runnable; `actions` to run approved calls.
+//! What carries out a tool call: the executors ([`executors`]), the connectors'
+//! kinds, outbound client and sealed header values ([`connector`]), arguments
+//! checked against a tool's schema ([`arguments`]), and what a call is given and
+//! gives back ([`Call`], [`Outcome`]). It sits below the registry: `registry` asks
+//! it what is runnable (`loadout check`, the write guard) and compiles schemas with
+//! it; `actions` runs approved calls through it.
 
 pub mod arguments;
 pub mod connector;
