@@ -31,11 +31,19 @@ async fn main() -> std::io::Result<()> {
         // `served` line, catch-panic), logging as `serve` does to stderr.
         let _flush = loadout::telemetry::init(loadout::telemetry::LogFormat::Text);
         let app = loadout::http::router::traced(app);
-        let limits = loadout::http::server::Limits::default();
+        let limits = loadout::http::server::Limits::from(
+            &loadout::app::Settings::from_env()
+                .expect("settings")
+                .connections,
+        );
         return loadout::http::server::serve(listener, app, limits, std::future::pending()).await;
     }
     if mode.as_deref() == Some("loop") {
-        let limits = loadout::http::server::Limits::default();
+        let limits = loadout::http::server::Limits::from(
+            &loadout::app::Settings::from_env()
+                .expect("settings")
+                .connections,
+        );
         return loadout::http::server::serve(listener, app, limits, std::future::pending()).await;
     }
     axum::serve(listener, app).await

@@ -83,7 +83,13 @@ async fn bench(n: usize, rounds: usize, threads: usize) -> anyhow::Result<()> {
     loadout::db::migrate::apply(&db, loadout::db::migrate::MigrateCommand::Up { n: None }).await?;
     loadout::registry::seed::run(&db, &loadout::registry::catalog::Seeds::embedded()?).await?;
     let key = format!("Bearer {}", keys::create(&db, "agent", Role::Agent).await?);
-    let state = AppState::new(db, Arc::new(SystemClock), 262_144).await?;
+    let state = AppState::new(
+        db,
+        loadout::app::Settings::from_env()?,
+        loadout::secrets::Keyring::none(),
+        Arc::new(SystemClock),
+    )
+    .await?;
     let app = loadout::http::router(state);
     let size = axum::body::to_bytes(
         app.clone()

@@ -43,12 +43,19 @@ async fn main() -> anyhow::Result<()> {
     loadout::registry::seed::run(&db, &loadout::registry::catalog::Seeds::embedded()?).await?;
     let admin = keys::create(&db, "admin", Role::Admin).await?;
     let agent = keys::create(&db, "agent", Role::Agent).await?;
-    let state = AppState::new(db, Arc::new(SystemClock), 262_144).await?;
+    let state = AppState::new(
+        db,
+        loadout::app::Settings::from_env()?,
+        loadout::secrets::Keyring::none(),
+        Arc::new(SystemClock),
+    )
+    .await?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
     let app = loadout::http::router(state);
     // loadout's own connection loop, as `serve` runs it (TCP_NODELAY included).
-    let limits = loadout::http::server::Limits::default();
+    let limits =
+        loadout::http::server::Limits::from(&loadout::app::Settings::from_env()?.connections);
     tokio::spawn(loadout::http::server::serve(
         listener,
         app,

@@ -50,7 +50,7 @@ pub enum Command {
     /// Create the default agent and its tool links where absent; never overwrites edits.
     Seed,
     /// Serve the HTTP API. Migrates and seeds first unless --no-migrate.
-    Serve(serve::ServeArgs),
+    Serve(crate::app::Settings),
     /// Check that the database agrees with the catalog and the code; exit 1 on errors.
     Check(check::CheckArgs),
     /// Create, list or revoke API keys (directly on the database).
@@ -83,7 +83,7 @@ pub enum Command {
         #[command(subcommand)]
         command: crate::cli::template::TemplateCommand,
         /// Largest template accepted, in bytes.
-        #[arg(long, env = "LOADOUT_MAX_TEMPLATE_BYTES", global = true, default_value_t = crate::cli::template::DEFAULT_MAX_TEMPLATE_BYTES)]
+        #[arg(long, env = "LOADOUT_MAX_TEMPLATE_BYTES", global = true, default_value_t = crate::app::settings::DEFAULT_MAX_TEMPLATE_BYTES)]
         max_template_bytes: usize,
     },
 }
@@ -101,7 +101,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             })
             .await
         }
-        Command::Serve(args) => serve::run(&cli.database_url, args.into())
+        Command::Serve(settings) => serve::run(&cli.database_url, settings)
             .await
             .map(|()| ExitCode::SUCCESS),
         Command::Check(args) => check::run(&cli.database_url, args).await,

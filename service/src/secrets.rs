@@ -14,6 +14,7 @@
 //! [`source`] reads a key from the environment or a file, or makes one beside an
 //! embedded SQLite database.
 
+pub mod flags;
 pub mod source;
 
 use std::fmt;

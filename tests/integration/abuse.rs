@@ -10,14 +10,9 @@
 //! would otherwise hang on the code before the limits.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Parser;
-use loadout::app::AppState;
-use loadout::auth::keys::Role;
-use loadout::prompt::builder::SystemClock;
-use loadout_tests::{TestDb, db_test};
+use loadout_tests::{TestApp, TestDb, db_test};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::task::JoinSet;
@@ -26,41 +21,19 @@ use tokio::task::JoinSet;
 const WITHIN: Duration = Duration::from_secs(1);
 
 struct Served {
-    db: TestDb,
+    app: TestApp,
     addr: SocketAddr,
-    agent: String,
-}
-
-/// The limits `loadout serve` would use given `flags`.
-fn limits(flags: &[&str]) -> loadout::http::server::Limits {
-    let argv = ["loadout", "serve"].iter().chain(flags);
-    let cli = loadout::cli::Cli::try_parse_from(argv).expect("serve flags");
-    let loadout::cli::Command::Serve(args) = cli.command else {
-        panic!("not serve")
-    };
-    loadout::cli::serve::Options::from(args).limits
 }
 
 /// A server on 127.0.0.1 with `serve`'s connection loop and the limits `flags` give.
 async fn serve(db: TestDb, flags: &[&str]) -> Served {
-    let db = db.seeded().await;
-    let agent = db.key("agent", Role::Agent).await;
-    let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144)
-        .await
-        .expect("state");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("address");
-    let router = loadout::http::router(state);
-    let limits = limits(flags);
-    tokio::spawn(loadout::http::server::serve(
-        listener,
-        router,
-        limits,
-        std::future::pending(),
-    ));
-    Served { db, addr, agent }
+    let mut app = TestApp::builder(db);
+    for flag in flags {
+        app = app.flag(*flag);
+    }
+    let app = app.build().await;
+    let addr = app.listen().await;
+    Served { app, addr }
 }
 
 /// A connection to `to` from the loopback address `from`.
@@ -122,7 +95,7 @@ async fn get(
     let (status, body, head) = request(from, to, &head, b"")
         .await
         .unwrap_or_else(|e| panic!("GET {path}: {e}"));
-    loadout_tests::contract::assert_documented("GET", path, status, &body);
+    loadout_tests::contract::check("GET", path, status, &body).unwrap_or_else(|e| panic!("{e}"));
     (status, body, head)
 }
 
@@ -200,12 +173,12 @@ db_test! {
         let health = timed.elapsed();
         let timed = std::time::Instant::now();
         let path = "/v1/agents/assistant/prompt?channel=web";
-        let (status, body, _) = within_a_second("an agent fetch", get(local, served.addr, path, Some(&served.agent))).await;
+        let (status, body, _) = within_a_second("an agent fetch", get(local, served.addr, path, Some(&served.app.agent))).await;
         assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
         let fetch = timed.elapsed();
         let timed = std::time::Instant::now();
         let endpoint = format!("http://{}/mcp/agents/assistant?channel=web", served.addr);
-        let client = within_a_second("MCP initialize", mcp::connect(&endpoint, &served.agent))
+        let client = within_a_second("MCP initialize", mcp::connect(&endpoint, &served.app.agent))
             .await
             .expect("initialize");
         let initialize = timed.elapsed();
@@ -215,7 +188,7 @@ db_test! {
         let list = timed.elapsed();
         eprintln!(
             "trickle: {:?}, {sockets} sockets from 127.0.0.2, --max-connections {cap}: /health {health:.1?}, agent fetch {fetch:.1?}, MCP initialize {initialize:.1?}, MCP tools/list {list:.1?}",
-            served.db.backend
+            served.app.db.backend
         );
         drop(attack);
     }
@@ -396,7 +369,7 @@ db_test! {
         let served = serve(db, &[]).await;
         let (from, local) = (ip("127.0.0.5"), ip("127.0.0.1"));
         let path = "/v1/agents/assistant/prompt?channel=web";
-        let (status, _, _) = get(local, served.addr, path, Some(&served.agent)).await;
+        let (status, _, _) = get(local, served.addr, path, Some(&served.app.agent)).await;
         assert_eq!(status, 200, "the agent's key is known (and cached)");
         for n in 0..20 {
             let (status, _, _) = get(from, served.addr, path, Some(&unknown_key(n))).await;
@@ -425,7 +398,7 @@ db_test! {
         assert_eq!(status, 429, "{head}");
         assert!(head.contains("retry-after: "), "{head}");
 
-        let (status, _, _) = get(from, served.addr, path, Some(&served.agent)).await;
+        let (status, _, _) = get(from, served.addr, path, Some(&served.app.agent)).await;
         assert_eq!(status, 200, "a known key is not refused");
         let (status, _, _) = get(local, served.addr, path, Some(&unknown_key(23))).await;
         assert_eq!(status, 401, "another address is not limited");

@@ -1,12 +1,10 @@
 //! The typed API: what `/openapi.json` promises for every operation, and the one
 //! error shape for requests that never reach a handler.
 
-use std::sync::Arc;
 
 use axum::http::{Method, StatusCode};
 use loadout::app::AppState;
 use loadout::auth::keys::{self, Role};
-use loadout::prompt::builder::SystemClock;
 use loadout::registry::catalog::Seeds;
 use loadout_tests::api::{Reply, send};
 use loadout_tests::{TestDb, db_test};
@@ -161,9 +159,7 @@ impl Served {
         let agent = keys::create(&db.conn, "agent", Role::Agent)
             .await
             .expect("agent key");
-        let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144)
-            .await
-            .expect("state");
+        let state = loadout_tests::app::state(&db, &[]).await;
         Served {
             _db: db,
             state,

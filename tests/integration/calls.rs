@@ -1,72 +1,48 @@
 //! Tool calls through the HTTP API: proposals, approval, the builtin executor,
 //! preferences, validation, idempotency and tenant isolation, on both backends.
 
-use std::sync::Arc;
-
 use axum::http::{Method, StatusCode};
-use loadout::app::AppState;
 use loadout::auth::keys::{self, Role};
-use loadout::prompt::builder::SystemClock;
-use loadout::registry::catalog::Seeds;
-use loadout_tests::{TestDb, db_test};
+use loadout_tests::{TestApp, TestDb, db_test};
 use serde_json::{Value, json};
 
-struct Api {
-    state: AppState,
-    admin: String,
-    agent: String,
-    approver: String,
-    other_agent: String,
-    other_approver: String,
+/// The application with an agent and an approver in each of two tenants.
+pub(crate) struct Tenants {
+    pub(crate) app: TestApp,
+    pub(crate) agent: String,
+    pub(crate) approver: String,
+    pub(crate) other_agent: String,
+    pub(crate) other_approver: String,
 }
 
-impl Api {
-    async fn new(db: TestDb) -> (TestDb, Api) {
-        let db = db.migrated().await;
-        loadout::registry::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
-            .await
-            .expect("seed");
-        let admin = keys::create(&db.conn, "admin", Role::Operator)
-            .await
-            .expect("key");
-        let agent = keys::create_for_tenant(&db.conn, "agent-a", Role::Agent, Some("acme"))
-            .await
-            .expect("key");
-        let approver =
-            keys::create_for_tenant(&db.conn, "approver-a", Role::Approver, Some("acme"))
-                .await
-                .expect("key");
-        let other_agent = keys::create_for_tenant(&db.conn, "agent-b", Role::Agent, Some("globex"))
-            .await
-            .expect("key");
-        let other_approver =
-            keys::create_for_tenant(&db.conn, "approver-b", Role::Approver, Some("globex"))
-                .await
-                .expect("key");
-        let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144)
-            .await
-            .expect("state");
-        (
-            db,
-            Api {
-                state,
-                admin,
-                agent,
-                approver,
-                other_agent,
-                other_approver,
-            },
-        )
-    }
+impl std::ops::Deref for Tenants {
+    type Target = TestApp;
 
-    async fn call(
-        &self,
-        method: Method,
-        path: &str,
-        key: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
-        loadout_tests::api::call(&self.state, method, path, key, body).await
+    fn deref(&self) -> &TestApp {
+        &self.app
+    }
+}
+
+impl Tenants {
+    /// `flags` are `serve`'s.
+    pub(crate) async fn new(db: TestDb, flags: &[&str]) -> Tenants {
+        let mut app = TestApp::builder(db);
+        for flag in flags {
+            app = app.flag(*flag);
+        }
+        let app = app.build().await;
+        let key = async |name, role, tenant| {
+            keys::create_for_tenant(&app.db.conn, name, role, Some(tenant))
+                .await
+                .expect("key")
+        };
+        Tenants {
+            agent: key("agent-a", Role::Agent, "acme").await,
+            approver: key("approver-a", Role::Approver, "acme").await,
+            other_agent: key("agent-b", Role::Agent, "globex").await,
+            other_approver: key("approver-b", Role::Approver, "globex").await,
+            app,
+        }
     }
 
     async fn tool_call(&self, body: Value) -> (StatusCode, Value) {
@@ -82,17 +58,17 @@ impl Api {
 
 /// Creates `get_weather` (requires approval, so a valid call is proposed and nothing
 /// runs) with `parameters`, and attaches it to the assistant.
-async fn weather_tool(api: &Api, parameters: Value) {
+async fn weather_tool(api: &Tenants, parameters: Value) {
     let tool = json!({"name": "get_weather", "description": "Weather.", "approval_tier": "requires_approval", "parameters": parameters});
     let (status, body) = api
-        .call(Method::POST, "/v1/tools", &api.admin, Some(tool))
+        .call(Method::POST, "/v1/tools", &api.operator, Some(tool))
         .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     let (status, body) = api
         .call(
             Method::PUT,
             "/v1/agents/assistant/links/get_weather",
-            &api.admin,
+            &api.operator,
             None,
         )
         .await;
@@ -124,7 +100,7 @@ fn instructions_call(text: &str) -> Value {
 
 db_test! {
     async fn an_approved_update_instructions_reaches_the_next_prompt(db) {
-        let (_db, api) = Api::new(db).await;
+        let api = Tenants::new(db, &[]).await;
         let (status, proposed) = api.tool_call(instructions_call("Always answer in French.")).await;
         assert_eq!(status, StatusCode::OK, "{proposed}");
         assert_eq!(proposed["status"], "proposed_for_approval");
@@ -156,7 +132,7 @@ db_test! {
 
 db_test! {
     async fn a_users_preference_lets_a_user_configurable_tool_run_at_once(db) {
-        let (_db, api) = Api::new(db).await;
+        let api = Tenants::new(db, &[]).await;
         let (status, _) = api.call(Method::PUT, "/v1/users/u-1/tools/update_instructions/preference", &api.approver, Some(json!({"auto_approve": true}))).await;
         assert_eq!(status, StatusCode::OK);
         let (status, ran) = api.tool_call(instructions_call("Be brief.")).await;
@@ -170,7 +146,7 @@ db_test! {
 
 db_test! {
     async fn tools_without_a_connector_are_424_and_their_proposals_wait(db) {
-        let (_db, api) = Api::new(db).await;
+        let api = Tenants::new(db, &[]).await;
         let (status, refused) = api.tool_call(json!({"tool": "get_tasks", "arguments": {"id": null, "status": null, "priority": null, "due_before": null, "limit": null}, "conversation_id": "c"})).await;
         assert_eq!((status, refused["error"]["code"].clone()), (StatusCode::FAILED_DEPENDENCY, json!("not_connected")), "{refused}");
         let (status, proposed) = api.tool_call(json!({"tool": "delete_tasks", "arguments": {"ids": ["t1"]}, "conversation_id": "c"})).await;
@@ -189,7 +165,7 @@ db_test! {
 
 db_test! {
     async fn arguments_are_validated_and_idempotency_keys_are_honoured(db) {
-        let (_db, api) = Api::new(db).await;
+        let api = Tenants::new(db, &[]).await;
         let (status, bad) = api.tool_call(json!({"tool": "delete_tasks", "arguments": {"ids": ["t1"], "force": true}, "conversation_id": "c"})).await;
         assert_eq!((status, bad["error"]["details"]["path"].clone()), (StatusCode::UNPROCESSABLE_ENTITY, json!("")), "an unknown property is the object's error: {bad}");
         assert!(bad["error"]["message"].as_str().expect("message").contains("'force' was unexpected"), "{bad}");
@@ -210,7 +186,7 @@ db_test! {
 
 db_test! {
     async fn tenants_and_roles_are_kept_apart(db) {
-        let (_db, api) = Api::new(db).await;
+        let api = Tenants::new(db, &[]).await;
         let (_, proposed) = api.tool_call(instructions_call("x")).await;
         let id = proposed["proposal_id"].as_i64().expect("id");
         for (method, path) in [
@@ -234,7 +210,7 @@ db_test! {
 }
 
 /// Proposes `update_instructions` for `user` with `agent`'s key and approves it with `approver`'s.
-async fn approved_instructions(api: &Api, agent: &str, approver: &str, user: &str, text: &str) {
+async fn approved_instructions(api: &Tenants, agent: &str, approver: &str, user: &str, text: &str) {
     let mut body = instructions_call(text);
     body["user_id"] = json!(user);
     let (status, proposed) = api
@@ -258,7 +234,7 @@ async fn approved_instructions(api: &Api, agent: &str, approver: &str, user: &st
     assert_eq!(approved["state"], "succeeded", "{approved}");
 }
 
-async fn prompt_for(api: &Api, key: &str, user: &str) -> String {
+async fn prompt_for(api: &Tenants, key: &str, user: &str) -> String {
     let (status, prompt) = api
         .call(
             Method::GET,
@@ -273,7 +249,7 @@ async fn prompt_for(api: &Api, key: &str, user: &str) -> String {
 
 db_test! {
     async fn another_tenants_approved_instructions_never_reach_this_tenants_prompt(db) {
-        let (_db, api) = Api::new(db).await;
+        let api = Tenants::new(db, &[]).await;
         approved_instructions(&api, &api.agent, &api.approver, "alice", "Acme: answer in French.").await;
         approved_instructions(&api, &api.other_agent, &api.other_approver, "alice", "Globex: answer in German.").await;
 
@@ -291,7 +267,7 @@ db_test! {
 
 db_test! {
     async fn a_cached_prompt_of_one_tenant_is_never_served_to_another(db) {
-        let (_db, api) = Api::new(db).await;
+        let api = Tenants::new(db, &[]).await;
         approved_instructions(&api, &api.agent, &api.approver, "alice", "Acme only.").await;
         // The same query, first as acme (filling the caches), then as globex.
         for path in ["/v1/agents/assistant/prompt?channel=web&user_id=alice", "/v1/agents/assistant/loadout?channel=web&user_id=alice"] {
@@ -308,7 +284,8 @@ db_test! {
 
 db_test! {
     async fn an_admin_reads_and_sets_instructions_in_its_own_tenant_only(db) {
-        let (db, api) = Api::new(db).await;
+        let api = Tenants::new(db, &[]).await;
+        let db = &api.db;
         let acme_admin = keys::create_for_tenant(&db.conn, "admin-a", Role::Admin, Some("acme")).await.expect("key");
         let globex_admin = keys::create_for_tenant(&db.conn, "admin-b", Role::Admin, Some("globex")).await.expect("key");
         let path = "/v1/agents/assistant/users/alice/instructions";
@@ -329,13 +306,10 @@ db_test! {
 
 db_test! {
     async fn proposals_expire_after_their_tiers_ttl(db) {
-        let (db, api) = Api::new(db).await;
-        let ttls = [(loadout::registry::Tier::RequiresApproval, chrono::TimeDelta::hours(1))].into_iter().collect();
-        let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144).await.expect("state").with_proposal_ttls(ttls);
-        let api = Api { state, ..api };
+        let api = Tenants::new(db, &["--proposal-ttl=requires_approval=3600"]).await;
         let (_, short) = api.tool_call(json!({"tool": "delete_tasks", "arguments": {"ids": ["t1"]}, "conversation_id": "c"})).await;
         let (_, long) = api.tool_call(instructions_call("x")).await;
-        async fn lifetime(api: &Api, body: &Value) -> chrono::TimeDelta {
+        async fn lifetime(api: &Tenants, body: &Value) -> chrono::TimeDelta {
             let id = body["proposal_id"].as_i64().expect("id");
             let (_, p) = api.call(Method::GET, &format!("/v1/proposals/{id}"), &api.approver, None).await;
             let at = |k: &str| chrono::DateTime::parse_from_rfc3339(p[k].as_str().expect(k)).expect("time");
@@ -348,7 +322,7 @@ db_test! {
 
 db_test! {
     async fn update_instructions_without_a_user_is_refused_when_called(db) {
-        let (_db, api) = Api::new(db).await;
+        let api = Tenants::new(db, &[]).await;
         let call = json!({"tool": "update_instructions", "arguments": {"instructions": "x"}, "conversation_id": "conv-1"});
         let (status, body) = api.tool_call(call).await;
         assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("missing_context")), "{body}");
@@ -357,7 +331,7 @@ db_test! {
 
 db_test! {
     async fn a_422_lists_every_invalid_argument_with_its_path_and_keyword(db) {
-        let (_db, api) = Api::new(db).await;
+        let api = Tenants::new(db, &[]).await;
         let (status, bad) = api.tool_call(json!({"tool": "delete_tasks", "arguments": {"ids": [7, "t2", false], "force": true}, "conversation_id": "c"})).await;
         assert_eq!((status, bad["error"]["code"].clone()), (StatusCode::UNPROCESSABLE_ENTITY, json!("invalid_arguments")), "{bad}");
         let mut found: Vec<(Value, Value)> = bad["error"]["details"]["errors"].as_array().expect("errors").iter()
@@ -378,7 +352,7 @@ db_test! {
 
 db_test! {
     async fn instructions_over_the_admin_limit_are_refused_when_called(db) {
-        let (_db, api) = Api::new(db).await;
+        let api = Tenants::new(db, &[]).await;
         let (status, body) = api.tool_call(instructions_call(&"x".repeat(256 * 1024 + 1))).await;
         assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::PAYLOAD_TOO_LARGE, Some("payload_too_large")));
     }
@@ -386,7 +360,7 @@ db_test! {
 
 db_test! {
     async fn arguments_are_validated_by_the_whole_of_json_schema_through_the_api(db) {
-        let (_db, api) = Api::new(db).await;
+        let api = Tenants::new(db, &[]).await;
         weather_tool(&api, json!({
             "type": "object",
             "properties": {
@@ -413,14 +387,14 @@ db_test! {
 
 db_test! {
     async fn an_edited_schema_takes_effect_on_the_next_call(db) {
-        let (_db, api) = Api::new(db).await;
+        let api = Tenants::new(db, &[]).await;
         let schema = |city: Value| json!({"type": "object", "properties": {"city": city}, "required": ["city"], "additionalProperties": false});
         weather_tool(&api, schema(json!({"type": "string"}))).await;
         let (status, body) = api.tool_call(weather_call(json!({"city": "Berlin"}))).await;
         assert_eq!(status, StatusCode::OK, "{body}");
 
         let edit = json!({"parameters": schema(json!({"enum": ["Paris"]}))});
-        let (status, body) = api.call(Method::PATCH, "/v1/tools/get_weather", &api.admin, Some(edit)).await;
+        let (status, body) = api.call(Method::PATCH, "/v1/tools/get_weather", &api.operator, Some(edit)).await;
         assert_eq!(status, StatusCode::OK, "{body}");
 
         let (status, bad) = api.tool_call(weather_call(json!({"city": "Berlin"}))).await;
@@ -430,11 +404,12 @@ db_test! {
 
 db_test! {
     async fn arguments_are_validated_against_the_stored_schema_not_the_strict_export(db) {
-        let (db, api) = Api::new(db).await;
+        let api = Tenants::new(db, &[]).await;
+        let db = &api.db;
         // Not strict: `note` is optional and may not be null. The strict export would make
         // it required and nullable; the call must follow the schema as stored.
         let stored = json!({"type": "object", "properties": {"ids": {"type": "array", "items": {"type": "string"}}, "note": {"type": "string"}}, "required": ["ids"], "additionalProperties": false});
-        drift_parameters(&db, "delete_tasks", stored).await;
+        drift_parameters(db, "delete_tasks", stored).await;
         let (status, body) = api.tool_call(json!({"tool": "delete_tasks", "arguments": {"ids": ["t1"]}, "conversation_id": "c"})).await;
         assert_eq!(status, StatusCode::OK, "an optional property may be left out: {body}");
         let (status, bad) = api.tool_call(json!({"tool": "delete_tasks", "arguments": {"ids": ["t1"], "note": null}, "conversation_id": "c"})).await;
@@ -444,8 +419,9 @@ db_test! {
 
 db_test! {
     async fn a_stored_schema_that_does_not_compile_is_a_422_naming_the_tool(db) {
-        let (db, api) = Api::new(db).await;
-        drift_parameters(&db, "delete_tasks", json!({"type": "object", "properties": {"ids": {"type": "array", "minItems": "one"}}})).await;
+        let api = Tenants::new(db, &[]).await;
+        let db = &api.db;
+        drift_parameters(db, "delete_tasks", json!({"type": "object", "properties": {"ids": {"type": "array", "minItems": "one"}}})).await;
         let (status, bad) = api.tool_call(json!({"tool": "delete_tasks", "arguments": {"ids": ["t1"]}, "conversation_id": "c"})).await;
         assert_eq!((status, bad["error"]["code"].clone(), bad["error"]["details"]["tool"].clone()),
             (StatusCode::UNPROCESSABLE_ENTITY, json!("invalid_arguments"), json!("delete_tasks")), "{bad}");

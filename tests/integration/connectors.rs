@@ -7,14 +7,8 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode, header};
-use loadout::app::AppState;
-use loadout::auth::keys::{self, Role};
-use loadout::http::router;
-use loadout::prompt::builder::SystemClock;
-use loadout::registry::catalog::Seeds;
-use loadout_tests::{TestDb, db_test};
+use loadout_tests::{TestApp, TestDb, db_test};
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
 /// What the target server received: (path, idempotency key, body).
 type Received = Arc<Mutex<Vec<(String, String, Value)>>>;
@@ -62,99 +56,60 @@ async fn target() -> (String, Received) {
     (format!("http://{address}"), received)
 }
 
-pub(crate) struct Api {
-    pub(crate) db: TestDb,
-    state: AppState,
-    pub(crate) admin: String,
-    pub(crate) agent: String,
+/// The application, its connectors allowed to reach 127.0.0.1 when `allow`.
+pub(crate) async fn app(db: TestDb, allow: bool) -> TestApp {
+    app_with(db, allow, &[]).await
 }
 
-impl Api {
-    pub(crate) async fn new(db: TestDb, allow: bool) -> Api {
-        Api::with_outbound(db, allow, None).await
+/// [`app`] with more of `serve`'s flags.
+pub(crate) async fn app_with(db: TestDb, allow: bool, flags: &[&str]) -> TestApp {
+    let mut builder = TestApp::builder(db);
+    if allow {
+        builder = builder.flag("--connector-allow=127.0.0.1");
     }
-
-    /// Like [`Api::new`], with `outbound` as the client connectors go through.
-    pub(crate) async fn with_outbound(
-        db: TestDb,
-        allow: bool,
-        outbound: Option<loadout::execute::connector::Outbound>,
-    ) -> Api {
-        let db = db.migrated().await;
-        loadout::registry::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
-            .await
-            .expect("seed");
-        let admin = keys::create(&db.conn, "admin", Role::Operator)
-            .await
-            .expect("key");
-        let agent = keys::create(&db.conn, "agent", Role::Agent)
-            .await
-            .expect("key");
-        let allow = if allow {
-            vec!["127.0.0.1".parse().expect("ip")]
-        } else {
-            Vec::new()
-        };
-        let state = AppState::with_connector_allow(
-            db.reconnect().await,
-            Arc::new(SystemClock),
-            262_144,
-            allow,
-        )
-        .await
-        .expect("state");
-        let state = match outbound {
-            Some(outbound) => state.with_outbound(outbound),
-            None => state,
-        }
-        .with_secrets(loadout_tests::keyring());
-        Api {
-            db,
-            state,
-            admin,
-            agent,
-        }
+    for flag in flags {
+        builder = builder.flag(*flag);
     }
+    builder.build().await
+}
 
-    pub(crate) async fn call(
-        &self,
-        method: Method,
-        path: &str,
-        key: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
-        loadout_tests::api::call(&self.state, method, path, key, body).await
-    }
+/// The steps connector tests share.
+pub(crate) trait Connecting {
+    async fn connect(&self, name: &str, url: &str, timeout_ms: i32);
+    async fn propose(&self) -> i64;
+    async fn approve(&self, id: i64) -> Value;
+}
 
+impl Connecting for TestApp {
     /// Creates connector `name` at `url` and binds `delete_tasks` to it.
-    pub(crate) async fn connect(&self, name: &str, url: &str, timeout_ms: i32) {
-        let (status, body) = self.call(Method::POST, "/v1/connectors", &self.admin,
+    async fn connect(&self, name: &str, url: &str, timeout_ms: i32) {
+        let (status, body) = self.call(Method::POST, "/v1/connectors", &self.operator,
             Some(json!({"name": name, "url": url, "headers": {"authorization": "Bearer backend-secret"}, "timeout_ms": timeout_ms}))).await;
         assert_eq!(status, StatusCode::CREATED, "{body}");
         let (status, body) = self
             .call(
                 Method::PUT,
                 "/v1/tools/delete_tasks/connector",
-                &self.admin,
+                &self.operator,
                 Some(json!({"connector": name})),
             )
             .await;
         assert_eq!(status, StatusCode::OK, "{body}");
     }
 
-    pub(crate) async fn propose(&self) -> i64 {
+    async fn propose(&self) -> i64 {
         let (status, body) = self.call(Method::POST, "/v1/agents/assistant/tool-calls", &self.agent,
             Some(json!({"tool": "delete_tasks", "arguments": {"ids": ["t1", "t2"]}, "conversation_id": "c"}))).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         body["proposal_id"].as_i64().expect("id")
     }
 
-    pub(crate) async fn approve(&self, id: i64) -> Value {
+    async fn approve(&self, id: i64) -> Value {
         let (status, body) = self
             .call(
                 Method::POST,
                 &format!("/v1/proposals/{id}/approve"),
-                &self.admin,
+                &self.operator,
                 None,
             )
             .await;
@@ -166,7 +121,7 @@ impl Api {
 db_test! {
     async fn an_approved_call_reaches_the_server_exactly_once_with_its_idempotency_key(db) {
         let (url, received) = target().await;
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         api.connect("backend", &format!("{url}/ok"), 5_000).await;
         let id = api.propose().await;
         let done = api.approve(id).await;
@@ -176,10 +131,10 @@ db_test! {
         let got = received.lock().expect("log").clone();
         assert_eq!(got, [("ok".to_owned(), format!("{id}:1"), json!({"ids": ["t1", "t2"]}))]);
 
-        let (_, listed) = api.call(Method::GET, "/v1/connectors/backend", &api.admin, None).await;
+        let (_, listed) = api.call(Method::GET, "/v1/connectors/backend", &api.operator, None).await;
         assert_eq!(listed["headers"], json!(["authorization"]), "header values are write-only");
         assert!(!listed.to_string().contains("backend-secret"));
-        let (_, report) = api.call(Method::GET, "/v1/registry/check", &api.admin, None).await;
+        let (_, report) = api.call(Method::GET, "/v1/registry/check", &api.operator, None).await;
         assert_eq!(report["warnings"], 21, "delete_tasks is connected now: {report}");
     }
 }
@@ -187,18 +142,18 @@ db_test! {
 db_test! {
     async fn a_500_is_retryable_a_400_is_not_and_retry_runs_a_second_attempt(db) {
         let (url, received) = target().await;
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         api.connect("backend", &format!("{url}/boom"), 5_000).await;
         let id = api.propose().await;
         let failed = api.approve(id).await;
         assert_eq!(failed["state"], "failed");
         assert_eq!(failed["result"], json!({"error": "the connector failed (HTTP 500)", "retryable": true}));
-        let (status, retried) = api.call(Method::POST, &format!("/v1/proposals/{id}/retry"), &api.admin, None).await;
+        let (status, retried) = api.call(Method::POST, &format!("/v1/proposals/{id}/retry"), &api.operator, None).await;
         assert_eq!((status, retried["attempts"].clone()), (StatusCode::OK, json!(2)), "{retried}");
         let keys: Vec<String> = received.lock().expect("log").iter().map(|(_, k, _)| k.clone()).collect();
         assert_eq!(keys, [format!("{id}:1"), format!("{id}:2")]);
 
-        let (status, body) = api.call(Method::PATCH, "/v1/connectors/backend", &api.admin, Some(json!({"url": format!("{url}/nope")}))).await;
+        let (status, body) = api.call(Method::PATCH, "/v1/connectors/backend", &api.operator, Some(json!({"url": format!("{url}/nope")}))).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         let id = api.propose().await;
         let refused = api.approve(id).await;
@@ -209,7 +164,7 @@ db_test! {
 db_test! {
     async fn timeouts_and_refused_connections_fail_retryably(db) {
         let (url, _) = target().await;
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         api.connect("slow", &format!("{url}/slow"), 200).await;
         let id = api.propose().await;
         let timed_out = api.approve(id).await;
@@ -218,7 +173,7 @@ db_test! {
         let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let dead = closed.local_addr().expect("address");
         drop(closed);
-        let (status, body) = api.call(Method::PATCH, "/v1/connectors/slow", &api.admin, Some(json!({"url": format!("http://{dead}/ok")}))).await;
+        let (status, body) = api.call(Method::PATCH, "/v1/connectors/slow", &api.operator, Some(json!({"url": format!("http://{dead}/ok")}))).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         let id = api.propose().await;
         let refused = api.approve(id).await;
@@ -229,17 +184,17 @@ db_test! {
 db_test! {
     async fn fifty_concurrent_approvals_reach_the_server_once(db) {
         let (url, received) = target().await;
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         api.connect("backend", &format!("{url}/ok"), 5_000).await;
         let id = api.propose().await;
         let mut calls = Vec::new();
         for _ in 0..50 {
             let state = api.state.clone();
-            let admin = api.admin.clone();
+            let admin = api.operator.clone();
             calls.push(tokio::spawn(async move {
                 let request = Request::builder().method(Method::POST).uri(format!("/v1/proposals/{id}/approve"))
                     .header(header::AUTHORIZATION, format!("Bearer {admin}")).body(Body::empty()).expect("request");
-                router(state).oneshot(request).await.expect("infallible").status()
+                loadout_tests::api::request_reply(&state, request).await.status
             }));
         }
         for call in calls {
@@ -252,18 +207,18 @@ db_test! {
 
 db_test! {
     async fn private_addresses_are_refused_unless_allow_listed(db) {
-        let api = Api::new(db, false).await;
+        let api = app(db, false).await;
         for url in ["http://127.0.0.1:9/ok", "http://10.0.0.1/ok", "http://169.254.169.254/latest/meta-data", "https://example.com/"] {
-            let (status, body) = api.call(Method::POST, "/v1/connectors", &api.admin, Some(json!({"name": "x", "url": url}))).await;
+            let (status, body) = api.call(Method::POST, "/v1/connectors", &api.operator, Some(json!({"name": "x", "url": url}))).await;
             assert_eq!((status, body["error"]["code"].clone()), (StatusCode::UNPROCESSABLE_ENTITY, json!("url_refused")), "{url}: {body}");
         }
-        let (status, body) = api.call(Method::PUT, "/v1/tools/update_instructions/connector", &api.admin, Some(json!({"connector": null}))).await;
+        let (status, body) = api.call(Method::PUT, "/v1/tools/update_instructions/connector", &api.operator, Some(json!({"connector": null}))).await;
         assert_eq!((status, body["error"]["code"].clone()), (StatusCode::UNPROCESSABLE_ENTITY, json!("not_an_api_tool")));
     }
 }
 
 /// The proposal as the ledger holds it.
-async fn stored(api: &Api, id: i64) -> entity::proposals::Model {
+async fn stored(api: &TestApp, id: i64) -> entity::proposals::Model {
     let id = i32::try_from(id).expect("small id");
     loadout::actions::ledger::get(&api.state.db, "default", id)
         .await
@@ -271,7 +226,7 @@ async fn stored(api: &Api, id: i64) -> entity::proposals::Model {
 }
 
 /// Sets a proposal's columns behind the API's back, as a crash or the clock would.
-async fn force(api: &Api, id: i64, sql: &str) {
+async fn force(api: &TestApp, id: i64, sql: &str) {
     use sea_orm::ConnectionTrait;
     let statement = format!("UPDATE proposals SET {sql} WHERE id = {id}");
     api.state
@@ -284,10 +239,10 @@ async fn force(api: &Api, id: i64, sql: &str) {
 db_test! {
     async fn a_client_that_disconnects_mid_approve_loses_no_outcome(db) {
         let (url, received) = target().await;
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         api.connect("backend", &format!("{url}/slow"), 10_000).await;
         let id = api.propose().await;
-        let (state, admin) = (api.state.clone(), api.admin.clone());
+        let (state, admin) = (api.state.clone(), api.operator.clone());
         let approving = tokio::spawn(async move {
             loadout_tests::api::call(&state, Method::POST, &format!("/v1/proposals/{id}/approve"), &admin, None).await
         });
@@ -307,7 +262,7 @@ db_test! {
 db_test! {
     async fn a_proposal_a_crash_left_approved_runs_once_on_the_next_approve(db) {
         let (url, received) = target().await;
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         api.connect("backend", &format!("{url}/ok"), 5_000).await;
         let id = api.propose().await;
         force(&api, id, "state = 'approved'").await; // approved, never claimed
@@ -321,11 +276,11 @@ db_test! {
 db_test! {
     async fn an_approval_after_the_deadline_is_409_expired_and_runs_nothing(db) {
         let (url, received) = target().await;
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         api.connect("backend", &format!("{url}/ok"), 5_000).await;
         let id = api.propose().await;
         force(&api, id, "expires_at = created_at").await;
-        let (status, body) = api.call(Method::POST, &format!("/v1/proposals/{id}/approve"), &api.admin, None).await;
+        let (status, body) = api.call(Method::POST, &format!("/v1/proposals/{id}/approve"), &api.operator, None).await;
         assert_eq!((status, body["error"]["details"]["state"].as_str()), (StatusCode::CONFLICT, Some("expired")), "{body}");
         assert!(received.lock().expect("log").is_empty());
     }
@@ -334,16 +289,16 @@ db_test! {
 db_test! {
     async fn twenty_concurrent_retries_of_a_retryable_failure_run_once(db) {
         let (url, received) = target().await;
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         api.connect("backend", &format!("{url}/boom"), 5_000).await;
         let id = api.propose().await;
         assert_eq!(api.approve(id).await["state"], "failed");
         // The retry takes 3 s, so all twenty have read the failure before it ends.
-        let (status, body) = api.call(Method::PATCH, "/v1/connectors/backend", &api.admin, Some(json!({"url": format!("{url}/slow")}))).await;
+        let (status, body) = api.call(Method::PATCH, "/v1/connectors/backend", &api.operator, Some(json!({"url": format!("{url}/slow")}))).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         let mut retries = Vec::new();
         for _ in 0..20 {
-            let (state, admin) = (api.state.clone(), api.admin.clone());
+            let (state, admin) = (api.state.clone(), api.operator.clone());
             retries.push(tokio::spawn(async move {
                 loadout_tests::api::call(&state, Method::POST, &format!("/v1/proposals/{id}/retry"), &admin, None).await.0
             }));
@@ -363,11 +318,11 @@ db_test! {
 db_test! {
     async fn a_retry_of_a_refused_call_is_409_and_never_reaches_the_connector(db) {
         let (url, received) = target().await;
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         api.connect("backend", &format!("{url}/nope"), 5_000).await;
         let id = api.propose().await;
         assert_eq!(api.approve(id).await["result"]["retryable"], false);
-        let (status, body) = api.call(Method::POST, &format!("/v1/proposals/{id}/retry"), &api.admin, None).await;
+        let (status, body) = api.call(Method::POST, &format!("/v1/proposals/{id}/retry"), &api.operator, None).await;
         assert_eq!(status, StatusCode::CONFLICT, "{body}");
         assert!(body["error"]["message"].as_str().expect("message").contains("a retry cannot fix"), "{body}");
         assert_eq!(received.lock().expect("log").len(), 1, "only the first attempt");
@@ -376,11 +331,11 @@ db_test! {
 
 db_test! {
     async fn a_retry_of_a_declined_unconnected_proposal_is_409_not_424(db) {
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         let id = api.propose().await; // delete_tasks has no connector yet
-        let (status, _) = api.call(Method::POST, &format!("/v1/proposals/{id}/decline"), &api.admin, None).await;
+        let (status, _) = api.call(Method::POST, &format!("/v1/proposals/{id}/decline"), &api.operator, None).await;
         assert_eq!(status, StatusCode::OK);
-        let (status, body) = api.call(Method::POST, &format!("/v1/proposals/{id}/retry"), &api.admin, None).await;
+        let (status, body) = api.call(Method::POST, &format!("/v1/proposals/{id}/retry"), &api.operator, None).await;
         assert_eq!((status, body["error"]["details"]["state"].as_str()), (StatusCode::CONFLICT, Some("declined")), "{body}");
     }
 }
@@ -410,7 +365,7 @@ async fn header_target() -> (String, Arc<Mutex<Option<HeaderMap>>>) {
 db_test! {
     async fn the_connector_receives_the_calls_context_in_headers(db) {
         let (url, seen) = header_target().await;
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         api.connect("backend", &url, 5_000).await;
         let call = json!({"tool": "delete_tasks", "arguments": {"ids": ["t1"]}, "conversation_id": "conv-7", "user_id": "zoë"});
         let (status, body) = api.call(Method::POST, "/v1/agents/assistant/tool-calls", &api.agent, Some(call)).await;
@@ -428,10 +383,10 @@ db_test! {
 
 db_test! {
     async fn a_connector_may_not_set_a_reserved_or_context_header(db) {
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         for name in ["Host", "idempotency-key", "Content-Length", "loadout-tenant"] {
             let connector = json!({"name": "backend", "url": "http://127.0.0.1:9/x", "headers": {name: "forged"}});
-            let (status, body) = api.call(Method::POST, "/v1/connectors", &api.admin, Some(connector)).await;
+            let (status, body) = api.call(Method::POST, "/v1/connectors", &api.operator, Some(connector)).await;
             assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("reserved_header")), "{name}");
         }
     }
@@ -439,22 +394,22 @@ db_test! {
 
 db_test! {
     async fn an_mcp_connector_may_not_set_its_transports_headers_an_http_one_may(db) {
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         for name in ["Accept", "mcp-session-id", "MCP-Protocol-Version", "last-event-id"] {
             let connector = json!({"name": "remote", "kind": "mcp", "url": "http://127.0.0.1:9/mcp", "headers": {name: "forged"}});
-            let (status, body) = api.call(Method::POST, "/v1/connectors", &api.admin, Some(connector)).await;
+            let (status, body) = api.call(Method::POST, "/v1/connectors", &api.operator, Some(connector)).await;
             assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("reserved_header")), "{name}");
         }
         let http = json!({"name": "backend", "url": "http://127.0.0.1:9/x", "headers": {"Accept": "application/json"}});
-        let (status, _) = api.call(Method::POST, "/v1/connectors", &api.admin, Some(http)).await;
+        let (status, _) = api.call(Method::POST, "/v1/connectors", &api.operator, Some(http)).await;
         assert_eq!(status, StatusCode::CREATED, "an http connector may set Accept");
         let mcp = json!({"name": "remote", "kind": "mcp", "url": "http://127.0.0.1:9/mcp", "headers": {"authorization": "Bearer t"}});
-        let (status, _) = api.call(Method::POST, "/v1/connectors", &api.admin, Some(mcp)).await;
+        let (status, _) = api.call(Method::POST, "/v1/connectors", &api.operator, Some(mcp)).await;
         assert_eq!(status, StatusCode::CREATED);
         let update = json!({"headers": {"authorization": "Bearer t", "Mcp-Session-Id": "forged"}});
-        let (status, body) = api.call(Method::PATCH, "/v1/connectors/remote", &api.admin, Some(update)).await;
+        let (status, body) = api.call(Method::PATCH, "/v1/connectors/remote", &api.operator, Some(update)).await;
         assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("reserved_header")));
-        let (_, remote) = api.call(Method::GET, "/v1/connectors/remote", &api.admin, None).await;
+        let (_, remote) = api.call(Method::GET, "/v1/connectors/remote", &api.operator, None).await;
         assert_eq!(remote["headers"], json!(["authorization"]), "the refused update changed nothing: {remote}");
     }
 }
@@ -462,7 +417,7 @@ db_test! {
 db_test! {
     async fn the_sweeper_runs_a_proposal_a_crash_left_approved_once(db) {
         let (url, received) = target().await;
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         api.connect("backend", &format!("{url}/ok"), 5_000).await;
         let id = api.propose().await;
         // Approved long ago and never claimed: the process died between the two steps.
@@ -480,9 +435,9 @@ db_test! {
 
 db_test! {
     async fn a_connector_timeout_over_the_cap_is_refused_not_capped(db) {
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         let connector = json!({"name": "backend", "url": "http://127.0.0.1:9/x", "timeout_ms": 30_001});
-        let (status, body) = api.call(Method::POST, "/v1/connectors", &api.admin, Some(connector)).await;
+        let (status, body) = api.call(Method::POST, "/v1/connectors", &api.operator, Some(connector)).await;
         assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_timeout")), "{body}");
     }
 }

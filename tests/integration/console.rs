@@ -16,7 +16,6 @@ use axum::http::{Method, StatusCode};
 use fantoccini::{Client, ClientBuilder, Locator, elements::Element};
 use loadout::app::AppState;
 use loadout::auth::keys::{self, Role};
-use loadout::prompt::builder::SystemClock;
 use loadout_tests::{TestDb, db_test};
 use serde_json::{Value, json};
 
@@ -124,16 +123,7 @@ impl Site {
         let approver = keys::create(&db.conn, "approver", Role::Approver)
             .await
             .expect("key");
-        let allow = vec!["127.0.0.1".parse().expect("ip")];
-        let state = AppState::with_connector_allow(
-            db.reconnect().await,
-            Arc::new(SystemClock),
-            262_144,
-            allow,
-        )
-        .await
-        .expect("state")
-        .with_secrets(loadout_tests::keyring());
+        let state = loadout_tests::app::state(&db, &["--connector-allow=127.0.0.1"]).await;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");

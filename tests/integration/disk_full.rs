@@ -10,12 +10,9 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
 
 use axum::http::{Method, StatusCode};
-use loadout::app::AppState;
 use loadout::auth::keys::Role;
-use loadout::prompt::builder::SystemClock;
 use loadout_tests::TestDb;
 use loadout_tests::api::call;
 use loadout_tests::sea_orm::{ConnectionTrait, Statement};
@@ -90,9 +87,7 @@ async fn on_a_full_disk_no_acknowledged_write_is_lost_and_writes_recover_without
     let Some(fs) = Tmpfs::mount("3m") else { return };
     let db = TestDb::sqlite_in(&fs.0).await.seeded().await;
     let admin = db.key("admin", Role::Operator).await;
-    let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144)
-        .await
-        .expect("state");
+    let state = loadout_tests::app::state(&db, &[]).await;
     let path = "/v1/agents/assistant/prompt-template";
     let put = |n: usize| {
         let state = state.clone();

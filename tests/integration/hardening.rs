@@ -5,67 +5,33 @@
 //! they are gone; idempotency bound to the key and the agent; a conversation's
 //! proposals in pages.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use chrono::Utc;
-use loadout::app::{AppState, McpOptions};
 use loadout::auth::keys::{self, Role};
-use loadout::prompt::builder::SystemClock;
 use loadout_tests::sea_orm::sea_query::Expr;
 use loadout_tests::sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Statement};
-use loadout_tests::{TestDb, db_test};
+use loadout_tests::{TestApp, TestDb, db_test};
+
+use super::calls::Tenants;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
-use tower::ServiceExt as _;
 
-/// A seeded database, an agent and an approver of tenant `acme`, and the state.
-struct Api {
-    db: TestDb,
-    state: AppState,
-    agent: String,
-    approver: String,
+/// The application (connectors may reach 127.0.0.1, with `flags` besides), an
+/// agent and an approver of tenant `acme`.
+async fn api(db: TestDb, flags: &[&str]) -> Tenants {
+    let mut all = vec!["--connector-allow=127.0.0.1"];
+    all.extend_from_slice(flags);
+    Tenants::new(db, &all).await
 }
 
-async fn api(db: TestDb, mcp: McpOptions) -> Api {
-    let db = db.seeded().await;
-    let agent = keys::create_for_tenant(&db.conn, "agent-a", Role::Agent, Some("acme"))
-        .await
-        .expect("key");
-    let approver = keys::create_for_tenant(&db.conn, "approver-a", Role::Approver, Some("acme"))
-        .await
-        .expect("key");
-    let allow = vec!["127.0.0.1".parse().expect("ip")];
-    let state =
-        AppState::with_connector_allow(db.reconnect().await, Arc::new(SystemClock), 262_144, allow)
-            .await
-            .expect("state")
-            .with_mcp(mcp);
-    Api {
-        db,
-        state,
-        agent,
-        approver,
-    }
-}
-
-impl Api {
-    async fn call(
-        &self,
-        method: Method,
-        path: &str,
-        key: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
-        loadout_tests::api::call(&self.state, method, path, key, body).await
-    }
-
+impl Tenants {
     async fn sql(&self, statement: &str) {
         let backend = self.db.conn.get_database_backend();
         self.db
@@ -158,7 +124,7 @@ fn assert_ended_unrun(proposal: &Value, from: &str, actor: &str, reason: &str, a
 
 db_test! {
     async fn an_approval_after_the_tool_was_switched_off_unlinked_or_the_agent_deleted_runs_nothing(db) {
-        let api = api(db, McpOptions::default()).await;
+        let api = api(db, &[]).await;
         let causes = [
             ("UPDATE tools SET is_active = false WHERE name = 'update_instructions'", "is switched off",
              "UPDATE tools SET is_active = true WHERE name = 'update_instructions'"),
@@ -189,7 +155,7 @@ db_test! {
 
 db_test! {
     async fn a_retry_after_the_tool_was_unlinked_ends_the_proposal_and_runs_nothing(db) {
-        let api = api(db, McpOptions::default()).await;
+        let api = api(db, &[]).await;
         let id = api.propose("Always answer in French.").await;
         // As an attempt that failed retryably leaves it.
         api.sql(&format!(r#"UPDATE proposals SET state = 'failed', attempts = 1, result = '{{"error": "upstream 503", "retryable": true}}' WHERE id = {id}"#)).await;
@@ -205,7 +171,7 @@ db_test! {
 
 db_test! {
     async fn the_sweeper_ends_an_approved_proposal_whose_agent_was_deleted_and_runs_nothing(db) {
-        let api = api(db, McpOptions::default()).await;
+        let api = api(db, &[]).await;
         let id = api.propose("Always answer in French.").await;
         // A crash between approval and claim, an hour ago (past the 5-minute lease).
         let hour_ago = Utc::now() - chrono::TimeDelta::hours(1);
@@ -234,7 +200,7 @@ db_test! {
 
 /// A request with an `Idempotency-Key`: status, whether it was a replay, body.
 async fn with_key(
-    api: &Api,
+    api: &Tenants,
     method: Method,
     path: &str,
     key: &str,
@@ -258,7 +224,7 @@ async fn with_key(
 
 db_test! {
     async fn a_stored_answer_is_replayed_to_the_key_that_wrote_it_and_no_other(db) {
-        let api = api(db, McpOptions::default()).await;
+        let api = api(db, &[]).await;
         let id = api.propose("Always answer in French.").await;
         let path = format!("/v1/proposals/{id}/decline");
         let (status, replayed, first) = with_key(&api, Method::POST, &path, &api.approver, "decline-once").await;
@@ -277,7 +243,7 @@ db_test! {
 }
 
 /// A second agent, `researcher`, linked to `delete_tasks`, written as rows.
-async fn researcher(api: &Api) {
+async fn researcher(api: &Tenants) {
     api.sql(r#"INSERT INTO agent_configurations (name, identity, soul, soul_version, template_version, created_at, updated_at)
         VALUES ('researcher', '{"name": "R"}', 'You dig.', 1, 1, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"#).await;
     api.sql("INSERT INTO agent_tools (agent_id, tool_id, is_active, created_at, updated_at)
@@ -287,7 +253,7 @@ async fn researcher(api: &Api) {
 
 db_test! {
     async fn a_tool_calls_idempotency_key_never_replays_another_agents_proposal(db) {
-        let api = api(db, McpOptions::default()).await;
+        let api = api(db, &[]).await;
         researcher(&api).await;
         let assistant = keys::create_scoped(&api.db.conn, "agent-assistant", Role::Agent, Some("acme"), Some("assistant")).await.expect("key");
         let other = keys::create_scoped(&api.db.conn, "agent-researcher", Role::Agent, Some("acme"), Some("researcher")).await.expect("key");
@@ -304,7 +270,7 @@ db_test! {
 
 db_test! {
     async fn a_conversations_proposals_come_in_pages_with_a_next_cursor(db) {
-        let api = api(db, McpOptions::default()).await;
+        let api = api(db, &[]).await;
         let mut ids = Vec::new();
         for n in 0..5 {
             ids.push(api.propose(&format!("Instruction {n}.")).await);
@@ -340,15 +306,14 @@ db_test! {
 // MCP.
 
 /// Serves the router on 127.0.0.1 (rmcp's client needs a real socket); the base URL.
-async fn serve(api: &Api) -> (String, axum::Router) {
+async fn serve(api: &TestApp) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("address"));
     let app = loadout::http::router(api.state.clone());
-    let served = app.clone();
-    tokio::spawn(async move { axum::serve(listener, served).await.ok() });
-    (base, app)
+    tokio::spawn(async move { axum::serve(listener, app).await.ok() });
+    base
 }
 
 type Session = RunningService<RoleClient, ()>;
@@ -372,11 +337,7 @@ fn initialize_body(client_name: &str) -> String {
 }
 
 /// An `initialize` through `app`: the status, the session id, the body when it is JSON.
-async fn initialize(
-    app: &axum::Router,
-    key: &str,
-    body: String,
-) -> (StatusCode, Option<String>, Value) {
+async fn initialize(app: &TestApp, key: &str, body: String) -> (StatusCode, Option<String>, Value) {
     let request = Request::post("/mcp/agents/assistant")
         .header("host", "127.0.0.1")
         .header("authorization", format!("Bearer {key}"))
@@ -384,29 +345,23 @@ async fn initialize(
         .header("accept", "application/json, text/event-stream")
         .body(Body::from(body))
         .expect("request");
-    let response = app.clone().oneshot(request).await.expect("answer");
-    let status = response.status();
-    let session = response
-        .headers()
+    let reply = app.request(request).await;
+    let session = reply
+        .headers
         .get("mcp-session-id")
         .map(|v| v.to_str().expect("ascii").to_owned());
-    let json = response
-        .headers()
+    let json = reply
+        .headers
         .get("content-type")
         .is_some_and(|t| t == "application/json");
     let body = match json {
-        true => serde_json::from_slice(
-            &axum::body::to_bytes(response.into_body(), 1 << 16)
-                .await
-                .expect("body"),
-        )
-        .expect("json"),
+        true => reply.body,
         false => Value::Null,
     };
-    (status, session, body)
+    (reply.status, session, body)
 }
 
-async fn close(app: &axum::Router, key: &str, session: &str) -> StatusCode {
+async fn close(app: &TestApp, key: &str, session: &str) -> StatusCode {
     let request = Request::delete("/mcp/agents/assistant")
         .header("host", "127.0.0.1")
         .header("authorization", format!("Bearer {key}"))
@@ -414,43 +369,42 @@ async fn close(app: &axum::Router, key: &str, session: &str) -> StatusCode {
         .header("mcp-protocol-version", "2025-11-25")
         .body(Body::empty())
         .expect("request");
-    app.clone().oneshot(request).await.expect("answer").status()
+    app.request(request).await.status
 }
 
 db_test! {
     async fn mcp_sessions_are_capped_per_key_and_in_all_and_a_closed_one_frees_its_slot_at_once(db) {
-        let limits = McpOptions { max_sessions_per_key: 2, max_sessions: 3, ..McpOptions::default() };
-        let api = api(db, limits).await;
+        let api = api(db, &["--mcp-max-sessions-per-key=2", "--mcp-max-sessions=3"]).await;
         let other = keys::create_for_tenant(&api.db.conn, "agent-b", Role::Agent, Some("acme")).await.expect("key");
-        let app = loadout::http::router(api.state.clone());
+        let app = &api.app;
         let mut open = Vec::new();
         for _ in 0..2 {
-            let (status, session, body) = initialize(&app, &api.agent, initialize_body("a")).await;
+            let (status, session, body) = initialize(app, &api.agent, initialize_body("a")).await;
             assert_eq!(status, StatusCode::OK, "{body}");
             open.push(session.expect("a session"));
         }
-        let (status, session, body) = initialize(&app, &api.agent, initialize_body("a")).await;
+        let (status, session, body) = initialize(app, &api.agent, initialize_body("a")).await;
         assert_eq!((status, session.is_none()), (StatusCode::TOO_MANY_REQUESTS, true), "a third for one key: {body}");
         assert_eq!(body["error"]["code"], "too_many_sessions", "{body}");
 
-        let (status, _, body) = initialize(&app, &other, initialize_body("b")).await;
+        let (status, _, body) = initialize(app, &other, initialize_body("b")).await;
         assert_eq!(status, StatusCode::OK, "another key has its own: {body}");
-        let (status, _, body) = initialize(&app, &other, initialize_body("b")).await;
+        let (status, _, body) = initialize(app, &other, initialize_body("b")).await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "the process holds three: {body}");
         assert_eq!(body["error"]["code"], "mcp_sessions_full", "{body}");
 
-        assert_eq!(close(&app, &api.agent, &open[0]).await, StatusCode::NO_CONTENT);
-        let (status, session, body) = initialize(&app, &api.agent, initialize_body("a")).await;
+        assert_eq!(close(app, &api.agent, &open[0]).await, StatusCode::NO_CONTENT);
+        let (status, session, body) = initialize(app, &api.agent, initialize_body("a")).await;
         assert_eq!((status, session.is_some()), (StatusCode::OK, true), "the closed session's slot is free at once: {body}");
     }
 }
 
 db_test! {
     async fn a_session_is_its_openers_and_another_key_holding_its_id_can_neither_use_nor_close_it(db) {
-        let api = api(db, McpOptions::default()).await;
+        let api = api(db, &[]).await;
         let other = keys::create_for_tenant(&api.db.conn, "agent-b", Role::Agent, Some("acme")).await.expect("key");
-        let app = loadout::http::router(api.state.clone());
-        let (status, session, body) = initialize(&app, &api.agent, initialize_body("a")).await;
+        let app = &api.app;
+        let (status, session, body) = initialize(app, &api.agent, initialize_body("a")).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         let session = session.expect("a session");
         let list = |key: &str| {
@@ -464,22 +418,20 @@ db_test! {
                 .body(Body::from(r#"{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}"#))
                 .expect("request")
         };
-        let theirs = app.clone().oneshot(list(&other)).await.expect("answer");
-        assert_eq!(theirs.status(), StatusCode::NOT_FOUND, "another key's use of the session");
-        let body = axum::body::to_bytes(theirs.into_body(), 1 << 16).await.expect("body");
-        assert!(String::from_utf8_lossy(&body).contains("session_not_found"), "{}", String::from_utf8_lossy(&body));
-        assert_eq!(close(&app, &other, &session).await, StatusCode::NOT_FOUND, "another key's DELETE");
-        let ours = app.clone().oneshot(list(&api.agent)).await.expect("answer");
-        assert_ne!(ours.status(), StatusCode::NOT_FOUND, "the opener's session lives on");
-        assert_eq!(close(&app, &api.agent, &session).await, StatusCode::NO_CONTENT);
+        let theirs = app.request(list(&other)).await;
+        assert_eq!(theirs.status, StatusCode::NOT_FOUND, "another key's use of the session");
+        assert_eq!(theirs.body["error"]["code"], "session_not_found", "{}", theirs.body);
+        assert_eq!(close(app, &other, &session).await, StatusCode::NOT_FOUND, "another key's DELETE");
+        let ours = app.request(list(&api.agent)).await;
+        assert_ne!(ours.status, StatusCode::NOT_FOUND, "the opener's session lives on");
+        assert_eq!(close(app, &api.agent, &session).await, StatusCode::NO_CONTENT);
     }
 }
 
 db_test! {
     async fn a_session_that_ends_by_itself_gives_its_slot_back(db) {
-        let limits = McpOptions { max_sessions_per_key: 1, ..McpOptions::default() };
-        let api = api(db, limits).await;
-        let app = loadout::http::router(api.state.clone());
+        let api = api(db, &["--mcp-max-sessions-per-key=1"]).await;
+        let app = &api.app;
         // An unknown channel fails the handshake: rmcp's worker for it ends at once.
         let request = Request::post("/mcp/agents/assistant?channel=nope")
             .header("host", "127.0.0.1")
@@ -488,16 +440,15 @@ db_test! {
             .header("accept", "application/json, text/event-stream")
             .body(Body::from(initialize_body("a")))
             .expect("request");
-        let failed = app.clone().oneshot(request).await.expect("answer");
-        let body = axum::body::to_bytes(failed.into_body(), 1 << 16).await.expect("body");
-        assert!(String::from_utf8_lossy(&body).contains("-32602"), "{}", String::from_utf8_lossy(&body));
-        let mut opened = initialize(&app, &api.agent, initialize_body("a")).await;
+        let failed = app.request(request).await;
+        assert!(failed.body.to_string().contains("-32602"), "{}", failed.body);
+        let mut opened = initialize(app, &api.agent, initialize_body("a")).await;
         for _ in 0..50 {
             if opened.0 == StatusCode::OK {
                 break;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
-            opened = initialize(&app, &api.agent, initialize_body("a")).await;
+            opened = initialize(app, &api.agent, initialize_body("a")).await;
         }
         assert_eq!(opened.0, StatusCode::OK, "the ended session's slot is free: {}", opened.2);
     }
@@ -505,20 +456,20 @@ db_test! {
 
 db_test! {
     async fn an_initialize_larger_than_8_kib_is_refused_before_a_session_opens(db) {
-        let api = api(db, McpOptions::default()).await;
-        let app = loadout::http::router(api.state.clone());
-        let (status, session, body) = initialize(&app, &api.agent, initialize_body(&"x".repeat(9 * 1024))).await;
+        let api = api(db, &[]).await;
+        let app = &api.app;
+        let (status, session, body) = initialize(app, &api.agent, initialize_body(&"x".repeat(9 * 1024))).await;
         assert_eq!((status, session), (StatusCode::PAYLOAD_TOO_LARGE, None), "{body}");
         assert_eq!(body["error"]["code"], "initialize_too_large", "{body}");
-        let (status, session, _) = initialize(&app, &api.agent, initialize_body("a client")).await;
+        let (status, session, _) = initialize(app, &api.agent, initialize_body("a client")).await;
         assert_eq!((status, session.is_some()), (StatusCode::OK, true));
     }
 }
 
 db_test! {
     async fn an_internal_error_reaches_an_mcp_client_as_rest_words_it(db) {
-        let api = api(db, McpOptions::default()).await;
-        let (base, _app) = serve(&api).await;
+        let api = api(db, &[]).await;
+        let base = serve(&api).await;
         let client = connect(&format!("{base}/mcp/agents/assistant"), &api.agent).await;
         // The ledger's table is gone: recording the proposal fails inside the database.
         api.sql("ALTER TABLE proposal_events RENAME TO proposal_events_gone").await;
@@ -537,11 +488,11 @@ db_test! {
 
 db_test! {
     async fn a_nul_in_mcp_tool_arguments_is_invalid_params_as_rest_refuses_it(db) {
-        let api = api(db, McpOptions::default()).await;
+        let api = api(db, &[]).await;
         let (status, body) = api.call(Method::POST, "/v1/agents/assistant/tool-calls", &api.agent,
             Some(json!({"tool": "delete_tasks", "arguments": {"ids": ["a\u{0}b"]}, "conversation_id": "c"}))).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "REST: {body}");
-        let (base, _app) = serve(&api).await;
+        let base = serve(&api).await;
         let client = connect(&format!("{base}/mcp/agents/assistant"), &api.agent).await;
         for arguments in [json!({"ids": ["a\u{0}b"]}), json!({"ids": ["t1"], "a\u{0}": 1})] {
             let arguments = arguments.as_object().cloned().unwrap_or_default();

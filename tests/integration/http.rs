@@ -1,86 +1,21 @@
 //! The real router over a real, migrated and seeded database, on both backends.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use loadout::app::AppState;
-use loadout::auth::keys::{self, Role};
-use loadout::http::router;
+use loadout::auth::keys::{self};
 use loadout::prompt::builder::FixedClock;
 use loadout::registry::catalog::Seeds;
 use loadout_tests::api::{Reply, send};
-use loadout_tests::{TestDb, db_test};
+use loadout_tests::{TestApp, TestDb, db_test};
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
-struct Api {
-    db: TestDb,
-    state: AppState,
-    admin: String,
-    agent: String,
-}
-
-impl Api {
-    async fn new(db: TestDb) -> Api {
-        let db = db.migrated().await;
-        loadout::registry::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
-            .await
-            .expect("seed");
-        let admin = keys::create(&db.conn, "test-admin", Role::Operator)
-            .await
-            .expect("admin key");
-        let agent = keys::create(&db.conn, "test-agent", Role::Agent)
-            .await
-            .expect("agent key");
-        let state = app_state(&db).await;
-        Api {
-            db,
-            state,
-            admin,
-            agent,
-        }
-    }
-
-    async fn call(
-        &self,
-        method: Method,
-        path: &str,
-        key: Option<&str>,
-        body: Option<Value>,
-    ) -> Reply {
-        self.send(
-            method,
-            path,
-            key,
-            body.map(|b| b.to_string().into_bytes()),
-            None,
-        )
-        .await
-    }
-
-    async fn send(
-        &self,
-        method: Method,
-        path: &str,
-        key: Option<&str>,
-        body: Option<Vec<u8>>,
-        if_none_match: Option<&str>,
-    ) -> Reply {
-        send(&self.state, method, path, key, body, if_none_match).await
-    }
-
-    async fn get(&self, path: &str) -> Reply {
-        self.call(Method::GET, path, Some(&self.agent), None).await
-    }
-}
-
-async fn app_state(db: &TestDb) -> AppState {
+/// The application at a fixed instant.
+async fn app(db: TestDb) -> TestApp {
     let now = "2026-11-21T08:30:00Z".parse().expect("instant");
-    AppState::new(db.reconnect().await, Arc::new(FixedClock(now)), 262_144)
-        .await
-        .expect("state")
+    TestApp::builder(db).clock(FixedClock(now)).build().await
 }
 
 fn error_code(reply: &Reply) -> &str {
@@ -91,7 +26,7 @@ fn error_code(reply: &Reply) -> &str {
 
 db_test! {
     async fn an_agent_key_reads_every_channels_prompt_and_its_tools(db) {
-        let api = Api::new(db).await;
+        let api = app(db).await;
         for channel in ["web", "telegram", "scheduled", "heartbeat", "session_open"] {
             let reply = api.get(&format!("/v1/agents/assistant/prompt?channel={channel}&tz=Europe/Berlin")).await;
             assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
@@ -121,44 +56,44 @@ db_test! {
 
 db_test! {
     async fn a_request_without_a_key_is_401(db) {
-        let api = Api::new(db).await;
-        let reply = api.call(Method::GET, "/v1/agents/assistant/prompt?channel=web", None, None).await;
+        let api = app(db).await;
+        let reply = api.json(Method::GET, "/v1/agents/assistant/prompt?channel=web", None, None).await;
         assert_eq!((reply.status, error_code(&reply)), (StatusCode::UNAUTHORIZED, "unauthorized"));
     }
 }
 
 db_test! {
     async fn a_forged_secret_with_a_real_prefix_is_401(db) {
-        let api = Api::new(db).await;
+        let api = app(db).await;
         // Same prefix, another secret: flip the last hex digit.
         let last = if api.agent.ends_with('0') { '1' } else { '0' };
         let forged = format!("{}{last}", &api.agent[..api.agent.len() - 1]);
         assert_ne!(forged, api.agent);
-        let reply = api.call(Method::GET, "/v1/agents/assistant/prompt?channel=web", Some(&forged), None).await;
+        let reply = api.json(Method::GET, "/v1/agents/assistant/prompt?channel=web", Some(&forged), None).await;
         assert_eq!((reply.status, error_code(&reply)), (StatusCode::UNAUTHORIZED, "unauthorized"));
     }
 }
 
 db_test! {
     async fn an_agent_key_may_not_use_admin_routes_and_an_admin_key_may(db) {
-        let api = Api::new(db).await;
-        let reply = api.call(Method::GET, "/v1/agents", Some(&api.agent), None).await;
+        let api = app(db).await;
+        let reply = api.json(Method::GET, "/v1/agents", Some(&api.agent), None).await;
         assert_eq!((reply.status, error_code(&reply)), (StatusCode::FORBIDDEN, "forbidden"));
-        assert_eq!(api.call(Method::GET, "/v1/agents", Some(&api.admin), None).await.status, StatusCode::OK);
+        assert_eq!(api.json(Method::GET, "/v1/agents", Some(&api.operator), None).await.status, StatusCode::OK);
     }
 }
 
 db_test! {
     async fn health_and_readiness_need_no_key(db) {
-        let api = Api::new(db).await;
-        assert_eq!(api.call(Method::GET, "/health", None, None).await.status, StatusCode::OK);
-        assert_eq!(api.call(Method::GET, "/ready", None, None).await.status, StatusCode::OK);
+        let api = app(db).await;
+        assert_eq!(api.json(Method::GET, "/health", None, None).await.status, StatusCode::OK);
+        assert_eq!(api.json(Method::GET, "/ready", None, None).await.status, StatusCode::OK);
     }
 }
 
 db_test! {
     async fn a_revoked_key_stops_working_although_it_was_cached(db) {
-        let api = Api::new(db).await;
+        let api = app(db).await;
         let path = "/v1/agents/assistant/prompt?channel=web";
         // The key works (and is cached), then is revoked the way `loadout keys revoke` does it.
         assert_eq!(api.get(path).await.status, StatusCode::OK);
@@ -178,7 +113,7 @@ db_test! {
 
 db_test! {
     async fn an_unchanged_prompt_answers_304_and_a_template_edit_is_seen_by_the_next_fetch(db) {
-        let api = Api::new(db).await;
+        let api = app(db).await;
         let path = "/v1/agents/assistant/prompt?channel=web";
         let first = api.get(path).await;
         let etag = first.etag.clone().expect("etag");
@@ -186,7 +121,7 @@ db_test! {
         assert_eq!(again.status, StatusCode::NOT_MODIFIED);
         assert_eq!(again.body, Value::Null);
 
-        let put = api.call(Method::PUT, "/v1/agents/assistant/prompt-template", Some(&api.admin),
+        let put = api.json(Method::PUT, "/v1/agents/assistant/prompt-template", Some(&api.operator),
             Some(json!({"template": "Be brief on $channel_guidance", "expected_version": 1}))).await;
         assert_eq!(put.status, StatusCode::OK, "{}", put.body);
         assert_eq!(put.body["version"], 2);
@@ -197,23 +132,23 @@ db_test! {
         assert!(next.body["text"].as_str().expect("text").starts_with("Be brief on The user is chatting"));
         assert_eq!(next.body["provenance"]["template_version"], 2);
 
-        let cleared = api.call(Method::DELETE, "/v1/agents/assistant/prompt-template", Some(&api.admin), None).await;
+        let cleared = api.json(Method::DELETE, "/v1/agents/assistant/prompt-template", Some(&api.operator), None).await;
         assert_eq!(cleared.status, StatusCode::OK, "{}", cleared.body);
         let builtin = api.get(path).await;
         assert_eq!(builtin.body["provenance"]["source"], "builtin");
         assert_eq!(builtin.body["text"], first.body["text"]);
 
-        let restored = api.call(Method::POST, "/v1/agents/assistant/prompt-template/versions/2/restore", Some(&api.admin), None).await;
+        let restored = api.json(Method::POST, "/v1/agents/assistant/prompt-template/versions/2/restore", Some(&api.operator), None).await;
         assert_eq!(restored.body["version"], 4, "{}", restored.body);
-        let versions = api.call(Method::GET, "/v1/agents/assistant/prompt-template/versions", Some(&api.admin), None).await;
+        let versions = api.json(Method::GET, "/v1/agents/assistant/prompt-template/versions", Some(&api.operator), None).await;
         let listed: Vec<(i64, String, Value)> = versions.body["versions"].as_array().expect("versions").iter()
             .map(|v| (v["version"].as_i64().expect("n"), v["author"].as_str().expect("author").to_owned(), v["template"].clone()))
             .collect();
         assert_eq!(listed, [
             (1, "seed".to_owned(), json!(Seeds::embedded().expect("seeds").assistant.prompt_template)),
-            (2, "test-admin".to_owned(), json!("Be brief on $channel_guidance")),
-            (3, "test-admin".to_owned(), Value::Null),
-            (4, "test-admin".to_owned(), json!("Be brief on $channel_guidance")),
+            (2, "operator".to_owned(), json!("Be brief on $channel_guidance")),
+            (3, "operator".to_owned(), Value::Null),
+            (4, "operator".to_owned(), json!("Be brief on $channel_guidance")),
         ]);
     }
 }
@@ -222,8 +157,8 @@ const TEMPLATE: &str = "/v1/agents/assistant/prompt-template";
 
 db_test! {
     async fn a_template_with_a_lint_error_is_refused_with_the_problem(db) {
-        let api = Api::new(db).await;
-        let typo = api.call(Method::PUT, TEMPLATE, Some(&api.admin), Some(json!({"template": "Hi $sou1"}))).await;
+        let api = app(db).await;
+        let typo = api.json(Method::PUT, TEMPLATE, Some(&api.operator), Some(json!({"template": "Hi $sou1"}))).await;
         assert_eq!((typo.status, error_code(&typo)), (StatusCode::UNPROCESSABLE_ENTITY, "lint_failed"));
         assert_eq!(typo.body["error"]["details"]["problems"][0]["code"], "unknown_placeholder");
     }
@@ -231,8 +166,8 @@ db_test! {
 
 db_test! {
     async fn a_forced_template_is_saved_and_recorded_as_forced(db) {
-        let api = Api::new(db).await;
-        let forced = api.call(Method::PUT, TEMPLATE, Some(&api.admin), Some(json!({"template": "Hi $sou1", "force": true}))).await;
+        let api = app(db).await;
+        let forced = api.json(Method::PUT, TEMPLATE, Some(&api.operator), Some(json!({"template": "Hi $sou1", "force": true}))).await;
         assert_eq!(forced.status, StatusCode::OK, "{}", forced.body);
         assert_eq!(forced.body["forced"], true);
     }
@@ -240,8 +175,8 @@ db_test! {
 
 db_test! {
     async fn a_template_with_warnings_is_saved_with_them(db) {
-        let api = Api::new(db).await;
-        let warned = api.call(Method::PUT, TEMPLATE, Some(&api.admin), Some(json!({"template": "Costs $5 $soul"}))).await;
+        let api = app(db).await;
+        let warned = api.json(Method::PUT, TEMPLATE, Some(&api.operator), Some(json!({"template": "Costs $5 $soul"}))).await;
         assert_eq!(warned.status, StatusCode::OK);
         assert_eq!(warned.body["warnings"][0]["code"], "invalid_placeholder");
     }
@@ -249,10 +184,10 @@ db_test! {
 
 db_test! {
     async fn a_save_against_a_stale_version_is_409_with_the_current_one(db) {
-        let api = Api::new(db).await;
-        let first = api.call(Method::PUT, TEMPLATE, Some(&api.admin), Some(json!({"template": "$soul", "expected_version": 1}))).await;
+        let api = app(db).await;
+        let first = api.json(Method::PUT, TEMPLATE, Some(&api.operator), Some(json!({"template": "$soul", "expected_version": 1}))).await;
         assert_eq!(first.body["version"], 2, "{}", first.body);
-        let stale = api.call(Method::PUT, TEMPLATE, Some(&api.admin), Some(json!({"template": "x", "expected_version": 1}))).await;
+        let stale = api.json(Method::PUT, TEMPLATE, Some(&api.operator), Some(json!({"template": "x", "expected_version": 1}))).await;
         assert_eq!((stale.status, error_code(&stale)), (StatusCode::CONFLICT, "conflict"));
         assert_eq!(stale.body["error"]["details"]["current_version"], 2);
     }
@@ -260,18 +195,18 @@ db_test! {
 
 db_test! {
     async fn bad_requests_get_one_error_shape_and_change_nothing(db) {
-        let api = Api::new(db).await;
+        let api = app(db).await;
         let before = loadout_tests::dump::rows(&api.db).await;
         let path = "/v1/agents/assistant/prompt-template";
         let big = vec![b'a'; 1024 * 1024 + 1];
-        let reply = api.send(Method::PUT, path, Some(&api.admin), Some(big), None).await;
+        let reply = api.send(Method::PUT, path, Some(&api.operator), Some(big), None).await;
         assert_eq!((reply.status, error_code(&reply)), (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"));
-        let reply = api.send(Method::PUT, path, Some(&api.admin), Some(b"{\"template\":".to_vec()), None).await;
+        let reply = api.send(Method::PUT, path, Some(&api.operator), Some(b"{\"template\":".to_vec()), None).await;
         assert_eq!((reply.status, error_code(&reply)), (StatusCode::BAD_REQUEST, "bad_request"));
         assert!(reply.body["error"]["message"].as_str().expect("message").contains("malformed JSON"));
-        let reply = api.call(Method::PATCH, "/v1/agents/assistant", Some(&api.admin), Some(json!({"soul": "x", "id": 9}))).await;
+        let reply = api.json(Method::PATCH, "/v1/agents/assistant", Some(&api.operator), Some(json!({"soul": "x", "id": 9}))).await;
         assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
-        let reply = api.call(Method::PATCH, "/v1/agents/assistant", Some(&api.admin), Some(json!({"soul_version": 9}))).await;
+        let reply = api.json(Method::PATCH, "/v1/agents/assistant", Some(&api.operator), Some(json!({"soul_version": 9}))).await;
         assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{}", reply.body);
         let reply = api.get("/v1/agents/nobody/prompt?channel=web").await;
         assert_eq!((reply.status, error_code(&reply)), (StatusCode::NOT_FOUND, "not_found"));
@@ -290,16 +225,16 @@ db_test! {
 
 db_test! {
     async fn soul_edits_are_versioned_and_user_instructions_reach_the_prompt(db) {
-        let api = Api::new(db).await;
-        let reply = api.call(Method::PATCH, "/v1/agents/assistant", Some(&api.admin),
+        let api = app(db).await;
+        let reply = api.json(Method::PATCH, "/v1/agents/assistant", Some(&api.operator),
             Some(json!({"soul": "Be terse.", "expected_soul_version": 1}))).await;
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
         assert_eq!(reply.body["soul_version"], 2);
-        let stale = api.call(Method::PATCH, "/v1/agents/assistant", Some(&api.admin),
+        let stale = api.json(Method::PATCH, "/v1/agents/assistant", Some(&api.operator),
             Some(json!({"soul": "Be verbose.", "expected_soul_version": 1}))).await;
         assert_eq!(stale.status, StatusCode::CONFLICT);
 
-        let put = api.call(Method::PUT, "/v1/agents/assistant/users/u-42/instructions", Some(&api.admin),
+        let put = api.json(Method::PUT, "/v1/agents/assistant/users/u-42/instructions", Some(&api.operator),
             Some(json!({"instructions": "Reply in Spanish."}))).await;
         assert_eq!(put.status, StatusCode::OK, "{}", put.body);
         let prompt = api.get("/v1/agents/assistant/prompt?channel=telegram&user_id=u-42").await;
@@ -308,7 +243,7 @@ db_test! {
         assert!(text.contains("## User instructions\nReply in Spanish.\n"), "{text}");
         assert_eq!(prompt.body["provenance"]["soul_version"], 2);
 
-        let off = api.call(Method::PUT, "/v1/agents/assistant/users/u-42/instructions", Some(&api.admin),
+        let off = api.json(Method::PUT, "/v1/agents/assistant/users/u-42/instructions", Some(&api.operator),
             Some(json!({"instructions": null}))).await;
         assert_eq!(off.status, StatusCode::OK);
         let prompt = api.get("/v1/agents/assistant/prompt?channel=telegram&user_id=u-42").await;
@@ -319,8 +254,8 @@ db_test! {
 /// Two processes' worth of state (own pools, own caches, own pollers) on one database:
 /// a write through one is served by the other once its poller sees the generation.
 async fn a_write_on_one_replica_reaches_the_other(db: TestDb) {
-    let api = Api::new(db).await;
-    let other = app_state(&api.db).await;
+    let api = app(db).await;
+    let other = api.replica(&[]).await;
     let poller = other.spawn_generation_poller();
     let path = "/v1/agents/assistant/prompt?channel=web";
     let warm = send(&other, Method::GET, path, Some(&api.agent), None, None).await;
@@ -328,10 +263,10 @@ async fn a_write_on_one_replica_reaches_the_other(db: TestDb) {
 
     let written = Instant::now();
     let put = api
-        .call(
+        .json(
             Method::PUT,
             "/v1/agents/assistant/prompt-template",
-            Some(&api.admin),
+            Some(&api.operator),
             Some(json!({"template": "Replica check: $soul"})),
         )
         .await;
@@ -387,12 +322,12 @@ async fn wait_for_template(state: &AppState, agent: &str, version: i64) {
     }
 }
 
-async fn put_template(api: &Api, template: &str) {
+async fn put_template(api: &TestApp, template: &str) {
     let put = api
-        .call(
+        .json(
             Method::PUT,
             "/v1/agents/assistant/prompt-template",
-            Some(&api.admin),
+            Some(&api.operator),
             Some(json!({ "template": template })),
         )
         .await;
@@ -405,8 +340,8 @@ async fn a_listening_postgres_replica_hears_a_write_without_polling() {
     let Some(db) = TestDb::postgres().await else {
         return;
     };
-    let api = Api::new(db).await;
-    let other = app_state(&api.db).await;
+    let api = app(db).await;
+    let other = api.replica(&[]).await;
     wait_for_template(&other, &api.agent, 1).await;
     let listener = other.spawn_generation_listener().expect("Postgres listens");
     wait_until_listening(&api.db).await;
@@ -457,8 +392,8 @@ async fn a_postgres_listener_reads_the_generation_as_soon_as_it_listens() {
     let Some(db) = TestDb::postgres().await else {
         return;
     };
-    let api = Api::new(db).await;
-    let other = app_state(&api.db).await;
+    let api = app(db).await;
+    let other = api.replica(&[]).await;
     wait_for_template(&other, &api.agent, 1).await;
     put_template(&api, "Missed: $soul").await;
     let stale = send(
@@ -482,40 +417,40 @@ async fn a_postgres_listener_reads_the_generation_as_soon_as_it_listens() {
 
 #[tokio::test]
 async fn a_sqlite_state_has_no_listener() {
-    let api = Api::new(TestDb::sqlite().await).await;
+    let api = app(TestDb::sqlite().await).await;
     assert!(api.state.spawn_generation_listener().is_none());
 }
 
 db_test! {
     async fn tools_are_created_by_the_vocabulary_edited_linked_and_soft_deleted(db) {
-        let api = Api::new(db).await;
-        let admin = Some(api.admin.as_str());
+        let api = app(db).await;
+        let admin = Some(api.operator.as_str());
         let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false});
-        let bad = api.call(Method::POST, "/v1/tools", admin,
+        let bad = api.json(Method::POST, "/v1/tools", admin,
             Some(json!({"name": "fetch_weather", "description": "Weather.", "approval_tier": "auto", "parameters": schema}))).await;
         assert_eq!((bad.status, error_code(&bad)), (StatusCode::UNPROCESSABLE_ENTITY, "name_outside_vocabulary"));
         assert!(bad.body["error"]["message"].as_str().expect("message").contains("not a canonical verb"));
-        let no_tier = api.call(Method::POST, "/v1/tools", admin,
+        let no_tier = api.json(Method::POST, "/v1/tools", admin,
             Some(json!({"name": "get_weather", "description": "Weather.", "parameters": schema}))).await;
         assert_eq!(no_tier.status, StatusCode::BAD_REQUEST, "the tier is required: {}", no_tier.body);
         let loose = json!({"type": "object", "properties": {"city": {"type": "string"}}});
-        let not_strict = api.call(Method::POST, "/v1/tools", admin,
+        let not_strict = api.json(Method::POST, "/v1/tools", admin,
             Some(json!({"name": "get_weather", "description": "Weather.", "approval_tier": "auto", "parameters": loose}))).await;
         assert_eq!((not_strict.status, error_code(&not_strict)), (StatusCode::UNPROCESSABLE_ENTITY, "schema_not_strict"));
         let single = json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"], "additionalProperties": false});
-        let not_list = api.call(Method::PATCH, "/v1/tools/delete_tasks", admin, Some(json!({"parameters": single}))).await;
+        let not_list = api.json(Method::PATCH, "/v1/tools/delete_tasks", admin, Some(json!({"parameters": single}))).await;
         assert_eq!((not_list.status, error_code(&not_list)), (StatusCode::UNPROCESSABLE_ENTITY, "schema_not_a_list"));
-        let report = api.call(Method::GET, "/v1/registry/check", admin, None).await;
+        let report = api.json(Method::GET, "/v1/registry/check", admin, None).await;
         assert_eq!((report.body["ok"].clone(), report.body["errors"].clone()), (json!(true), json!(0)), "{}", report.body);
-        let not_schema = api.call(Method::POST, "/v1/tools", admin,
+        let not_schema = api.json(Method::POST, "/v1/tools", admin,
             Some(json!({"name": "get_weather", "description": "Weather.", "approval_tier": "auto", "parameters": {"type": "string"}}))).await;
         assert_eq!(error_code(&not_schema), "invalid_schema");
 
-        let created = api.call(Method::POST, "/v1/tools", admin,
+        let created = api.json(Method::POST, "/v1/tools", admin,
             Some(json!({"name": "get_weather", "description": "Weather for a city.", "approval_tier": "auto",
                         "parameters": schema, "prompt_section": "Use get_weather for forecasts."}))).await;
         assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
-        let again = api.call(Method::POST, "/v1/tools", admin,
+        let again = api.json(Method::POST, "/v1/tools", admin,
             Some(json!({"name": "get_weather", "description": "x", "approval_tier": "auto", "parameters": schema}))).await;
         assert_eq!(again.status, StatusCode::CONFLICT);
 
@@ -523,25 +458,25 @@ db_test! {
         let names = |reply: &Reply| reply.body["tools"].as_array().expect("tools").iter()
             .map(|t| t["name"].as_str().expect("name").to_owned()).collect::<Vec<_>>();
         assert!(!names(&api.get(tools_path).await).contains(&"get_weather".to_owned()));
-        let attached = api.call(Method::PUT, "/v1/agents/assistant/links/get_weather", admin, None).await;
+        let attached = api.json(Method::PUT, "/v1/agents/assistant/links/get_weather", admin, None).await;
         assert_eq!(attached.status, StatusCode::OK, "{}", attached.body);
         assert!(names(&api.get(tools_path).await).contains(&"get_weather".to_owned()));
         let prompt = api.get("/v1/agents/assistant/prompt?channel=web").await;
         assert!(prompt.body["text"].as_str().expect("text").contains("Use get_weather for forecasts."));
 
-        let edited = api.call(Method::PATCH, "/v1/tools/get_weather", admin, Some(json!({"approval_tier": "requires_approval"}))).await;
+        let edited = api.json(Method::PATCH, "/v1/tools/get_weather", admin, Some(json!({"approval_tier": "requires_approval"}))).await;
         assert_eq!(edited.body["approval_tier"], "requires_approval");
-        let mass = api.call(Method::PATCH, "/v1/tools/get_weather", admin, Some(json!({"deleted_at": null}))).await;
+        let mass = api.json(Method::PATCH, "/v1/tools/get_weather", admin, Some(json!({"deleted_at": null}))).await;
         assert_eq!(mass.status, StatusCode::BAD_REQUEST);
 
-        let deleted = api.call(Method::DELETE, "/v1/tools/get_weather", admin, None).await;
+        let deleted = api.json(Method::DELETE, "/v1/tools/get_weather", admin, None).await;
         assert_eq!(deleted.status, StatusCode::OK);
         assert!(!names(&api.get(tools_path).await).contains(&"get_weather".to_owned()));
-        assert_eq!(api.call(Method::GET, "/v1/tools/get_weather", admin, None).await.status, StatusCode::NOT_FOUND);
+        assert_eq!(api.json(Method::GET, "/v1/tools/get_weather", admin, None).await.status, StatusCode::NOT_FOUND);
         let rows = loadout_tests::dump::rows(&api.db).await;
         let row = rows["tools"].as_array().expect("tools").iter().find(|t| t["name"] == "get_weather").expect("row kept");
         assert!(!row["deleted_at"].is_null(), "soft-deleted, not removed");
-        let links = api.call(Method::GET, "/v1/agents/assistant/links", admin, None).await;
+        let links = api.json(Method::GET, "/v1/agents/assistant/links", admin, None).await;
         let link = links.body["links"].as_array().expect("links").iter().find(|l| l["tool"] == "get_weather").expect("link kept").clone();
         assert_eq!(link["active"], false);
     }
@@ -549,33 +484,33 @@ db_test! {
 
 db_test! {
     async fn channel_guidance_edits_reach_the_next_prompt(db) {
-        let api = Api::new(db).await;
-        let admin = Some(api.admin.as_str());
-        let listed = api.call(Method::GET, "/v1/channels", admin, None).await;
+        let api = app(db).await;
+        let admin = Some(api.operator.as_str());
+        let listed = api.json(Method::GET, "/v1/channels", admin, None).await;
         assert_eq!(listed.body["channels"].as_array().expect("channels").len(), 5);
-        let edited = api.call(Method::PATCH, "/v1/channels/heartbeat", admin,
+        let edited = api.json(Method::PATCH, "/v1/channels/heartbeat", admin,
             Some(json!({"guidance": "Only speak up for overdue tasks.", "include_operating_model": true}))).await;
         assert_eq!(edited.status, StatusCode::OK, "{}", edited.body);
         let prompt = api.get("/v1/agents/assistant/prompt?channel=heartbeat").await;
         let text = prompt.body["text"].as_str().expect("text");
         assert!(text.contains("## Channel\nOnly speak up for overdue tasks.\n"), "{text}");
         assert!(text.contains("## How you work\n"), "{text}");
-        assert_eq!(api.call(Method::GET, "/v1/channels/sms", admin, None).await.status, StatusCode::NOT_FOUND);
+        assert_eq!(api.json(Method::GET, "/v1/channels/sms", admin, None).await.status, StatusCode::NOT_FOUND);
     }
 }
 
 db_test! {
     async fn preview_renders_a_candidate_for_every_channel_and_saves_nothing(db) {
-        let api = Api::new(db).await;
+        let api = app(db).await;
         let before = loadout_tests::dump::rows(&api.db).await;
-        let reply = api.call(Method::POST, "/v1/agents/assistant/prompt/preview", Some(&api.admin),
+        let reply = api.json(Method::POST, "/v1/agents/assistant/prompt/preview", Some(&api.operator),
             Some(json!({"template": "[$channel_guidance] $sou1"}))).await;
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
         let renders = reply.body["renders"].as_array().expect("renders");
         assert_eq!(renders.len(), 5);
         assert!(renders.iter().all(|r| r["text"].as_str().expect("text").ends_with("] $sou1")));
         assert_eq!(reply.body["lint"][0]["code"], "unknown_placeholder");
-        let one = api.call(Method::POST, "/v1/agents/assistant/prompt/preview", Some(&api.admin),
+        let one = api.json(Method::POST, "/v1/agents/assistant/prompt/preview", Some(&api.operator),
             Some(json!({"template": null, "channel": "scheduled"}))).await;
         assert_eq!(one.body["renders"][0]["source"], "builtin");
         loadout_tests::dump::assert_same(&loadout_tests::dump::rows(&api.db).await, &before);
@@ -584,47 +519,48 @@ db_test! {
 
 db_test! {
     async fn metrics_need_an_admin_key_and_count_requests_by_route(db) {
-        let api = Api::new(db).await;
+        let api = app(db).await;
         api.get("/v1/agents/assistant/prompt?channel=web").await;
         api.get("/v1/agents/assistant/prompt?channel=web").await;
         api.get("/v1/agents/assistant/prompt?channel=sms").await;
-        assert_eq!(api.call(Method::GET, "/metrics", Some(&api.agent), None).await.status, StatusCode::FORBIDDEN);
+        assert_eq!(api.json(Method::GET, "/metrics", Some(&api.agent), None).await.status, StatusCode::FORBIDDEN);
         let request = Request::builder().uri("/metrics")
-            .header(header::AUTHORIZATION, format!("Bearer {}", api.admin))
+            .header(header::AUTHORIZATION, format!("Bearer {}", api.operator))
             .header(header::ACCEPT, "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.4")
             .body(Body::empty()).expect("request");
-        let response = router(api.state.clone()).oneshot(request).await.expect("infallible");
-        assert_eq!(response.status(), StatusCode::OK);
-        assert_eq!(response.headers()[header::CONTENT_TYPE], loadout::metrics::CONTENT_TYPE, "Prometheus asks for OpenMetrics");
-        let text = String::from_utf8(axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body").to_vec()).expect("utf-8");
+        let response = api.request(request).await;
+        assert_eq!(response.status, StatusCode::OK);
+        assert_eq!(response.headers[header::CONTENT_TYPE], loadout::metrics::CONTENT_TYPE, "Prometheus asks for OpenMetrics");
+        let text = response.body.as_str().expect("text").to_owned();
         assert!(text.contains("loadout_http_requests_total{route=\"/v1/agents/{agent}/prompt\",method=\"GET\",status=\"200\"} 2\n"), "{text}");
         assert!(text.contains("loadout_http_requests_total{route=\"/v1/agents/{agent}/prompt\",method=\"GET\",status=\"404\"} 1\n"), "{text}");
         assert!(text.contains("loadout_http_request_duration_seconds_count{route=\"/v1/agents/{agent}/prompt\",method=\"GET\",status=\"200\"} 2\n"), "{text}");
         assert!(text.contains("loadout_cache_hits_total "), "{text}");
 
-        let open = loadout::http::ops::metrics_router(api.state.clone())
-            .oneshot(Request::builder().uri("/metrics").body(Body::empty()).expect("request"))
-            .await.expect("infallible");
-        assert_eq!(open.status(), StatusCode::OK);
-        assert_eq!(open.headers()[header::CONTENT_TYPE], "text/plain; charset=utf-8", "a client that did not ask for OpenMetrics");
+        let open = loadout_tests::app::through(
+            loadout::http::ops::metrics_router(api.state.clone()),
+            Request::builder().uri("/metrics").body(Body::empty()).expect("request"),
+        ).await;
+        assert_eq!(open.status, StatusCode::OK);
+        assert_eq!(open.headers[header::CONTENT_TYPE], "text/plain; charset=utf-8", "a client that did not ask for OpenMetrics");
     }
 }
 
 db_test! {
     async fn agents_are_created_served_and_soft_deleted(db) {
-        let api = Api::new(db).await;
-        let admin = Some(api.admin.as_str());
+        let api = app(db).await;
+        let admin = Some(api.operator.as_str());
         let body = json!({"name": "researcher", "identity": {"display_name": "Researcher"}, "soul": "Dig deep.",
                           "prompt_template": "$identity\n$soul\n$channel_guidance"});
-        let created = api.call(Method::POST, "/v1/agents", admin, Some(body.clone())).await;
+        let created = api.json(Method::POST, "/v1/agents", admin, Some(body.clone())).await;
         assert_eq!(created.status, StatusCode::CREATED, "{}", created.body);
-        assert_eq!(api.call(Method::POST, "/v1/agents", admin, Some(body)).await.status, StatusCode::CONFLICT);
+        assert_eq!(api.json(Method::POST, "/v1/agents", admin, Some(body)).await.status, StatusCode::CONFLICT);
         let prompt = api.get("/v1/agents/researcher/prompt?channel=web").await;
         assert!(prompt.body["text"].as_str().expect("text").starts_with("You are Researcher.\nDig deep.\nThe user is chatting"), "{}", prompt.body);
         let tools = api.get("/v1/agents/researcher/tools?format=openai").await;
         assert_eq!(tools.body["tools"], json!([]));
 
-        let deleted = api.call(Method::DELETE, "/v1/agents/researcher", admin, None).await;
+        let deleted = api.json(Method::DELETE, "/v1/agents/researcher", admin, None).await;
         assert_eq!(deleted.status, StatusCode::OK);
         assert_eq!(api.get("/v1/agents/researcher/prompt?channel=web").await.status, StatusCode::NOT_FOUND);
         let rows = loadout_tests::dump::rows(&api.db).await;
@@ -635,8 +571,8 @@ db_test! {
 
 db_test! {
     async fn every_route_is_in_the_openapi_document_and_every_documented_route_is_served(db) {
-        let api = Api::new(db).await;
-        let spec = api.call(Method::GET, "/openapi.json", None, None).await;
+        let api = app(db).await;
+        let spec = api.json(Method::GET, "/openapi.json", None, None).await;
         assert_eq!(spec.status, StatusCode::OK);
         assert!(spec.body["openapi"].as_str().expect("version").starts_with("3."));
         let paths = spec.body["paths"].as_object().expect("paths");
@@ -683,11 +619,11 @@ db_test! {
         // Each documented operation reaches a handler (never the fallback), read-only ones
         // with 2xx. Reads first and deletes last, so nothing is gone before it is read.
         // One proposal exists, so the proposal routes have something to read.
-        let proposal = api.call(Method::POST, "/v1/agents/assistant/tool-calls", Some(&api.admin),
+        let proposal = api.json(Method::POST, "/v1/agents/assistant/tool-calls", Some(&api.operator),
             Some(json!({"tool": "update_instructions", "arguments": {"instructions": "x"}, "conversation_id": "c-1", "user_id": "u-1"}))).await;
         assert_eq!(proposal.body["proposal_id"], 1, "{}", proposal.body);
         // And one connector (a public address literal: saving it resolves nothing).
-        let connector = api.call(Method::POST, "/v1/connectors", Some(&api.admin),
+        let connector = api.json(Method::POST, "/v1/connectors", Some(&api.operator),
             Some(json!({"name": "backend", "url": "http://93.184.216.34/hook"}))).await;
         assert_eq!(connector.status, StatusCode::CREATED, "{}", connector.body);
         let rank = |m: &str| match m { "GET" => 0, "DELETE" => 2, _ => 1 };
@@ -700,7 +636,7 @@ db_test! {
                 "/v1/agents/assistant/prompt" | "/v1/agents/assistant/loadout" => format!("{concrete}?channel=web"),
                 _ => concrete,
             };
-            let reply = api.call(Method::from_bytes(method.as_bytes()).expect("method"), &concrete, Some(&api.admin), None).await;
+            let reply = api.json(Method::from_bytes(method.as_bytes()).expect("method"), &concrete, Some(&api.operator), None).await;
             let fallback = reply.body["error"]["message"] == "no such route";
             assert!(!fallback && reply.status != StatusCode::METHOD_NOT_ALLOWED, "{method} {concrete}: {} {}", reply.status, reply.body);
             if method == "GET" {
@@ -712,27 +648,27 @@ db_test! {
 
 db_test! {
     async fn admin_writes_that_would_fail_loadout_check_are_refused_and_roll_back(db) {
-        let api = Api::new(db).await;
-        let admin = Some(api.admin.as_str());
+        let api = app(db).await;
+        let admin = Some(api.operator.as_str());
         let before = loadout_tests::dump::rows(&api.db).await;
 
-        let retired = api.call(Method::PATCH, "/v1/agents/assistant", admin, Some(json!({"soul": "Call read_memory first."}))).await;
+        let retired = api.json(Method::PATCH, "/v1/agents/assistant", admin, Some(json!({"soul": "Call read_memory first."}))).await;
         assert_eq!((retired.status, error_code(&retired)), (StatusCode::UNPROCESSABLE_ENTITY, "registry_check_failed"), "{}", retired.body);
         assert_eq!(retired.body["error"]["details"]["problems"][0]["code"], "prompt_names_inactive_tool");
 
-        let gone = api.call(Method::DELETE, "/v1/tools/get_tasks", admin, None).await;
+        let gone = api.json(Method::DELETE, "/v1/tools/get_tasks", admin, None).await;
         assert_eq!((gone.status, error_code(&gone)), (StatusCode::UNPROCESSABLE_ENTITY, "registry_check_failed"));
         assert_eq!(gone.body["error"]["details"]["problems"][0]["code"], "catalog_tool_deleted");
 
-        let template = api.call(Method::PUT, "/v1/agents/assistant/prompt-template", admin, Some(json!({"template": "$soul Use store_memory."}))).await;
+        let template = api.json(Method::PUT, "/v1/agents/assistant/prompt-template", admin, Some(json!({"template": "$soul Use store_memory."}))).await;
         assert_eq!(error_code(&template), "registry_check_failed", "{}", template.body);
         // Nothing was written: every refusal rolled back.
         loadout_tests::dump::assert_same(&loadout_tests::dump::rows(&api.db).await, &before);
 
         // Forcing is an explicit, recorded decision: the check reports it as a warning.
-        let forced = api.call(Method::PUT, "/v1/agents/assistant/prompt-template", admin, Some(json!({"template": "$soul Use store_memory.", "force": true}))).await;
+        let forced = api.json(Method::PUT, "/v1/agents/assistant/prompt-template", admin, Some(json!({"template": "$soul Use store_memory.", "force": true}))).await;
         assert_eq!(forced.status, StatusCode::OK, "{}", forced.body);
-        let report = api.call(Method::GET, "/v1/registry/check", admin, None).await;
+        let report = api.json(Method::GET, "/v1/registry/check", admin, None).await;
         assert_eq!(report.body["errors"], 0, "{}", report.body);
     }
 }

@@ -1,18 +1,16 @@
 //! https connectors against a real local TLS server whose CA is made by the test:
-//! trusted only through `--connector-ca` (here `Outbound::new` with the PEM), by name
+//! trusted only through `--connector-ca`, by name
 //! (`localhost`, resolved and checked by loadout's resolver, verified by SNI) and by
 //! IP literal; refused without the CA, and refused addresses never echo what a name
 //! resolved to.
 
-use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
 use axum::http::{HeaderMap, Method, StatusCode};
-use loadout::execute::connector::Outbound;
 use loadout_tests::db_test;
 use serde_json::{Value, json};
 
-use super::connectors::Api;
+use super::connectors::{Connecting, app_with};
 
 /// A CA and a server certificate for `localhost` and 127.0.0.1, signed by it.
 struct Pki {
@@ -100,16 +98,14 @@ async fn tls_server(pki: &Pki) -> (u16, Received) {
     (port, received)
 }
 
-fn loopback() -> Vec<IpAddr> {
-    vec!["127.0.0.1".parse().expect("ip"), "::1".parse().expect("ip")]
-}
-
 db_test! {
     async fn an_https_connector_trusts_the_given_ca_by_name_and_by_address(db) {
         let pki = pki();
         let (port, received) = tls_server(&pki).await;
-        let outbound = Outbound::new(loopback(), Some(pki.ca_pem.as_bytes())).expect("client with the CA");
-        let api = Api::with_outbound(db, true, Some(outbound)).await;
+        let ca = std::env::temp_dir().join(format!("loadout-test-ca-{}-{port}.pem", std::process::id()));
+        std::fs::write(&ca, &pki.ca_pem).expect("write the CA bundle");
+        let api = app_with(db, false, &["--connector-allow=127.0.0.1,::1", &format!("--connector-ca={}", ca.display())]).await;
+        std::fs::remove_file(&ca).ok();
 
         // By name: resolved by loadout's resolver, checked, and verified for `localhost`.
         api.connect("secure", &format!("https://localhost:{port}/hook"), 5_000).await;
@@ -120,7 +116,7 @@ db_test! {
 
         // By IP literal: the certificate's IP address is verified. Another host, so
         // the headers must be given again (or they are dropped).
-        let (status, body) = api.call(Method::PATCH, "/v1/connectors/secure", &api.admin,
+        let (status, body) = api.call(Method::PATCH, "/v1/connectors/secure", &api.operator,
             Some(json!({"url": format!("https://127.0.0.1:{port}/hook"), "headers": {"authorization": "Bearer backend-secret"}}))).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         let second = api.propose().await;
@@ -138,7 +134,7 @@ db_test! {
     async fn without_the_ca_an_https_connector_is_not_trusted(db) {
         let pki = pki();
         let (port, received) = tls_server(&pki).await;
-        let api = Api::new(db, true).await;
+        let api = app_with(db, true, &[]).await;
         api.connect("secure", &format!("https://127.0.0.1:{port}/hook"), 5_000).await;
         let id = api.propose().await;
         let failed = api.approve(id).await;
@@ -150,8 +146,8 @@ db_test! {
 
 db_test! {
     async fn a_name_that_resolves_to_loopback_is_refused_without_saying_the_address(db) {
-        let api = Api::new(db, false).await;
-        let (status, body) = api.call(Method::POST, "/v1/connectors", &api.admin,
+        let api = app_with(db, false, &[]).await;
+        let (status, body) = api.call(Method::POST, "/v1/connectors", &api.operator,
             Some(json!({"name": "sneaky", "url": "https://localhost:9/hook"}))).await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
         let message = body["error"]["message"].as_str().unwrap_or_default();
@@ -160,7 +156,7 @@ db_test! {
         for url in ["http://[64:ff9b::a00:1]/", "http://[2002:a9fe:a9fe::]/", "http://[::7f00:1]/",
             "http://[::ffff:0:7f00:1]/", "http://[fec0::1]/", "http://198.18.0.1/", "http://240.0.0.1/",
             "http://192.0.0.1/", "http://[::ffff:127.0.0.1]/"] {
-            let (status, body) = api.call(Method::POST, "/v1/connectors", &api.admin,
+            let (status, body) = api.call(Method::POST, "/v1/connectors", &api.operator,
                 Some(json!({"name": "disguised", "url": url}))).await;
             assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{url}: {body}");
         }

@@ -3,13 +3,11 @@
 //! records nothing; a write whose answer was lost is never applied twice; keys
 //! are per tenant.
 
-use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use loadout::app::AppState;
 use loadout::auth::keys::{self, Role};
-use loadout::prompt::builder::SystemClock;
 use loadout_tests::sea_orm::{ConnectionTrait, Statement};
 use loadout_tests::{TestDb, db_test};
 use serde_json::Value;
@@ -55,7 +53,7 @@ db_test! {
         let db = db.seeded().await;
         let admin = db.key("admin", Role::Operator).await;
         let other = keys::create_scoped(&db.conn, "other-admin", Role::Admin, Some("other"), None).await.expect("key");
-        let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144).await.expect("state");
+        let state = loadout_tests::app::state(&db, &[]).await;
         let body = r#"{"template": "Retried. $soul"}"#;
         let before = versions(&db).await;
 

@@ -1,36 +1,31 @@
 //! Limits that keep one bad input from hurting everyone: the rendered-prompt cap,
 //! the lint's problem cap, SQLite's connection settings, and `/ready`'s words.
 
-use std::sync::Arc;
-
 use axum::http::{Method, StatusCode};
-use loadout::app::AppState;
 use loadout::auth::keys::Role;
-use loadout::prompt::builder::SystemClock;
-use loadout_tests::api::call;
 use loadout_tests::sea_orm::{ConnectionTrait, Statement};
-use loadout_tests::{TestDb, db_test};
+use loadout_tests::{TestApp, TestDb, db_test};
 use serde_json::{Value, json};
 
-struct Api {
-    db: TestDb,
-    state: AppState,
-    admin: String,
+/// The application with `--max-prompt-bytes` given (or not).
+async fn app(db: TestDb, max_prompt_bytes: Option<usize>) -> TestApp {
+    let app = TestApp::builder(db);
+    match max_prompt_bytes {
+        Some(bytes) => app.flag(format!("--max-prompt-bytes={bytes}")),
+        None => app,
+    }
+    .build()
+    .await
 }
 
-impl Api {
-    async fn new(db: TestDb, max_prompt_bytes: usize) -> Api {
-        let db = db.seeded().await;
-        let admin = db.key("admin", Role::Operator).await;
-        let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144)
-            .await
-            .expect("state")
-            .with_max_prompt_bytes(max_prompt_bytes);
-        Api { db, state, admin }
-    }
+/// A JSON request with the operator key.
+trait AsOperator {
+    async fn admin(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value);
+}
 
-    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
-        call(&self.state, method, path, &self.admin, body).await
+impl AsOperator for TestApp {
+    async fn admin(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        self.call(method, path, &self.operator, body).await
     }
 }
 
@@ -40,37 +35,37 @@ fn code(body: &Value) -> &str {
 
 db_test! {
     async fn a_template_repeating_a_large_soul_is_refused_naming_the_placeholder(db) {
-        let api = Api::new(db, loadout::app::DEFAULT_MAX_PROMPT_BYTES).await;
+        let api = app(db, None).await;
         let soul = "s".repeat(100_000);
-        let (status, body) = api.call(Method::PATCH, "/v1/agents/assistant", Some(json!({"soul": soul}))).await;
+        let (status, body) = api.admin(Method::PATCH, "/v1/agents/assistant", Some(json!({"soul": soul}))).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         let template = "$soul\n".repeat(1000);
         for (method, path) in [
             (Method::PUT, "/v1/agents/assistant/prompt-template"),
             (Method::POST, "/v1/agents/assistant/prompt/preview"),
         ] {
-            let (status, body) = api.call(method, path, Some(json!({"template": template}))).await;
+            let (status, body) = api.admin(method, path, Some(json!({"template": template}))).await;
             assert_eq!((status, code(&body)), (StatusCode::UNPROCESSABLE_ENTITY, "prompt_too_large"), "{path}: {body}");
             assert_eq!(body["error"]["details"]["placeholder"], "soul", "{body}");
             assert!(body["error"]["message"].as_str().expect("message").contains("$soul"), "{body}");
         }
         // Once is fine.
-        let (status, body) = api.call(Method::PUT, "/v1/agents/assistant/prompt-template", Some(json!({"template": "$soul"}))).await;
+        let (status, body) = api.admin(Method::PUT, "/v1/agents/assistant/prompt-template", Some(json!({"template": "$soul"}))).await;
         assert_eq!(status, StatusCode::OK, "{body}");
     }
 }
 
 db_test! {
     async fn a_soul_that_would_push_the_saved_template_past_the_cap_is_refused(db) {
-        let api = Api::new(db, 1_000_000).await;
-        let (status, body) = api.call(Method::PUT, "/v1/agents/assistant/prompt-template",
+        let api = app(db, Some(1_000_000)).await;
+        let (status, body) = api.admin(Method::PUT, "/v1/agents/assistant/prompt-template",
             Some(json!({"template": "$soul ".repeat(30)}))).await;
         assert_eq!(status, StatusCode::OK, "{body}");
-        let (status, body) = api.call(Method::PATCH, "/v1/agents/assistant",
+        let (status, body) = api.admin(Method::PATCH, "/v1/agents/assistant",
             Some(json!({"soul": "s".repeat(50_000)}))).await;
         assert_eq!((status, code(&body)), (StatusCode::UNPROCESSABLE_ENTITY, "prompt_too_large"), "{body}");
         assert_eq!(body["error"]["details"]["placeholder"], "soul");
-        let (_, agent) = api.call(Method::GET, "/v1/agents/assistant", None).await;
+        let (_, agent) = api.admin(Method::GET, "/v1/agents/assistant", None).await;
         assert_eq!(agent["soul_version"], 1, "nothing was written");
     }
 }
@@ -79,7 +74,7 @@ db_test! {
     /// A template written behind the API's back (no worst-case check) still cannot
     /// make a render allocate past the cap: the fetch answers 422 and the server serves on.
     async fn a_render_that_would_pass_the_cap_stops_with_422(db) {
-        let api = Api::new(db, 100_000).await;
+        let api = app(db, Some(100_000)).await;
         let backend = api.db.conn.get_database_backend();
         let template = "$soul\n".repeat(8_000);
         api.db.conn.execute_raw(Statement::from_sql_and_values(
@@ -91,19 +86,19 @@ db_test! {
             [template.into(), "s".repeat(60_000).into()],
         )).await.expect("update");
         let agent = api.db.key("agent", Role::Agent).await;
-        let (status, body) = call(&api.state, Method::GET, "/v1/agents/assistant/prompt?channel=web", &agent, None).await;
+        let (status, body) = api.call(Method::GET, "/v1/agents/assistant/prompt?channel=web", &agent, None).await;
         assert_eq!((status, code(&body)), (StatusCode::UNPROCESSABLE_ENTITY, "prompt_too_large"), "{body}");
         assert_eq!(body["error"]["details"]["placeholder"], "soul");
         assert_eq!(body["error"]["details"]["limit"], 100_000);
-        let (status, _) = call(&api.state, Method::GET, "/v1/agents/assistant/tools", &agent, None).await;
+        let (status, _) = api.call(Method::GET, "/v1/agents/assistant/tools", &agent, None).await;
         assert_eq!(status, StatusCode::OK);
     }
 }
 
 db_test! {
     async fn a_template_with_a_hundred_thousand_problems_reports_a_hundred_and_counts_the_rest(db) {
-        let api = Api::new(db, loadout::app::DEFAULT_MAX_PROMPT_BYTES).await;
-        let (status, body) = api.call(Method::PUT, "/v1/agents/assistant/prompt-template",
+        let api = app(db, None).await;
+        let (status, body) = api.admin(Method::PUT, "/v1/agents/assistant/prompt-template",
             Some(json!({"template": "${".repeat(100_000)}))).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         let warnings = body["warnings"].as_array().expect("warnings");
@@ -111,20 +106,20 @@ db_test! {
         assert_eq!(warnings[100]["code"], "more_problems");
         assert!(warnings[100]["message"].as_str().expect("message").starts_with("99900 more problems"));
         assert_eq!((&warnings[99]["line"], &warnings[99]["column"]), (&json!(1), &json!(199)));
-        let (status, report) = api.call(Method::GET, "/v1/registry/check", None).await;
+        let (status, report) = api.admin(Method::GET, "/v1/registry/check", None).await;
         assert_eq!(status, StatusCode::OK, "{report}");
     }
 }
 
 db_test! {
     async fn ready_says_in_words_that_a_newer_loadout_migrated_the_database(db) {
-        let api = Api::new(db, loadout::app::DEFAULT_MAX_PROMPT_BYTES).await;
-        let reply = loadout_tests::api::send(&api.state, Method::GET, "/ready", None, None, None).await;
+        let api = app(db, None).await;
+        let reply = api.send(Method::GET, "/ready", None, None, None).await;
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
         api.db.conn.execute_unprepared(
             "INSERT INTO seaql_migrations (version, applied_at) VALUES ('m20991231_000001_from_the_future', 0)",
         ).await.expect("insert");
-        let reply = loadout_tests::api::send(&api.state, Method::GET, "/ready", None, None, None).await;
+        let reply = api.send(Method::GET, "/ready", None, None, None).await;
         assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
         let message = reply.body["error"]["message"].as_str().expect("message");
         assert_eq!(

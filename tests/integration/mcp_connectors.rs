@@ -23,7 +23,8 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
 
-use super::connectors::Api;
+use super::connectors::{Connecting, app};
+use loadout_tests::TestApp;
 
 /// What the server received: (tool, arguments, `_meta`).
 type Calls = Arc<Mutex<Vec<(String, Value, Value)>>>;
@@ -205,19 +206,19 @@ impl Drop for McpServer {
     }
 }
 
-async fn connect_weather(api: &Api, server: &McpServer) {
-    let (status, body) = api.call(Method::POST, "/v1/connectors", &api.admin,
+async fn connect_weather(api: &TestApp, server: &McpServer) {
+    let (status, body) = api.call(Method::POST, "/v1/connectors", &api.operator,
         Some(json!({"name": "weather", "kind": "mcp", "url": server.url, "headers": {"authorization": "Bearer mcp-secret"}, "timeout_ms": 5000}))).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     assert_eq!(body["kind"], "mcp", "{body}");
 }
 
-async fn sync(api: &Api, request: Value) -> Value {
+async fn sync(api: &TestApp, request: Value) -> Value {
     let (status, body) = api
         .call(
             Method::POST,
             "/v1/connectors/weather/sync",
-            &api.admin,
+            &api.operator,
             Some(request),
         )
         .await;
@@ -245,7 +246,7 @@ const RENAME: &str = "set_weather_frobs";
 db_test! {
     async fn a_sync_maps_names_and_tiers_refuses_with_reasons_and_a_resync_changes_nothing(db) {
         let server = McpServer::start();
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         connect_weather(&api, &server).await;
 
         let plan = sync(&api, json!({"dry_run": true})).await;
@@ -257,23 +258,23 @@ db_test! {
         assert_eq!(refused, ["frobnicate→-"], "{plan}");
         let reasons = plan["refused"].to_string();
         assert!(reasons.contains("rename"), "{reasons}");
-        let (status, _) = api.call(Method::GET, "/v1/tools/get_weather_forecast", &api.admin, None).await;
+        let (status, _) = api.call(Method::GET, "/v1/tools/get_weather_forecast", &api.operator, None).await;
         assert_eq!(status, StatusCode::NOT_FOUND, "a dry run wrote a tool");
 
         let done = sync(&api, json!({"agent": "assistant", "rename": {"frobnicate": RENAME}})).await;
         assert_eq!(names(&done, "added").len(), 6, "{done}");
         assert_eq!(names(&done, "refused"), Vec::<String>::new(), "{done}");
-        let (_, forecast) = api.call(Method::GET, "/v1/tools/get_weather_forecast", &api.admin, None).await;
+        let (_, forecast) = api.call(Method::GET, "/v1/tools/get_weather_forecast", &api.operator, None).await;
         assert_eq!((forecast["type"].as_str(), forecast["approval_tier"].as_str()), (Some("mcp"), Some("auto")), "{forecast}");
         assert_eq!(forecast["description"], "The forecast for a city.");
-        let (_, alerts) = api.call(Method::GET, "/v1/tools/delete_weather_alerts", &api.admin, None).await;
+        let (_, alerts) = api.call(Method::GET, "/v1/tools/delete_weather_alerts", &api.operator, None).await;
         assert_eq!(alerts["approval_tier"], "requires_approval", "destructive → approval: {alerts}");
-        let (_, slowly) = api.call(Method::GET, "/v1/tools/delete_weather_slowly", &api.admin, None).await;
+        let (_, slowly) = api.call(Method::GET, "/v1/tools/delete_weather_slowly", &api.operator, None).await;
         assert_eq!(slowly["approval_tier"], "requires_approval", "no hint → approval: {slowly}");
-        let (_, links) = api.call(Method::GET, "/v1/agents/assistant/links", &api.admin, None).await;
+        let (_, links) = api.call(Method::GET, "/v1/agents/assistant/links", &api.operator, None).await;
         let linked = |tool: &str| links["links"].as_array().into_iter().flatten().any(|l| l["tool"] == tool && l["active"] == true);
         assert!(linked("get_weather_forecast") && linked(RENAME), "{links}");
-        let (_, report) = api.call(Method::GET, "/v1/registry/check", &api.admin, None).await;
+        let (_, report) = api.call(Method::GET, "/v1/registry/check", &api.operator, None).await;
         assert_eq!(report["errors"], 0, "{report}");
 
         let again = sync(&api, json!({"agent": "assistant", "rename": {"frobnicate": RENAME}})).await;
@@ -284,35 +285,35 @@ db_test! {
 db_test! {
     async fn an_admins_edit_survives_a_resync_unless_overwritten_and_a_gone_tool_is_switched_off(db) {
         let server = McpServer::start();
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         connect_weather(&api, &server).await;
         sync(&api, json!({})).await;
-        let (status, body) = api.call(Method::PATCH, "/v1/tools/get_weather_forecast", &api.admin,
+        let (status, body) = api.call(Method::PATCH, "/v1/tools/get_weather_forecast", &api.operator,
             Some(json!({"description": "Our own words.", "approval_tier": "requires_approval"}))).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         let kept = sync(&api, json!({})).await;
         assert!(names(&kept, "unchanged").contains(&"get_forecast→get_weather_forecast".to_owned()), "{kept}");
-        let (_, forecast) = api.call(Method::GET, "/v1/tools/get_weather_forecast", &api.admin, None).await;
+        let (_, forecast) = api.call(Method::GET, "/v1/tools/get_weather_forecast", &api.operator, None).await;
         assert_eq!((forecast["description"].as_str(), forecast["approval_tier"].as_str()), (Some("Our own words."), Some("requires_approval")));
 
         let overwritten = sync(&api, json!({"overwrite": true})).await;
         assert_eq!(names(&overwritten, "updated"), ["get_forecast→get_weather_forecast"], "{overwritten}");
-        let (_, forecast) = api.call(Method::GET, "/v1/tools/get_weather_forecast", &api.admin, None).await;
+        let (_, forecast) = api.call(Method::GET, "/v1/tools/get_weather_forecast", &api.operator, None).await;
         assert_eq!((forecast["description"].as_str(), forecast["approval_tier"].as_str()), (Some("The forecast for a city."), Some("auto")));
 
         server.weather.tools.lock().expect("tools").retain(|t| t.name != "remove_alerts");
         let gone = sync(&api, json!({})).await;
         assert_eq!(names(&gone, "disabled"), ["remove_alerts→delete_weather_alerts"], "{gone}");
-        let (status, alerts) = api.call(Method::GET, "/v1/tools/delete_weather_alerts", &api.admin, None).await;
+        let (status, alerts) = api.call(Method::GET, "/v1/tools/delete_weather_alerts", &api.operator, None).await;
         assert_eq!((status, alerts["is_active"].clone(), alerts["deleted_at"].clone()), (StatusCode::OK, json!(false), Value::Null), "disabled, never deleted: {alerts}");
-        let (_, report) = api.call(Method::GET, "/v1/registry/check", &api.admin, None).await;
+        let (_, report) = api.call(Method::GET, "/v1/registry/check", &api.operator, None).await;
         assert!(report.to_string().contains("remove_alerts"), "the check reports the gone remote tool: {report}");
         let quiet = sync(&api, json!({})).await;
         assert!(names(&quiet, "disabled").is_empty(), "a re-sync disables nothing twice: {quiet}");
     }
 }
 
-async fn propose(api: &Api, tool: &str) -> i64 {
+async fn propose(api: &TestApp, tool: &str) -> i64 {
     let (status, body) = api
         .call(
             Method::POST,
@@ -328,7 +329,7 @@ async fn propose(api: &Api, tool: &str) -> i64 {
 db_test! {
     async fn an_approved_mcp_call_runs_once_with_the_key_in_meta_and_is_error_is_final(db) {
         let server = McpServer::start();
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         connect_weather(&api, &server).await;
         sync(&api, json!({"agent": "assistant"})).await;
 
@@ -349,7 +350,7 @@ db_test! {
         let failed = api.approve(failing).await;
         assert_eq!(failed["state"], "failed", "{failed}");
         assert_eq!((failed["result"]["isError"].clone(), failed["result"]["retryable"].clone()), (json!(true), json!(false)), "{failed}");
-        let (status, body) = api.call(Method::POST, &format!("/v1/proposals/{failing}/retry"), &api.admin, None).await;
+        let (status, body) = api.call(Method::POST, &format!("/v1/proposals/{failing}/retry"), &api.operator, None).await;
         assert_eq!(status, StatusCode::CONFLICT, "isError is not retryable: {body}");
     }
 }
@@ -357,7 +358,7 @@ db_test! {
 db_test! {
     async fn a_server_that_dies_mid_call_fails_the_call_retryably(db) {
         let mut server = McpServer::start();
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         connect_weather(&api, &server).await;
         sync(&api, json!({"agent": "assistant"})).await;
         let id = propose(&api, "delete_weather_slowly").await;
@@ -384,13 +385,13 @@ db_test! {
 
 db_test! {
     async fn an_mcp_connector_is_refused_a_disguised_private_address(db) {
-        let api = Api::new(db, false).await;
+        let api = app(db, false).await;
         for url in ["http://127.0.0.1:9/mcp", "http://[::ffff:127.0.0.1]:9/mcp", "http://[64:ff9b::7f00:1]/mcp"] {
-            let (status, body) = api.call(Method::POST, "/v1/connectors", &api.admin,
+            let (status, body) = api.call(Method::POST, "/v1/connectors", &api.operator,
                 Some(json!({"name": "inside", "kind": "mcp", "url": url}))).await;
             assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{url}: {body}");
         }
-        let (status, body) = api.call(Method::POST, "/v1/connectors", &api.admin,
+        let (status, body) = api.call(Method::POST, "/v1/connectors", &api.operator,
             Some(json!({"name": "odd", "kind": "smtp", "url": "https://example.invalid/"}))).await;
         assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_kind")), "{body}");
     }
@@ -398,33 +399,26 @@ db_test! {
 
 db_test! {
     async fn loadout_connectors_sync_runs_the_same_sync_from_the_command_line(db) {
-        use loadout::cli::connectors::{ConnectorsCommand, run};
+        use loadout::cli::connectors::run;
         let server = McpServer::start();
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         connect_weather(&api, &server).await;
-        let sync = |dry_run: bool| ConnectorsCommand::Sync {
-            name: "weather".into(),
-            dry_run,
-            overwrite: false,
-            agent: Some("assistant".into()),
-            renames: vec![("frobnicate".into(), RENAME.into())],
-            allow_loose: vec![],
-            limits: default_limits(),
-            connector_allow: vec!["127.0.0.1".parse().expect("ip")],
-            connector_ca: None,
-            secrets: loadout_tests::secrets_args(),
+        let rename = format!("--rename=frobnicate={RENAME}");
+        let key = format!("--secrets-key={}", loadout_tests::SECRETS_KEY);
+        let sync = |dry_run: bool| {
+            let mut args = vec!["weather", "--agent=assistant", &rename, "--connector-allow=127.0.0.1", &key];
+            if dry_run {
+                args.push("--dry-run");
+            }
+            sync_command(&args)
         };
         run(&api.db.conn, &api.db.url, sync(true)).await.expect("dry run");
-        let (status, _) = api.call(Method::GET, &format!("/v1/tools/{RENAME}"), &api.admin, None).await;
+        let (status, _) = api.call(Method::GET, &format!("/v1/tools/{RENAME}"), &api.operator, None).await;
         assert_eq!(status, StatusCode::NOT_FOUND, "--dry-run wrote a tool");
         run(&api.db.conn, &api.db.url, sync(false)).await.expect("sync");
-        let (status, tool) = api.call(Method::GET, &format!("/v1/tools/{RENAME}"), &api.admin, None).await;
+        let (status, tool) = api.call(Method::GET, &format!("/v1/tools/{RENAME}"), &api.operator, None).await;
         assert_eq!((status, tool["type"].as_str()), (StatusCode::OK, Some("mcp")), "{tool}");
-        let refused = run(&api.db.conn, &api.db.url, ConnectorsCommand::Sync {
-            name: "weather".into(), dry_run: false, overwrite: false, agent: None, renames: vec![],
-            allow_loose: vec![], limits: default_limits(), connector_allow: vec![], connector_ca: None,
-            secrets: loadout_tests::secrets_args(),
-        }).await.expect_err("loopback is refused without --connector-allow");
+        let refused = run(&api.db.conn, &api.db.url, sync_command(&["weather", &key])).await.expect_err("loopback is refused without --connector-allow");
         assert!(refused.to_string().contains("not publicly routable"), "{refused}");
     }
 }
@@ -433,9 +427,9 @@ db_test! {
     async fn migration_ten_down_refuses_while_an_mcp_connector_exists_and_restores_the_old_kind(db) {
         use migration::{Migrator, MigratorTrait};
         use sea_orm::ConnectionTrait;
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         for (name, kind) in [("inside", "mcp"), ("plain", "http")] {
-            let (status, body) = api.call(Method::POST, "/v1/connectors", &api.admin,
+            let (status, body) = api.call(Method::POST, "/v1/connectors", &api.operator,
                 Some(json!({"name": name, "kind": kind, "url": "http://127.0.0.1:9/x"}))).await;
             assert_eq!(status, StatusCode::CREATED, "{body}");
         }
@@ -456,11 +450,15 @@ db_test! {
 /// The size of `get_huge`'s answer: past the 1 MiB connector cap, far below rmcp's 16 MiB.
 const HUGE: usize = 1_500_000;
 
-fn default_limits() -> loadout::cli::serve::SyncLimitArgs {
-    loadout::cli::serve::SyncLimitArgs {
-        connector_max_tools: 1000,
-        connector_max_pages: 20,
-    }
+/// `loadout connectors sync ARGS…` as the command line parses it.
+fn sync_command(args: &[&str]) -> loadout::cli::connectors::ConnectorsCommand {
+    use clap::Parser;
+    let argv = ["loadout", "connectors", "sync"].iter().chain(args);
+    let cli = loadout::cli::Cli::try_parse_from(argv).expect("the command line");
+    let loadout::cli::Command::Connectors { command } = cli.command else {
+        panic!("not connectors")
+    };
+    command
 }
 
 /// What FastMCP (pydantic) publishes for
@@ -493,7 +491,7 @@ fn fastmcp_search() -> Tool {
     .with_annotations(ToolAnnotations::new().read_only(true))
 }
 
-async fn call_tool(api: &Api, tool: &str, arguments: Value) -> Value {
+async fn call_tool(api: &TestApp, tool: &str, arguments: Value) -> Value {
     let (status, body) = api
         .call(
             Method::POST,
@@ -506,9 +504,9 @@ async fn call_tool(api: &Api, tool: &str, arguments: Value) -> Value {
     body
 }
 
-async fn tool_row(api: &Api, name: &str) -> Value {
+async fn tool_row(api: &TestApp, name: &str) -> Value {
     let (status, body) = api
-        .call(Method::GET, &format!("/v1/tools/{name}"), &api.admin, None)
+        .call(Method::GET, &format!("/v1/tools/{name}"), &api.operator, None)
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     body
@@ -518,7 +516,7 @@ db_test! {
     async fn a_fastmcp_schema_syncs_normalized_and_a_call_sends_no_nulls_for_what_was_optional(db) {
         let server = McpServer::start();
         server.weather.tools.lock().expect("tools").push(fastmcp_search());
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         connect_weather(&api, &server).await;
 
         let done = sync(&api, json!({"agent": "assistant"})).await;
@@ -530,7 +528,7 @@ db_test! {
         assert_eq!(parameters["properties"]["tag"], json!({"anyOf": [{"type": "string"}, {"type": "null"}], "title": "Tag"}));
         assert_eq!(parameters["$defs"]["Place"]["required"], json!(["city", "radius_km"]), "{parameters}");
         assert_eq!(parameters["$defs"]["Place"]["additionalProperties"], false, "{parameters}");
-        let (_, report) = api.call(Method::GET, "/v1/registry/check", &api.admin, None).await;
+        let (_, report) = api.call(Method::GET, "/v1/registry/check", &api.operator, None).await;
         assert_eq!(report["errors"], 0, "{report}");
 
         let ran = call_tool(&api, "search_weather_places", json!({
@@ -567,7 +565,7 @@ db_test! {
     async fn open_maps_and_pattern_properties_are_refused_with_the_reason_unless_taken_loose(db) {
         let server = McpServer::start();
         server.weather.tools.lock().expect("tools").extend(open_map_tools());
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         connect_weather(&api, &server).await;
 
         let refused = sync(&api, json!({"agent": "assistant"})).await;
@@ -594,7 +592,7 @@ db_test! {
         assert_eq!(labels["parameters"], Value::Object((*open_map_tools()[0].input_schema).clone()), "as the server sent it");
         assert_eq!(function("get_weather_forecast")["strict"], true, "{tools}");
 
-        let (_, report) = api.call(Method::GET, "/v1/registry/check", &api.admin, None).await;
+        let (_, report) = api.call(Method::GET, "/v1/registry/check", &api.operator, None).await;
         assert_eq!(report["errors"], 0, "{report}");
         let warned: Vec<&str> = report["problems"].as_array().into_iter().flatten()
             .filter(|p| p["code"] == "loose_schema" && p["severity"] == "warning")
@@ -619,7 +617,7 @@ db_test! {
             tools.push(Tool::new("set_units", "Sets the units.", schema(json!({"type": "object", "properties": {"unit": {"type": "string"}}}))).with_annotations(read_only()));
             tools.push(Tool::new("find_towns", "Finds towns.", schema(json!({"type": "object", "properties": {"q": {"type": "string"}}}))).with_annotations(read_only()));
         }
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         connect_weather(&api, &server).await;
         sync(&api, json!({})).await;
         for (tool, tier) in [
@@ -643,7 +641,7 @@ fn set_forecast_read_only(server: &McpServer, read_only: bool) {
 db_test! {
     async fn a_resync_raises_a_tier_but_never_lowers_one_and_an_admins_tier_still_wins(db) {
         let server = McpServer::start();
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         connect_weather(&api, &server).await;
         sync(&api, json!({})).await;
         assert_eq!(tool_row(&api, "get_weather_forecast").await["approval_tier"], "auto");
@@ -659,7 +657,7 @@ db_test! {
         assert_eq!(tool_row(&api, "get_weather_forecast").await["approval_tier"], "requires_approval",
             "the server cannot lower its tool's tier");
 
-        let (status, body) = api.call(Method::PATCH, "/v1/tools/get_weather_forecast", &api.admin,
+        let (status, body) = api.call(Method::PATCH, "/v1/tools/get_weather_forecast", &api.operator,
             Some(json!({"approval_tier": "auto"}))).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         sync(&api, json!({})).await;
@@ -669,17 +667,15 @@ db_test! {
 
 db_test! {
     async fn a_server_past_the_tool_or_page_bound_fails_the_sync_and_paging_within_them_works(db) {
-        use loadout::cli::connectors::{ConnectorsCommand, run};
-        use loadout::cli::serve::SyncLimitArgs;
+        use loadout::cli::connectors::run;
         let server = McpServer::start();
         *server.weather.page_size.lock().expect("page size") = Some(2);
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         connect_weather(&api, &server).await;
-        let sync_with = |max_tools: usize, max_pages: usize| ConnectorsCommand::Sync {
-            name: "weather".into(), dry_run: true, overwrite: false, agent: None, renames: vec![], allow_loose: vec![],
-            limits: SyncLimitArgs { connector_max_tools: max_tools, connector_max_pages: max_pages },
-            connector_allow: vec!["127.0.0.1".parse().expect("ip")], connector_ca: None,
-            secrets: loadout_tests::secrets_args(),
+        let key = format!("--secrets-key={}", loadout_tests::SECRETS_KEY);
+        let sync_with = |max_tools: usize, max_pages: usize| {
+            let (tools, pages) = (format!("--connector-max-tools={max_tools}"), format!("--connector-max-pages={max_pages}"));
+            sync_command(&["weather", "--dry-run", "--connector-allow=127.0.0.1", &key, &tools, &pages])
         };
         // Six tools, two a page: three pages.
         run(&api.db.conn, &api.db.url, sync_with(6, 3)).await.expect("within both bounds");
@@ -702,7 +698,7 @@ db_test! {
             "A schema of 70 KB.",
             schema(json!({"type": "object", "properties": {"q": {"type": "string", "description": "x".repeat(70_000)}}})),
         ));
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         connect_weather(&api, &server).await;
         let report = sync(&api, json!({})).await;
         let refused = report["refused"].as_array().into_iter().flatten()
@@ -712,7 +708,7 @@ db_test! {
     }
 }
 
-async fn a_huge_answer_fails_cleanly(api: &Api, server: &McpServer) {
+async fn a_huge_answer_fails_cleanly(api: &TestApp, server: &McpServer) {
     server.weather.tools.lock().expect("tools").push(
         Tool::new(
             "get_huge",
@@ -744,7 +740,7 @@ async fn a_huge_answer_fails_cleanly(api: &Api, server: &McpServer) {
 db_test! {
     async fn an_sse_answer_over_the_connector_cap_fails_the_call_cleanly(db) {
         let server = McpServer::start();
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         a_huge_answer_fails_cleanly(&api, &server).await;
     }
 }
@@ -752,7 +748,7 @@ db_test! {
 db_test! {
     async fn a_json_answer_over_the_connector_cap_fails_the_call_cleanly(db) {
         let server = McpServer::start_json();
-        let api = Api::new(db, true).await;
+        let api = app(db, true).await;
         a_huge_answer_fails_cleanly(&api, &server).await;
     }
 }

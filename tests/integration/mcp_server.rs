@@ -3,13 +3,11 @@
 //! `requires_approval` call that becomes a proposal, prompts per channel,
 //! `list_changed` after an admin edit, keys and origins refused, and scoped keys.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
 use loadout::app::AppState;
 use loadout::auth::keys::{self, Role};
-use loadout::prompt::builder::SystemClock;
 use loadout_tests::{TestDb, db_test};
 use rmcp::ClientHandler;
 use rmcp::ServiceExt;
@@ -32,11 +30,7 @@ async fn serve(db: TestDb) -> Served {
     let db = db.seeded().await;
     let admin = db.key("admin", Role::Operator).await;
     let agent = db.key("agent", Role::Agent).await;
-    let allow = vec!["127.0.0.1".parse().expect("ip")];
-    let state =
-        AppState::with_connector_allow(db.reconnect().await, Arc::new(SystemClock), 262_144, allow)
-            .await
-            .expect("state");
+    let state = loadout_tests::app::state(&db, &["--connector-allow=127.0.0.1"]).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

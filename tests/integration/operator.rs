@@ -4,20 +4,16 @@
 //! with a tenant admin and an operator, so a new configuration route cannot be
 //! left open by mistake.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
 use loadout::app::AppState;
 use loadout::auth::keys::{self, Role};
-use loadout::prompt::builder::SystemClock;
 use loadout_tests::db_test;
 use serde_json::{Value, json};
 
 async fn state_of(db: &loadout_tests::TestDb) -> AppState {
-    AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144)
-        .await
-        .expect("state")
+    loadout_tests::app::state(&db, &[]).await
 }
 
 async fn call(
@@ -240,11 +236,8 @@ db_test! {
     async fn cached_keys_fail_closed_once_the_generation_has_not_been_read_for_the_key_trust(db) {
         let db = db.seeded().await;
         let agent = db.key("agent", Role::Agent).await;
-        let connection = db.reconnect().await;
-        let state = AppState::new(connection.clone(), Arc::new(SystemClock), 262_144)
-            .await
-            .expect("state")
-            .with_key_trust(Duration::from_millis(300));
+        let state = loadout_tests::app::state(&db, &["--key-trust-ms=300"]).await;
+        let connection = state.db.clone();
         let path = "/v1/agents/assistant/prompt?channel=web";
         let (status, answer) = call(&state, Method::GET, path, &agent, None).await;
         assert_eq!(status, StatusCode::OK, "{answer}");

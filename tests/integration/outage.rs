@@ -12,7 +12,6 @@ use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use loadout::app::AppState;
 use loadout::auth::keys::Role;
-use loadout::prompt::builder::SystemClock;
 use loadout_tests::TestDb;
 use loadout_tests::api::Reply;
 use loadout_tests::sea_orm::{ConnectionTrait, Database, DatabaseConnection};
@@ -128,9 +127,7 @@ async fn a_restart_makes_a_write_answer_503_with_retry_after_and_a_read_retry_on
     let db = db.seeded().await;
     let admin = db.key("admin", Role::Operator).await;
     let agent = db.key("agent", Role::Agent).await;
-    let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144)
-        .await
-        .expect("state");
+    let state = loadout_tests::app::state(&db, &[]).await;
 
     // A write on a killed connection is not retried: its 503 says when to retry.
     warm(&state, &admin).await;
@@ -298,12 +295,7 @@ async fn during_an_outage_requests_fail_fast_ready_answers_in_a_second_and_recov
     let agent = db.key("agent", Role::Agent).await;
     let newcomer = db.key("newcomer", Role::Agent).await;
     let proxy = Proxy::start().await;
-    let pool: DatabaseConnection = loadout::db::connect(&proxy.url(&db.url))
-        .await
-        .expect("pool through the proxy");
-    let state = AppState::new(pool, Arc::new(SystemClock), 262_144)
-        .await
-        .expect("state");
+    let state = loadout_tests::app::state_at(&proxy.url(&db.url), &[]).await;
     let cached = "/v1/agents/assistant/prompt?channel=web";
     assert_eq!(
         send(&state, Method::GET, cached, Some(&agent), None)
@@ -369,9 +361,7 @@ async fn ready_answers_within_about_a_second_while_the_database_does_not() {
         return;
     };
     let db = db.seeded().await;
-    let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144)
-        .await
-        .expect("state");
+    let state = loadout_tests::app::state(&db, &[]).await;
     // The database is up but does not answer /ready's query: a lock is held on
     // the migration table.
     let holder = db.reconnect().await;
@@ -441,12 +431,7 @@ async fn under_load_an_outage_and_killed_connections_answer_only_200_or_503_with
     let admin = db.key("admin", Role::Operator).await;
     let agent = db.key("agent", Role::Agent).await;
     let proxy = Proxy::start().await;
-    let pool = loadout::db::connect(&proxy.url(&db.url))
-        .await
-        .expect("pool");
-    let state = AppState::new(pool, Arc::new(SystemClock), 262_144)
-        .await
-        .expect("state");
+    let state = loadout_tests::app::state_at(&proxy.url(&db.url), &[]).await;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let clients: Vec<_> = (0..4)
         .map(|n| {

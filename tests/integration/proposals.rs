@@ -209,8 +209,7 @@ db_test! {
         let long_ago = Utc::now() - TimeDelta::hours(1);
         let p = propose(&db, "t1", long_ago).await;
         ledger::approve(&db.conn, "t1", p.id, "approver", long_ago, LEASE).await.expect("approve");
-        let state = loadout::app::AppState::new(db.reconnect().await, std::sync::Arc::new(loadout::prompt::builder::SystemClock), 262_144)
-            .await.expect("state");
+        let state = loadout_tests::app::state(&db, &[]).await;
         let sweeper = state.spawn_proposal_sweeper();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
         // The row turns `failed` inside the sweep; the counter moves when the sweep returns.

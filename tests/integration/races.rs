@@ -1,46 +1,31 @@
 //! Concurrent writes on both backends: the write guard takes turns, unique-key races
 //! answer 409 in the error shape, and saves without a version each make their own.
 
-use std::sync::Arc;
-
 use axum::http::{Method, StatusCode};
-use loadout::app::AppState;
 use loadout::auth::keys::{self, KeyError, Role};
-use loadout::prompt::builder::SystemClock;
 use loadout_tests::api::call;
-use loadout_tests::{TestDb, db_test};
+use loadout_tests::{TestApp, TestDb, db_test};
 use serde_json::{Value, json};
 
-struct Api {
-    _db: TestDb,
-    state: AppState,
-    admin: String,
-    approver: String,
+/// The application, its connectors allowed to reach 127.0.0.1, and an approver key.
+async fn app(db: TestDb) -> (TestApp, String) {
+    let app = TestApp::builder(db)
+        .flag("--connector-allow=127.0.0.1")
+        .build()
+        .await;
+    let approver = app.key("approver", Role::Approver).await;
+    (app, approver)
 }
 
-impl Api {
-    async fn new(db: TestDb) -> Api {
-        let db = db.seeded().await;
-        let admin = db.key("admin", Role::Operator).await;
-        let approver = db.key("approver", Role::Approver).await;
-        let state = AppState::with_connector_allow(
-            db.reconnect().await,
-            Arc::new(SystemClock),
-            262_144,
-            vec!["127.0.0.1".parse().expect("ip")],
-        )
-        .await
-        .expect("state");
-        Api {
-            _db: db,
-            state,
-            admin,
-            approver,
-        }
-    }
+/// Requests the race tests make.
+trait Racing {
+    async fn admin(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value);
+    async fn race(&self, n: usize, method: Method, path: &str, body: Value) -> Vec<(u16, String)>;
+}
 
+impl Racing for TestApp {
     async fn admin(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
-        call(&self.state, method, path, &self.admin, body).await
+        self.call(method, path, &self.operator, body).await
     }
 
     /// Sends `n` copies of one request at once; every status with its error code.
@@ -60,7 +45,7 @@ impl Api {
 
 /// Sends `bodies.len()` admin requests to one route at once; each status and body.
 async fn all_at_once(
-    api: &Api,
+    api: &TestApp,
     method: Method,
     path: &str,
     bodies: Vec<Value>,
@@ -70,7 +55,7 @@ async fn all_at_once(
         .map(|body| {
             let (state, key, method, path) = (
                 api.state.clone(),
-                api.admin.clone(),
+                api.operator.clone(),
                 method.clone(),
                 path.to_owned(),
             );
@@ -104,7 +89,7 @@ fn tool_body(name: &str) -> Value {
 
 db_test! {
     async fn concurrent_creates_of_one_agent_answer_one_201_and_409s(db) {
-        let api = Api::new(db).await;
+        let (api, _) = app(db).await;
         let body = json!({"name": "twin", "identity": {"name": "Twin"}, "soul": "Be brief."});
         one_winner(&api.race(8, Method::POST, "/v1/agents", body).await, 201);
     }
@@ -112,14 +97,14 @@ db_test! {
 
 db_test! {
     async fn concurrent_creates_of_one_tool_answer_one_201_and_409s(db) {
-        let api = Api::new(db).await;
+        let (api, _) = app(db).await;
         one_winner(&api.race(8, Method::POST, "/v1/tools", tool_body("get_widgets")).await, 201);
     }
 }
 
 db_test! {
     async fn concurrent_creates_of_one_connector_answer_one_201_and_409s(db) {
-        let api = Api::new(db).await;
+        let (api, _) = app(db).await;
         let body = json!({"name": "backend", "url": "http://127.0.0.1:9/x", "method": "POST", "timeout_ms": 1000});
         one_winner(&api.race(8, Method::POST, "/v1/connectors", body).await, 201);
     }
@@ -148,7 +133,7 @@ db_test! {
 
 db_test! {
     async fn concurrent_preference_puts_all_succeed_and_one_row_holds_the_last(db) {
-        let api = Api::new(db).await;
+        let (api, approver) = app(db).await;
         let (status, body) = api.admin(Method::POST, "/v1/tools", Some(json!({
             "name": "set_reminders", "type": "api", "approval_tier": "user_configurable",
             "description": "Sets reminders.",
@@ -157,7 +142,7 @@ db_test! {
         assert_eq!(status, StatusCode::CREATED, "{body}");
         let tasks: Vec<_> = (0..8)
             .map(|i| {
-                let (state, key) = (api.state.clone(), api.approver.clone());
+                let (state, key) = (api.state.clone(), approver.clone());
                 tokio::spawn(async move {
                     call(&state, Method::PUT, "/v1/users/alice/tools/set_reminders/preference", &key,
                         Some(json!({"auto_approve": i % 2 == 0}))).await
@@ -176,7 +161,7 @@ db_test! {
 
 db_test! {
     async fn concurrent_soul_saves_without_a_version_each_make_their_own_version(db) {
-        let api = Api::new(db).await;
+        let (api, _) = app(db).await;
         let souls = (0..10).map(|i| json!({"soul": format!("Soul number {i}.")})).collect();
         for (status, body) in all_at_once(&api, Method::PATCH, "/v1/agents/assistant", souls).await {
             assert_eq!(status, StatusCode::OK, "{body}");
@@ -188,7 +173,7 @@ db_test! {
 
 db_test! {
     async fn twenty_concurrent_template_puts_without_a_version_all_win_in_turn(db) {
-        let api = Api::new(db).await;
+        let (api, _) = app(db).await;
         let templates = (0..20).map(|i| json!({"template": format!("Template {i}. $soul")})).collect();
         let mut versions = Vec::new();
         for (status, body) in all_at_once(&api, Method::PUT, "/v1/agents/assistant/prompt-template", templates).await {
@@ -207,7 +192,7 @@ db_test! {
     /// that names it is saved) they would fail it. The guard makes them take turns, so
     /// the second sees the first and is refused: the check never ends with an error.
     async fn a_tool_switched_off_while_a_soul_naming_it_is_saved_never_commits_drift(db) {
-        let api = Api::new(db).await;
+        let (api, _) = app(db).await;
         let (status, body) = api.admin(Method::POST, "/v1/tools", Some(tool_body("get_widgets"))).await;
         assert_eq!(status, StatusCode::CREATED, "{body}");
         let mut outcomes = std::collections::BTreeMap::<(u16, u16), usize>::new();
@@ -218,11 +203,11 @@ db_test! {
             let (status, body) = api.admin(Method::PATCH, "/v1/tools/get_widgets", Some(json!({"is_active": true}))).await;
             assert_eq!(status, StatusCode::OK, "{body}");
 
-            let (state, key) = (api.state.clone(), api.admin.clone());
+            let (state, key) = (api.state.clone(), api.operator.clone());
             let off = tokio::spawn(async move {
                 call(&state, Method::PATCH, "/v1/tools/get_widgets", &key, Some(json!({"is_active": false}))).await
             });
-            let (state, key) = (api.state.clone(), api.admin.clone());
+            let (state, key) = (api.state.clone(), api.operator.clone());
             let soul = tokio::spawn(async move {
                 call(&state, Method::PATCH, "/v1/agents/assistant", &key,
                     Some(json!({"soul": format!("Round {round}: call get_widgets first.")}))).await

@@ -2,12 +2,9 @@
 //! other agent answers 404, exactly as an agent that does not exist, on the prompt,
 //! render, tools, loadout and tool-call routes. Unscoped agent keys reach every agent.
 
-use std::sync::Arc;
 
 use axum::http::{Method, StatusCode};
-use loadout::app::AppState;
 use loadout::auth::keys::{self, KeyError, Role};
-use loadout::prompt::builder::SystemClock;
 use loadout_tests::db_test;
 use serde_json::{Value, json};
 
@@ -16,7 +13,7 @@ db_test! {
         let db = db.seeded().await;
         let admin = db.key("admin", Role::Operator).await;
         let open = db.key("every-agent", Role::Agent).await;
-        let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144).await.expect("state");
+        let state = loadout_tests::app::state(&db, &[]).await;
         let call = |method: Method, path: String, key: String, body: Option<Value>| {
             let state = state.clone();
             async move { loadout_tests::api::call(&state, method, &path, &key, body).await }
@@ -72,7 +69,7 @@ db_test! {
         let db = db.seeded().await;
         let admin = db.key("admin", Role::Operator).await;
         let other_admin = keys::create_for_tenant(&db.conn, "acme-admin", Role::Admin, Some("acme")).await.expect("key");
-        let state = AppState::new(db.reconnect().await, Arc::new(SystemClock), 262_144).await.expect("state");
+        let state = loadout_tests::app::state(&db, &[]).await;
         let call = |method: Method, path: &str, key: &str, body: Option<Value>| {
             let (state, path, key) = (state.clone(), path.to_owned(), key.to_owned());
             async move { loadout_tests::api::call(&state, method, &path, &key, body).await }

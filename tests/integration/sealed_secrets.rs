@@ -11,7 +11,6 @@ use entity::connectors;
 use loadout::app::AppState;
 use loadout::auth::keys::{self, Role};
 use loadout::cli::secrets::{SecretsArgs, SecretsCommand};
-use loadout::prompt::builder::SystemClock;
 use loadout::secrets::{Key, Keyring};
 use loadout_tests::sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 use loadout_tests::{Backend, TestDb, db_test};
@@ -54,8 +53,12 @@ fn key(n: u8) -> Key {
     Key::from_bytes(&[n; 32]).expect("key")
 }
 
-fn ring(n: u8) -> Keyring {
-    Keyring::new(key(n), Vec::new())
+/// `serve`'s flags for a process holding key `n` (`--secrets-key`).
+fn ring(n: u8) -> Vec<String> {
+    let file = KeyFile::new(n);
+    let flags = vec![format!("--secrets-key-file={}", file.0.display())];
+    std::mem::forget(file); // read when the process starts, which may be later
+    flags
 }
 
 struct Site {
@@ -67,7 +70,7 @@ struct Site {
 }
 
 impl Site {
-    async fn new(db: TestDb, keyring: Keyring) -> Site {
+    async fn new(db: TestDb, keyring: Vec<String>) -> Site {
         let db = db.seeded().await;
         let operator = keys::create(&db.conn, "operator", Role::Operator)
             .await
@@ -88,21 +91,21 @@ impl Site {
         }
     }
 
-    /// A process on the same database holding `keyring`.
-    async fn state(db: &TestDb, keyring: Keyring) -> AppState {
-        AppState::with_connector_allow(
-            db.reconnect().await,
-            Arc::new(SystemClock),
-            262_144,
-            vec!["127.0.0.1".parse().expect("ip")],
-        )
-        .await
-        .expect("state")
-        .with_secrets(keyring)
+    /// A process on the same database started by `serve`'s start-up with the
+    /// secrets flags `keyring` (none: no key, which only Postgres can have).
+    async fn state(db: &TestDb, keyring: Vec<String>) -> AppState {
+        let mut flags = keyring;
+        flags.push("--connector-allow=127.0.0.1".to_owned());
+        let settings = loadout::app::Settings::from_flags(&flags).expect("flags");
+        let clock = std::sync::Arc::new(loadout::vocab::SystemClock);
+        loadout::app::start::start(&db.url, settings, clock)
+            .await
+            .expect("start")
+            .state
     }
 
-    /// The same site as a process holding `keyring` instead.
-    async fn restarted(mut self, keyring: Keyring) -> Site {
+    /// The same site as a process started with `keyring` instead.
+    async fn restarted(mut self, keyring: Vec<String>) -> Site {
         self.state = Site::state(&self.db, keyring).await;
         self
     }
@@ -255,7 +258,12 @@ db_test! {
 db_test! {
     async fn without_a_key_a_plain_connector_keeps_working_new_values_are_refused_and_check_warns(db) {
         let (url, seen) = target().await;
-        let site = Site::new(db, Keyring::none()).await;
+        if db.backend == loadout_tests::Backend::Sqlite {
+            // `serve` on an embedded SQLite database always has a key: it makes one
+            // beside the file. A process without one is a server database's.
+            return;
+        }
+        let site = Site::new(db, Vec::new()).await;
         site.plain_connector(&url).await;
         site.bind().await;
         let done = site.run_call().await;
@@ -339,7 +347,9 @@ db_test! {
         assert_eq!(done["state"], "succeeded", "{done}");
         assert_eq!(*seen.lock().expect("log"), [SECRET]);
 
-        let during = Keyring::new(key(5), vec![key(4)]);
+        let previous = KeyFile::new(4);
+        let mut during = ring(5);
+        during.push(format!("--secrets-previous-key-file={}", previous.0.display()));
         let site = site.restarted(during).await;
         let done = site.run_call().await;
         assert_eq!(done["state"], "succeeded", "a previous key still opens: {done}");

@@ -1,11 +1,12 @@
-//! Requests through the real router, as a client sends them. Every response is
-//! checked against the API contract ([`crate::contract`]) before a test sees it.
+//! Requests through the real router of a state (a replica's, say), as a client
+//! sends them; [`crate::app::TestApp`] has the same for the application under test.
+//! Every response is checked against the API contract ([`crate::contract`]) before
+//! a test sees it.
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use loadout::app::AppState;
 use serde_json::Value;
-use tower::ServiceExt;
 
 /// What a test reads of a response.
 #[derive(Debug)]
@@ -42,37 +43,7 @@ pub async fn send(
 
 /// Any request through the real router, its answer checked against the contract.
 pub async fn request_reply(state: &AppState, request: Request<Body>) -> Reply {
-    let method = request.method().clone();
-    let path = request
-        .uri()
-        .path_and_query()
-        .map_or("", |p| p.as_str())
-        .to_owned();
-    let response = loadout::http::router(state.clone())
-        .oneshot(request)
-        .await
-        .expect("infallible");
-    let status = response.status();
-    let headers = response.headers().clone();
-    let etag = headers
-        .get(header::ETAG)
-        .map(|v| v.to_str().expect("ascii").to_owned());
-    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
-        .await
-        .expect("body");
-    crate::contract::assert_documented(method.as_str(), &path, status.as_u16(), &bytes);
-    let body = if bytes.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
-    };
-    Reply {
-        status,
-        etag,
-        headers,
-        body,
-    }
+    crate::app::through(loadout::http::router(state.clone()), request).await
 }
 
 /// A JSON request with a key: `(status, body)`.

@@ -5,6 +5,7 @@
 
 use std::sync::LazyLock;
 
+use axum::http::{HeaderMap, header};
 use serde_json::{Value, json};
 
 /// The OpenAPI document as JSON, built once per test process.
@@ -106,9 +107,106 @@ pub fn check(method: &str, path: &str, status: u16, body: &[u8]) -> Result<(), S
     }
 }
 
-/// [`check`], panicking with its message: for the suite's request helpers.
-pub fn assert_documented(method: &str, path: &str, status: u16, body: &[u8]) {
-    if let Err(problem) = check(method, path, status, body) {
+/// The surfaces outside `/openapi.json` have contracts of their own: the console
+/// answers HTML or a redirect, and the MCP endpoint JSON-RPC 2.0 messages (as JSON
+/// or server-sent events) or, refusing before JSON-RPC, the API's error body.
+fn check_outside(
+    path: &str,
+    status: u16,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Option<Result<(), String>> {
+    let route = path.split('?').next().unwrap_or(path);
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if route == "/console" || route.starts_with("/console/") {
+        let fine = match status {
+            300..=399 => headers.contains_key(header::LOCATION),
+            _ => {
+                body.is_empty()
+                    || content_type.starts_with("text/html")
+                    || content_type.starts_with("text/css")
+                    || content_type.starts_with("text/javascript")
+            }
+        };
+        return Some(match fine {
+            true => Ok(()),
+            false => Err(format!(
+                "{path} {status}: a console answer is a page or a redirect, got {content_type:?}"
+            )),
+        });
+    }
+    if route == "/mcp" || route.starts_with("/mcp/") {
+        return Some(check_mcp(path, status, content_type, body));
+    }
+    None
+}
+
+fn check_mcp(path: &str, status: u16, content_type: &str, body: &[u8]) -> Result<(), String> {
+    let rpc = |message: &Value| message.get("jsonrpc") == Some(&json!("2.0"));
+    if body.is_empty() {
+        return Ok(());
+    }
+    if content_type.starts_with("text/event-stream") {
+        let text = String::from_utf8_lossy(body);
+        for data in text.lines().filter_map(|l| l.strip_prefix("data:")) {
+            let data = data.trim();
+            if data.is_empty() {
+                continue;
+            }
+            let message: Value = serde_json::from_str(data)
+                .map_err(|e| format!("{path} {status}: an event is not JSON ({e}): {data}"))?;
+            if !rpc(&message) {
+                return Err(format!(
+                    "{path} {status}: an event is not JSON-RPC 2.0: {data}"
+                ));
+            }
+        }
+        return Ok(());
+    }
+    let message: Value = serde_json::from_slice(body).map_err(|e| {
+        format!(
+            "{path} {status}: the body is not JSON ({e}): {}",
+            String::from_utf8_lossy(body)
+        )
+    })?;
+    if rpc(&message) {
+        return Ok(());
+    }
+    // Refused before JSON-RPC (auth, limits, an unknown session): the API's shape.
+    let mut schema = json!({"$ref": "#/components/schemas/ErrorBody"});
+    if let Some(object) = schema.as_object_mut() {
+        object.insert("components".into(), DOC["components"].clone());
+    }
+    let validator = jsonschema::validator_for(&schema).map_err(|e| e.to_string())?;
+    match validator.is_valid(&message) {
+        true => Ok(()),
+        false => Err(format!(
+            "{path} {status}: neither JSON-RPC 2.0 nor the error body: {message}"
+        )),
+    }
+}
+
+/// Checks any answer: the API's against `/openapi.json`, the console's and the
+/// MCP endpoint's against theirs.
+pub fn check_answer(
+    method: &str,
+    path: &str,
+    status: u16,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(), String> {
+    match check_outside(path, status, headers, body) {
+        Some(result) => result,
+        None => check(method, path, status, body),
+    }
+}
+
+/// [`check_answer`], panicking with its message: for the suite's request helpers.
+pub fn assert_answer(method: &str, path: &str, status: u16, headers: &HeaderMap, body: &[u8]) {
+    if let Err(problem) = check_answer(method, path, status, headers, body) {
         panic!("response breaks the API contract: {problem}");
     }
 }

@@ -2,6 +2,7 @@
 //! `LOADOUT_TEST_POSTGRES_URL` is set, built by the real migrator.
 
 pub mod api;
+pub mod app;
 pub mod contract;
 pub mod dump;
 pub mod legacy;
@@ -12,6 +13,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use sea_orm::{ConnectionTrait, Database, DatabaseConnection};
 
+pub use app::TestApp;
 pub use sea_orm;
 
 /// Which backend a [`TestDb`] runs on.
@@ -154,14 +156,6 @@ pub const SECRETS_KEY: &str = "dIVwoYg9Hd8m08hcoMfOH359LAaAfFuu0KZQisME1GY=";
 pub fn keyring() -> loadout::secrets::Keyring {
     let key = loadout::secrets::Key::from_base64(SECRETS_KEY).expect("the tests' key");
     loadout::secrets::Keyring::new(key, Vec::new())
-}
-
-/// [`SECRETS_KEY`] as the command line gives it (`--secrets-key`).
-pub fn secrets_args() -> loadout::cli::secrets::SecretsArgs {
-    loadout::cli::secrets::SecretsArgs {
-        secrets_key: SECRETS_KEY.parse().ok(),
-        ..Default::default()
-    }
 }
 
 /// `postgres://u@h:5432/postgres?x` → `postgres://u@h:5432/NAME?x`.

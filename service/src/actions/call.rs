@@ -4,7 +4,6 @@
 
 use chrono::Utc;
 use entity::{agent_tools, proposals, tools, user_tool_preferences};
-use std::collections::BTreeMap;
 
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use serde::{Deserialize, Serialize};
@@ -122,12 +121,12 @@ async fn runs_now(
 
 /// Validates and records the call; runs it now when its tier allows. The agent
 /// comes through the prompt service (cached), the validator from `validators`;
-/// `ttls` are the proposal lifetimes per tier.
+/// `proposals` say how long a proposal waits, per tier.
 pub async fn call(
     runner: &Runner<'_>,
     prompts: &Prompts<'_>,
     validators: &Validators,
-    ttls: &BTreeMap<Tier, chrono::TimeDelta>,
+    proposals: &super::ProposalSettings,
     who: &Principal,
     agent: &str,
     request: ToolCall,
@@ -179,7 +178,7 @@ pub async fn call(
         preview: serde_json::to_value(preview).map_err(Error::internal)?,
         request_hash: request.idempotency_key.as_ref().map(|_| request_hash),
         idempotency_key: request.idempotency_key,
-        ttl: super::proposal_ttl(ttls, Tier::or_safest(&tool.approval_tier)),
+        ttl: proposals.ttl(Tier::or_safest(&tool.approval_tier)),
         max_attempts: MAX_ATTEMPTS,
     };
     let created = ledger::create(runner.db, new, &who.key_name, now)

@@ -23,7 +23,13 @@ impl AppState {
                 tick.tick().await;
                 let Some(state) = weak.upgrade() else { return };
                 let now = state.clock.now();
-                match crate::actions::ledger::sweep(&state.db, now, state.proposal_lease).await {
+                match crate::actions::ledger::sweep(
+                    &state.db,
+                    now,
+                    state.settings.proposals.lease(),
+                )
+                .await
+                {
                     Ok(found) => {
                         let m = &state.metrics;
                         m.orphans_failed.inc_by(found.failed.len() as u64);

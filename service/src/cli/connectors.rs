@@ -1,14 +1,10 @@
 //! `loadout connectors sync NAME`: the same sync as `POST /v1/connectors/{name}/sync`,
 //! run from the command line against the database, printing the report as JSON.
 
-use std::sync::Arc;
-
 use anyhow::Context;
 use sea_orm::DatabaseConnection;
 
 use crate::actions::connector::sync::{self, SyncRequest};
-use crate::app::AppState;
-use crate::prompt::builder::SystemClock;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ConnectorsCommand {
@@ -32,14 +28,9 @@ pub enum ConnectorsCommand {
         /// (exported with strict: false; `loadout check` warns). Repeatable.
         #[arg(long = "allow-loose")]
         allow_loose: Vec<String>,
+        /// Where the server may be and how much of it to read (as `serve` takes them).
         #[command(flatten)]
-        limits: crate::cli::serve::SyncLimitArgs,
-        /// Private or loopback IPs the server may be on (comma-separated).
-        #[arg(long, env = "LOADOUT_CONNECTOR_ALLOW", value_delimiter = ',')]
-        connector_allow: Vec<std::net::IpAddr>,
-        /// A PEM bundle of CA certificates to trust besides the Mozilla roots.
-        #[arg(long, env = "LOADOUT_CONNECTOR_CA")]
-        connector_ca: Option<std::path::PathBuf>,
+        connectors: crate::app::settings::Connectors,
         /// The key the connector's header values are sealed with.
         #[command(flatten)]
         secrets: crate::cli::secrets::SecretsArgs,
@@ -65,19 +56,20 @@ pub async fn run(
         agent,
         renames,
         allow_loose,
-        limits,
-        connector_allow,
-        connector_ca,
+        connectors,
         secrets,
     } = command;
     let (keyring, _) = secrets.keyring(database_url, false)?;
-    let outbound = crate::cli::serve::outbound(connector_allow.clone(), connector_ca.as_deref())?;
-    let state = AppState::new(db.clone(), Arc::new(SystemClock), 0)
+    let outbound = connectors.outbound()?;
+    let generation = crate::db::generation::current(db)
         .await
-        .context("cannot read the configuration generation")?
-        .with_outbound(outbound)
-        .with_sync_limits(limits.into())
-        .with_secrets(keyring);
+        .context("cannot read the configuration generation")?;
+    let generation = std::sync::Arc::new(crate::cache::Generation::new(generation));
+    let remote = sync::Remote {
+        outbound: &outbound,
+        secrets: &keyring,
+        limits: connectors.list_limits(),
+    };
     let request = SyncRequest {
         dry_run,
         overwrite,
@@ -85,15 +77,9 @@ pub async fn run(
         allow_loose: allow_loose.into_iter().collect(),
         agent,
     };
-    let report = sync::run(
-        &state.db,
-        &state.generation,
-        &state.remote(),
-        &name,
-        request,
-    )
-    .await
-    .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    let report = sync::run(db, &generation, &remote, &name, request)
+        .await
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
 }

@@ -25,7 +25,10 @@ pub async fn run(db: &DatabaseConnection, command: ProposalsCommand) -> anyhow::
                 })?,
         ),
     };
-    let (now, lease) = (chrono::Utc::now(), crate::app::PROPOSAL_LEASE);
+    let (now, lease) = (
+        chrono::Utc::now(),
+        chrono::TimeDelta::seconds(i64::from(crate::actions::DEFAULT_PROPOSAL_LEASE_SECONDS)),
+    );
     let found = crate::actions::ledger::orphans(db, now, lease, override_lease).await?;
     if found.is_empty() {
         eprintln!("no orphaned proposals");

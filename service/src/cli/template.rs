@@ -9,9 +9,6 @@ use anyhow::{Context, bail};
 use crate::prompt::{lint, template};
 use crate::registry::catalog::Seeds;
 
-/// Templates larger than this are refused unless configured otherwise.
-pub const DEFAULT_MAX_TEMPLATE_BYTES: usize = 256 * 1024;
-
 #[derive(Debug, clap::Subcommand)]
 pub enum TemplateCommand {
     /// Substitute the values of a JSON object of strings into the template on stdin.

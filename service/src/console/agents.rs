@@ -110,7 +110,7 @@ fn identity_field(identity: &Value, field: &str) -> String {
 async fn editor(state: &AppState, name: &str) -> Result<Editor> {
     let agent = agents::get(&state.db, name).await?;
     let template = agent.prompt_template.clone().unwrap_or_default();
-    let problems = template::lint(&state.db, state.max_template_bytes, &template).await?;
+    let problems = template::lint(&state.db, state.settings.max_template_bytes, &template).await?;
     Ok(Editor {
         title: format!("Agent {}", agent.name),
         display_name: identity_field(&agent.identity, "display_name"),
@@ -257,7 +257,12 @@ async fn lint(
     Checked(form): Checked<TemplateForm>,
 ) -> Response {
     if wants_partial(&headers) {
-        let problems = match template::lint(&state.db, state.max_template_bytes, &form.text()).await
+        let problems = match template::lint(
+            &state.db,
+            state.settings.max_template_bytes,
+            &form.text(),
+        )
+        .await
         {
             Ok(problems) => problems,
             Err(e) => return error_page(Some(&signed), &e),
@@ -283,7 +288,8 @@ async fn edited(
     match editor(state, name).await {
         Ok(mut page) => {
             page.template = form.text();
-            match template::lint(&state.db, state.max_template_bytes, &page.template).await {
+            match template::lint(&state.db, state.settings.max_template_bytes, &page.template).await
+            {
                 Ok(problems) => page.problems = problems,
                 Err(e) => return error_page(Some(signed), &e),
             }
@@ -350,7 +356,7 @@ async fn render_preview(
     };
     let done = preview::preview(
         &state.prompts(),
-        state.max_template_bytes,
+        state.settings.max_template_bytes,
         signed.who.tenant(),
         name,
         request,
@@ -384,7 +390,7 @@ async fn save_template(
     };
     match template::save(
         &state.prompts(),
-        state.max_template_bytes,
+        state.settings.max_template_bytes,
         &signed.who.key_name,
         &name,
         change,
@@ -495,7 +501,7 @@ async fn restore(
 ) -> Response {
     match template::restore(
         &state.prompts(),
-        state.max_template_bytes,
+        state.settings.max_template_bytes,
         &signed.who.key_name,
         &name,
         version,

@@ -59,7 +59,7 @@ async fn create_agent(
 ) -> ApiResult<(StatusCode, Json<CreatedAgent>)> {
     let created = config::create(
         &state.prompts(),
-        state.max_template_bytes,
+        state.settings.max_template_bytes,
         &who.key_name,
         new,
     )
@@ -117,7 +117,7 @@ async fn put_template(
 ) -> ApiResult<Json<SavedTemplate>> {
     let saved = template::save(
         &state.prompts(),
-        state.max_template_bytes,
+        state.settings.max_template_bytes,
         &who.key_name,
         &name,
         put.into(),
@@ -151,7 +151,7 @@ async fn delete_template(
     };
     let saved = template::save(
         &state.prompts(),
-        state.max_template_bytes,
+        state.settings.max_template_bytes,
         &who.key_name,
         &name,
         change,
@@ -194,7 +194,7 @@ async fn restore_version(
     Ok(Json(
         template::restore(
             &state.prompts(),
-            state.max_template_bytes,
+            state.settings.max_template_bytes,
             &who.key_name,
             &name,
             version,
@@ -251,7 +251,7 @@ async fn preview(
     Ok(Json(
         preview::preview(
             &state.prompts(),
-            state.max_template_bytes,
+            state.settings.max_template_bytes,
             who.tenant(),
             &name,
             request,

@@ -46,7 +46,7 @@ async fn tool_call(
             &state.runner(),
             &state.prompts(),
             &state.validators,
-            &state.proposal_ttls,
+            &state.settings.proposals,
             &who,
             &agent,
             request,

@@ -37,16 +37,6 @@ pub struct BodyLimits {
     pub grace: Duration,
 }
 
-impl Default for BodyLimits {
-    fn default() -> Self {
-        Self {
-            timeout: Duration::from_secs(30),
-            min_rate: 1024,
-            grace: GRACE,
-        }
-    }
-}
-
 /// A request body with a deadline (see the module's notes).
 pub struct Deadline<B> {
     inner: B,

@@ -87,7 +87,10 @@ struct PromptQuery {
 
 /// `/mcp` and `/mcp/agents/{agent}`.
 pub fn routes(state: &AppState) -> Router<AppState> {
-    let sessions = Sessions::new(state.mcp.max_sessions_per_key, state.mcp.max_sessions);
+    let sessions = Sessions::new(
+        state.settings.mcp.max_sessions_per_key,
+        state.settings.mcp.max_sessions,
+    );
     let (alive, gone) = tokio::sync::oneshot::channel();
     if tokio::runtime::Handle::try_current().is_ok() {
         spawn_notifier(state.generation.changes(), Arc::downgrade(&sessions), gone);
@@ -98,7 +101,7 @@ pub fn routes(state: &AppState) -> Router<AppState> {
         _alive: Arc::new(alive),
     };
     let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(state.mcp.allowed_hosts.iter().cloned())
+        .with_allowed_hosts(state.settings.mcp.allowed_hosts.iter().cloned())
         .with_sse_keep_alive(Some(Duration::from_secs(15)))
         .with_max_request_body_bytes(MAX_BODY_BYTES);
     let service = StreamableHttpService::new(
@@ -306,7 +309,7 @@ fn check_origin(state: &AppState, headers: &axum::http::HeaderMap) -> Result<(),
     };
     let allowed = origin
         .to_str()
-        .is_ok_and(|o| state.mcp.allowed_origins.iter().any(|a| a == o));
+        .is_ok_and(|o| state.settings.mcp.allowed_origins.iter().any(|a| a == o));
     if allowed {
         return Ok(());
     }
@@ -663,7 +666,7 @@ impl ServerHandler for Loadout {
             &self.state.runner(),
             &self.state.prompts(),
             &self.state.validators,
-            &self.state.proposal_ttls,
+            &self.state.settings.proposals,
             &caller.who,
             &caller.agent,
             call,

@@ -68,15 +68,20 @@ pub struct Limits {
     pub trusted_proxies: Vec<IpAddr>,
 }
 
-impl Default for Limits {
-    fn default() -> Self {
+impl From<&crate::app::settings::Connections> for Limits {
+    fn from(flags: &crate::app::settings::Connections) -> Self {
         Self {
-            header_read_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(60),
-            max_connections: 1024,
-            max_connections_per_address: 64,
-            body: BodyLimits::default(),
-            trusted_proxies: Vec::new(),
+            header_read_timeout: Duration::from_millis(flags.header_timeout_ms),
+            idle_timeout: Duration::from_secs(flags.idle_timeout_secs),
+            max_connections: usize::try_from(flags.max_connections).unwrap_or(usize::MAX),
+            max_connections_per_address: usize::try_from(flags.max_connections_per_address)
+                .unwrap_or(usize::MAX),
+            body: BodyLimits {
+                timeout: Duration::from_secs(flags.body_timeout_secs),
+                min_rate: flags.body_min_rate,
+                grace: super::deadline::GRACE,
+            },
+            trusted_proxies: flags.trusted_proxies.clone(),
         }
     }
 }

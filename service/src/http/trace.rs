@@ -263,9 +263,14 @@ mod tests {
             .await
             .expect("key");
         let clock = Arc::new(crate::prompt::builder::SystemClock);
-        let state = crate::app::AppState::new(db, clock, 1024)
-            .await
-            .expect("state");
+        let state = crate::app::AppState::new(
+            db,
+            crate::app::Settings::from_flags(["--max-template-bytes", "1024"]).expect("settings"),
+            crate::secrets::Keyring::none(),
+            clock,
+        )
+        .await
+        .expect("state");
         let app = crate::http::router(state);
 
         let served = Arc::new(Mutex::new(Vec::new()));
