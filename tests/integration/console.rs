@@ -674,20 +674,18 @@ async fn status_with(site: &Site, cookie: &str) -> StatusCode {
 
 /// `GET path` with only `cookie` (no browser): the status and the content type.
 async fn get_with(site: &Site, path: &str, cookie: &str) -> (StatusCode, String) {
-    use tower::ServiceExt;
     let request = axum::http::Request::get(path)
         .header("cookie", cookie)
         .body(axum::body::Body::empty())
         .expect("request");
-    let app = loadout::http::router(site.state.clone());
-    let response = app.oneshot(request).await.expect("answer");
+    let response = loadout_tests::api::request_reply(&site.state, request).await;
     let kind = response
-        .headers()
+        .headers
         .get("content-type")
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
-    (response.status(), kind)
+    (response.status, kind)
 }
 
 /// Writes the README's screenshots to `docs/` (run on purpose, not in the suite):

@@ -15,6 +15,7 @@ use rmcp::model::{CallToolRequestParams, GetPromptRequestParams};
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use loadout_tests::api::request_reply;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -244,7 +245,6 @@ db_test! {
         assert!(connect(&format!("{}/mcp/agents/researcher", served.base), &scoped).await.is_err(), "another agent is out of reach");
 
         // Raw requests: the gate answers before MCP does, in the API's error shape.
-        use tower::ServiceExt;
         let post = |origin: Option<&str>, key: &str| {
             let mut request = axum::http::Request::post("/mcp/agents/researcher")
                 .header("authorization", format!("Bearer {key}"))
@@ -255,13 +255,12 @@ db_test! {
             }
             request.body(axum::body::Body::from(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)).expect("request")
         };
-        let app = || loadout::http::router(served.state.clone());
-        let refused = app().oneshot(post(Some("https://evil.example"), &served.agent)).await.expect("answer");
-        assert_eq!(refused.status(), StatusCode::FORBIDDEN, "a browser origin is refused");
-        let missing = app().oneshot(post(None, &scoped)).await.expect("answer");
-        assert_eq!(missing.status(), StatusCode::NOT_FOUND, "a scoped key gets 404 for another agent");
-        let none = app().oneshot(post(None, "")).await.expect("answer");
-        assert_eq!(none.status(), StatusCode::UNAUTHORIZED);
+        let refused = request_reply(&served.state, post(Some("https://evil.example"), &served.agent)).await;
+        assert_eq!(refused.status, StatusCode::FORBIDDEN, "a browser origin is refused");
+        let missing = request_reply(&served.state, post(None, &scoped)).await;
+        assert_eq!(missing.status, StatusCode::NOT_FOUND, "a scoped key gets 404 for another agent");
+        let none = request_reply(&served.state, post(None, "")).await;
+        assert_eq!(none.status, StatusCode::UNAUTHORIZED);
     }
 }
 
@@ -354,9 +353,7 @@ db_test! {
 
 db_test! {
     async fn mcp_answers_what_clients_expect_at_the_http_level(db) {
-        use tower::ServiceExt;
         let served = serve(db).await;
-        let app = || loadout::http::router(served.state.clone());
         let post = |path: &str, key: &str| {
             axum::http::Request::post(path)
                 .header("authorization", format!("Bearer {key}"))
@@ -364,16 +361,14 @@ db_test! {
                 .header("accept", "application/json, text/event-stream")
                 .body(axum::body::Body::from(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)).expect("request")
         };
-        let unknown = app().oneshot(post("/mcp/agents/assistant", "lo_000000000000_nope")).await.expect("answer");
-        assert_eq!(unknown.status(), StatusCode::UNAUTHORIZED);
-        assert_eq!(unknown.headers()["www-authenticate"], r#"Bearer realm="loadout""#);
-        let unscoped = app().oneshot(post("/mcp", &served.agent)).await.expect("answer");
-        assert_eq!(unscoped.status(), StatusCode::FORBIDDEN);
-        let challenge = unscoped.headers()["www-authenticate"].to_str().expect("ascii").to_owned();
+        let unknown = request_reply(&served.state, post("/mcp/agents/assistant", "lo_000000000000_nope")).await;
+        assert_eq!(unknown.status, StatusCode::UNAUTHORIZED);
+        assert_eq!(unknown.headers["www-authenticate"], r#"Bearer realm="loadout""#);
+        let unscoped = request_reply(&served.state, post("/mcp", &served.agent)).await;
+        assert_eq!(unscoped.status, StatusCode::FORBIDDEN);
+        let challenge = unscoped.headers["www-authenticate"].to_str().expect("ascii").to_owned();
         assert!(challenge.contains("insufficient_scope") && challenge.contains("/mcp/agents/"), "{challenge}");
-        let body = axum::body::to_bytes(unscoped.into_body(), 1 << 16).await.expect("body");
-        let body: Value = serde_json::from_slice(&body).expect("json");
-        assert_eq!(body["error"]["code"], "agent_required", "{body}");
+        assert_eq!(unscoped.body["error"]["code"], "agent_required", "{}", unscoped.body);
 
         assert_eq!(closing_delete(&served.base, &served.agent).await, 204, "a session's closing DELETE");
 
@@ -383,11 +378,9 @@ db_test! {
         unknown.headers_mut().insert("mcp-session-id", "not-a-session".parse().expect("value"));
         unknown.headers_mut().insert("mcp-protocol-version", "2025-11-25".parse().expect("value"));
         unknown.headers_mut().insert("host", "127.0.0.1".parse().expect("value"));
-        let unknown = app().oneshot(unknown).await.expect("answer");
-        assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
-        let body = axum::body::to_bytes(unknown.into_body(), 1 << 16).await.expect("body");
-        let body: Value = serde_json::from_slice(&body).expect("json");
-        assert_eq!(body["error"]["code"], "session_not_found", "{body}");
+        let unknown = request_reply(&served.state, unknown).await;
+        assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+        assert_eq!(unknown.body["error"]["code"], "session_not_found", "{}", unknown.body);
     }
 }
 

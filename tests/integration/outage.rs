@@ -18,7 +18,6 @@ use loadout_tests::sea_orm::{ConnectionTrait, Database, DatabaseConnection};
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::task::JoinHandle;
-use tower::ServiceExt;
 
 async fn send(
     state: &AppState,
@@ -261,19 +260,16 @@ async fn console_page_is_a_fast_503(state: &AppState) {
         .body(Body::empty())
         .expect("request");
     let started = Instant::now();
-    let response = loadout::http::router(state.clone())
-        .oneshot(request)
-        .await
-        .expect("infallible");
+    let response = loadout_tests::api::request_reply(&state, request).await;
     let took = started.elapsed();
-    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(response.status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(
         took < Duration::from_secs(2),
         "the console page took {took:?}"
     );
-    assert!(response.headers().contains_key(header::RETRY_AFTER));
+    assert!(response.headers.contains_key(header::RETRY_AFTER));
     let content_type = response
-        .headers()
+        .headers
         .get(header::CONTENT_TYPE)
         .expect("content type");
     assert!(
