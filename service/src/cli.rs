@@ -41,6 +41,8 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+// `Serve` holds the whole configuration; the command line is parsed once per process.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Apply, roll back or list schema migrations.
     Migrate {

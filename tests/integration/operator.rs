@@ -13,7 +13,7 @@ use loadout_tests::db_test;
 use serde_json::{Value, json};
 
 async fn state_of(db: &loadout_tests::TestDb) -> AppState {
-    loadout_tests::app::state(&db, &[]).await
+    loadout_tests::app::state(db, &[]).await
 }
 
 async fn call(

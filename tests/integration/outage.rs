@@ -260,7 +260,7 @@ async fn console_page_is_a_fast_503(state: &AppState) {
         .body(Body::empty())
         .expect("request");
     let started = Instant::now();
-    let response = loadout_tests::api::request_reply(&state, request).await;
+    let response = loadout_tests::api::request_reply(state, request).await;
     let took = started.elapsed();
     assert_eq!(response.status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(
