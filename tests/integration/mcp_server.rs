@@ -6,9 +6,8 @@
 use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
-use loadout::app::AppState;
 use loadout::auth::keys::{self, Role};
-use loadout_tests::{TestDb, db_test};
+use loadout_tests::{TestApp, TestDb, db_test};
 use rmcp::ClientHandler;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, GetPromptRequestParams};
@@ -19,32 +18,20 @@ use loadout_tests::api::request_reply;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+/// The application served on 127.0.0.1 (rmcp's clients need a real socket), its
+/// connectors allowed to reach 127.0.0.1.
 struct Served {
-    _db: TestDb,
-    state: AppState,
+    app: TestApp,
     base: String,
-    admin: String,
-    agent: String,
 }
 
 async fn serve(db: TestDb) -> Served {
-    let db = db.seeded().await;
-    let admin = db.key("admin", Role::Operator).await;
-    let agent = db.key("agent", Role::Agent).await;
-    let state = loadout_tests::app::state(&db, &["--connector-allow=127.0.0.1"]).await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let base = format!("http://{}", listener.local_addr().expect("address"));
-    let app = loadout::http::router(state.clone());
-    tokio::spawn(async move { axum::serve(listener, app).await.ok() });
-    Served {
-        _db: db,
-        state,
-        base,
-        admin,
-        agent,
-    }
+    let app = TestApp::builder(db)
+        .flag("--connector-allow=127.0.0.1")
+        .build()
+        .await;
+    let base = format!("http://{}", app.listen().await);
+    Served { app, base }
 }
 
 /// Counts `list_changed` notifications.
@@ -87,17 +74,6 @@ fn transport(url: &str, key: &str) -> StreamableHttpClientTransport<reqwest::Cli
     StreamableHttpClientTransport::with_client(client, config)
 }
 
-impl Served {
-    async fn api(
-        &self,
-        method: Method,
-        path: &str,
-        key: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
-        loadout_tests::api::call(&self.state, method, path, key, body).await
-    }
-}
 
 /// A real HTTP backend that answers every call with `{"tasks": []}`.
 async fn backend() -> String {
@@ -117,23 +93,23 @@ db_test! {
     async fn an_mcp_client_gets_the_prompt_tools_calls_and_prompts_of_its_agent(db) {
         let served = serve(db).await;
         let url = backend().await;
-        let (status, body) = served.api(Method::POST, "/v1/connectors", &served.admin, Some(json!({"name": "tasks", "url": url}))).await;
+        let (status, body) = served.app.call(Method::POST, "/v1/connectors", &served.app.operator, Some(json!({"name": "tasks", "url": url}))).await;
         assert_eq!(status, StatusCode::CREATED, "{body}");
-        let (status, body) = served.api(Method::PUT, "/v1/tools/get_tasks/connector", &served.admin, Some(json!({"connector": "tasks"}))).await;
+        let (status, body) = served.app.call(Method::PUT, "/v1/tools/get_tasks/connector", &served.app.operator, Some(json!({"connector": "tasks"}))).await;
         assert_eq!(status, StatusCode::OK, "{body}");
 
         let endpoint = format!("{}/mcp/agents/assistant?channel=web&tz=Europe/Berlin", served.base);
-        let (client, _) = connect(&endpoint, &served.agent).await.expect("initialize");
+        let (client, _) = connect(&endpoint, &served.app.agent).await.expect("initialize");
         let info = client.peer_info().expect("server info");
         let instructions = info.instructions.clone().unwrap_or_default();
-        let (_, rest) = served.api(Method::GET, "/v1/agents/assistant/prompt?channel=web&tz=Europe/Berlin", &served.agent, None).await;
+        let (_, rest) = served.app.call(Method::GET, "/v1/agents/assistant/prompt?channel=web&tz=Europe/Berlin", &served.app.agent, None).await;
         let first_line = rest["text"].as_str().unwrap_or_default().lines().next().unwrap_or_default().to_owned();
         assert!(!first_line.is_empty() && instructions.starts_with(&first_line), "instructions: {instructions:.200}");
         assert!(instructions.contains("Europe/Berlin"), "the tz reaches the prompt");
 
         let tools = client.list_all_tools().await.expect("tools/list");
         let names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
-        let (_, rest_tools) = served.api(Method::GET, "/v1/agents/assistant/tools", &served.agent, None).await;
+        let (_, rest_tools) = served.app.call(Method::GET, "/v1/agents/assistant/tools", &served.app.agent, None).await;
         let rest_names: Vec<String> = rest_tools["tools"].as_array().into_iter().flatten()
             .map(|t| t["function"]["name"].as_str().unwrap_or_default().to_owned()).collect();
         assert_eq!(names, rest_names, "the same tools, in the same order");
@@ -156,7 +132,7 @@ db_test! {
         let structured = proposed.structured_content.clone().unwrap_or_default();
         assert_eq!(structured["status"], "proposed_for_approval", "{proposed:?}");
         let id = structured["proposal_id"].as_i64().expect("a proposal id");
-        let (status, proposal) = served.api(Method::GET, &format!("/v1/proposals/{id}"), &served.admin, None).await;
+        let (status, proposal) = served.app.call(Method::GET, &format!("/v1/proposals/{id}"), &served.app.operator, None).await;
         assert_eq!((status, proposal["state"].as_str()), (StatusCode::OK, Some("proposed")), "{proposal}");
 
         let invalid = client.call_tool(CallToolRequestParams::new("delete_tasks").with_arguments(args(json!({"ids": "t1"}))))
@@ -182,7 +158,7 @@ db_test! {
     async fn a_calls_conversation_and_user_come_from_meta_else_the_session_and_the_query(db) {
         let served = serve(db).await;
         let endpoint = format!("{}/mcp/agents/assistant?user_id=query-user", served.base);
-        let (client, _) = connect(&endpoint, &served.agent).await.expect("initialize");
+        let (client, _) = connect(&endpoint, &served.app.agent).await.expect("initialize");
         let object = |v: Value| v.as_object().cloned().unwrap_or_default();
         let mut with_meta = CallToolRequestParams::new("delete_tasks").with_arguments(object(json!({"ids": ["t1"]})));
         with_meta.meta = Some(object(json!({"conversation_id": "conv-9", "user_id": "meta-user"})).into());
@@ -192,7 +168,7 @@ db_test! {
             let result = client.call_tool(request).await.expect("tools/call");
             let structured = result.structured_content.clone().unwrap_or_default();
             let id = structured["proposal_id"].as_i64().unwrap_or_else(|| panic!("a proposal: {result:?}"));
-            let (status, proposal) = served.api(Method::GET, &format!("/v1/proposals/{id}"), &served.admin, None).await;
+            let (status, proposal) = served.app.call(Method::GET, &format!("/v1/proposals/{id}"), &served.app.operator, None).await;
             assert_eq!(status, StatusCode::OK, "{proposal}");
             proposals.push(proposal);
         }
@@ -208,9 +184,9 @@ db_test! {
     async fn an_admin_edit_reaches_open_sessions_as_list_changed(db) {
         let served = serve(db).await;
         let endpoint = format!("{}/mcp/agents/assistant", served.base);
-        let (client, mut changes) = connect(&endpoint, &served.agent).await.expect("initialize");
+        let (client, mut changes) = connect(&endpoint, &served.app.agent).await.expect("initialize");
         client.list_all_tools().await.expect("tools/list");
-        let (status, body) = served.api(Method::PUT, "/v1/agents/assistant/prompt-template", &served.admin,
+        let (status, body) = served.app.call(Method::PUT, "/v1/agents/assistant/prompt-template", &served.app.operator,
             Some(json!({"template": "Changed. $soul"}))).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         let mut seen = Vec::new();
@@ -231,15 +207,15 @@ db_test! {
         let served = serve(db).await;
         let endpoint = format!("{}/mcp/agents/assistant", served.base);
         assert!(connect(&endpoint, "lo_000000000000_nope").await.is_err(), "a bad key is refused");
-        let approver = keys::create(&served._db.conn, "approver", Role::Approver).await.expect("key");
+        let approver = keys::create(&served.app.db.conn, "approver", Role::Approver).await.expect("key");
         assert!(connect(&endpoint, &approver).await.is_err(), "an approver key is refused");
-        assert!(connect(&format!("{}/mcp", served.base), &served.agent).await.is_err(), "an unscoped key names its agent");
+        assert!(connect(&format!("{}/mcp", served.base), &served.app.agent).await.is_err(), "an unscoped key names its agent");
 
-        let scoped = keys::create_scoped(&served._db.conn, "scoped", Role::Agent, None, Some("assistant")).await.expect("key");
+        let scoped = keys::create_scoped(&served.app.db.conn, "scoped", Role::Agent, None, Some("assistant")).await.expect("key");
         let (client, _) = connect(&format!("{}/mcp", served.base), &scoped).await.expect("a scoped key on /mcp");
         assert!(!client.list_all_tools().await.expect("tools").is_empty());
         client.cancel().await.ok();
-        let (status, body) = served.api(Method::POST, "/v1/agents", &served.admin,
+        let (status, body) = served.app.call(Method::POST, "/v1/agents", &served.app.operator,
             Some(json!({"name": "researcher", "identity": {"name": "R"}, "soul": "You dig."}))).await;
         assert_eq!(status, StatusCode::CREATED, "{body}");
         assert!(connect(&format!("{}/mcp/agents/researcher", served.base), &scoped).await.is_err(), "another agent is out of reach");
@@ -255,11 +231,11 @@ db_test! {
             }
             request.body(axum::body::Body::from(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)).expect("request")
         };
-        let refused = request_reply(&served.state, post(Some("https://evil.example"), &served.agent)).await;
+        let refused = request_reply(&served.app.state, post(Some("https://evil.example"), &served.app.agent)).await;
         assert_eq!(refused.status, StatusCode::FORBIDDEN, "a browser origin is refused");
-        let missing = request_reply(&served.state, post(None, &scoped)).await;
+        let missing = request_reply(&served.app.state, post(None, &scoped)).await;
         assert_eq!(missing.status, StatusCode::NOT_FOUND, "a scoped key gets 404 for another agent");
-        let none = request_reply(&served.state, post(None, "")).await;
+        let none = request_reply(&served.app.state, post(None, "")).await;
         assert_eq!(none.status, StatusCode::UNAUTHORIZED);
     }
 }
@@ -288,10 +264,10 @@ db_test! {
         use rmcp::model::{CacheScope, SubscriptionFilter};
         let served = serve(db).await;
         let endpoint = format!("{}/mcp/agents/assistant?channel=telegram&tz=Asia/Tokyo&user_id=u7", served.base);
-        let (client, _) = discover(&endpoint, &served.agent).await.expect("server/discover");
+        let (client, _) = discover(&endpoint, &served.app.agent).await.expect("server/discover");
         let info = client.peer_info().expect("server info");
         assert_eq!(info.protocol_version.as_str(), "2026-07-28");
-        let (_, rest) = served.api(Method::GET, "/v1/agents/assistant/prompt?channel=telegram&tz=Asia/Tokyo&user_id=u7", &served.agent, None).await;
+        let (_, rest) = served.app.call(Method::GET, "/v1/agents/assistant/prompt?channel=telegram&tz=Asia/Tokyo&user_id=u7", &served.app.agent, None).await;
         let first_line = rest["text"].as_str().unwrap_or_default().lines().next().unwrap_or_default().to_owned();
         let instructions = info.instructions.clone().unwrap_or_default();
         assert!(!first_line.is_empty() && instructions.starts_with(&first_line), "instructions: {instructions:.200}");
@@ -299,7 +275,7 @@ db_test! {
 
         let listed = client.list_tools(None).await.expect("tools/list");
         assert_eq!((listed.ttl_ms, listed.cache_scope), (Some(0), Some(CacheScope::Private)));
-        let (_, rest_tools) = served.api(Method::GET, "/v1/agents/assistant/tools?format=mcp", &served.agent, None).await;
+        let (_, rest_tools) = served.app.call(Method::GET, "/v1/agents/assistant/tools?format=mcp", &served.app.agent, None).await;
         let over_mcp = serde_json::to_value(&listed.tools).expect("tools");
         assert_eq!(over_mcp, rest_tools["tools"], "one MCP shape for tools/list and the REST export");
         let delete = listed.tools.iter().find(|t| t.name == "delete_tasks").expect("delete_tasks");
@@ -313,18 +289,18 @@ db_test! {
         call.meta = Some(object(json!({"conversation_id": "conv-26", "user_id": "meta-26"})).into());
         let result = client.call_tool(call).await.expect("tools/call");
         let id = result.structured_content.clone().unwrap_or_default()["proposal_id"].as_i64().expect("a proposal");
-        let (_, proposal) = served.api(Method::GET, &format!("/v1/proposals/{id}"), &served.admin, None).await;
+        let (_, proposal) = served.app.call(Method::GET, &format!("/v1/proposals/{id}"), &served.app.operator, None).await;
         assert_eq!((proposal["conversation_id"].as_str(), proposal["user_id"].as_str()), (Some("conv-26"), Some("meta-26")));
         let plain = CallToolRequestParams::new("delete_tasks").with_arguments(object(json!({"ids": ["t2"]})));
         let result = client.call_tool(plain).await.expect("tools/call");
         let id = result.structured_content.clone().unwrap_or_default()["proposal_id"].as_i64().expect("a proposal");
-        let (_, proposal) = served.api(Method::GET, &format!("/v1/proposals/{id}"), &served.admin, None).await;
+        let (_, proposal) = served.app.call(Method::GET, &format!("/v1/proposals/{id}"), &served.app.operator, None).await;
         assert_eq!(proposal["user_id"].as_str(), Some("u7"), "the endpoint's ?user_id without _meta");
 
         let filter = SubscriptionFilter::builder().tools_list_changed().prompts_list_changed().build();
         let mut subscription = client.peer().listen(filter.clone()).await.expect("subscriptions/listen");
         assert_eq!(subscription.acknowledged(), &filter);
-        let (status, body) = served.api(Method::PUT, "/v1/agents/assistant/prompt-template", &served.admin,
+        let (status, body) = served.app.call(Method::PUT, "/v1/agents/assistant/prompt-template", &served.app.operator,
             Some(json!({"template": "Changed. $soul"}))).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         let mut seen = Vec::new();
@@ -343,8 +319,8 @@ db_test! {
     async fn an_unknown_channel_is_invalid_params_on_both_revisions(db) {
         let served = serve(db).await;
         let endpoint = format!("{}/mcp/agents/assistant?channel=nope", served.base);
-        let legacy = connect(&endpoint, &served.agent).await.err().expect("initialize refuses it");
-        let modern = discover(&endpoint, &served.agent).await.err().expect("server/discover refuses it");
+        let legacy = connect(&endpoint, &served.app.agent).await.err().expect("initialize refuses it");
+        let modern = discover(&endpoint, &served.app.agent).await.err().expect("server/discover refuses it");
         for error in [legacy, modern] {
             assert!(error.contains("-32602") && error.contains("nope") && error.contains("web"), "{error}");
         }
@@ -361,24 +337,24 @@ db_test! {
                 .header("accept", "application/json, text/event-stream")
                 .body(axum::body::Body::from(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)).expect("request")
         };
-        let unknown = request_reply(&served.state, post("/mcp/agents/assistant", "lo_000000000000_nope")).await;
+        let unknown = request_reply(&served.app.state, post("/mcp/agents/assistant", "lo_000000000000_nope")).await;
         assert_eq!(unknown.status, StatusCode::UNAUTHORIZED);
         assert_eq!(unknown.headers["www-authenticate"], r#"Bearer realm="loadout""#);
-        let unscoped = request_reply(&served.state, post("/mcp", &served.agent)).await;
+        let unscoped = request_reply(&served.app.state, post("/mcp", &served.app.agent)).await;
         assert_eq!(unscoped.status, StatusCode::FORBIDDEN);
         let challenge = unscoped.headers["www-authenticate"].to_str().expect("ascii").to_owned();
         assert!(challenge.contains("insufficient_scope") && challenge.contains("/mcp/agents/"), "{challenge}");
         assert_eq!(unscoped.body["error"]["code"], "agent_required", "{}", unscoped.body);
 
-        assert_eq!(closing_delete(&served.base, &served.agent).await, 204, "a session's closing DELETE");
+        assert_eq!(closing_delete(&served.base, &served.app.agent).await, 204, "a session's closing DELETE");
 
         // A session this process does not know (another replica's, or closed) is 404
         // in the API's shape, so clients initialize again.
-        let mut unknown = post("/mcp/agents/assistant", &served.agent);
+        let mut unknown = post("/mcp/agents/assistant", &served.app.agent);
         unknown.headers_mut().insert("mcp-session-id", "not-a-session".parse().expect("value"));
         unknown.headers_mut().insert("mcp-protocol-version", "2025-11-25".parse().expect("value"));
         unknown.headers_mut().insert("host", "127.0.0.1".parse().expect("value"));
-        let unknown = request_reply(&served.state, unknown).await;
+        let unknown = request_reply(&served.app.state, unknown).await;
         assert_eq!(unknown.status, StatusCode::NOT_FOUND);
         assert_eq!(unknown.body["error"]["code"], "session_not_found", "{}", unknown.body);
     }

@@ -27,18 +27,28 @@ pub async fn send(
     body: Option<Vec<u8>>,
     if_none_match: Option<&str>,
 ) -> Reply {
-    let mut request = Request::builder().method(method.clone()).uri(path);
+    request_reply(state, request(method, path, key, body, if_none_match)).await
+}
+
+/// A request as a client sends it: a bearer key, a JSON body as given, an `If-None-Match`.
+pub fn request(
+    method: Method,
+    path: &str,
+    key: Option<&str>,
+    body: Option<Vec<u8>>,
+    if_none_match: Option<&str>,
+) -> Request<Body> {
+    let mut request = Request::builder().method(method).uri(path);
     if let Some(key) = key {
         request = request.header(header::AUTHORIZATION, format!("Bearer {key}"));
     }
     if let Some(tag) = if_none_match {
         request = request.header(header::IF_NONE_MATCH, tag);
     }
-    let request = request
+    request
         .header(header::CONTENT_TYPE, "application/json")
         .body(body.map_or_else(Body::empty, Body::from))
-        .expect("request");
-    request_reply(state, request).await
+        .expect("request")
 }
 
 /// Any request through the real router, its answer checked against the contract.

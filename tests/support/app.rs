@@ -185,17 +185,7 @@ impl TestApp {
         body: Option<Vec<u8>>,
         if_none_match: Option<&str>,
     ) -> Reply {
-        let mut request = Request::builder().method(method).uri(path);
-        if let Some(key) = key {
-            request = request.header(header::AUTHORIZATION, format!("Bearer {key}"));
-        }
-        if let Some(tag) = if_none_match {
-            request = request.header(header::IF_NONE_MATCH, tag);
-        }
-        let request = request
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(body.map_or_else(Body::empty, Body::from))
-            .expect("request");
+        let request = crate::api::request(method, path, key, body, if_none_match);
         self.request(request).await
     }
 
