@@ -23,6 +23,8 @@ pub struct Model {
     pub soul_version: i32,
     /// Bumped on every accepted change to `prompt_template`, clearing it included.
     pub template_version: i32,
+    /// `direct`: a save moves `production` too (the default); `gated`: only `latest`.
+    pub release_mode: String,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
     pub deleted_at: Option<DateTimeUtc>,

@@ -2,12 +2,15 @@
 //! Behaviour lives in the `loadout` service crate.
 
 pub mod agent_configurations;
+pub mod agent_labels;
+pub mod agent_revisions;
 pub mod agent_tools;
 pub mod api_keys;
 pub mod channels;
 pub mod connectors;
 pub mod console_sessions;
 pub mod idempotency_records;
+pub mod label_moves;
 pub mod loadout_state;
 pub mod prompt_versions;
 pub mod proposal_events;
@@ -18,11 +21,14 @@ pub mod user_tool_preferences;
 
 pub mod prelude {
     pub use super::agent_configurations::Entity as AgentConfigurations;
+    pub use super::agent_labels::Entity as AgentLabels;
+    pub use super::agent_revisions::Entity as AgentRevisions;
     pub use super::agent_tools::Entity as AgentTools;
     pub use super::api_keys::Entity as ApiKeys;
     pub use super::channels::Entity as Channels;
     pub use super::console_sessions::Entity as ConsoleSessions;
     pub use super::idempotency_records::Entity as IdempotencyRecords;
+    pub use super::label_moves::Entity as LabelMoves;
     pub use super::loadout_state::Entity as LoadoutState;
     pub use super::prompt_versions::Entity as PromptVersions;
     pub use super::proposal_events::Entity as ProposalEvents;

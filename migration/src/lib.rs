@@ -19,6 +19,7 @@ mod m20261125_000012_synced_tool_schemas;
 mod m20261125_000013_idempotency_records;
 mod m20261125_000014_operator_role;
 mod m20261125_000015_key_names_per_tenant;
+mod m20261125_000016_agent_revisions;
 
 /// Every migration, oldest first.
 pub struct Migrator;
@@ -42,6 +43,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000013_idempotency_records::Migration),
             Box::new(m20261125_000014_operator_role::Migration),
             Box::new(m20261125_000015_key_names_per_tenant::Migration),
+            Box::new(m20261125_000016_agent_revisions::Migration),
         ]
     }
 }

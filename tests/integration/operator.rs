@@ -54,6 +54,8 @@ fn concrete(template: &str) -> String {
         .replace("{channel}", "web")
         .replace("{connector}", "nowhere")
         .replace("{version}", "1")
+        .replace("{number}", "1")
+        .replace("{label}", "production")
         .replace("{user_id}", "alice")
         .replace("{id}", "1")
         .replace("{conversation_id}", "c1")
@@ -220,6 +222,7 @@ db_test! {
 
         // Down refuses while two tenants share a key name, and works once they do not.
         keys::create_for_tenant(&db.conn, "admin", Role::Agent, Some("acme")).await.expect("the name is free in acme");
+        loadout_tests::migrate_down_to(&db.conn, "m20261125_000015_key_names_per_tenant").await;
         let err = Migrator::down(&db.conn, Some(1)).await.expect_err("a shared name blocks the down");
         assert!(err.to_string().contains("\"admin\""), "{err}");
         keys::revoke(&db.conn, "acme", "admin").await.expect("revoke");

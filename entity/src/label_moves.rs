@@ -1,0 +1,26 @@
+//! `label_moves`: every move of a label, never updated (the label's history).
+
+use sea_orm::entity::prelude::*;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, Serialize, Deserialize)]
+#[sea_orm(table_name = "label_moves")]
+pub struct Model {
+    #[sea_orm(primary_key)]
+    pub id: i32,
+    pub agent_id: i32,
+    pub label: String,
+    /// `None`: the label's first position.
+    pub from_revision_id: Option<i32>,
+    pub to_revision_id: i32,
+    /// `publish` (later also `promote`, `rollback`).
+    pub kind: String,
+    /// Who made the move (a key name, `seed`, `migration`), when known.
+    pub actor: Option<String>,
+    pub created_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}
