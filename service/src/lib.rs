@@ -20,6 +20,7 @@ pub mod http;
 pub mod metrics;
 pub mod prompt;
 pub mod registry;
+pub mod releases;
 pub mod secrets;
 pub mod telemetry;
 pub mod vocab;

@@ -147,7 +147,7 @@ pub async fn create(
         };
         crate::fetch::check_worst_case(prompts, text, &agent).await?;
     }
-    let write = guard::begin(prompts.db).await?;
+    let write = guard::begin(prompts.db).await?.by(author);
     let now = Utc::now();
     let name = new.name.clone();
     let saved = agent_configurations::ActiveModel {
@@ -267,7 +267,7 @@ pub async fn update(
 ) -> Result<AgentView> {
     check_update(&update)?;
     check_update_expansion(prompts, name, &update).await?;
-    let write = guard::begin(prompts.db).await?;
+    let write = guard::begin(prompts.db).await?.by(author);
     let found = row(&*write, name).await?;
     if let Some(expected) = update.expected_soul_version
         && expected != found.soul_version

@@ -296,7 +296,7 @@ pub async fn save(
         let loaded = crate::fetch::agent(prompts, name).await?;
         crate::fetch::check_worst_case(prompts, text, &loaded.agent).await?;
     }
-    let write = guard::begin(prompts.db).await?;
+    let write = guard::begin(prompts.db).await?.by(author);
     let found = row(&*write, name).await?;
     if let Some(expected) = expected_version
         && expected != found.template_version

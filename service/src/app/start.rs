@@ -42,6 +42,7 @@ pub async fn start(
                 let report = seed::run(&db, &Seeds::embedded()?).await?;
                 tracing::info!(%report, "migrated and seeded");
             }
+            publish_unrecorded(&db).await?;
             check_registry(&db, settings.allow_drift, &secrets).await?;
             bootstrap_operator_key(&db).await
         })
@@ -88,6 +89,25 @@ impl AppState {
         jobs.extend(listener);
         Jobs(jobs)
     }
+}
+
+/// Publishes every agent whose served content is not a revision yet: on the first
+/// start after migration 16, revision 1 per agent with `production` and `latest`
+/// on it. Afterwards it finds every agent published (each write publishes) and
+/// writes nothing. It takes its turn with the API's writes (the generation row).
+async fn publish_unrecorded(db: &DatabaseConnection) -> anyhow::Result<()> {
+    let txn = db::begin_write(db).await?;
+    db::generation::bump(&txn).await?;
+    let published = crate::releases::publish_all(&txn, Some("migration")).await?;
+    txn.commit().await?;
+    let created = published.iter().filter(|p| p.created).count();
+    if created > 0 {
+        tracing::info!(
+            revisions = created,
+            "published the agents' current configuration"
+        );
+    }
+    Ok(())
 }
 
 /// The same check as `loadout check`: errors stop the start unless `allow_drift`.

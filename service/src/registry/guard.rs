@@ -31,6 +31,16 @@ pub struct Write {
     errors_before: BTreeSet<String>,
     /// The generation this write bumped to, holding the row lock.
     generation: i64,
+    /// Who makes it (a key name), for the revisions it publishes; `None` if unsaid.
+    author: Option<String>,
+}
+
+impl Write {
+    /// Names who makes this write: the revisions it publishes record it.
+    pub fn by(mut self, author: &str) -> Self {
+        self.author = Some(author.to_owned());
+        self
+    }
 }
 
 impl std::ops::Deref for Write {
@@ -71,6 +81,7 @@ pub async fn begin(db: &DatabaseConnection) -> Result<Write> {
         txn,
         errors_before,
         generation,
+        author: None,
     })
 }
 
@@ -84,6 +95,9 @@ pub async fn rollback(write: Write) -> Result<()> {
 }
 
 pub async fn commit(write: Write, generation: &Generation) -> Result<()> {
+    // Every agent whose served content this write changed gets its revision here,
+    // in the write's transaction: a refused write leaves none.
+    crate::releases::publish_all(&write.txn, write.author.as_deref()).await?;
     let (report, _) = errors(&write.txn).await?;
     let added: Vec<Problem> = report
         .problems

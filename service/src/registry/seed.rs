@@ -62,6 +62,19 @@ pub async fn run(db: &DatabaseConnection, seeds: &Seeds) -> anyhow::Result<SeedR
     let report = seed(&txn, seeds)
         .await
         .context("seeding failed; nothing was written")?;
+    // A seeded agent starts at revision 1, with `production` and `latest` on it.
+    // Other agents are published by the write that changed them, or by serve's
+    // start-up (`migration`) when they predate revisions.
+    if report.agents_created > 0 {
+        let seeded = agent_configurations::Entity::find()
+            .filter(agent_configurations::Column::Name.eq(&seeds.assistant.name))
+            .one(&txn)
+            .await?
+            .context("the seeded agent is gone")?;
+        crate::releases::publish(&txn, seeded.id, Some("seed"))
+            .await
+            .context("cannot publish the seeded agent; nothing was written")?;
+    }
     txn.commit().await.context("cannot commit the seed")?;
     Ok(report)
 }

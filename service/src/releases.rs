@@ -1,0 +1,169 @@
+//! Releases (issue 25): what an agent serves is recorded as numbered, immutable
+//! revisions, and labels (`production`, `latest`, ...) point at them.
+//!
+//! This slice records; serving still reads the working copy. Every configuration
+//! write publishes inside its own transaction ([`crate::registry::guard`] calls
+//! [`publish_all`] before its final check, so a refused write leaves no revision),
+//! and so do the seed and serve's start-up, so a database that predates revisions
+//! gets revision 1 per agent on its first start.
+//!
+//! Publishing reads the working copy the way the prompt builder and the tools
+//! export read it ([`crate::prompt::load`]), makes its canonical JSON
+//! ([`content::Content`]) and stores it once per agent: content equal to an
+//! existing revision of the agent reuses that revision, so a restore points the
+//! labels back at the old number. Then `latest` moves to it, and `production` too
+//! while the agent's release mode is `direct`. A label already there does not move
+//! and records nothing.
+//!
+//! Below `registry` (whose write guard calls it) and above `prompt`: it uses
+//! `prompt`, `db`, `vocab`, `entity` and `error` only.
+
+pub mod content;
+pub mod labels;
+pub mod read;
+
+use chrono::Utc;
+use entity::{agent_configurations, agent_revisions};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set,
+};
+
+use crate::error::{Error, Result};
+use crate::prompt::builder::Channels;
+use crate::prompt::load;
+
+/// The label every publish moves.
+pub const LATEST: &str = "latest";
+/// The label served when none is asked for; a publish moves it in `direct` mode.
+pub const PRODUCTION: &str = "production";
+
+crate::closed_set! {
+    /// How an agent's saves reach `production`.
+    pub enum ReleaseMode as "release mode" {
+        /// Every save publishes and moves `production` (today's behaviour).
+        Direct = "direct",
+        /// A save moves `latest` only; `production` moves by promotion.
+        Gated = "gated",
+    }
+}
+
+impl ReleaseMode {
+    /// A stored mode read where a decision is made: anything unknown is `gated`,
+    /// so a drifted value never moves `production` by itself.
+    pub fn or_gated(text: &str) -> ReleaseMode {
+        text.parse().unwrap_or(ReleaseMode::Gated)
+    }
+}
+
+/// What one publish did for one agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Published {
+    pub agent_id: i32,
+    /// The revision the agent's content is (new or reused).
+    pub number: i32,
+    /// A new revision was made (false: the content was already a revision).
+    pub created: bool,
+    /// The labels that moved to it.
+    pub moved: Vec<&'static str>,
+}
+
+/// Publishes the live agent `agent_id` inside the caller's transaction (see the
+/// module's documentation). 404 if there is no live agent with that id.
+pub async fn publish(
+    db: &impl ConnectionTrait,
+    agent_id: i32,
+    author: Option<&str>,
+) -> Result<Published> {
+    let agent = agent_configurations::Entity::find_by_id(agent_id)
+        .filter(agent_configurations::Column::DeletedAt.is_null())
+        .one(db)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no agent with id {agent_id}")))?;
+    let channels = load::channels(db).await?;
+    publish_agent(db, &agent, &channels, author).await
+}
+
+/// Publishes every live agent (see [`publish`]); what each publish did, by id.
+pub async fn publish_all(
+    db: &impl ConnectionTrait,
+    author: Option<&str>,
+) -> Result<Vec<Published>> {
+    let agents = agent_configurations::Entity::find()
+        .filter(agent_configurations::Column::DeletedAt.is_null())
+        .order_by_asc(agent_configurations::Column::Id)
+        .all(db)
+        .await?;
+    let channels = load::channels(db).await?;
+    let mut published = Vec::with_capacity(agents.len());
+    for agent in &agents {
+        published.push(publish_agent(db, agent, &channels, author).await?);
+    }
+    Ok(published)
+}
+
+async fn publish_agent(
+    db: &impl ConnectionTrait,
+    agent: &agent_configurations::Model,
+    channels: &Channels,
+    author: Option<&str>,
+) -> Result<Published> {
+    let content = content::Content::read(db, &agent.name, channels)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no agent named {:?}", agent.name)))?;
+    let text = content.canonical()?;
+    let hash = content::hash(&text);
+    let now = Utc::now();
+    let existing = agent_revisions::Entity::find()
+        .filter(agent_revisions::Column::AgentId.eq(agent.id))
+        .filter(agent_revisions::Column::ContentHash.eq(&hash))
+        .one(db)
+        .await?;
+    let created = existing.is_none();
+    let revision = match existing {
+        Some(revision) => revision,
+        None => {
+            let last: Option<Option<i32>> = agent_revisions::Entity::find()
+                .select_only()
+                .column_as(agent_revisions::Column::Number.max(), "number")
+                .filter(agent_revisions::Column::AgentId.eq(agent.id))
+                .into_tuple()
+                .one(db)
+                .await?;
+            agent_revisions::ActiveModel {
+                agent_id: Set(agent.id),
+                number: Set(last.flatten().unwrap_or(0) + 1),
+                content_hash: Set(hash),
+                content: Set(text),
+                author: Set(author.map(str::to_owned)),
+                created_at: Set(now),
+                ..Default::default()
+            }
+            .insert(db)
+            .await?
+        }
+    };
+    let mut targets = vec![LATEST];
+    if ReleaseMode::or_gated(&agent.release_mode) == ReleaseMode::Direct {
+        targets.push(PRODUCTION);
+    }
+    let mv = labels::Move {
+        agent_id: agent.id,
+        to_revision_id: revision.id,
+        kind: labels::PUBLISH,
+        actor: author,
+        at: now,
+    };
+    let mut moved = Vec::new();
+    for label in targets {
+        if labels::move_label(db, label, &mv).await? {
+            moved.push(label);
+        }
+    }
+    Ok(Published {
+        agent_id: agent.id,
+        number: revision.number,
+        created,
+        moved,
+    })
+}

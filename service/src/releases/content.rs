@@ -1,0 +1,175 @@
+//! What a revision holds: everything an agent serves apart from request and user
+//! data, read the way the prompt builder and the tools export read it.
+
+use std::collections::BTreeMap;
+
+use entity::tools;
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use utoipa::ToSchema;
+
+use crate::error::{Error, Result};
+use crate::prompt::builder::Channels;
+use crate::prompt::load;
+
+/// An agent's served content. Fields are in a fixed order and maps are sorted
+/// (`serde_json`'s `Value` keeps object keys sorted, and channels are a
+/// `BTreeMap`), so equal content is equal JSON text and hashes alike.
+///
+/// The soul and template version counters are left out: they count edits, and an
+/// edit that restores older text serves the older content.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Content {
+    /// `{"display_name", "role", "description"}`.
+    #[schema(value_type = Object)]
+    pub identity: Value,
+    pub soul: String,
+    /// Empty when the agent has none (the section renders nothing).
+    pub operating_model: String,
+    /// Empty when the agent has none.
+    pub interaction_learning: String,
+    /// `null`: the built-in assembly.
+    pub template: Option<String>,
+    /// The agent's active tools as served, sorted by name.
+    pub tools: Vec<ToolContent>,
+    /// Every live channel, by name.
+    pub channels: BTreeMap<String, ChannelContent>,
+}
+
+/// One tool as the agent is served it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ToolContent {
+    pub name: String,
+    pub description: String,
+    /// The JSON Schema of its input.
+    #[schema(value_type = Object)]
+    pub parameters: Value,
+    /// `false`: served to OpenAI with `strict: false` (a loose synced schema).
+    pub strict: bool,
+    /// `auto`, `user_configurable` or `requires_approval`.
+    pub approval_tier: String,
+    /// `builtin`, `api` or `mcp`.
+    #[serde(rename = "type")]
+    pub tool_type: String,
+    pub prompt_section: Option<String>,
+}
+
+/// A channel's guidance and which optional sections it gets.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct ChannelContent {
+    pub guidance: String,
+    pub include_operating_model: bool,
+    pub include_interaction_learning: bool,
+    pub include_session_section: bool,
+}
+
+impl Content {
+    /// The live agent `name`'s content, with `channels` (every live channel, read
+    /// once by the caller); `None` if there is no live agent of that name.
+    pub async fn read(
+        db: &impl ConnectionTrait,
+        name: &str,
+        channels: &Channels,
+    ) -> Result<Option<Content>, DbErr> {
+        let Some((_, agent, defs)) = load::agent_with_tool_defs(db, name).await? else {
+            return Ok(None);
+        };
+        let types = tool_types(db, defs.iter().map(|d| d.name.clone()).collect()).await?;
+        // Both lists are the same rows in the same order (by name).
+        let tools = defs
+            .into_iter()
+            .zip(agent.tools)
+            .map(|(def, tool)| ToolContent {
+                tool_type: types.get(&def.name).cloned().unwrap_or_default(),
+                name: def.name,
+                description: def.description,
+                parameters: def.parameters,
+                strict: def.strict,
+                approval_tier: def.approval_tier,
+                prompt_section: tool.prompt_section,
+            })
+            .collect();
+        let channels = channels
+            .iter()
+            .map(|c| {
+                let content = ChannelContent {
+                    guidance: c.guidance.clone(),
+                    include_operating_model: c.include_operating_model,
+                    include_interaction_learning: c.include_interaction_learning,
+                    include_session_section: c.include_session_section,
+                };
+                (c.name.clone(), content)
+            })
+            .collect();
+        Ok(Some(Content {
+            identity: agent.identity,
+            soul: agent.soul,
+            operating_model: agent.operating_model,
+            interaction_learning: agent.interaction_learning,
+            template: agent.prompt_template,
+            tools,
+            channels,
+        }))
+    }
+
+    /// The canonical JSON text: what is stored and hashed.
+    pub fn canonical(&self) -> Result<String> {
+        serde_json::to_string(self).map_err(Error::internal)
+    }
+
+    /// Content read back from a revision's stored text.
+    pub fn parse(text: &str) -> Result<Content> {
+        serde_json::from_str(text).map_err(Error::internal)
+    }
+}
+
+/// Each named tool's type (`prompt::load` does not read it: nothing rendered shows it).
+async fn tool_types(
+    db: &impl ConnectionTrait,
+    names: Vec<String>,
+) -> Result<BTreeMap<String, String>, DbErr> {
+    if names.is_empty() {
+        return Ok(BTreeMap::new());
+    }
+    let rows: Vec<(String, String)> = tools::Entity::find()
+        .select_only()
+        .column(tools::Column::Name)
+        .column(tools::Column::ToolType)
+        .filter(tools::Column::Name.is_in(names))
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(rows.into_iter().collect())
+}
+
+/// Hex SHA-256 of the canonical text.
+pub fn hash(text: &str) -> String {
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_keys_are_written_sorted_whatever_order_they_came_in() {
+        // If serde_json's `preserve_order` were ever switched on by a dependency,
+        // equal schemas saved with their keys in another order would hash apart.
+        let value: Value =
+            serde_json::from_str(r#"{"b": 1, "a": {"d": 2, "c": 3}}"#).expect("json");
+        assert_eq!(value.to_string(), r#"{"a":{"c":3,"d":2},"b":1}"#);
+    }
+
+    #[test]
+    fn the_hash_is_hex_sha256() {
+        assert_eq!(
+            hash(""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+}

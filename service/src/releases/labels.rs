@@ -1,0 +1,67 @@
+//! Labels: named pointers from an agent to one of its revisions, and the record
+//! of every move.
+
+use chrono::{DateTime, Utc};
+use entity::{agent_labels, label_moves};
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
+
+use crate::error::Result;
+
+/// A move made by publishing (later also `promote` and `rollback`).
+pub const PUBLISH: &str = "publish";
+
+/// Where a label is to go, why, by whom and when.
+pub struct Move<'a> {
+    pub agent_id: i32,
+    pub to_revision_id: i32,
+    pub kind: &'static str,
+    pub actor: Option<&'a str>,
+    pub at: DateTime<Utc>,
+}
+
+/// Points `label` at the move's revision, creating the label if the agent has
+/// none of that name, and records the move. A label already there does not move
+/// and records nothing (false).
+pub async fn move_label(db: &impl ConnectionTrait, label: &str, mv: &Move<'_>) -> Result<bool> {
+    let found = agent_labels::Entity::find()
+        .filter(agent_labels::Column::AgentId.eq(mv.agent_id))
+        .filter(agent_labels::Column::Name.eq(label))
+        .one(db)
+        .await?;
+    let from = match found {
+        Some(row) if row.revision_id == mv.to_revision_id => return Ok(false),
+        Some(row) => {
+            let from = row.revision_id;
+            let mut active: agent_labels::ActiveModel = row.into();
+            active.revision_id = Set(mv.to_revision_id);
+            active.updated_at = Set(mv.at);
+            active.update(db).await?;
+            Some(from)
+        }
+        None => {
+            agent_labels::ActiveModel {
+                agent_id: Set(mv.agent_id),
+                name: Set(label.to_owned()),
+                revision_id: Set(mv.to_revision_id),
+                updated_at: Set(mv.at),
+                ..Default::default()
+            }
+            .insert(db)
+            .await?;
+            None
+        }
+    };
+    label_moves::ActiveModel {
+        agent_id: Set(mv.agent_id),
+        label: Set(label.to_owned()),
+        from_revision_id: Set(from),
+        to_revision_id: Set(mv.to_revision_id),
+        kind: Set(mv.kind.to_owned()),
+        actor: Set(mv.actor.map(str::to_owned)),
+        created_at: Set(mv.at),
+        ..Default::default()
+    }
+    .insert(db)
+    .await?;
+    Ok(true)
+}

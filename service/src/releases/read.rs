@@ -1,0 +1,214 @@
+//! An agent's revisions, labels and label history, as the API shows them.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use entity::{agent_configurations, agent_labels, agent_revisions, label_moves};
+use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::content::Content;
+use crate::error::{Error, Result, check_name};
+
+/// One revision, without its content.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RevisionSummary {
+    pub number: i32,
+    /// Hex SHA-256 of the content's canonical JSON.
+    pub content_hash: String,
+    /// Who first published this content (a key name, `seed`, `migration`), when known.
+    pub author: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// An agent's revisions, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RevisionList {
+    pub agent: String,
+    pub revisions: Vec<RevisionSummary>,
+}
+
+/// One revision with what it serves.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RevisionView {
+    pub agent: String,
+    pub number: i32,
+    pub content_hash: String,
+    pub author: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub content: Content,
+}
+
+/// Where a label points.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LabelView {
+    pub name: String,
+    /// The revision's number.
+    pub revision: i32,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// An agent's labels, by name.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LabelList {
+    pub agent: String,
+    pub labels: Vec<LabelView>,
+}
+
+/// One move of a label.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct MoveView {
+    /// The revision it left; `null` for the label's first position.
+    pub from_revision: Option<i32>,
+    pub to_revision: i32,
+    /// `publish` (later also `promote`, `rollback`).
+    pub kind: String,
+    /// Who made it, when known.
+    pub actor: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A label's moves, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LabelHistory {
+    pub agent: String,
+    pub label: String,
+    pub moves: Vec<MoveView>,
+}
+
+/// The live agent of that name; 404 otherwise.
+async fn agent(db: &impl ConnectionTrait, name: &str) -> Result<agent_configurations::Model> {
+    check_name("agent", name)?;
+    agent_configurations::Entity::find()
+        .filter(agent_configurations::Column::Name.eq(name))
+        .filter(agent_configurations::Column::DeletedAt.is_null())
+        .one(db)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no agent named {name:?}")))
+}
+
+/// Each of the agent's revision ids with its number.
+async fn numbers(db: &impl ConnectionTrait, agent_id: i32) -> Result<BTreeMap<i32, i32>> {
+    let rows: Vec<(i32, i32)> = agent_revisions::Entity::find()
+        .select_only()
+        .column(agent_revisions::Column::Id)
+        .column(agent_revisions::Column::Number)
+        .filter(agent_revisions::Column::AgentId.eq(agent_id))
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(rows.into_iter().collect())
+}
+
+fn number_of(numbers: &BTreeMap<i32, i32>, id: i32) -> Result<i32> {
+    numbers
+        .get(&id)
+        .copied()
+        .ok_or_else(|| Error::internal(format!("revision id {id} is not the agent's")))
+}
+
+/// The agent's revisions, newest first.
+pub async fn revisions(db: &impl ConnectionTrait, name: &str) -> Result<RevisionList> {
+    let found = agent(db, name).await?;
+    let rows = agent_revisions::Entity::find()
+        .filter(agent_revisions::Column::AgentId.eq(found.id))
+        .order_by_desc(agent_revisions::Column::Number)
+        .all(db)
+        .await?;
+    let revisions = rows
+        .into_iter()
+        .map(|r| RevisionSummary {
+            number: r.number,
+            content_hash: r.content_hash,
+            author: r.author,
+            created_at: r.created_at,
+        })
+        .collect();
+    Ok(RevisionList {
+        agent: found.name,
+        revisions,
+    })
+}
+
+/// One revision of the agent, with its content; 404 if it has no such number.
+pub async fn revision(db: &impl ConnectionTrait, name: &str, number: i32) -> Result<RevisionView> {
+    let found = agent(db, name).await?;
+    let row = agent_revisions::Entity::find()
+        .filter(agent_revisions::Column::AgentId.eq(found.id))
+        .filter(agent_revisions::Column::Number.eq(number))
+        .one(db)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("agent {name:?} has no revision {number}")))?;
+    Ok(RevisionView {
+        agent: found.name,
+        number: row.number,
+        content: Content::parse(&row.content)?,
+        content_hash: row.content_hash,
+        author: row.author,
+        created_at: row.created_at,
+    })
+}
+
+/// The agent's labels, by name.
+pub async fn labels(db: &impl ConnectionTrait, name: &str) -> Result<LabelList> {
+    let found = agent(db, name).await?;
+    let numbers = numbers(db, found.id).await?;
+    let rows = agent_labels::Entity::find()
+        .filter(agent_labels::Column::AgentId.eq(found.id))
+        .order_by_asc(agent_labels::Column::Name)
+        .all(db)
+        .await?;
+    let labels = rows
+        .into_iter()
+        .map(|l| {
+            Ok(LabelView {
+                revision: number_of(&numbers, l.revision_id)?,
+                name: l.name,
+                updated_at: l.updated_at,
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(LabelList {
+        agent: found.name,
+        labels,
+    })
+}
+
+/// A label's moves, newest first; 404 if the agent has no such label.
+pub async fn history(db: &impl ConnectionTrait, name: &str, label: &str) -> Result<LabelHistory> {
+    check_name("label", label)?;
+    let found = agent(db, name).await?;
+    let rows = label_moves::Entity::find()
+        .filter(label_moves::Column::AgentId.eq(found.id))
+        .filter(label_moves::Column::Label.eq(label))
+        .order_by_desc(label_moves::Column::Id)
+        .all(db)
+        .await?;
+    if rows.is_empty() {
+        return Err(Error::not_found(format!(
+            "agent {name:?} has no label {label:?}"
+        )));
+    }
+    let numbers = numbers(db, found.id).await?;
+    let moves = rows
+        .into_iter()
+        .map(|m| {
+            Ok(MoveView {
+                from_revision: m
+                    .from_revision_id
+                    .map(|id| number_of(&numbers, id))
+                    .transpose()?,
+                to_revision: number_of(&numbers, m.to_revision_id)?,
+                kind: m.kind,
+                actor: m.actor,
+                created_at: m.created_at,
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(LabelHistory {
+        agent: found.name,
+        label: label.to_owned(),
+        moves,
+    })
+}
