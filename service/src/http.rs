@@ -20,6 +20,7 @@ pub mod mcp;
 pub mod openapi;
 pub mod ops;
 pub mod registry;
+pub mod releases;
 pub mod router;
 pub mod server;
 pub mod trace;

@@ -598,6 +598,8 @@ db_test! {
             "POST /v1/agents/{agent}/prompt/preview",
             "GET /v1/agents/{agent}/users/{user_id}/instructions",
             "PUT /v1/agents/{agent}/users/{user_id}/instructions",
+            "GET /v1/agents/{agent}/revisions", "GET /v1/agents/{agent}/revisions/{number}",
+            "GET /v1/agents/{agent}/labels", "GET /v1/agents/{agent}/labels/{label}/history",
             "GET /v1/tools", "POST /v1/tools", "GET /v1/tools/{tool}", "PATCH /v1/tools/{tool}",
             "DELETE /v1/tools/{tool}", "GET /v1/agents/{agent}/links",
             "PUT /v1/agents/{agent}/links/{tool}", "DELETE /v1/agents/{agent}/links/{tool}",
@@ -631,7 +633,8 @@ db_test! {
         for (method, path) in &operations {
             let concrete = path.replace("{agent}", "assistant").replace("{tool}", "get_tasks")
                 .replace("{id}", "1").replace("{conversation_id}", "c-1").replace("{connector}", "backend")
-                .replace("{channel}", "web").replace("{user_id}", "u-1").replace("{version}", "1");
+                .replace("{channel}", "web").replace("{user_id}", "u-1").replace("{version}", "1")
+                .replace("{number}", "1").replace("{label}", "production");
             let concrete = match concrete.as_str() {
                 "/v1/agents/assistant/prompt" | "/v1/agents/assistant/loadout" => format!("{concrete}?channel=web"),
                 _ => concrete,

@@ -21,6 +21,7 @@ mod outage;
 mod prompt;
 mod proposals;
 mod races;
+mod releases;
 mod scoped_keys;
 mod sealed_secrets;
 mod seed;

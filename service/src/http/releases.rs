@@ -1,0 +1,65 @@
+//! An agent's revisions, labels and label history (issue 25). Reads: whoever may
+//! read an agent's configuration (admins and operators). Each handler parses the
+//! request and calls [`crate::releases::read`].
+
+use axum::Json;
+use axum::extract::State;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::error::{ApiResult, E400, E401, E403, E404};
+use super::extract::{AdminKey, ApiPath};
+use crate::app::AppState;
+use crate::releases::read::{self, LabelHistory, LabelList, RevisionList, RevisionView};
+
+pub fn routes() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_revisions))
+        .routes(routes!(get_revision))
+        .routes(routes!(list_labels))
+        .routes(routes!(label_history))
+}
+
+#[utoipa::path(get, path = "/v1/agents/{agent}/revisions", tag = "admin", summary = "An agent's revisions, newest first (admin)",
+    params(("agent" = String, Path)),
+    responses((status = 200, body = RevisionList, description = "Every revision, newest first"), E400, E401, E403, E404))]
+async fn list_revisions(
+    State(state): State<AppState>,
+    _key: AdminKey,
+    ApiPath(name): ApiPath<String>,
+) -> ApiResult<Json<RevisionList>> {
+    Ok(Json(read::revisions(&state.db, &name).await?))
+}
+
+#[utoipa::path(get, path = "/v1/agents/{agent}/revisions/{number}", tag = "admin", summary = "One revision with what it serves (admin)",
+    params(("agent" = String, Path), ("number" = i32, Path)),
+    responses((status = 200, body = RevisionView, description = "The revision"), E400, E401, E403, E404))]
+async fn get_revision(
+    State(state): State<AppState>,
+    _key: AdminKey,
+    ApiPath((name, number)): ApiPath<(String, i32)>,
+) -> ApiResult<Json<RevisionView>> {
+    Ok(Json(read::revision(&state.db, &name, number).await?))
+}
+
+#[utoipa::path(get, path = "/v1/agents/{agent}/labels", tag = "admin", summary = "An agent's labels and the revision each points at (admin)",
+    params(("agent" = String, Path)),
+    responses((status = 200, body = LabelList, description = "The labels, by name"), E400, E401, E403, E404))]
+async fn list_labels(
+    State(state): State<AppState>,
+    _key: AdminKey,
+    ApiPath(name): ApiPath<String>,
+) -> ApiResult<Json<LabelList>> {
+    Ok(Json(read::labels(&state.db, &name).await?))
+}
+
+#[utoipa::path(get, path = "/v1/agents/{agent}/labels/{label}/history", tag = "admin", summary = "Every move of a label, newest first (admin)",
+    params(("agent" = String, Path), ("label" = String, Path)),
+    responses((status = 200, body = LabelHistory, description = "The moves, newest first"), E400, E401, E403, E404))]
+async fn label_history(
+    State(state): State<AppState>,
+    _key: AdminKey,
+    ApiPath((name, label)): ApiPath<(String, String)>,
+) -> ApiResult<Json<LabelHistory>> {
+    Ok(Json(read::history(&state.db, &name, &label).await?))
+}
