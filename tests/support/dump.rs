@@ -103,8 +103,19 @@ pub async fn registry(db: &DatabaseConnection) -> Value {
         .all(db)
         .await
         .expect("tools");
+    #[derive(FromQueryResult)]
+    struct Agent {
+        id: i32,
+        name: String,
+        soul: String,
+        prompt_template: Option<String>,
+    }
+    use agent_configurations::Column as A;
     let agents = AgentConfigurations::find()
-        .order_by_asc(agent_configurations::Column::Name)
+        .select_only()
+        .columns([A::Id, A::Name, A::Soul, A::PromptTemplate])
+        .order_by_asc(A::Name)
+        .into_model::<Agent>()
         .all(db)
         .await
         .expect("agents");
@@ -116,7 +127,7 @@ pub async fn registry(db: &DatabaseConnection) -> Value {
             .map(|t| t.name.clone())
             .unwrap_or_default()
     };
-    let agent_json = |a: &agent_configurations::Model| {
+    let agent_json = |a: &Agent| {
         let mut linked: Vec<(String, bool)> = links
             .iter()
             .filter(|l| l.agent_id == a.id)
