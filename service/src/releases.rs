@@ -19,6 +19,7 @@
 //! `prompt`, `db`, `vocab`, `entity` and `error` only.
 
 pub mod content;
+pub mod diff;
 pub mod labels;
 pub mod read;
 

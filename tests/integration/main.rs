@@ -22,6 +22,7 @@ mod prompt;
 mod proposals;
 mod races;
 mod releases;
+mod revision_diff;
 mod scoped_keys;
 mod sealed_secrets;
 mod seed;

@@ -10,12 +10,14 @@ use utoipa_axum::routes;
 use super::error::{ApiResult, E400, E401, E403, E404};
 use super::extract::{AdminKey, ApiPath};
 use crate::app::AppState;
+use crate::releases::diff::{self, RevisionDiff};
 use crate::releases::read::{self, LabelHistory, LabelList, RevisionList, RevisionView};
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list_revisions))
         .routes(routes!(get_revision))
+        .routes(routes!(diff_revisions))
         .routes(routes!(list_labels))
         .routes(routes!(label_history))
 }
@@ -40,6 +42,17 @@ async fn get_revision(
     ApiPath((name, number)): ApiPath<(String, i32)>,
 ) -> ApiResult<Json<RevisionView>> {
     Ok(Json(read::revision(&state.db, &name, number).await?))
+}
+
+#[utoipa::path(get, path = "/v1/agents/{agent}/revisions/{from}/diff/{to}", tag = "admin", summary = "What changed from one revision to another (admin)",
+    params(("agent" = String, Path), ("from" = i32, Path), ("to" = i32, Path)),
+    responses((status = 200, body = RevisionDiff, description = "Line diffs of the texts; tools, identity and channels added, removed and changed"), E400, E401, E403, E404))]
+async fn diff_revisions(
+    State(state): State<AppState>,
+    _key: AdminKey,
+    ApiPath((name, from, to)): ApiPath<(String, i32, i32)>,
+) -> ApiResult<Json<RevisionDiff>> {
+    Ok(Json(diff::between(&state.db, &name, from, to).await?))
 }
 
 #[utoipa::path(get, path = "/v1/agents/{agent}/labels", tag = "admin", summary = "An agent's labels and the revision each points at (admin)",
