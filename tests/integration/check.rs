@@ -366,3 +366,133 @@ db_test! {
         insta::assert_snapshot!("legacy_registry", report.text());
     }
 }
+
+/// `get_weather` (an api tool, not connected) attached to the assistant and published,
+/// so `production` and `latest` serve it; then the assistant is gated, so `production`
+/// stays there while later publishes move `latest`.
+async fn production_serving_weather(db: &TestDb) -> tools::Model {
+    let weather = insert_tool(db, "get_weather", "api", "auto", STRICT).await;
+    let agent = assistant(db).await;
+    let agent_id = *agent.id.as_ref();
+    link(db, agent_id, weather.id).await;
+    let published = loadout::releases::publish(&db.conn, agent_id, None)
+        .await
+        .expect("publish");
+    assert_eq!((published.number, published.moved.len()), (2, 2));
+    let mut gated = assistant(db).await;
+    gated.release_mode = Set("gated".into());
+    gated.update(&db.conn).await.expect("gate");
+    weather
+}
+
+/// The problems of `code`, as lines.
+async fn problems_of(db: &TestDb, code: check::ProblemCode) -> Vec<String> {
+    report(db)
+        .await
+        .problems
+        .iter()
+        .filter(|p| p.code == code)
+        .map(ToString::to_string)
+        .collect()
+}
+
+db_test! {
+    async fn a_label_serving_a_tool_since_switched_off_is_a_warning(db) {
+        let db = seeded(db).await;
+        production_serving_weather(&db).await;
+        deactivate(&db, "get_weather").await;
+        let agent_id = *assistant(&db).await.id.as_ref();
+        let published = loadout::releases::publish(&db.conn, agent_id, None).await.expect("publish");
+        // Without get_weather the assistant serves what it served first: revision 1 again.
+        assert_eq!((published.number, published.moved), (1, vec!["latest"]));
+
+        assert_eq!(problems_of(&db, check::ProblemCode::LabelToolsMissing).await, [
+            "warning: label assistant/production: serves revision 2, whose tools get_weather are deleted, switched off or detached; calls of them are refused [label_tools_missing] (fix: move the label to a revision without them (`loadout revisions assistant`), or switch them back on)",
+        ]);
+        assert!(report(&db).await.ok);
+    }
+}
+
+db_test! {
+    async fn a_label_serving_a_deleted_tool_is_a_warning_once_latest_has_moved_on(db) {
+        let db = seeded(db).await;
+        let weather = production_serving_weather(&db).await;
+        let mut gone = weather.into_active_model();
+        gone.deleted_at = Set(Some(Utc::now()));
+        gone.update(&db.conn).await.expect("soft delete");
+        // Not published: `latest` is on the same revision, whose tools the working copy's rules report.
+        assert_eq!(problems_of(&db, check::ProblemCode::LabelToolsMissing).await, Vec::<String>::new());
+
+        let agent_id = *assistant(&db).await.id.as_ref();
+        loadout::releases::publish(&db.conn, agent_id, None).await.expect("publish");
+        let subjects: Vec<String> = report(&db).await.problems.iter()
+            .filter(|p| p.code == check::ProblemCode::LabelToolsMissing)
+            .map(|p| p.subject.clone()).collect();
+        assert_eq!(subjects, ["assistant/production"]);
+    }
+}
+
+db_test! {
+    async fn a_label_serving_a_tool_since_detached_from_its_agent_is_a_warning(db) {
+        let db = seeded(db).await;
+        let weather = production_serving_weather(&db).await;
+        let detached = agent_tools::Entity::find()
+            .filter(agent_tools::Column::ToolId.eq(weather.id))
+            .one(&db.conn).await.expect("query").expect("the link");
+        let mut detached = detached.into_active_model();
+        detached.is_active = Set(false);
+        detached.update(&db.conn).await.expect("detach");
+        let agent_id = *assistant(&db).await.id.as_ref();
+        loadout::releases::publish(&db.conn, agent_id, None).await.expect("publish");
+
+        let missing = problems_of(&db, check::ProblemCode::LabelToolsMissing).await;
+        assert_eq!(missing.len(), 1, "{missing:?}");
+        assert!(missing[0].starts_with("warning: label assistant/production: serves revision 2, whose tools get_weather are"), "{missing:?}");
+    }
+}
+
+db_test! {
+    async fn a_label_held_back_from_latest_serving_unconnected_tools_is_a_warning(db) {
+        let db = seeded(db).await;
+        production_serving_weather(&db).await;
+        set_soul(&db, "Another soul.").await;
+        let agent_id = *assistant(&db).await.id.as_ref();
+        let published = loadout::releases::publish(&db.conn, agent_id, None).await.expect("publish");
+        assert_eq!((published.number, published.moved), (3, vec!["latest"]));
+
+        let report = report(&db).await;
+        let unconnected: Vec<&check::Problem> = report.problems.iter()
+            .filter(|p| p.code == check::ProblemCode::LabelToolsUnconnected).collect();
+        assert_eq!(unconnected.len(), 1, "{unconnected:?}");
+        assert_eq!((unconnected[0].subject.as_str(), unconnected[0].severity), ("assistant/production", check::Severity::Warning));
+        assert!(unconnected[0].message.starts_with("serves revision 2, whose tools "), "{}", unconnected[0].message);
+        assert!(unconnected[0].message.contains("get_weather"), "{}", unconnected[0].message);
+        assert!(report.ok);
+    }
+}
+
+db_test! {
+    async fn switching_off_a_tool_a_gated_production_serves_is_allowed_and_reported(db) {
+        // An error would make the write guard refuse the switch-off until a promotion
+        // was signed off; a warning lets it through at once and says what production serves.
+        let app = loadout_tests::TestApp::new(db).await;
+        let tool = json!({"name": "get_weather", "description": "Weather.", "approval_tier": "auto",
+            "parameters": serde_json::from_str::<Value>(STRICT).expect("schema")});
+        let (status, body) = app.call(axum::http::Method::POST, "/v1/tools", &app.operator, Some(tool)).await;
+        assert_eq!(status, axum::http::StatusCode::CREATED, "{body}");
+        let (status, body) = app.call(axum::http::Method::PUT, "/v1/agents/assistant/links/get_weather", &app.operator, None).await;
+        assert_eq!(status, axum::http::StatusCode::OK, "{body}");
+        let mut gated = assistant(&app.db).await;
+        gated.release_mode = Set("gated".into());
+        gated.update(&app.db.conn).await.expect("gate");
+
+        let (status, body) = app.call(axum::http::Method::PATCH, "/v1/tools/get_weather", &app.operator,
+            Some(json!({"is_active": false}))).await;
+        assert_eq!(status, axum::http::StatusCode::OK, "{body}");
+        let (_, check) = app.call(axum::http::Method::GET, "/v1/registry/check", &app.operator, None).await;
+        let labels: Vec<&Value> = check["problems"].as_array().expect("problems").iter()
+            .filter(|p| p["code"] == "label_tools_missing").collect();
+        assert_eq!(labels.len(), 1, "{check}");
+        assert_eq!((&labels[0]["subject"], &labels[0]["severity"]), (&json!("assistant/production"), &json!("warning")));
+    }
+}

@@ -9,13 +9,15 @@
 //! The rules, one function each, live beside this file: `definition` (a tool
 //! definition on its own, shared with the admin endpoints and the catalog test),
 //! `tool` (the catalog against the database, each active tool, colliding names),
-//! `prompt` (tool names in prompts, template lint), `agent` (links, idle agents) and
-//! `secrets` (connectors' header values sealed and openable).
+//! `prompt` (tool names in prompts, template lint), `agent` (links, idle agents),
+//! `secrets` (connectors' header values sealed and openable) and `labels` (labels
+//! serving tools since deleted, switched off or unconnected).
 //! `code` holds [`ProblemCode`], one documented variant per code.
 
 mod agent;
 mod code;
 mod definition;
+mod labels;
 mod prompt;
 mod report;
 mod rows;
@@ -72,11 +74,13 @@ pub async fn run(
         &connectors::Entity::find().all(db).await?,
         executors.keyring(),
     );
+    let labeled = labels::Labeled::read(db).await?;
     // The rules (template lint among them) are CPU work over every row: run them
     // off the async workers, so one huge template cannot stall other requests.
     let (catalog, executors) = (catalog.clone(), executors.clone());
     tokio::task::spawn_blocking(move || {
-        check(&catalog, &executors, &tools, &agents, &links, &forced)
+        let labels = labels::problems(&labeled, &agents, &tools, &links, &executors);
+        check(&catalog, &executors, &tools, &agents, &links, &forced).with(labels)
     })
     .await
     .map(|report| report.with(secrets))

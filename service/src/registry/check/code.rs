@@ -17,6 +17,10 @@ crate::closed_set! {
         DuplicateName = "duplicate_name",
         /// A tool's parameters are not a JSON Schema object.
         InvalidSchema = "invalid_schema",
+        /// A label serves a revision with tools since deleted or switched off.
+        LabelToolsMissing = "label_tools_missing",
+        /// A label serves a revision with `api` or `mcp` tools that have no connector.
+        LabelToolsUnconnected = "label_tools_unconnected",
         /// An active link points at an inactive or deleted tool.
         LinkToInactiveTool = "link_to_inactive_tool",
         /// An active link points at a tool id that does not exist.
