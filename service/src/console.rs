@@ -13,6 +13,7 @@ pub mod page;
 pub mod pages;
 pub mod proposals;
 pub mod registry;
+pub mod releases;
 pub mod session;
 
 use axum::Router;
@@ -38,6 +39,7 @@ pub fn router() -> Router<AppState> {
         .route("/console/sign-out", post(session::sign_out))
         .merge(pages::routes())
         .merge(agents::routes())
+        .merge(releases::routes())
         .merge(proposals::routes())
         .merge(registry::routes())
         .merge(connectors::routes())

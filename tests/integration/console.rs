@@ -745,3 +745,31 @@ async fn screenshots() {
     })
     .await;
 }
+
+db_test!(
+    async fn an_admin_reads_an_agents_labels_history_and_a_revisions_diff_and_compares_by_keyboard(db) {
+        let site = Site::new(db).await;
+        let Some(client) = browser().await else { return };
+        let (status, body) = site.api(Method::PATCH, "/v1/agents/assistant", &site.admin,
+            Some(json!({"soul": "A released soul."}))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        run("releases", client, async |c: &Client| {
+            sign_in(c, &site, &site.admin).await?;
+            c.goto(&format!("{}/console/agents/assistant", site.base)).await?;
+            c.find(Locator::LinkText("Releases")).await?.click().await?;
+            page_shows(c, "Releases of assistant").await?;
+            let labels = c.find(Locator::XPath("//section[@aria-labelledby='labels-h']")).await?.text().await?;
+            ensure!(labels.contains("production 2") && labels.contains("latest 2"), "labels: {labels}");
+            let history = c.find(Locator::XPath("//section[@aria-labelledby='history-h']")).await?.text().await?;
+            ensure!(history.contains("publish"), "history: {history}");
+            region_shows(c, "Diff", "+ A released soul.").await?;
+            // Back to revision 1 against itself, by keyboard alone.
+            tab_to(c, "to|").await?;
+            c.active_element().await?.send_keys(&format!("{CONTROL}a{NO_MODIFIER}1{ENTER}")).await?;
+            page_shows(c, "Revision 1 → revision 1").await?;
+            region_shows(c, "Diff", "The two revisions serve the same.").await?;
+            Ok(())
+        })
+        .await;
+    }
+);

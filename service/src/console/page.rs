@@ -107,6 +107,10 @@ fn environment() -> Result<Environment<'static>, minijinja::Error> {
             include_str!("../../../templates/console/versions.html"),
         ),
         (
+            "releases.html",
+            include_str!("../../../templates/console/releases.html"),
+        ),
+        (
             "proposals.html",
             include_str!("../../../templates/console/proposals.html"),
         ),
