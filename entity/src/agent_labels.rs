@@ -13,6 +13,9 @@ pub struct Model {
     /// Unique per agent.
     pub name: String,
     pub revision_id: i32,
+    /// In `gated` mode a protected label moves only by an approved change request
+    /// or a rollback; `production` is protected whatever this says.
+    pub protected: bool,
     pub updated_at: DateTimeUtc,
 }
 

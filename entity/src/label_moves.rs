@@ -13,10 +13,16 @@ pub struct Model {
     /// `None`: the label's first position.
     pub from_revision_id: Option<i32>,
     pub to_revision_id: i32,
-    /// `publish` (later also `promote`, `rollback`).
+    /// `publish`, `move`, `promote` or `rollback`.
     pub kind: String,
-    /// Who made the move (a key name, `seed`, `migration`), when known.
+    /// Who made (or asked for) the move (a key name, `seed`, `migration`), when known.
     pub actor: Option<String>,
+    /// Who signed off a `promote` (a key name).
+    pub approver: Option<String>,
+    /// Why, as the one who asked said.
+    pub reason: Option<String>,
+    /// The change request a `promote` carried out.
+    pub change_request_id: Option<i32>,
     pub created_at: DateTimeUtc,
 }
 

@@ -6,6 +6,7 @@ pub mod agent_labels;
 pub mod agent_revisions;
 pub mod agent_tools;
 pub mod api_keys;
+pub mod change_requests;
 pub mod channels;
 pub mod connectors;
 pub mod console_sessions;
@@ -25,6 +26,7 @@ pub mod prelude {
     pub use super::agent_revisions::Entity as AgentRevisions;
     pub use super::agent_tools::Entity as AgentTools;
     pub use super::api_keys::Entity as ApiKeys;
+    pub use super::change_requests::Entity as ChangeRequests;
     pub use super::channels::Entity as Channels;
     pub use super::console_sessions::Entity as ConsoleSessions;
     pub use super::idempotency_records::Entity as IdempotencyRecords;

@@ -25,6 +25,7 @@ db_test! {
             ("m20261125_000014_operator_role", true),
             ("m20261125_000015_key_names_per_tenant", true),
             ("m20261125_000016_agent_revisions", true),
+            ("m20261125_000017_label_promotion", true),
         ]);
     }
 }

@@ -7,8 +7,14 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, Query
 
 use crate::error::Result;
 
-/// A move made by publishing (later also `promote` and `rollback`).
+/// A move made by publishing.
 pub const PUBLISH: &str = "publish";
+/// A move an operator made by hand (an unprotected label, or any of a `direct` agent).
+pub const MOVE: &str = "move";
+/// A move an approved change request made.
+pub const PROMOTE: &str = "promote";
+/// A move back to the revision the label held just before, made at once.
+pub const ROLLBACK: &str = "rollback";
 
 /// Where a label is to go, why, by whom and when.
 pub struct Move<'a> {
@@ -19,10 +25,30 @@ pub struct Move<'a> {
     pub at: DateTime<Utc>,
 }
 
+/// What a move by hand or by sign-off records besides [`Move`].
+#[derive(Default)]
+pub struct Why<'a> {
+    /// Who signed off a `promote`.
+    pub approver: Option<&'a str>,
+    pub reason: Option<&'a str>,
+    /// The change request a `promote` carries out.
+    pub change_request_id: Option<i32>,
+}
+
 /// Points `label` at the move's revision, creating the label if the agent has
 /// none of that name, and records the move. A label already there does not move
 /// and records nothing (false).
 pub async fn move_label(db: &impl ConnectionTrait, label: &str, mv: &Move<'_>) -> Result<bool> {
+    move_label_why(db, label, mv, &Why::default()).await
+}
+
+/// [`move_label`], recording who signed off, why and which change request.
+pub async fn move_label_why(
+    db: &impl ConnectionTrait,
+    label: &str,
+    mv: &Move<'_>,
+    why: &Why<'_>,
+) -> Result<bool> {
     let found = agent_labels::Entity::find()
         .filter(agent_labels::Column::AgentId.eq(mv.agent_id))
         .filter(agent_labels::Column::Name.eq(label))
@@ -43,6 +69,7 @@ pub async fn move_label(db: &impl ConnectionTrait, label: &str, mv: &Move<'_>) -
                 agent_id: Set(mv.agent_id),
                 name: Set(label.to_owned()),
                 revision_id: Set(mv.to_revision_id),
+                protected: Set(label == super::PRODUCTION),
                 updated_at: Set(mv.at),
                 ..Default::default()
             }
@@ -58,6 +85,9 @@ pub async fn move_label(db: &impl ConnectionTrait, label: &str, mv: &Move<'_>) -
         to_revision_id: Set(mv.to_revision_id),
         kind: Set(mv.kind.to_owned()),
         actor: Set(mv.actor.map(str::to_owned)),
+        approver: Set(why.approver.map(str::to_owned)),
+        reason: Set(why.reason.map(str::to_owned)),
+        change_request_id: Set(why.change_request_id),
         created_at: Set(mv.at),
         ..Default::default()
     }

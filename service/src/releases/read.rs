@@ -46,6 +46,9 @@ pub struct LabelView {
     pub name: String,
     /// The revision's number.
     pub revision: i32,
+    /// In `gated` mode, moved only by an approved change request or a rollback
+    /// (`production` always is).
+    pub protected: bool,
     pub updated_at: DateTime<Utc>,
 }
 
@@ -62,10 +65,17 @@ pub struct MoveView {
     /// The revision it left; `null` for the label's first position.
     pub from_revision: Option<i32>,
     pub to_revision: i32,
-    /// `publish` (later also `promote`, `rollback`).
+    /// `publish`, `move` (by hand), `promote` (an approved change request) or
+    /// `rollback` (back to the revision the label held just before).
     pub kind: String,
-    /// Who made it, when known.
+    /// Who made it (for a `promote`: who asked), when known.
     pub actor: Option<String>,
+    /// Who signed off a `promote`.
+    pub approver: Option<String>,
+    /// Why, as the one who asked said.
+    pub reason: Option<String>,
+    /// The change request a `promote` carried out.
+    pub change_request: Option<i32>,
     pub created_at: DateTime<Utc>,
 }
 
@@ -164,6 +174,7 @@ pub async fn labels(db: &impl ConnectionTrait, name: &str) -> Result<LabelList> 
         .map(|l| {
             Ok(LabelView {
                 revision: number_of(&numbers, l.revision_id)?,
+                protected: l.protected || l.name == super::PRODUCTION,
                 name: l.name,
                 updated_at: l.updated_at,
             })
@@ -202,6 +213,9 @@ pub async fn history(db: &impl ConnectionTrait, name: &str, label: &str) -> Resu
                 to_revision: number_of(&numbers, m.to_revision_id)?,
                 kind: m.kind,
                 actor: m.actor,
+                approver: m.approver,
+                reason: m.reason,
+                change_request: m.change_request_id,
                 created_at: m.created_at,
             })
         })
