@@ -1,6 +1,7 @@
-//! The prompt service, what agents fetch: the agent, the channels and a user's
-//! instructions through the generation-stamped cache ([`cache`]), and the rendered
-//! prompt and tool definitions built from them; [`encoded`] holds the whole
+//! The prompt service, what agents fetch: the revision a label serves (its agent,
+//! tools and channels: [`served`]), the working copy ([`agent`], for edits and
+//! previews) and a user's instructions through the generation-stamped cache
+//! ([`cache`]), and the rendered prompt and tool definitions built from them; [`encoded`] holds the whole
 //! responses the HTTP fetch path serves again. The views here are the API's
 //! response bodies. An application service over the pure `prompt` (template,
 //! builder, lint, loader), which depends on nothing above it.
@@ -20,9 +21,11 @@ use sea_orm::DatabaseConnection;
 use crate::cache::Generation;
 use crate::db::outage::read_retrying;
 use crate::error::{Error, Result, check_id, check_name};
-use crate::prompt::builder::{self, Channels, Provenance};
+use crate::prompt::builder::{self, Channels, RenderedPrompt, Source};
 use crate::prompt::load::{self, LoadedAgent};
 use crate::registry::formats::{self, AnthropicTool, Format, McpTool, OpenAiTool, Tools};
+use crate::releases::content::Content;
+use crate::releases::serve::{self, Served};
 use crate::vocab::Clock;
 
 /// What the prompt service reads through: the database, its cache, the generation
@@ -110,6 +113,62 @@ pub async fn agent(state: &Prompts<'_>, name: &str) -> Result<Arc<LoadedAgent>> 
     found.ok_or_else(|| Error::not_found(format!("no agent named {name:?}")))
 }
 
+/// What the agent's `label` serves, from the cache or the database: 404 when there
+/// is no live agent of that name, 404 `label_not_found` when it has no such label.
+/// Loaded once per generation: the label's revision, its content made servable.
+pub async fn served(state: &Prompts<'_>, name: &str, label: &str) -> Result<Arc<Served>> {
+    check_name("label", label)?;
+    let key = cache::served_key(name, label);
+    let found = resolve(state, name, key, |db, id| async move {
+        serve::by_label(db, id, label).await
+    })
+    .await?;
+    found.ok_or_else(|| serve::label_not_found(name, label))
+}
+
+/// The agent's revision `number` as it is served (see [`served`]): 404
+/// `revision_not_found` when the agent has no such revision.
+pub async fn revision(state: &Prompts<'_>, name: &str, number: i32) -> Result<Arc<Served>> {
+    let key = cache::served_key(name, &format!("#{number}"));
+    let found = resolve(state, name, key, |db, id| async move {
+        serve::by_number(db, id, number).await
+    })
+    .await?;
+    found.ok_or_else(|| serve::revision_not_found(name, number))
+}
+
+/// A served revision by its cache key, or the revision `find` reads (by the
+/// agent's id), made servable and cached; `None` when `find` finds none.
+async fn resolve<'a, F, Fut>(
+    state: &Prompts<'a>,
+    name: &str,
+    key: String,
+    find: F,
+) -> Result<Option<Arc<Served>>>
+where
+    F: Fn(&'a DatabaseConnection, i32) -> Fut,
+    Fut: Future<
+        Output = std::result::Result<Option<entity::agent_revisions::Model>, sea_orm::DbErr>,
+    >,
+{
+    check_name("agent", name)?;
+    let generation = state.generation.current();
+    if let Some(found) = state.cache.served(&key, generation) {
+        return Ok(found);
+    }
+    let working = agent(state, name).await?;
+    let found = match read_retrying(|| find(state.db, working.id)).await? {
+        Some(row) => {
+            let content = Content::parse(&row.content)?;
+            let versions = read_retrying(|| serve::versions(state.db, &working, &content)).await?;
+            Some(Arc::new(Served::new(&row, content, &working, versions)))
+        }
+        None => None,
+    };
+    state.cache.put_served(key, generation, found.clone());
+    Ok(found)
+}
+
 /// Every live channel, from the cache or the database.
 pub async fn channels(state: &Prompts<'_>) -> Result<Arc<Channels>> {
     let generation = state.generation.current();
@@ -168,6 +227,33 @@ pub struct RenderRequest {
     pub now: Option<DateTime<Utc>>,
 }
 
+/// Where a served prompt came from: the path that built it, the version counters of
+/// its template and soul, the channel, and the revision and label it was served from.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Provenance {
+    pub source: Source,
+    pub template_version: i32,
+    pub soul_version: i32,
+    pub channel: String,
+    /// The revision served (also the `Loadout-Revision` header).
+    pub revision: i32,
+    /// The label asked for (`production` when none was).
+    pub label: String,
+}
+
+impl Provenance {
+    fn of(rendered: builder::Provenance, served: &Served, label: &str) -> Self {
+        Self {
+            source: rendered.source,
+            template_version: rendered.template_version,
+            soul_version: rendered.soul_version,
+            channel: rendered.channel,
+            revision: served.number,
+            label: label.to_owned(),
+        }
+    }
+}
+
 /// A rendered prompt.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PromptView {
@@ -192,23 +278,62 @@ pub enum ToolsView {
     /// OpenAI Chat Completions function tools, strict mode.
     Openai {
         agent: String,
+        /// The revision served (also the `Loadout-Revision` header).
+        revision: i32,
+        /// The label asked for (`production` when none was).
+        label: String,
         tools: Vec<OpenAiTool>,
     },
     /// Anthropic Messages API tools.
     Anthropic {
         agent: String,
+        /// The revision served (also the `Loadout-Revision` header).
+        revision: i32,
+        /// The label asked for (`production` when none was).
+        label: String,
         tools: Vec<AnthropicTool>,
     },
     /// MCP tools, as loadout's MCP server lists them.
-    Mcp { agent: String, tools: Vec<McpTool> },
+    Mcp {
+        agent: String,
+        /// The revision served (also the `Loadout-Revision` header).
+        revision: i32,
+        /// The label asked for (`production` when none was).
+        label: String,
+        tools: Vec<McpTool>,
+    },
 }
 
 impl ToolsView {
-    fn new(agent: String, tools: Tools) -> Self {
+    fn new(agent: String, revision: i32, label: String, tools: Tools) -> Self {
         match tools {
-            Tools::Openai(tools) => Self::Openai { agent, tools },
-            Tools::Anthropic(tools) => Self::Anthropic { agent, tools },
-            Tools::Mcp(tools) => Self::Mcp { agent, tools },
+            Tools::Openai(tools) => Self::Openai {
+                agent,
+                revision,
+                label,
+                tools,
+            },
+            Tools::Anthropic(tools) => Self::Anthropic {
+                agent,
+                revision,
+                label,
+                tools,
+            },
+            Tools::Mcp(tools) => Self::Mcp {
+                agent,
+                revision,
+                label,
+                tools,
+            },
+        }
+    }
+
+    /// The revision the view names.
+    pub fn revision(&self) -> i32 {
+        match self {
+            Self::Openai { revision, .. }
+            | Self::Anthropic { revision, .. }
+            | Self::Mcp { revision, .. } => *revision,
         }
     }
 }
@@ -238,6 +363,17 @@ pub enum LoadoutView {
     },
 }
 
+impl LoadoutView {
+    /// The revision the view names.
+    pub fn revision(&self) -> i32 {
+        match self {
+            Self::Openai { prompt, .. }
+            | Self::Anthropic { prompt, .. }
+            | Self::Mcp { prompt, .. } => prompt.provenance.revision,
+        }
+    }
+}
+
 /// The details of a missing or unknown channel.
 #[derive(Debug, Serialize)]
 struct KnownChannels {
@@ -264,22 +400,40 @@ pub fn parse_tz(tz: Option<&str>) -> Result<Tz> {
     }
 }
 
-/// Renders `agent`'s prompt for a channel. The channel must exist (404 naming the
+/// Renders what the agent's label serves for a channel, the provenance naming the
+/// revision and `label`. The channel must be one of the revision's (404 naming the
 /// known ones); the user's instructions are `tenant`'s (the caller's key's, never a
 /// request's) and come from the cache.
 pub async fn render(
     state: &Prompts<'_>,
     tenant: &str,
-    agent: &LoadedAgent,
+    served: &Served,
+    label: &str,
     request: RenderRequest,
 ) -> Result<PromptView> {
-    let channels = channels(state).await?;
+    let rendered = rendered(state, tenant, &served.agent, &served.channels, request).await?;
+    Ok(PromptView {
+        agent: served.agent.agent.name.clone(),
+        text: rendered.text,
+        provenance: Provenance::of(rendered.provenance, served, label),
+    })
+}
+
+/// Renders `agent`'s prompt for one of `channels` (the working copy's for a
+/// preview, a revision's when served): see [`render`].
+pub async fn rendered(
+    state: &Prompts<'_>,
+    tenant: &str,
+    agent: &LoadedAgent,
+    channels: &Channels,
+    request: RenderRequest,
+) -> Result<RenderedPrompt> {
     let Some(name) = &request.channel else {
         return Err(Error::invalid(format!(
             "channel is required; use one of {}",
             channels.names().collect::<Vec<_>>().join(", ")
         ))
-        .with_details(KnownChannels::of(&channels)));
+        .with_details(KnownChannels::of(channels)));
     };
     check_name("channel", name)?;
     let tz = parse_tz(request.tz.as_deref())?;
@@ -302,7 +456,7 @@ pub async fn render(
     }
     let channel = channels
         .get(name)
-        .map_err(|e| Error::not_found(e.to_string()).with_details(KnownChannels::of(&channels)))?;
+        .map_err(|e| Error::not_found(e.to_string()).with_details(KnownChannels::of(channels)))?;
     let user_instructions = match &request.user_id {
         Some(user) => instructions(state, tenant, agent.id, user).await?,
         None => None,
@@ -314,26 +468,22 @@ pub async fn render(
         user_instructions,
         last_message_at: request.last_message_at,
     };
-    let rendered =
-        builder::build_agent_prompt_within(&agent.agent, channel, &context, state.max_prompt_bytes)
-            .map_err(|e| match e {
-                builder::BuildError::TooLarge(over) => {
-                    too_large(over.placeholder.as_deref(), None, over.limit)
-                }
-                builder::BuildError::Builtin(e) => Error::internal(e),
-            })?;
-    Ok(PromptView {
-        agent: agent.agent.name.clone(),
-        text: rendered.text,
-        provenance: rendered.provenance,
-    })
+    builder::build_agent_prompt_within(&agent.agent, channel, &context, state.max_prompt_bytes)
+        .map_err(|e| match e {
+            builder::BuildError::TooLarge(over) => {
+                too_large(over.placeholder.as_deref(), None, over.limit)
+            }
+            builder::BuildError::Builtin(e) => Error::internal(e),
+        })
 }
 
-/// The agent's active tools in `format`.
-pub fn tools(agent: &LoadedAgent, format: Format) -> ToolsView {
+/// What the agent's label serves of its tools, in `format`.
+pub fn tools(served: &Served, label: &str, format: Format) -> ToolsView {
     ToolsView::new(
-        agent.agent.name.clone(),
-        formats::render(&agent.tools, format),
+        served.agent.agent.name.clone(),
+        served.number,
+        label.to_owned(),
+        formats::render(&served.agent.tools, format),
     )
 }
 
@@ -341,17 +491,18 @@ pub fn tools(agent: &LoadedAgent, format: Format) -> ToolsView {
 pub async fn loadout(
     state: &Prompts<'_>,
     tenant: &str,
-    agent: &LoadedAgent,
+    served: &Served,
+    label: &str,
     request: RenderRequest,
     format: Format,
 ) -> Result<LoadoutView> {
-    let view = render(state, tenant, agent, request).await?;
+    let view = render(state, tenant, served, label, request).await?;
     let agent_name = view.agent;
     let prompt = PromptBody {
         text: view.text,
         provenance: view.provenance,
     };
-    Ok(match formats::render(&agent.tools, format) {
+    Ok(match formats::render(&served.agent.tools, format) {
         Tools::Openai(tools) => LoadoutView::Openai {
             agent: agent_name,
             prompt,

@@ -1,11 +1,10 @@
 //! Releases (issue 25): what an agent serves is recorded as numbered, immutable
 //! revisions, and labels (`production`, `latest`, ...) point at them.
 //!
-//! This slice records; serving still reads the working copy. Every configuration
-//! write publishes inside its own transaction ([`crate::registry::guard`] calls
-//! [`publish_all`] before its final check, so a refused write leaves no revision),
-//! and so do the seed and serve's start-up, so a database that predates revisions
-//! gets revision 1 per agent on its first start.
+//! Every configuration write publishes inside its own transaction
+//! ([`crate::registry::guard`] calls [`publish_all`] before its final check, so a
+//! refused write leaves no revision), and so do the seed and serve's start-up, so
+//! a database that predates revisions gets revision 1 per agent on its first start.
 //!
 //! Publishing reads the working copy the way the prompt builder and the tools
 //! export read it ([`crate::prompt::load`]), makes its canonical JSON
@@ -15,6 +14,9 @@
 //! while the agent's release mode is `direct`. A label already there does not move
 //! and records nothing.
 //!
+//! What is served is a revision: [`serve`] finds the one a label points at and
+//! makes its content into what the prompt builder and the tools export take.
+//!
 //! Below `registry` (whose write guard calls it) and above `prompt`: it uses
 //! `prompt`, `db`, `vocab`, `entity` and `error` only.
 
@@ -22,6 +24,7 @@ pub mod content;
 pub mod diff;
 pub mod labels;
 pub mod read;
+pub mod serve;
 
 use chrono::Utc;
 use entity::{agent_configurations, agent_revisions};

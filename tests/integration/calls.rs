@@ -80,8 +80,10 @@ fn weather_call(arguments: Value) -> Value {
 }
 
 /// Writes a tool's parameters straight to the database, as a drifted database holds them
-/// (the admin API refuses a schema the check would report).
-async fn drift_parameters(db: &TestDb, tool: &str, parameters: Value) {
+/// (the admin API refuses a schema the check would report), then publishes them, as
+/// the next configuration write or a restart would.
+async fn drift_parameters(app: &TestApp, tool: &str, parameters: Value) {
+    let db = &app.db;
     use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
     let row = entity::tools::Entity::find()
         .filter(entity::tools::Column::Name.eq(tool))
@@ -92,6 +94,7 @@ async fn drift_parameters(db: &TestDb, tool: &str, parameters: Value) {
     let mut row: entity::tools::ActiveModel = row.into();
     row.parameters = Set(parameters);
     row.update(&db.conn).await.expect("update");
+    app.publish().await;
 }
 
 fn instructions_call(text: &str) -> Value {
@@ -405,11 +408,10 @@ db_test! {
 db_test! {
     async fn arguments_are_validated_against_the_stored_schema_not_the_strict_export(db) {
         let api = Tenants::new(db, &[]).await;
-        let db = &api.db;
         // Not strict: `note` is optional and may not be null. The strict export would make
         // it required and nullable; the call must follow the schema as stored.
         let stored = json!({"type": "object", "properties": {"ids": {"type": "array", "items": {"type": "string"}}, "note": {"type": "string"}}, "required": ["ids"], "additionalProperties": false});
-        drift_parameters(db, "delete_tasks", stored).await;
+        drift_parameters(&api, "delete_tasks", stored).await;
         let (status, body) = api.tool_call(json!({"tool": "delete_tasks", "arguments": {"ids": ["t1"]}, "conversation_id": "c"})).await;
         assert_eq!(status, StatusCode::OK, "an optional property may be left out: {body}");
         let (status, bad) = api.tool_call(json!({"tool": "delete_tasks", "arguments": {"ids": ["t1"], "note": null}, "conversation_id": "c"})).await;
@@ -420,8 +422,7 @@ db_test! {
 db_test! {
     async fn a_stored_schema_that_does_not_compile_is_a_422_naming_the_tool(db) {
         let api = Tenants::new(db, &[]).await;
-        let db = &api.db;
-        drift_parameters(db, "delete_tasks", json!({"type": "object", "properties": {"ids": {"type": "array", "minItems": "one"}}})).await;
+        drift_parameters(&api, "delete_tasks", json!({"type": "object", "properties": {"ids": {"type": "array", "minItems": "one"}}})).await;
         let (status, bad) = api.tool_call(json!({"tool": "delete_tasks", "arguments": {"ids": ["t1"]}, "conversation_id": "c"})).await;
         assert_eq!((status, bad["error"]["code"].clone(), bad["error"]["details"]["tool"].clone()),
             (StatusCode::UNPROCESSABLE_ENTITY, json!("invalid_arguments"), json!("delete_tasks")), "{bad}");

@@ -249,6 +249,7 @@ async fn researcher(api: &Tenants) {
     api.sql("INSERT INTO agent_tools (agent_id, tool_id, is_active, created_at, updated_at)
         SELECT a.id, t.id, true, CURRENT_TIMESTAMP, CURRENT_TIMESTAMP FROM agent_configurations a, tools t
         WHERE a.name = 'researcher' AND t.name = 'delete_tasks'").await;
+    api.publish().await;
 }
 
 db_test! {

@@ -85,6 +85,7 @@ db_test! {
             },
             [template.into(), "s".repeat(60_000).into()],
         )).await.expect("update");
+        api.publish().await;
         let agent = api.db.key("agent", Role::Agent).await;
         let (status, body) = api.call(Method::GET, "/v1/agents/assistant/prompt?channel=web", &agent, None).await;
         assert_eq!((status, code(&body)), (StatusCode::UNPROCESSABLE_ENTITY, "prompt_too_large"), "{body}");

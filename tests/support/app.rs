@@ -149,6 +149,19 @@ impl TestApp {
         state(&self.db, flags).await
     }
 
+    /// Publishes every agent, as a configuration write does, and bumps the
+    /// generation: rows written behind the API (a drifted database) are served
+    /// from the next publish on, as after a restart.
+    pub async fn publish(&self) {
+        loadout::releases::publish_all(&self.db.conn, Some("rows"))
+            .await
+            .expect("publish");
+        let generation = loadout::db::generation::bump(&self.db.conn)
+            .await
+            .expect("bump");
+        self.state.generation.observe(generation);
+    }
+
     /// Serves the application on 127.0.0.1 through `serve`'s connection loop, with
     /// the limits its flags gave, until the test ends; the address.
     pub async fn listen(&self) -> std::net::SocketAddr {
@@ -216,7 +229,8 @@ impl TestApp {
 
     /// A GET with the agent key.
     pub async fn get(&self, path: &str) -> Reply {
-        self.send(Method::GET, path, Some(&self.agent), None, None).await
+        self.send(Method::GET, path, Some(&self.agent), None, None)
+            .await
     }
 }
 

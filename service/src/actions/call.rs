@@ -1,6 +1,12 @@
 //! An agent calls a tool. Write tools don't act, they propose: every call is a
 //! ledger row; an `auto` call, or a `user_configurable` one the user allowed, is
 //! approved by `auto` and runs at once, anything else waits for an approver.
+//!
+//! The arguments are checked against the schema of the revision the caller was
+//! served (the request's `revision`, else `production`'s); the tier is the stricter
+//! of that revision's and the working copy's, so a tier raised for safety applies at
+//! once. The tool must still be the agent's in the working copy: one switched off,
+//! unlinked or deleted since is refused whatever the revision says.
 
 use chrono::Utc;
 use entity::{agent_tools, proposals, tools, user_tool_preferences};
@@ -20,7 +26,10 @@ use crate::fetch::Prompts;
 use crate::vocab::Tier;
 
 use super::Runner;
-use crate::execute::arguments::Validators;
+use crate::execute::arguments::{Key, Schema, Validators, validate};
+use crate::releases::PRODUCTION;
+use crate::releases::serve::Served;
+use crate::vocab::ToolDef;
 
 /// Attempts a proposal gets (the first run and two retries).
 const MAX_ATTEMPTS: i32 = 3;
@@ -40,6 +49,11 @@ pub struct ToolCall {
     pub user_id: Option<String>,
     /// The same key with the same request answers the first response; with another, 409.
     pub idempotency_key: Option<String>,
+    /// The revision the caller was served (`Loadout-Revision`): the arguments are
+    /// checked against its schema of the tool. The revision `production` points at
+    /// when absent; 404 `revision_not_found` when the agent has no such revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i32>,
 }
 
 fn check_request(request: &ToolCall) -> Result<()> {
@@ -78,6 +92,22 @@ async fn attached_tool(
         .ok_or_else(|| Error::not_found(format!("agent {agent:?} has no active tool {tool:?}")))
 }
 
+/// The tool as the served revision holds it: 404 if that revision does not have it
+/// (the caller was never served it there).
+fn served_tool<'a>(served: &'a Served, agent: &str, tool: &str) -> Result<&'a ToolDef> {
+    served
+        .agent
+        .tools
+        .iter()
+        .find(|def| def.name == tool)
+        .ok_or_else(|| {
+            Error::not_found(format!(
+                "revision {} of agent {agent:?} has no tool {tool:?}",
+                served.number
+            ))
+        })
+}
+
 /// The first response to this idempotency key, if it was used with this same request.
 async fn replay(
     db: &DatabaseConnection,
@@ -104,9 +134,10 @@ async fn runs_now(
     db: &DatabaseConnection,
     tenant: &str,
     tool: &tools::Model,
+    tier: Tier,
     user: Option<&str>,
 ) -> Result<bool> {
-    match (Tier::or_safest(&tool.approval_tier), user) {
+    match (tier, user) {
         (Tier::Auto, _) => Ok(true),
         (Tier::UserConfigurable, Some(user)) => Ok(user_tool_preferences::Entity::find()
             .filter(user_tool_preferences::Column::TenantId.eq(tenant))
@@ -133,17 +164,25 @@ pub async fn call(
 ) -> Result<CallResult> {
     check_request(&request)?;
     let tenant = who.tenant();
-    let loaded = crate::fetch::agent(prompts, agent).await?;
-    // Read before the tool's row, so a cached validator is never stamped newer than its schema.
+    let served = match request.revision {
+        Some(number) => crate::fetch::revision(prompts, agent, number).await?,
+        None => crate::fetch::served(prompts, agent, PRODUCTION).await?,
+    };
+    let loaded = &served.agent;
     let stamp = runner.generation.current();
     let tool = attached_tool(runner.db, loaded.id, agent, &request.tool).await?;
-    crate::execute::arguments::validate(
-        validators,
-        runner.generation,
-        stamp,
-        &tool,
-        &request.arguments,
-    )?;
+    let def = served_tool(&served, agent, &tool.name)?;
+    let schema = Schema {
+        key: Key {
+            revision_id: served.id,
+            tool_id: tool.id,
+        },
+        tool: &tool.name,
+        parameters: &def.parameters,
+    };
+    let arguments = &request.arguments;
+    validate(validators, runner.generation, stamp, schema, arguments)?;
+    let tier = Tier::or_safest(&def.approval_tier).max(Tier::or_safest(&tool.approval_tier));
     super::requirements::check(&tool.name, request.user_id.as_deref(), &request.arguments)?;
     // The agent is part of the request: another agent's call with the same key and
     // body is a different request (409), never a replay of that agent's proposal.
@@ -155,7 +194,7 @@ pub async fn call(
     {
         return Ok(first);
     }
-    let auto = runs_now(runner.db, tenant, &tool, request.user_id.as_deref()).await?;
+    let auto = runs_now(runner.db, tenant, &tool, tier, request.user_id.as_deref()).await?;
     let executors = runner.executors().await?;
     if auto {
         executors
@@ -178,7 +217,7 @@ pub async fn call(
         preview: serde_json::to_value(preview).map_err(Error::internal)?,
         request_hash: request.idempotency_key.as_ref().map(|_| request_hash),
         idempotency_key: request.idempotency_key,
-        ttl: proposals.ttl(Tier::or_safest(&tool.approval_tier)),
+        ttl: proposals.ttl(tier),
         max_attempts: MAX_ATTEMPTS,
     };
     let created = ledger::create(runner.db, new, &who.key_name, now)

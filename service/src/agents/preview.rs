@@ -61,20 +61,19 @@ pub async fn preview(
         fetch::check_worst_case(prompts, text, &loaded.agent).await?;
     }
     let candidate = loaded.clone_with_template(request.template.clone());
+    // The working copy's channels: a preview shows the next save, not a revision.
+    let known = fetch::channels(prompts).await?;
     let channels: Vec<String> = match &request.channel {
         Some(channel) => vec![channel.clone()],
-        None => fetch::channels(prompts)
-            .await?
-            .names()
-            .map(str::to_owned)
-            .collect(),
+        None => known.names().map(str::to_owned).collect(),
     };
     let mut renders = Vec::with_capacity(channels.len());
     for channel in channels {
-        let one = fetch::render(
+        let one = fetch::rendered(
             prompts,
             tenant,
             &candidate,
+            &known,
             RenderRequest {
                 channel: Some(channel),
                 user_id: request.user_id.clone(),

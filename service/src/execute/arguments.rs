@@ -3,9 +3,10 @@
 //! with `format` asserted (2020-12 only annotates it by default). The schema is the
 //! tool's `parameters` as stored, never the strict shape exported to OpenAI.
 //!
-//! A tool's validator is compiled once per configuration generation and kept in
-//! [`Validators`]; any admin write bumps the generation, so an edited schema is compiled
-//! again on the next call.
+//! The schema is the one the revision the caller was served holds (`releases`), so
+//! a validator is kept per tool *and revision* ([`Key`]): two revisions' schemas
+//! never share one. Each is compiled once per configuration generation and kept in
+//! [`Validators`].
 
 use std::sync::Arc;
 
@@ -29,9 +30,31 @@ impl Weigh for Arc<ToolValidator> {
     }
 }
 
-/// Argument validators by tool id, compiled once per generation.
+/// Which validator: a tool's schema as one revision holds it. Revision ids are
+/// unique over every agent's revisions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Key {
+    /// The revision's row id (not its per-agent number).
+    pub revision_id: i32,
+    pub tool_id: i32,
+}
+
+impl Weigh for Key {
+    fn bytes(&self) -> usize {
+        8
+    }
+}
+
+/// The schema a call is checked against: which tool, in which revision.
+pub struct Schema<'a> {
+    pub key: Key,
+    pub tool: &'a str,
+    pub parameters: &'a Value,
+}
+
+/// Argument validators by tool and revision, compiled once per generation.
 pub struct Validators {
-    validators: Stamped<i32, Arc<ToolValidator>>,
+    validators: Stamped<Key, Arc<ToolValidator>>,
     counts: Counts,
 }
 
@@ -44,13 +67,13 @@ impl Validators {
         }
     }
 
-    /// The argument validator of the tool with this id.
-    fn get(&self, tool_id: i32, generation: i64) -> Option<Arc<ToolValidator>> {
-        self.counts.count(self.validators.get(&tool_id, generation))
+    /// The argument validator of this tool in this revision.
+    fn get(&self, key: Key, generation: i64) -> Option<Arc<ToolValidator>> {
+        self.counts.count(self.validators.get(&key, generation))
     }
 
-    fn put(&self, tool_id: i32, stamp: i64, validator: Arc<ToolValidator>) {
-        self.validators.put(tool_id, stamp, validator);
+    fn put(&self, key: Key, stamp: i64, validator: Arc<ToolValidator>) {
+        self.validators.put(key, stamp, validator);
     }
 }
 
@@ -113,18 +136,18 @@ pub fn errors(validator: &Validator, arguments: &Value) -> Vec<ArgumentError> {
 }
 
 /// The tool's compiled validator: from the cache when it was compiled at this
-/// generation from this same schema, otherwise compiled and cached. Comparing the
-/// schema too closes the poll interval's window, in which another process's edit is
-/// already in the row but not yet in this process's generation.
+/// generation from this same schema, otherwise compiled and cached. A revision's
+/// schema never changes; comparing it anyway keeps a key that ever named two
+/// schemas from answering with the wrong one.
 /// `stamp` is the generation read before the tool's row.
 fn validator(
     cache: &Validators,
     generation: &Generation,
     stamp: i64,
-    tool_id: i32,
+    key: Key,
     schema: &Value,
 ) -> std::result::Result<Arc<ToolValidator>, String> {
-    if let Some(cached) = cache.get(tool_id, generation.current())
+    if let Some(cached) = cache.get(key, generation.current())
         && cached.schema == *schema
     {
         return Ok(cached);
@@ -133,30 +156,31 @@ fn validator(
         validator: compile(schema)?,
         schema: schema.clone(),
     });
-    cache.put(tool_id, stamp, compiled.clone());
+    cache.put(key, stamp, compiled.clone());
     Ok(compiled)
 }
 
-/// Checks a call's arguments against `tool`'s stored schema. Invalid arguments, or a
-/// schema that does not compile (a drifted database), are a 422 `invalid_arguments`
-/// whose details list every error with its JSON Pointer path and keyword.
+/// Checks a call's arguments against the tool's schema in the revision served.
+/// Invalid arguments, or a schema that does not compile (a drifted database), are a
+/// 422 `invalid_arguments` whose details list every error with its JSON Pointer
+/// path and keyword.
 pub fn validate(
     cache: &Validators,
     generation: &Generation,
     stamp: i64,
-    tool: &entity::tools::Model,
+    tool: Schema<'_>,
     arguments: &Value,
 ) -> Result<()> {
-    let validator = validator(cache, generation, stamp, tool.id, &tool.parameters).map_err(|why| {
+    let validator = validator(cache, generation, stamp, tool.key, tool.parameters).map_err(|why| {
         Error::refused(
             "invalid_arguments",
             format!(
                 "the tool {:?} has a schema that is not valid JSON Schema ({why}); no call can pass it until an admin fixes it",
-                tool.name
+                tool.tool
             ),
         )
         .with_details(UncompilableSchema {
-            tool: tool.name.clone(),
+            tool: tool.tool.to_owned(),
         })
     })?;
     let errors = errors(&validator.validator, arguments);
@@ -403,11 +427,11 @@ mod tests {
         let generation = Generation::new(4);
         let cache = Validators::new(crate::cache::DEFAULT_BUDGET, Counts::default());
         let schema = object(json!({"type": "string"}));
-        let first = validator(&cache, &generation, 4, 1, &schema).expect("compiles");
-        let again = validator(&cache, &generation, 4, 1, &schema).expect("compiles");
+        let first = validator(&cache, &generation, 4, KEY, &schema).expect("compiles");
+        let again = validator(&cache, &generation, 4, KEY, &schema).expect("compiles");
         assert!(Arc::ptr_eq(&first, &again), "the same generation reuses it");
         generation.observe(5);
-        let after_a_write = validator(&cache, &generation, 5, 1, &schema).expect("compiles");
+        let after_a_write = validator(&cache, &generation, 5, KEY, &schema).expect("compiles");
         assert!(
             !Arc::ptr_eq(&first, &after_a_write),
             "a new generation compiles again"
@@ -422,7 +446,7 @@ mod tests {
             &cache,
             &generation,
             4,
-            1,
+            KEY,
             &object(json!({"type": "string"})),
         )
         .expect("compiles");
@@ -430,13 +454,34 @@ mod tests {
             &cache,
             &generation,
             4,
-            1,
+            KEY,
             &object(json!({"type": "number"})),
         )
         .expect("compiles");
         assert_eq!(errors(&strings.validator, &json!({"x": 1})).len(), 1);
         assert_eq!(errors(&numbers.validator, &json!({"x": 1})), []);
     }
+
+    #[test]
+    fn two_revisions_of_a_tool_never_share_a_validator() {
+        let generation = Generation::new(4);
+        let cache = Validators::new(crate::cache::DEFAULT_BUDGET, Counts::default());
+        let newer = Key {
+            revision_id: 2,
+            ..KEY
+        };
+        let strings = object(json!({"type": "string"}));
+        let old = validator(&cache, &generation, 4, KEY, &strings).expect("compiles");
+        let new = validator(&cache, &generation, 4, newer, &strings).expect("compiles");
+        assert!(!Arc::ptr_eq(&old, &new));
+        let again = validator(&cache, &generation, 4, KEY, &strings).expect("compiles");
+        assert!(Arc::ptr_eq(&old, &again), "each revision keeps its own");
+    }
+
+    const KEY: Key = Key {
+        revision_id: 1,
+        tool_id: 1,
+    };
 
     #[test]
     fn a_remote_ref_is_not_fetched() {

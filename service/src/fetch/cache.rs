@@ -1,16 +1,20 @@
-//! What the prompt service reads through: loaded agents, the channels and users'
-//! instructions, each a generation-stamped map bounded in bytes.
+//! What the prompt service reads through: loaded agents (the working copy), the
+//! revisions labels serve, the channels and users' instructions, each a
+//! generation-stamped map bounded in bytes.
 
 use std::sync::Arc;
 
 use crate::cache::{Counts, Stamped, Weigh, share};
 use crate::prompt::builder::Channels;
 use crate::prompt::load::LoadedAgent;
+use crate::releases::serve::Served;
 
-/// The prompt service's maps: agents by name, the channels, and users'
-/// instructions by (tenant, agent id, user).
+/// The prompt service's maps: agents by name, served revisions by agent and label
+/// (or number), the channels, and users' instructions by (tenant, agent id, user).
 pub struct PromptCache {
     agents: Stamped<String, Option<Arc<LoadedAgent>>>,
+    /// By [`served_key`]: `None` when the agent has no such label or revision.
+    served: Stamped<String, Option<Arc<Served>>>,
     channels: Stamped<(), Arc<Channels>>,
     /// By (tenant, agent id, user): a user id names a person only inside a tenant.
     instructions: Stamped<(String, i32, String), Option<Arc<str>>>,
@@ -18,11 +22,13 @@ pub struct PromptCache {
 }
 
 impl PromptCache {
-    /// Empty maps taking their shares of `budget` (agents 2/16, instructions 3/16,
-    /// channels 1/16 but at least 1 MiB), counting into `counts`.
+    /// Empty maps taking their shares of `budget` (agents and served revisions
+    /// 1/16 each, instructions 3/16, channels 1/16 but at least 1 MiB), counting
+    /// into `counts`.
     pub fn new(budget: usize, counts: Counts) -> Self {
         Self {
-            agents: Stamped::new(share(budget, 2)),
+            agents: Stamped::new(share(budget, 1)),
+            served: Stamped::new(share(budget, 1)),
             instructions: Stamped::new(share(budget, 3)),
             channels: Stamped::new(share(budget, 1).max(1024 * 1024)),
             counts,
@@ -35,6 +41,14 @@ impl PromptCache {
 
     pub fn put_agent(&self, name: &str, stamp: i64, agent: Option<Arc<LoadedAgent>>) {
         self.agents.put(name.to_owned(), stamp, agent);
+    }
+
+    pub fn served(&self, key: &str, generation: i64) -> Option<Option<Arc<Served>>> {
+        self.counts.count(self.served.get(key, generation))
+    }
+
+    pub fn put_served(&self, key: String, stamp: i64, served: Option<Arc<Served>>) {
+        self.served.put(key, stamp, served);
     }
 
     pub fn channels(&self, generation: i64) -> Option<Arc<Channels>> {
@@ -69,37 +83,52 @@ impl PromptCache {
     }
 }
 
+/// The key of what `agent`'s label `label` serves (`#3` for revision 3: no label
+/// name starts with `#`).
+pub fn served_key(agent: &str, label: &str) -> String {
+    format!("{agent}\0{label}")
+}
+
 impl Weigh for Arc<LoadedAgent> {
     fn bytes(&self) -> usize {
-        let agent = &self.agent;
-        let text = [
-            &agent.name,
-            &agent.soul,
-            &agent.operating_model,
-            &agent.interaction_learning,
-        ]
-        .iter()
-        .map(|s| s.len())
-        .sum::<usize>()
-            + agent.prompt_template.as_ref().map_or(0, String::len)
-            + agent.identity.to_string().len();
-        let tools: usize = agent
-            .tools
-            .iter()
-            .map(|t| {
-                t.name.len()
-                    + t.description.len()
-                    + t.prompt_section.as_ref().map_or(0, String::len)
-            })
-            .sum();
-        // The definitions repeat names and descriptions and add the schemas.
-        let defs: usize = self
-            .tools
-            .iter()
-            .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
-            .sum();
-        text + tools + defs
+        loaded_bytes(self)
     }
+}
+
+impl Weigh for Arc<Served> {
+    fn bytes(&self) -> usize {
+        let channels: usize = self.channels.names().map(|n| n.len() + 64).sum();
+        loaded_bytes(&self.agent) + channels + self.channels.guidance_bytes()
+    }
+}
+
+fn loaded_bytes(loaded: &LoadedAgent) -> usize {
+    let agent = &loaded.agent;
+    let text = [
+        &agent.name,
+        &agent.soul,
+        &agent.operating_model,
+        &agent.interaction_learning,
+    ]
+    .iter()
+    .map(|s| s.len())
+    .sum::<usize>()
+        + agent.prompt_template.as_ref().map_or(0, String::len)
+        + agent.identity.to_string().len();
+    let tools: usize = agent
+        .tools
+        .iter()
+        .map(|t| {
+            t.name.len() + t.description.len() + t.prompt_section.as_ref().map_or(0, String::len)
+        })
+        .sum();
+    // The definitions repeat names and descriptions and add the schemas.
+    let defs: usize = loaded
+        .tools
+        .iter()
+        .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
+        .sum();
+    text + tools + defs
 }
 
 impl Weigh for Arc<Channels> {

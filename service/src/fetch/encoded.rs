@@ -29,6 +29,8 @@ pub struct Encoded {
     pub body: Bytes,
     /// Quoted, as sent in the `ETag` header (a header value: cloning it is a count).
     pub etag: HeaderValue,
+    /// The revision served, as sent in the `Loadout-Revision` header.
+    pub revision: Option<HeaderValue>,
 }
 
 impl Encoded {
@@ -40,7 +42,14 @@ impl Encoded {
             etag: HeaderValue::try_from(format!("\"{}\"", &digest[..32]))
                 .unwrap_or_else(|_| HeaderValue::from_static("\"\"")),
             body: bytes.into(),
+            revision: None,
         })
+    }
+
+    /// The same, naming the revision it serves (`Loadout-Revision`).
+    pub fn with_revision(mut self, number: i32) -> Self {
+        self.revision = Some(HeaderValue::from(number));
+        self
     }
 }
 
@@ -82,6 +91,8 @@ impl Responses {
                 body: Bytes::copy_from_slice(&shared.body),
                 etag: HeaderValue::from_bytes(shared.etag.as_bytes())
                     .unwrap_or_else(|_| shared.etag.clone()),
+                revision: (shared.revision.as_ref())
+                    .and_then(|v| HeaderValue::from_bytes(v.as_bytes()).ok()),
             };
             RESPONSES.with_borrow_mut(|front| front.put(self.id, generation, key, own));
         }

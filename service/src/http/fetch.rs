@@ -2,7 +2,9 @@
 //! Any agent, admin or operator key may read; every response carries a strong `ETag` and
 //! answers a matching `If-None-Match` with 304 and no body. A prompt with a user's
 //! instructions is the caller's tenant's: the tenant comes from the key and is part
-//! of every cached prompt's key.
+//! of every cached prompt's key. What is served is the revision `?label=` points at
+//! (`production` when absent), named in the body and in `Loadout-Revision`; the
+//! label is part of every cached response's key.
 
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -19,6 +21,10 @@ use crate::app::AppState;
 use crate::fetch::encoded::Encoded;
 use crate::fetch::{self, LoadoutView, PromptView, RenderRequest, ToolsView};
 use crate::registry::formats::Format;
+use crate::releases::PRODUCTION;
+
+/// The response header naming the revision served.
+pub const LOADOUT_REVISION: &str = "loadout-revision";
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -61,17 +67,54 @@ fn respond(encoded: Encoded, conditional: &IfNoneMatch) -> Response {
             let tag = tag.trim_ascii();
             tag == b"*" || tag == etag
         });
-    if matches {
-        return (StatusCode::NOT_MODIFIED, [(header::ETAG, encoded.etag)]).into_response();
+    let revision = encoded.revision;
+    let mut response = if matches {
+        (StatusCode::NOT_MODIFIED, [(header::ETAG, encoded.etag)]).into_response()
+    } else {
+        let json = HeaderValue::from_static("application/json");
+        let no_cache = HeaderValue::from_static("no-cache");
+        let headers = [
+            (header::ETAG, encoded.etag),
+            (header::CONTENT_TYPE, json),
+            (header::CACHE_CONTROL, no_cache),
+        ];
+        (headers, encoded.body).into_response()
+    };
+    if let Some(revision) = revision {
+        let name = header::HeaderName::from_static(LOADOUT_REVISION);
+        response.headers_mut().insert(name, revision);
     }
-    let json = HeaderValue::from_static("application/json");
-    let no_cache = HeaderValue::from_static("no-cache");
-    let headers = [
-        (header::ETAG, encoded.etag),
-        (header::CONTENT_TYPE, json),
-        (header::CACHE_CONTROL, no_cache),
-    ];
-    (headers, encoded.body).into_response()
+    response
+}
+
+/// A view that names the revision it serves.
+trait Revisioned: Serialize {
+    fn revision(&self) -> i32;
+}
+
+impl Revisioned for PromptView {
+    fn revision(&self) -> i32 {
+        self.provenance.revision
+    }
+}
+
+impl Revisioned for ToolsView {
+    fn revision(&self) -> i32 {
+        ToolsView::revision(self)
+    }
+}
+
+impl Revisioned for LoadoutView {
+    fn revision(&self) -> i32 {
+        LoadoutView::revision(self)
+    }
+}
+
+/// A view encoded once with its ETag and its revision.
+fn encode(view: &impl Revisioned) -> ApiResult<Encoded> {
+    Ok(Encoded::new(view)
+        .map_err(ApiError::internal)?
+        .with_revision(view.revision()))
 }
 
 /// Serves a GET from the response cache, or builds, encodes and caches it. `key`
@@ -83,7 +126,7 @@ fn respond(encoded: Encoded, conditional: &IfNoneMatch) -> Response {
 /// on a real load almost every one was built once and evicted unused (BENCHMARKS.md,
 /// issue 12). Their one query, the user's instructions, is cached instead, so a
 /// user's second fetch is a render and an encode, with no database.
-async fn cached<T: Serialize>(
+async fn cached<T: Revisioned>(
     state: &AppState,
     headers: &IfNoneMatch,
     key: Option<String>,
@@ -96,7 +139,7 @@ async fn cached<T: Serialize>(
     {
         return Ok(respond(hit, headers));
     }
-    let encoded = Encoded::new(&build.await?).map_err(ApiError::internal)?;
+    let encoded = encode(&build.await?)?;
     if let Some(key) = key {
         state.responses.put(key, generation, encoded.clone());
     }
@@ -120,6 +163,8 @@ struct PromptQuery {
     user_id: Option<String>,
     /// IANA time zone for `$current_time`; UTC when absent.
     tz: Option<String>,
+    /// The label whose revision to serve; `production` when absent.
+    label: Option<String>,
 }
 
 impl PromptQuery {
@@ -130,11 +175,16 @@ impl PromptQuery {
             v.as_deref().unwrap_or("\u{1}")
         }
         format!(
-            "{tenant}\0{}\0{}\0{}",
+            "{tenant}\0{}\0{}\0{}\0{}",
             part(&self.channel),
             part(&self.user_id),
-            part(&self.tz)
+            part(&self.tz),
+            self.label()
         )
+    }
+
+    fn label(&self) -> &str {
+        self.label.as_deref().unwrap_or(PRODUCTION)
     }
 
     fn into_request(self, now: DateTime<Utc>) -> RenderRequest {
@@ -148,19 +198,30 @@ impl PromptQuery {
     }
 }
 
-/// Which wire format the tools come in.
+/// Which wire format the tools come in, and which label's.
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct FormatQuery {
     /// `openai` (default), `anthropic` or `mcp`.
     format: Option<Format>,
+    /// The label whose revision to serve; `production` when absent.
+    label: Option<String>,
+}
+
+/// Which label's revision to render.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+struct LabelQuery {
+    /// The label whose revision to serve; `production` when absent.
+    label: Option<String>,
 }
 
 #[utoipa::path(get, path = "/v1/agents/{agent}/prompt", tag = "agents",
     summary = "The agent's rendered prompt for a channel (agent, admin or operator key; ETag)",
     params(("agent" = String, Path), PromptQuery, ("If-None-Match" = Option<String>, Header, description = "ETags of copies you hold (or `*`): 304 with no body when one is current")),
-    responses((status = 200, body = PromptView, description = "The prompt", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"))), (status = 304, description = "Not modified: your copy is current", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"))), E400, E401, E403, E404, E422))]
+    responses((status = 200, body = PromptView, description = "The prompt", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"), ("Loadout-Revision" = i32, description = "The revision served (the label's, `production` when none was asked for)"))), (status = 304, description = "Not modified: your copy is current", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"), ("Loadout-Revision" = i32, description = "The revision served (the label's, `production` when none was asked for)"))), E400, E401, E403, E404, E422))]
 async fn get_prompt(
     State(state): State<AppState>,
     AgentKey(who): AgentKey,
@@ -176,36 +237,37 @@ async fn get_prompt(
         .is_none()
         .then(|| format!("prompt\0{name}\0{}\0{}", q.key(tenant), minute(now)));
     cached(&state, &headers, key, async {
-        let agent = fetch::agent(&state.prompts(), &name).await?;
-        fetch::render(&state.prompts(), tenant, &agent, q.into_request(now)).await
+        let label = q.label().to_owned();
+        let served = fetch::served(&state.prompts(), &name, &label).await?;
+        let request = q.into_request(now);
+        fetch::render(&state.prompts(), tenant, &served, &label, request).await
     })
     .await
 }
 
 #[utoipa::path(post, path = "/v1/agents/{agent}/prompt/render", tag = "agents",
     summary = "Render with memory notes and session data in the body (agent, admin or operator key; ETag)",
-    params(("agent" = String, Path), ("If-None-Match" = Option<String>, Header, description = "ETags of copies you hold (or `*`): 304 with no body when one is current")), request_body = RenderRequest,
-    responses((status = 200, body = PromptView, description = "The prompt", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"))), (status = 304, description = "Not modified: your copy is current", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"))), E400, E401, E403, E404, E413, E422))]
+    params(("agent" = String, Path), LabelQuery, ("If-None-Match" = Option<String>, Header, description = "ETags of copies you hold (or `*`): 304 with no body when one is current")), request_body = RenderRequest,
+    responses((status = 200, body = PromptView, description = "The prompt", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"), ("Loadout-Revision" = i32, description = "The revision served (the label's, `production` when none was asked for)"))), (status = 304, description = "Not modified: your copy is current", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"), ("Loadout-Revision" = i32, description = "The revision served (the label's, `production` when none was asked for)"))), E400, E401, E403, E404, E413, E422))]
 async fn render_prompt(
     State(state): State<AppState>,
     AgentKey(who): AgentKey,
     ApiPath(name): ApiPath<String>,
     headers: IfNoneMatch,
+    ApiQuery(q): ApiQuery<LabelQuery>,
     ApiJson(request): ApiJson<RenderRequest>,
 ) -> ApiResult<Response> {
     reach(&who, &name)?;
-    let agent = fetch::agent(&state.prompts(), &name).await?;
-    let body = fetch::render(&state.prompts(), who.tenant(), &agent, request).await?;
-    Ok(respond(
-        Encoded::new(&body).map_err(ApiError::internal)?,
-        &headers,
-    ))
+    let label = q.label.as_deref().unwrap_or(PRODUCTION);
+    let served = fetch::served(&state.prompts(), &name, label).await?;
+    let body = fetch::render(&state.prompts(), who.tenant(), &served, label, request).await?;
+    Ok(respond(encode(&body)?, &headers))
 }
 
 #[utoipa::path(get, path = "/v1/agents/{agent}/tools", tag = "agents",
     summary = "The agent's active tools as OpenAI, Anthropic or MCP definitions (agent, admin or operator key; ETag)",
     params(("agent" = String, Path), FormatQuery, ("If-None-Match" = Option<String>, Header, description = "ETags of copies you hold (or `*`): 304 with no body when one is current")),
-    responses((status = 200, body = ToolsView, description = "The tools, sorted by name", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"))), (status = 304, description = "Not modified: your copy is current", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"))), E400, E401, E403, E404))]
+    responses((status = 200, body = ToolsView, description = "The tools, sorted by name", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"), ("Loadout-Revision" = i32, description = "The revision served (the label's, `production` when none was asked for)"))), (status = 304, description = "Not modified: your copy is current", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"), ("Loadout-Revision" = i32, description = "The revision served (the label's, `production` when none was asked for)"))), E400, E401, E403, E404))]
 async fn get_tools(
     State(state): State<AppState>,
     AgentKey(who): AgentKey,
@@ -215,12 +277,11 @@ async fn get_tools(
 ) -> ApiResult<Response> {
     reach(&who, &name)?;
     let format = q.format.unwrap_or(Format::Openai);
-    let key = Some(format!("tools\0{name}\0{format}"));
+    let label = q.label.as_deref().unwrap_or(PRODUCTION);
+    let key = Some(format!("tools\0{name}\0{format}\0{label}"));
     cached(&state, &headers, key, async {
-        Ok(fetch::tools(
-            &*fetch::agent(&state.prompts(), &name).await?,
-            format,
-        ))
+        let served = fetch::served(&state.prompts(), &name, label).await?;
+        Ok(fetch::tools(&served, label, format))
     })
     .await
 }
@@ -239,6 +300,8 @@ struct LoadoutQuery {
     tz: Option<String>,
     /// `openai` (default), `anthropic` or `mcp`.
     format: Option<Format>,
+    /// The label whose revision to serve; `production` when absent.
+    label: Option<String>,
 }
 
 impl LoadoutQuery {
@@ -247,6 +310,7 @@ impl LoadoutQuery {
             channel: self.channel,
             user_id: self.user_id,
             tz: self.tz,
+            label: self.label,
         };
         (prompt, self.format.unwrap_or(Format::Openai))
     }
@@ -255,7 +319,7 @@ impl LoadoutQuery {
 #[utoipa::path(get, path = "/v1/agents/{agent}/loadout", tag = "agents",
     summary = "Prompt and tools in one response (agent, admin or operator key; ETag)",
     params(("agent" = String, Path), LoadoutQuery, ("If-None-Match" = Option<String>, Header, description = "ETags of copies you hold (or `*`): 304 with no body when one is current")),
-    responses((status = 200, body = LoadoutView, description = "Prompt and tools", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"))), (status = 304, description = "Not modified: your copy is current", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"))), E400, E401, E403, E404, E422))]
+    responses((status = 200, body = LoadoutView, description = "Prompt and tools", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"), ("Loadout-Revision" = i32, description = "The revision served (the label's, `production` when none was asked for)"))), (status = 304, description = "Not modified: your copy is current", headers(("ETag" = String, description = "The body's strong ETag; send it back in If-None-Match"), ("Loadout-Revision" = i32, description = "The revision served (the label's, `production` when none was asked for)"))), E400, E401, E403, E404, E422))]
 async fn get_loadout(
     State(state): State<AppState>,
     AgentKey(who): AgentKey,
@@ -275,15 +339,10 @@ async fn get_loadout(
         )
     });
     cached(&state, &headers, key, async {
-        let agent = fetch::agent(&state.prompts(), &name).await?;
-        fetch::loadout(
-            &state.prompts(),
-            tenant,
-            &agent,
-            prompt.into_request(now),
-            format,
-        )
-        .await
+        let label = prompt.label().to_owned();
+        let served = fetch::served(&state.prompts(), &name, &label).await?;
+        let request = prompt.into_request(now);
+        fetch::loadout(&state.prompts(), tenant, &served, &label, request, format).await
     })
     .await
 }

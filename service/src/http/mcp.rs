@@ -6,10 +6,12 @@
 //! role), resolves the agent (404 across scopes, as on REST) and the prompt's query
 //! (`channel`, default `web`; `tz`; `user_id`), and puts the [`Caller`] in the
 //! request's extensions, which rmcp hands to the handler with the request parts.
-//! The handler then answers from the same domain functions as REST: the rendered
-//! prompt as `instructions`, the agent's tools, tool calls through `call::call`
-//! (validation, `auto` runs now, the rest become proposals), one prompt per
-//! channel. Open sessions get `list_changed` when the configuration generation
+//! The handler then answers from the same domain functions as REST, from the
+//! revision `?label=` points at (`production` when absent): the rendered prompt as
+//! `instructions`, the agent's tools, tool calls through `call::call` (validated
+//! against that revision, or the one `_meta["loadout/revision"]` names; `auto`
+//! runs now, the rest become proposals), one prompt per channel. Results that
+//! carry served content name it in `_meta` (`loadout/revision`, `loadout/label`). Open sessions get `list_changed` when the configuration generation
 //! moves (an admin edit here, or in another process within the poller's second).
 
 mod sessions;
@@ -27,7 +29,7 @@ use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
     DiscoverResult, ErrorData, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
     Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult, ListToolsResult,
-    PaginatedRequestParams, Prompt, PromptArgument, PromptMessage, Role as MessageRole,
+    MetaObject, PaginatedRequestParams, Prompt, PromptArgument, PromptMessage, Role as MessageRole,
     ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
@@ -46,6 +48,8 @@ use crate::auth::{Principal, Role};
 use crate::error::{Error, Kind};
 use crate::fetch::{self, RenderRequest};
 use crate::registry::formats::{self, ToolDef};
+use crate::releases::PRODUCTION;
+use crate::releases::serve::Served;
 
 /// Who is calling, for which agent, and how its prompt is rendered.
 #[derive(Clone, Debug)]
@@ -55,6 +59,8 @@ pub struct Caller {
     channel: String,
     tz: Option<String>,
     user_id: Option<String>,
+    /// Whose revision is served (`production` unless the endpoint names one).
+    label: String,
     /// For an `initialize`: where its handler leaves the session's peer.
     peer: Option<PeerSlot>,
 }
@@ -83,6 +89,7 @@ struct PromptQuery {
     channel: Option<String>,
     tz: Option<String>,
     user_id: Option<String>,
+    label: Option<String>,
 }
 
 /// `/mcp` and `/mcp/agents/{agent}`.
@@ -291,13 +298,14 @@ async fn admit(
     fetch::agent(&state.prompts(), &agent).await?;
     let query = axum::extract::Query::<PromptQuery>::try_from_uri(uri)
         .map(|q| q.0)
-        .map_err(|_| Error::invalid("the query takes channel, tz and user_id"))?;
+        .map_err(|_| Error::invalid("the query takes channel, tz, user_id and label"))?;
     Ok(Caller {
         who,
         agent,
         channel: query.channel.unwrap_or_else(|| "web".to_owned()),
         tz: query.tz,
         user_id: query.user_id,
+        label: query.label.unwrap_or_else(|| PRODUCTION.to_owned()),
         peer: None,
     })
 }
@@ -381,14 +389,18 @@ fn caller(context: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
         })
 }
 
-/// Who is calling, once the endpoint's channel is known to exist: an unknown
-/// channel is -32602 on every request, whichever protocol revision it uses.
+/// Who is calling and what the endpoint's label serves, once the label and the
+/// endpoint's channel (one of that revision's) are known to exist: an unknown
+/// label or channel is -32602 on every request, whichever protocol revision it uses.
 async fn admitted(
     state: &AppState,
     context: &RequestContext<RoleServer>,
-) -> Result<Caller, ErrorData> {
+) -> Result<(Caller, Arc<Served>), ErrorData> {
     let caller = caller(context)?;
-    let channels = fetch::channels(&state.prompts()).await.map_err(protocol)?;
+    let served = fetch::served(&state.prompts(), &caller.agent, &caller.label)
+        .await
+        .map_err(protocol)?;
+    let channels = &served.channels;
     if channels.get(&caller.channel).is_err() {
         let known: Vec<&str> = channels.names().collect();
         let list = known.join(", ");
@@ -404,7 +416,15 @@ async fn admitted(
             )),
         ));
     }
-    Ok(caller)
+    Ok((caller, served))
+}
+
+/// `_meta` of a result carrying served content: which revision, by which label.
+fn served_meta(caller: &Caller, served: &Served) -> Option<MetaObject> {
+    let mut meta = serde_json::Map::new();
+    meta.insert("loadout/revision".to_owned(), served.number.into());
+    meta.insert("loadout/label".to_owned(), caller.label.clone().into());
+    Some(MetaObject(meta))
 }
 
 /// A domain error as MCP's, in REST's public words ([`public`]): not found,
@@ -436,10 +456,10 @@ impl Loadout {
     async fn render(
         &self,
         caller: &Caller,
+        served: &Served,
         channel: &str,
         notes: Vec<String>,
     ) -> Result<String, Error> {
-        let agent = fetch::agent(&self.state.prompts(), &caller.agent).await?;
         let request = RenderRequest {
             channel: Some(channel.to_owned()),
             user_id: caller.user_id.clone(),
@@ -448,11 +468,25 @@ impl Loadout {
             last_message_at: None,
             now: Some(self.state.clock.now()),
         };
-        Ok(
-            fetch::render(&self.state.prompts(), caller.who.tenant(), &agent, request)
-                .await?
-                .text,
-        )
+        let tenant = caller.who.tenant();
+        let prompts = self.state.prompts();
+        let view = fetch::render(&prompts, tenant, served, &caller.label, request).await?;
+        Ok(view.text)
+    }
+}
+
+/// The revision a `tools/call` names in `_meta["loadout/revision"]` (a positive
+/// integer), else the one the endpoint serves.
+fn revision(context: &RequestContext<RoleServer>, served: &Served) -> Result<i32, ErrorData> {
+    match context.meta.get("loadout/revision") {
+        None => Ok(served.number),
+        Some(n) => n
+            .as_i64()
+            .and_then(|n| i32::try_from(n).ok())
+            .filter(|n| *n > 0)
+            .ok_or_else(|| {
+                ErrorData::invalid_params("_meta[\"loadout/revision\"] is a revision number", None)
+            }),
     }
 }
 
@@ -538,18 +572,20 @@ impl ServerHandler for Loadout {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        let caller = admitted(&self.state, &context).await?;
+        let (caller, served) = admitted(&self.state, &context).await?;
         context.peer.set_peer_info(request.clone());
         let result = self.negotiate_initialize(&request)?;
         let text = self
-            .render(&caller, &caller.channel, Vec::new())
+            .render(&caller, &served, &caller.channel, Vec::new())
             .await
             .map_err(protocol)?;
         if let Some(slot) = &caller.peer {
             // For list_changed; dropped with the session (sessions.rs).
             slot.set(context.peer.clone()).ok();
         }
-        Ok(result.with_instructions(text))
+        let mut result = result.with_instructions(text);
+        result.meta = served_meta(&caller, &served);
+        Ok(result)
     }
 
     /// 2026-07-28's opening: the same instructions as `initialize`.
@@ -557,9 +593,9 @@ impl ServerHandler for Loadout {
         &self,
         context: RequestContext<RoleServer>,
     ) -> Result<DiscoverResult, ErrorData> {
-        let caller = admitted(&self.state, &context).await?;
+        let (caller, served) = admitted(&self.state, &context).await?;
         let text = self
-            .render(&caller, &caller.channel, Vec::new())
+            .render(&caller, &served, &caller.channel, Vec::new())
             .await
             .map_err(protocol)?;
         let mut result = DiscoverResult::from_server_info(
@@ -569,6 +605,7 @@ impl ServerHandler for Loadout {
         .with_ttl_ms(TTL_MS)
         .with_cache_scope(CACHE_SCOPE);
         result.instructions = Some(text);
+        result.meta = served_meta(&caller, &served);
         Ok(result)
     }
 
@@ -621,14 +658,18 @@ impl ServerHandler for Loadout {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let caller = admitted(&self.state, &context).await?;
-        let agent = fetch::agent(&self.state.prompts(), &caller.agent)
-            .await
-            .map_err(protocol)?;
-        let tools = agent.tools.iter().map(mcp_tool).collect::<Result<_, _>>()?;
-        Ok(ListToolsResult::with_all_items(tools)
+        let (caller, served) = admitted(&self.state, &context).await?;
+        let tools = served
+            .agent
+            .tools
+            .iter()
+            .map(mcp_tool)
+            .collect::<Result<_, _>>()?;
+        let mut result = ListToolsResult::with_all_items(tools)
             .with_ttl_ms(TTL_MS)
-            .with_cache_scope(CACHE_SCOPE))
+            .with_cache_scope(CACHE_SCOPE);
+        result.meta = served_meta(&caller, &served);
+        Ok(result)
     }
 
     async fn call_tool(
@@ -636,7 +677,7 @@ impl ServerHandler for Loadout {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let caller = admitted(&self.state, &context).await?;
+        let (caller, served) = admitted(&self.state, &context).await?;
         let arguments = request.arguments.unwrap_or_default();
         refuse_nul(&arguments)?;
         let meta = |key: &str| {
@@ -661,6 +702,8 @@ impl ServerHandler for Loadout {
             message_id: None,
             user_id: meta("user_id").or(caller.user_id.clone()),
             idempotency_key: None,
+            // The revision the client names, else the one its endpoint serves.
+            revision: Some(revision(&context, &served)?),
         };
         match call::call(
             &self.state.runner(),
@@ -696,10 +739,8 @@ impl ServerHandler for Loadout {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        admitted(&self.state, &context).await?;
-        let channels = fetch::channels(&self.state.prompts())
-            .await
-            .map_err(protocol)?;
+        let (_, served) = admitted(&self.state, &context).await?;
+        let channels = &served.channels;
         let argument = |name: &str, what: &str| {
             let mut a = PromptArgument::new(name);
             a.description = Some(what.to_owned());
@@ -730,7 +771,7 @@ impl ServerHandler for Loadout {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let mut caller = admitted(&self.state, &context).await?;
+        let (mut caller, served) = admitted(&self.state, &context).await?;
         let args = request.arguments.unwrap_or_default();
         refuse_nul(&args)?;
         let text = |key: &str| args.get(key).and_then(Value::as_str).map(str::to_owned);
@@ -749,10 +790,12 @@ impl ServerHandler for Loadout {
             })
             .unwrap_or_default();
         let rendered = self
-            .render(&caller, &request.name, notes)
+            .render(&caller, &served, &request.name, notes)
             .await
             .map_err(protocol)?;
         let message = PromptMessage::new_text(MessageRole::User, rendered);
-        Ok(GetPromptResult::new(vec![message]).into())
+        let mut result = GetPromptResult::new(vec![message]);
+        result.meta = served_meta(&caller, &served);
+        Ok(result.into())
     }
 }

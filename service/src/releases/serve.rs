@@ -1,0 +1,194 @@
+//! Serving a revision: the revision a label points at (or a number names), and its
+//! [`Content`] made into what the prompt builder and the tools export take
+//! ([`LoadedAgent`], [`Channels`], the [`ToolDef`]s). The fetch path (`fetch`)
+//! calls these once per generation and keeps the result in its cache.
+
+use entity::{agent_labels, agent_revisions, prompt_versions};
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect};
+
+use super::content::Content;
+use crate::error::{Error, Kind};
+use crate::prompt::builder::{Agent, Channel, Channels, Tool};
+use crate::prompt::load::LoadedAgent;
+use crate::vocab::ToolDef;
+
+/// The revision the agent's `label` points at; `None` if the agent has no such label.
+pub async fn by_label(
+    db: &impl ConnectionTrait,
+    agent_id: i32,
+    label: &str,
+) -> Result<Option<agent_revisions::Model>, DbErr> {
+    let found = agent_labels::Entity::find()
+        .filter(agent_labels::Column::AgentId.eq(agent_id))
+        .filter(agent_labels::Column::Name.eq(label))
+        .find_also_related(agent_revisions::Entity)
+        .one(db)
+        .await?;
+    Ok(found.and_then(|(_, revision)| revision))
+}
+
+/// The agent's revision `number`; `None` if it has none of that number.
+pub async fn by_number(
+    db: &impl ConnectionTrait,
+    agent_id: i32,
+    number: i32,
+) -> Result<Option<agent_revisions::Model>, DbErr> {
+    agent_revisions::Entity::find()
+        .filter(agent_revisions::Column::AgentId.eq(agent_id))
+        .filter(agent_revisions::Column::Number.eq(number))
+        .one(db)
+        .await
+}
+
+/// 404 `label_not_found`.
+pub fn label_not_found(agent: &str, label: &str) -> Error {
+    Error::new(
+        Kind::NotFound,
+        "label_not_found",
+        format!("agent {agent:?} has no label {label:?}"),
+    )
+}
+
+/// 404 `revision_not_found`.
+pub fn revision_not_found(agent: &str, number: i32) -> Error {
+    Error::new(
+        Kind::NotFound,
+        "revision_not_found",
+        format!("agent {agent:?} has no revision {number}"),
+    )
+}
+
+/// The soul and template version counters a revision's provenance shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Versions {
+    pub soul: i32,
+    pub template: i32,
+}
+
+/// The version counters of `content`'s soul and template. Where the text is the
+/// working copy's (`working`), its counter, with no query: so a revision equal to
+/// the working copy (every `direct` agent's `production`) shows exactly what the
+/// working copy showed. Otherwise the newest saved version with that text, or 0
+/// when no saved version has it.
+pub async fn versions(
+    db: &impl ConnectionTrait,
+    working: &LoadedAgent,
+    content: &Content,
+) -> Result<Versions, DbErr> {
+    let agent = &working.agent;
+    let soul = match content.soul == agent.soul {
+        true => agent.soul_version,
+        false => newest(db, working.id, "soul", Some(&content.soul)).await?,
+    };
+    let template = match content.template == agent.prompt_template {
+        true => agent.template_version,
+        false => newest(db, working.id, "template", content.template.as_deref()).await?,
+    };
+    Ok(Versions { soul, template })
+}
+
+/// The newest `kind` version of the agent whose body is `body` (0 if none).
+async fn newest(
+    db: &impl ConnectionTrait,
+    agent_id: i32,
+    kind: &str,
+    body: Option<&str>,
+) -> Result<i32, DbErr> {
+    let query = prompt_versions::Entity::find()
+        .select_only()
+        .column_as(prompt_versions::Column::Version.max(), "version")
+        .filter(prompt_versions::Column::AgentId.eq(agent_id))
+        .filter(prompt_versions::Column::Kind.eq(kind));
+    let query = match body {
+        Some(body) => query.filter(prompt_versions::Column::Body.eq(body)),
+        None => query.filter(prompt_versions::Column::Body.is_null()),
+    };
+    let found: Option<Option<i32>> = query.into_tuple().one(db).await?;
+    Ok(found.flatten().unwrap_or(0))
+}
+
+/// A revision as it is served: its number, and its content as the prompt builder
+/// and the tools export take it.
+#[derive(Debug)]
+pub struct Served {
+    /// The revision's number (1, 2, ... per agent).
+    pub number: i32,
+    /// The revision's row id, unique over every agent's revisions.
+    pub id: i32,
+    /// The agent (its working copy's id and name) with its tools and definitions.
+    pub agent: LoadedAgent,
+    pub channels: Channels,
+}
+
+impl Served {
+    /// `revision` of the agent `working`, its content read and made servable.
+    pub fn new(
+        revision: &agent_revisions::Model,
+        content: Content,
+        working: &LoadedAgent,
+        versions: Versions,
+    ) -> Served {
+        let (agent, channels) = loaded(content, working.id, &working.agent.name, versions);
+        Served {
+            number: revision.number,
+            id: revision.id,
+            agent,
+            channels,
+        }
+    }
+}
+
+/// A revision's content as the prompt builder and the tools export take it: the
+/// agent (`id`, `name`) with its tools and definitions, and the channels.
+pub fn loaded(
+    content: Content,
+    id: i32,
+    name: &str,
+    versions: Versions,
+) -> (LoadedAgent, Channels) {
+    let mut tools = Vec::with_capacity(content.tools.len());
+    let mut defs = Vec::with_capacity(content.tools.len());
+    for tool in content.tools {
+        tools.push(Tool {
+            name: tool.name.clone(),
+            description: tool.description.clone(),
+            approval_tier: tool.approval_tier.clone(),
+            prompt_section: tool.prompt_section,
+        });
+        defs.push(ToolDef {
+            name: tool.name,
+            description: tool.description,
+            approval_tier: tool.approval_tier,
+            parameters: tool.parameters,
+            strict: tool.strict,
+        });
+    }
+    let agent = Agent {
+        name: name.to_owned(),
+        identity: content.identity,
+        soul: content.soul,
+        soul_version: versions.soul,
+        prompt_template: content.template,
+        template_version: versions.template,
+        operating_model: content.operating_model,
+        interaction_learning: content.interaction_learning,
+        tools,
+    };
+    let channels = content
+        .channels
+        .into_iter()
+        .map(|(name, c)| Channel {
+            name,
+            guidance: c.guidance,
+            include_operating_model: c.include_operating_model,
+            include_interaction_learning: c.include_interaction_learning,
+            include_session_section: c.include_session_section,
+        })
+        .collect();
+    let loaded = LoadedAgent {
+        id,
+        agent,
+        tools: defs,
+    };
+    (loaded, Channels::new(channels))
+}
