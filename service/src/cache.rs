@@ -13,8 +13,6 @@
 //! can leave a stale entry behind: at worst an entry read after a commit is stamped
 //! too old and is read again.
 
-pub mod front;
-
 use std::hash::Hash;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -29,13 +27,6 @@ pub const DEFAULT_BUDGET: usize = 128 * 1024 * 1024;
 /// responses 8, users' instructions 3, agents 2, validators 2, channels 1).
 pub fn share(budget: usize, n: usize) -> usize {
     budget / 16 * n
-}
-
-/// A number no other cache of this process has: what a thread's [`front`] belongs to
-/// (tests run many states in one process).
-pub fn next_owner() -> u64 {
-    static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-    NEXT_ID.fetch_add(1, Ordering::Relaxed)
 }
 
 /// What moka and the map spend per entry besides the key and value themselves.

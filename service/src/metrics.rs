@@ -4,10 +4,8 @@
 //! Routes are axum's matched path templates (`/v1/agents/{agent}/prompt`), so label
 //! cardinality is bounded by the route table, never by what clients send.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use axum::http;
@@ -99,22 +97,10 @@ fn latency_histogram() -> Histogram {
     Histogram::new(BUCKETS)
 }
 
-/// One request series' handles: method, status, counter, histogram.
-type Series = (Method, u16, Counter, Histogram);
-
-thread_local! {
-    /// Per thread, for one [`Metrics`] (by id): the series recorded, by route.
-    /// Bounded by the route table, as the labels are.
-    static SERIES: RefCell<(u64, HashMap<String, Vec<Series>>)> =
-        RefCell::new((0, HashMap::new()));
-}
-
 /// The metrics of one process. Every metric is a typed handle registered once at
 /// start; recording touches only the handle, never the registry.
 #[derive(Debug)]
 pub struct Metrics {
-    /// This instance among others in the process (tests run many), for [`SERIES`].
-    id: u64,
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
     latency: LatencyFamily,
@@ -179,9 +165,7 @@ impl Metrics {
             "The configuration generation this process serves",
             cache.generation_gauge().clone(),
         );
-        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Self {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             registry,
             requests,
             latency,
@@ -191,39 +175,18 @@ impl Metrics {
         }
     }
 
-    /// Counts a request and its latency. A thread keeps the handles of the series
-    /// it has recorded, so a request takes neither family's lock nor builds its
-    /// labels: a lock read by both workers is memory both write (its reader count),
-    /// and that traffic between cores cost more than the counting itself.
-    pub fn record(&self, route: &str, method: &http::Method, status: u16, elapsed: Duration) {
-        let method = Method::from(method);
-        SERIES.with_borrow_mut(|(owner, by_route)| {
-            if *owner != self.id {
-                by_route.clear();
-                *owner = self.id;
-            }
-            let series = match by_route.get_mut(route) {
-                Some(series) => series,
-                None => by_route.entry(route.to_owned()).or_default(),
-            };
-            let known = series
-                .iter()
-                .position(|(m, s, _, _)| *m == method && *s == status);
-            let index = known.unwrap_or_else(|| {
-                let labels = RequestLabels {
-                    route: route.to_owned(),
-                    method,
-                    status,
-                };
-                let requests = self.requests.get_or_create(&labels).clone();
-                let latency = self.latency.get_or_create(&labels).clone();
-                series.push((method, status, requests, latency));
-                series.len() - 1
-            });
-            let (_, _, requests, latency) = &series[index];
-            requests.inc();
-            latency.observe(elapsed.as_secs_f64());
-        });
+    /// Counts a request and its latency. The families take their lock for reading
+    /// once a series exists, which is every request but the first of its series.
+    pub fn record(&self, route: String, method: &http::Method, status: u16, elapsed: Duration) {
+        let labels = RequestLabels {
+            route,
+            method: Method::from(method),
+            status,
+        };
+        self.requests.get_or_create(&labels).inc();
+        self.latency
+            .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
     }
 
     /// The exposition text (OpenMetrics 1.0). Fails only if a value cannot be
@@ -242,7 +205,7 @@ mod tests {
     const PROMPT: &str = "/v1/agents/{agent}/prompt";
 
     fn record(metrics: &Metrics, status: u16, elapsed: Duration) {
-        metrics.record(PROMPT, &http::Method::GET, status, elapsed);
+        metrics.record(PROMPT.to_owned(), &http::Method::GET, status, elapsed);
     }
 
     #[test]
@@ -307,7 +270,7 @@ mod tests {
         let metrics = Metrics::new(&Generation::new(0));
         for method in ["PROPFIND", "BREW"] {
             let method = http::Method::from_bytes(method.as_bytes()).expect("method");
-            metrics.record(PROMPT, &method, 405, Duration::ZERO);
+            metrics.record(PROMPT.to_owned(), &method, 405, Duration::ZERO);
         }
         let text = metrics.render().expect("encodes");
         assert!(
@@ -321,7 +284,12 @@ mod tests {
     #[test]
     fn label_values_are_escaped() {
         let metrics = Metrics::new(&Generation::new(0));
-        metrics.record("a\"b\\c\nd", &http::Method::GET, 200, Duration::ZERO);
+        metrics.record(
+            "a\"b\\c\nd".to_owned(),
+            &http::Method::GET,
+            200,
+            Duration::ZERO,
+        );
         let text = metrics.render().expect("encodes");
         assert!(text.contains("route=\"a\\\"b\\\\c\\nd\""), "{text}");
     }

@@ -1,20 +1,14 @@
 //! Authenticated keys, cached per configuration generation: every request reads
 //! its key here first.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::RwLock;
 
 use super::keys::Principal;
-use crate::cache::front::Front;
-use crate::cache::{Counts, Generation, next_owner};
+use crate::cache::{Counts, Generation};
 
 /// Authenticated keys cached at most (more are looked up each time).
 pub const MAX_KEYS: usize = 65_536;
-
-thread_local! {
-    static KEYS: RefCell<Front<Principal>> = RefCell::new(Front::new());
-}
 
 /// Successful authentications only: a failed lookup is never cached, so tokens
 /// that match no key can neither evict good keys nor fill memory. Only keys an
@@ -22,8 +16,6 @@ thread_local! {
 /// lookup there is) is bounded by the keys table; past [`MAX_KEYS`] new ones are
 /// simply not cached. Keys are cached by their hash, never by the key itself.
 pub struct Keys {
-    /// This map among others in the process: what a thread's front belongs to.
-    id: u64,
     keys: RwLock<HashMap<String, (i64, Principal)>>,
     counts: Counts,
 }
@@ -32,36 +24,25 @@ impl Keys {
     /// An empty map counting into `counts`.
     pub fn new(counts: Counts) -> Self {
         Self {
-            id: next_owner(),
             keys: RwLock::new(HashMap::new()),
             counts,
         }
     }
 
     /// The principal of a cached key, fresh at generation `at` (read from
-    /// `generation` by the caller, who stamps a new entry with it). The thread's front is asked first; a key found in the shared map is copied
-    /// into it. Nothing is found while the generation has not been read for longer
-    /// than the key trust: the caller asks the database, which decides.
+    /// `generation` by the caller, who stamps a new entry with it). Nothing is found
+    /// while the generation has not been read for longer than the key trust: the
+    /// caller asks the database, which decides.
     pub fn get(&self, generation: &Generation, at: i64, key_hash: &str) -> Option<Principal> {
         if !generation.keys_trusted() {
             return self.counts.count(None);
         }
-        let generation = at;
-        let local = KEYS.with_borrow_mut(|front| front.get(self.id, generation, key_hash));
-        if local.is_some() {
-            return self.counts.count(local);
-        }
         let keys = self.keys.read().unwrap_or_else(|e| e.into_inner());
         let found = keys
             .get(key_hash)
-            .filter(|(stamp, _)| *stamp >= generation)
+            .filter(|(stamp, _)| *stamp >= at)
             .map(|(_, principal)| principal.clone());
         drop(keys);
-        if let Some(principal) = &found {
-            KEYS.with_borrow_mut(|front| {
-                front.put(self.id, generation, key_hash, principal.clone());
-            });
-        }
         self.counts.count(found)
     }
 

@@ -3,24 +3,14 @@
 //! the prompt service that produces the views, rather than in `http/`, because the
 //! state (`app`) holds the map and `app` sits below `http`.
 
-use std::cell::RefCell;
-
 use axum::body::Bytes;
 use axum::http::HeaderValue;
 
-use crate::cache::front::Front;
-use crate::cache::{Counts, Stamped, Weigh, next_owner, share};
+use crate::cache::{Counts, Stamped, Weigh, share};
 
 /// Encoded responses larger than this are served but never cached: a few of them
 /// would crowd out thousands of ordinary ones.
 pub const MAX_CACHED_BODY: usize = 256 * 1024;
-/// The largest response body a thread's front copies: at most
-/// [`crate::cache::front::CAPACITY`] × 64 KiB (4 MiB) per worker thread.
-pub const MAX_FRONT_BODY: usize = 64 * 1024;
-
-thread_local! {
-    static RESPONSES: RefCell<Front<Encoded>> = RefCell::new(Front::new());
-}
 
 /// A response body serialised once, with its strong ETag (the first 128 bits of
 /// its SHA-256), ready to send again.
@@ -61,8 +51,6 @@ impl Weigh for Encoded {
 
 /// Encoded responses by a key naming everything they depend on.
 pub struct Responses {
-    /// This map among others in the process: what a thread's front belongs to.
-    id: u64,
     responses: Stamped<String, Encoded>,
     counts: Counts,
 }
@@ -71,32 +59,14 @@ impl Responses {
     /// An empty map taking half of `budget`, counting into `counts`.
     pub fn new(budget: usize, counts: Counts) -> Self {
         Self {
-            id: next_owner(),
             responses: Stamped::new(share(budget, 8)),
             counts,
         }
     }
 
-    /// A whole encoded GET response, keyed by everything it depends on. The
-    /// thread's front is asked first; a small body found in the shared map is
-    /// copied into it, so later hits on this thread share no memory with others.
+    /// A whole encoded GET response, keyed by everything it depends on.
     pub fn get(&self, key: &str, generation: i64) -> Option<Encoded> {
-        let local = RESPONSES.with_borrow_mut(|front| front.get(self.id, generation, key));
-        if local.is_some() {
-            return self.counts.count(local);
-        }
-        let found = self.responses.get(key, generation);
-        if let Some(shared) = found.as_ref().filter(|e| e.body.len() <= MAX_FRONT_BODY) {
-            let own = Encoded {
-                body: Bytes::copy_from_slice(&shared.body),
-                etag: HeaderValue::from_bytes(shared.etag.as_bytes())
-                    .unwrap_or_else(|_| shared.etag.clone()),
-                revision: (shared.revision.as_ref())
-                    .and_then(|v| HeaderValue::from_bytes(v.as_bytes()).ok()),
-            };
-            RESPONSES.with_borrow_mut(|front| front.put(self.id, generation, key, own));
-        }
-        self.counts.count(found)
+        self.counts.count(self.responses.get(key, generation))
     }
 
     /// Caches a response unless its body is over [`MAX_CACHED_BODY`].

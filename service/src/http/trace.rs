@@ -24,32 +24,16 @@ use crate::db::outage::{self, FAIL_FAST};
 pub const REQUEST_ID: &str = "x-request-id";
 
 /// Request ids made here: the process id and a sequence number, so ids from two
-/// replicas in one log do not collide. Each thread takes numbers from the shared
-/// sequence in blocks of [`ID_BLOCK`], so making an id writes no memory another
-/// core reads; ids are unique in a process, and increase per thread.
+/// replicas in one log do not collide.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Sequence;
-
-const ID_BLOCK: u64 = 1024;
 
 impl MakeRequestId for Sequence {
     fn make_request_id<B>(&mut self, _request: &axum::http::Request<B>) -> Option<RequestId> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         static PROCESS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-        thread_local! {
-            /// The next number this thread hands out, and the end of its block.
-            static BLOCK: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
-        }
         let process = PROCESS.get_or_init(|| format!("{:x}-", std::process::id()));
-        let n = BLOCK.with(|block| {
-            let (mut next, mut end) = block.get();
-            if next == end {
-                next = NEXT.fetch_add(ID_BLOCK, Ordering::Relaxed);
-                end = next + ID_BLOCK;
-            }
-            block.set((next + 1, end));
-            next
-        });
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let mut id = String::with_capacity(process.len() + 20);
         id.push_str(process);
         id.push_str(&n.to_string());
@@ -124,7 +108,7 @@ pub async fn edge(State(state): State<AppState>, request: Request, next: Next) -
         _ => guarded(&state, &route, next.run(request)).await,
     };
     state.metrics.record(
-        &route,
+        route,
         &method,
         response.status().as_u16(),
         started.elapsed(),
