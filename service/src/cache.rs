@@ -24,7 +24,8 @@ use prometheus_client::metrics::gauge::Gauge;
 pub const DEFAULT_BUDGET: usize = 128 * 1024 * 1024;
 
 /// `n` sixteenths of `budget`: how the owners split the one budget (encoded
-/// responses 8, users' instructions 3, agents 2, validators 2, channels 1).
+/// responses 8, users' instructions 3, validators 2, agents 1, served revisions 1,
+/// channels 1).
 pub fn share(budget: usize, n: usize) -> usize {
     budget / 16 * n
 }
