@@ -1,10 +1,14 @@
 //! Agent configurations as an admin edits them: identity, soul and sections
 //! ([`config`]), the versioned prompt template ([`template`]), users' standing
-//! instructions ([`instructions`]) and previews of unsaved templates ([`preview`]).
+//! instructions ([`instructions`]), previews of unsaved templates ([`preview`]),
+//! and the labels operators move ([`labels`]) with the change requests that move
+//! protected ones ([`change_requests`]).
 //! Every write goes through the registry write guard ([`crate::registry::guard`]).
 
+pub mod change_requests;
 pub mod config;
 pub mod instructions;
+pub mod labels;
 pub mod preview;
 pub mod template;
 

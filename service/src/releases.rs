@@ -10,9 +10,9 @@
 //! export read it ([`crate::prompt::load`]), makes its canonical JSON
 //! ([`content::Content`]) and stores it once per agent: content equal to an
 //! existing revision of the agent reuses that revision, so a restore points the
-//! labels back at the old number. Then `latest` moves to it, and `production` too
-//! while the agent's release mode is `direct`. A label already there does not move
-//! and records nothing.
+//! labels back at the old number. Then `latest` moves to it, and when it moved,
+//! `production` too while the agent's release mode is `direct`. A label already
+//! there does not move and records nothing.
 //!
 //! What is served is a revision: [`serve`] finds the one a label points at and
 //! makes its content into what the prompt builder and the tools export take.
@@ -147,10 +147,6 @@ async fn publish_agent(
             .await?
         }
     };
-    let mut targets = vec![LATEST];
-    if ReleaseMode::or_gated(&agent.release_mode) == ReleaseMode::Direct {
-        targets.push(PRODUCTION);
-    }
     let mv = labels::Move {
         agent_id: agent.id,
         to_revision_id: revision.id,
@@ -159,10 +155,15 @@ async fn publish_agent(
         at: now,
     };
     let mut moved = Vec::new();
-    for label in targets {
-        if labels::move_label(db, label, &mv).await? {
-            moved.push(label);
-        }
+    if labels::move_label(db, LATEST, &mv).await? {
+        moved.push(LATEST);
+    }
+    // In direct mode `production` follows `latest` when a write moves it, not on
+    // every write: a `production` an operator moved by hand stays until the next
+    // change of what the agent serves.
+    let direct = ReleaseMode::or_gated(&agent.release_mode) == ReleaseMode::Direct;
+    if direct && !moved.is_empty() && labels::move_label(db, PRODUCTION, &mv).await? {
+        moved.push(PRODUCTION);
     }
     Ok(Published {
         agent_id: agent.id,

@@ -28,7 +28,9 @@ async fn call(
 
 /// What only an operator may do: every write under agents, tools and channels but
 /// the tenant's own (users' instructions, renders, previews, tool calls), every
-/// connector route, and the instance's metrics.
+/// connector route, and the instance's metrics. Signing off a change request (a
+/// label's move) is refused to a tenant's admin too: an operator, or an approver of
+/// the default tenant, decides it.
 fn operator_only(method: &str, path: &str) -> bool {
     let tenant_data = [
         "/instructions",
@@ -41,6 +43,7 @@ fn operator_only(method: &str, path: &str) -> bool {
     (write
         && configuration.iter().any(|p| path.starts_with(p))
         && !tenant_data.iter().any(|t| path.ends_with(t)))
+        || (write && path.starts_with("/v1/change-requests"))
         || path.starts_with("/v1/connectors")
         || path.ends_with("/connector")
         || path == "/metrics"

@@ -16,6 +16,7 @@ use crate::error::{Error, Result, check_name, check_size};
 use crate::fetch::Prompts;
 use crate::prompt::lint;
 use crate::registry::guard;
+use crate::releases::ReleaseMode;
 
 /// An agent as an admin sees it.
 #[derive(Debug, Serialize, ToSchema)]
@@ -31,6 +32,8 @@ pub struct AgentView {
     pub template_version: i32,
     pub operating_model: Option<String>,
     pub interaction_learning: Option<String>,
+    /// How saves reach `production`: `direct` (at once) or `gated` (by promotion).
+    pub release_mode: ReleaseMode,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -46,6 +49,7 @@ impl From<agent_configurations::Model> for AgentView {
             template_version: row.template_version,
             operating_model: row.operating_model,
             interaction_learning: row.interaction_learning,
+            release_mode: ReleaseMode::or_gated(&row.release_mode),
             created_at: row.created_at,
             updated_at: row.updated_at,
         }
@@ -95,6 +99,10 @@ pub struct AgentUpdate {
     pub interaction_learning: Option<Option<String>>,
     /// Refuse the write (409) unless the soul is still at this version.
     pub expected_soul_version: Option<i32>,
+    /// `direct`: every save moves `production` too (after a switch to it, from the
+    /// next save on). `gated`: a save moves `latest` only, and protected labels move
+    /// by signed-off change requests.
+    pub release_mode: Option<ReleaseMode>,
 }
 
 pub async fn list(db: &DatabaseConnection) -> Result<AgentList> {
@@ -284,6 +292,9 @@ pub async fn update(
     }
     if let Some(text) = update.interaction_learning {
         active.interaction_learning = Set(text);
+    }
+    if let Some(mode) = update.release_mode {
+        active.release_mode = Set(mode.as_str().to_owned());
     }
     if soul_changed {
         let version = found.soul_version + 1;

@@ -41,6 +41,9 @@ pub const DEFAULT_TENANT: &str = "default";
 /// The caller behind a valid key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Principal {
+    /// The key's row id: who a key is, where a name could be reused (a change
+    /// request's author may not sign it off).
+    pub key_id: i32,
     pub key_name: String,
     pub role: Role,
     pub tenant_id: Option<String>,
@@ -370,6 +373,7 @@ fn live() -> sea_orm::Select<api_keys::Entity> {
 fn principal_of(row: api_keys::Model) -> Option<(i32, Principal)> {
     let role = row.role.parse::<Role>().ok()?;
     let who = Principal {
+        key_id: row.id,
         key_name: row.name,
         role,
         tenant_id: row.tenant_id,

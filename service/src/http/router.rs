@@ -14,7 +14,7 @@ use utoipa_axum::routes;
 
 use super::error::ApiError;
 use super::extract::MAX_BODY_BYTES;
-use super::{agents, calls, connectors, fetch, keys, ops, registry, releases, trace};
+use super::{agents, calls, connectors, fetch, keys, ops, promotion, registry, releases, trace};
 use crate::app::AppState;
 
 /// The whole API. Every route is registered through `utoipa_axum::routes!`, so a
@@ -73,6 +73,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(fetch::routes())
         .merge(agents::routes())
         .merge(releases::routes())
+        .merge(promotion::routes())
         .merge(registry::routes())
         .merge(calls::routes())
         .merge(connectors::routes())

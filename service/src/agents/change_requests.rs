@@ -1,0 +1,506 @@
+//! Change requests (issue 25, item 4): in `gated` mode a protected label moves only
+//! when someone entitled to sign off, who is not the request's author, approves.
+//!
+//! **Who signs off**: an operator, or an approver of the default tenant (the
+//! tenant operators act in), and never the author: the author's key id is
+//! compared, not its name. Operators write the configuration, so another operator
+//! is a peer review; an approver of the default tenant is whom operators trust to
+//! sign off without giving them write access (an approver can never author a
+//! request, so its sign-off is always a second pair of eyes). A tenant's admin or
+//! approver does not: the configuration is shared by every tenant, and one tenant
+//! must not decide what every other tenant's agents run. The author may decline
+//! (withdraw) its own request: a decline moves nothing.
+//!
+//! A request's whole life is one row (the request, then at most one decision:
+//! `approved`, `declined`, `expired`, `superseded`), so the decision is columns
+//! and the view lists the two events. A pending request expires after the
+//! `requires_approval` proposal lifetime (`--proposal-ttl`); it is shown expired as
+//! soon as it is due and stored so by the next write that touches it (lazily: no
+//! sweeper pass needed). Approving moves the label in the write guard's
+//! transaction, and only if the label still points where it did when the request
+//! was made; otherwise the request is `superseded` (409).
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use entity::{agent_configurations, agent_labels, agent_revisions, change_requests};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait,
+    QueryFilter, QueryOrder, QuerySelect, Set,
+};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::auth::keys::DEFAULT_TENANT;
+use crate::auth::{Principal, Role};
+use crate::cache::Generation;
+use crate::error::{Error, Kind, Result, check_size};
+use crate::registry::guard;
+use crate::releases::labels::{self, Move, Why};
+use crate::vocab::MAX_TEXT_BYTES;
+
+crate::closed_set! {
+    /// Where a change request is.
+    pub enum ChangeState as "change request state" {
+        /// Waiting for a sign-off.
+        Pending = "pending",
+        /// Signed off; the label moved.
+        Approved = "approved",
+        /// Declined (or withdrawn by its author); the label stayed.
+        Declined = "declined",
+        /// Nobody decided within its lifetime; the label stayed.
+        Expired = "expired",
+        /// The label moved another way first (a rollback, a move while the agent
+        /// was `direct`); the label stayed where that put it.
+        Superseded = "superseded",
+    }
+}
+
+/// One step of a request's life.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChangeEvent {
+    pub state: ChangeState,
+    /// Whose key made it (`null` for an expiry or a supersession).
+    pub by: Option<String>,
+    pub at: DateTime<Utc>,
+    pub reason: Option<String>,
+}
+
+/// A request to move a protected label.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChangeRequestView {
+    pub id: i32,
+    pub agent: String,
+    pub label: String,
+    /// Where the label pointed when the request was made.
+    pub from_revision: i32,
+    /// Where approving moves it.
+    pub to_revision: i32,
+    pub state: ChangeState,
+    /// Why, as the author said.
+    pub reason: Option<String>,
+    /// The author's key name.
+    pub requested_by: String,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub decided_by: Option<String>,
+    pub decided_at: Option<DateTime<Utc>>,
+    pub decision_reason: Option<String>,
+    /// The request, then its decision, oldest first.
+    pub events: Vec<ChangeEvent>,
+}
+
+/// Change requests, newest first (at most [`LIST_LIMIT`]).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChangeRequestList {
+    pub change_requests: Vec<ChangeRequestView>,
+}
+
+/// The body of an approve or decline.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Decision {
+    /// Why, kept with the decision.
+    pub reason: Option<String>,
+}
+
+/// Which requests a list shows.
+#[derive(Debug, Default)]
+pub struct Filter {
+    pub state: Option<ChangeState>,
+    pub agent: Option<String>,
+}
+
+/// The most requests one list shows.
+pub const LIST_LIMIT: u64 = 200;
+
+const SIGNERS: &str = "an operator key, or an approver key of the default tenant";
+
+/// Whether `who` may approve or decline change requests (see the module).
+pub fn may_sign_off(who: &Principal) -> bool {
+    who.role == Role::Operator || (who.role == Role::Approver && who.tenant() == DEFAULT_TENANT)
+}
+
+/// Who may read change requests: whoever may sign them off, and admins (who read
+/// the configuration).
+fn may_read(who: &Principal) -> Result<()> {
+    if may_sign_off(who) || who.role == Role::Admin {
+        Ok(())
+    } else {
+        Err(Error::forbidden(SIGNERS))
+    }
+}
+
+/// The state a request is in at `now`: a pending one past its expiry is expired.
+fn state_at(row: &change_requests::Model, now: DateTime<Utc>) -> ChangeState {
+    let stored = row.state.parse().unwrap_or(ChangeState::Superseded);
+    if stored == ChangeState::Pending && row.expires_at <= now {
+        ChangeState::Expired
+    } else {
+        stored
+    }
+}
+
+fn events(row: &change_requests::Model, state: ChangeState) -> Vec<ChangeEvent> {
+    let mut events = vec![ChangeEvent {
+        state: ChangeState::Pending,
+        by: Some(row.requested_by.clone()),
+        at: row.created_at,
+        reason: row.reason.clone(),
+    }];
+    if state != ChangeState::Pending {
+        events.push(ChangeEvent {
+            state,
+            by: row.decided_by.clone(),
+            at: row.decided_at.unwrap_or(row.expires_at),
+            reason: row.decision_reason.clone(),
+        });
+    }
+    events
+}
+
+/// The views of `rows`, with their agents' names and revisions' numbers.
+async fn views(
+    db: &impl ConnectionTrait,
+    rows: Vec<change_requests::Model>,
+    now: DateTime<Utc>,
+) -> Result<Vec<ChangeRequestView>> {
+    let agent_ids: Vec<i32> = rows.iter().map(|r| r.agent_id).collect();
+    let revision_ids: Vec<i32> = rows
+        .iter()
+        .flat_map(|r| [r.from_revision_id, r.to_revision_id])
+        .collect();
+    let names: BTreeMap<i32, String> = agent_configurations::Entity::find()
+        .select_only()
+        .column(agent_configurations::Column::Id)
+        .column(agent_configurations::Column::Name)
+        .filter(agent_configurations::Column::Id.is_in(agent_ids))
+        .into_tuple::<(i32, String)>()
+        .all(db)
+        .await?
+        .into_iter()
+        .collect();
+    let numbers: BTreeMap<i32, i32> = agent_revisions::Entity::find()
+        .select_only()
+        .column(agent_revisions::Column::Id)
+        .column(agent_revisions::Column::Number)
+        .filter(agent_revisions::Column::Id.is_in(revision_ids))
+        .into_tuple::<(i32, i32)>()
+        .all(db)
+        .await?
+        .into_iter()
+        .collect();
+    let number = |id: i32| {
+        numbers
+            .get(&id)
+            .copied()
+            .ok_or_else(|| Error::internal(format!("no revision with id {id}")))
+    };
+    rows.into_iter()
+        .map(|row| {
+            let state = state_at(&row, now);
+            Ok(ChangeRequestView {
+                id: row.id,
+                agent: names.get(&row.agent_id).cloned().unwrap_or_default(),
+                from_revision: number(row.from_revision_id)?,
+                to_revision: number(row.to_revision_id)?,
+                state,
+                events: events(&row, state),
+                label: row.label,
+                reason: row.reason,
+                requested_by: row.requested_by,
+                created_at: row.created_at,
+                expires_at: row.expires_at,
+                decided_by: row.decided_by,
+                decided_at: row.decided_at,
+                decision_reason: row.decision_reason,
+            })
+        })
+        .collect()
+}
+
+async fn view(
+    db: &impl ConnectionTrait,
+    row: change_requests::Model,
+    now: DateTime<Utc>,
+) -> Result<ChangeRequestView> {
+    let mut views = views(db, vec![row], now).await?;
+    views
+        .pop()
+        .ok_or_else(|| Error::internal("a change request without its view"))
+}
+
+async fn find(db: &impl ConnectionTrait, id: i32) -> Result<change_requests::Model> {
+    change_requests::Entity::find_by_id(id)
+        .one(db)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no change request {id}")))
+}
+
+/// Change requests, newest first, of one state and one agent if asked.
+pub async fn list(
+    db: &DatabaseConnection,
+    who: &Principal,
+    filter: Filter,
+    now: DateTime<Utc>,
+) -> Result<ChangeRequestList> {
+    may_read(who)?;
+    let mut query = change_requests::Entity::find()
+        .order_by_desc(change_requests::Column::Id)
+        .limit(LIST_LIMIT);
+    if let Some(name) = &filter.agent {
+        let agent = crate::registry::links::agent(db, name).await?;
+        query = query.filter(change_requests::Column::AgentId.eq(agent.id));
+    }
+    let pending =
+        Condition::all().add(change_requests::Column::State.eq(ChangeState::Pending.as_str()));
+    query = match filter.state {
+        None => query,
+        Some(ChangeState::Pending) => {
+            query.filter(pending.add(change_requests::Column::ExpiresAt.gt(now)))
+        }
+        Some(ChangeState::Expired) => query.filter(
+            Condition::any()
+                .add(change_requests::Column::State.eq(ChangeState::Expired.as_str()))
+                .add(pending.add(change_requests::Column::ExpiresAt.lte(now))),
+        ),
+        Some(other) => query.filter(change_requests::Column::State.eq(other.as_str())),
+    };
+    let rows = query.all(db).await?;
+    Ok(ChangeRequestList {
+        change_requests: views(db, rows, now).await?,
+    })
+}
+
+/// One change request with its events; 404 if there is none.
+pub async fn get(
+    db: &DatabaseConnection,
+    who: &Principal,
+    id: i32,
+    now: DateTime<Utc>,
+) -> Result<ChangeRequestView> {
+    may_read(who)?;
+    let row = find(db, id).await?;
+    view(db, row, now).await
+}
+
+/// What a new request asks, inside a write.
+pub struct Request<'a> {
+    pub agent_id: i32,
+    pub label: &'a str,
+    pub from_revision_id: i32,
+    pub to_revision_id: i32,
+    pub reason: Option<&'a str>,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// Makes a pending request inside `db`'s write (a label's request already due
+/// is stored expired first). A second pending request for the label is 409: the
+/// partial unique index decides, so two racing requests end with one 409.
+pub async fn open(
+    db: &impl ConnectionTrait,
+    who: &Principal,
+    request: Request<'_>,
+    now: DateTime<Utc>,
+) -> Result<ChangeRequestView> {
+    end_pending(db, request.agent_id, request.label, now, |row| {
+        (row.expires_at <= now).then_some(ChangeState::Expired)
+    })
+    .await?;
+    let label = request.label;
+    let row = change_requests::ActiveModel {
+        agent_id: Set(request.agent_id),
+        label: Set(label.to_owned()),
+        from_revision_id: Set(request.from_revision_id),
+        to_revision_id: Set(request.to_revision_id),
+        state: Set(ChangeState::Pending.as_str().to_owned()),
+        reason: Set(request.reason.map(str::to_owned)),
+        requested_by: Set(who.key_name.clone()),
+        requested_key_id: Set(who.key_id),
+        created_at: Set(now),
+        expires_at: Set(request.expires_at),
+        ..Default::default()
+    }
+    .insert(db)
+    .await
+    .map_err(|e| {
+        Error::from_db(e, || {
+            format!("a change request for label {label:?} is already pending: approve, decline or let it expire first")
+        })
+    })?;
+    view(db, row, now).await
+}
+
+/// Ends the label's pending request (if any) in the state `how` says (`None`:
+/// leave it), undecided by anyone: an expiry, or a supersession by a move.
+pub async fn end_pending(
+    db: &impl ConnectionTrait,
+    agent_id: i32,
+    label: &str,
+    now: DateTime<Utc>,
+    how: impl Fn(&change_requests::Model) -> Option<ChangeState>,
+) -> Result<()> {
+    let rows = change_requests::Entity::find()
+        .filter(change_requests::Column::AgentId.eq(agent_id))
+        .filter(change_requests::Column::Label.eq(label))
+        .filter(change_requests::Column::State.eq(ChangeState::Pending.as_str()))
+        .all(db)
+        .await?;
+    for row in rows {
+        if let Some(state) = how(&row) {
+            let at = if state == ChangeState::Expired {
+                row.expires_at.min(now)
+            } else {
+                now
+            };
+            decide(db, row, state, None, None, at).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn decide(
+    db: &impl ConnectionTrait,
+    row: change_requests::Model,
+    state: ChangeState,
+    by: Option<&Principal>,
+    reason: Option<&str>,
+    at: DateTime<Utc>,
+) -> Result<change_requests::Model> {
+    let mut active: change_requests::ActiveModel = row.into();
+    active.state = Set(state.as_str().to_owned());
+    active.decided_at = Set(Some(at));
+    active.decision_reason = Set(reason.map(str::to_owned));
+    if let Some(who) = by {
+        active.decided_by = Set(Some(who.key_name.clone()));
+        active.decided_key_id = Set(Some(who.key_id));
+    }
+    Ok(active.update(db).await?)
+}
+
+/// 403 unless `who` may sign off; 413 for a reason over the text limit.
+fn check_decision(who: &Principal, decision: &Decision) -> Result<()> {
+    if !may_sign_off(who) {
+        return Err(Error::forbidden(SIGNERS));
+    }
+    if let Some(reason) = &decision.reason {
+        check_size("reason", reason, MAX_TEXT_BYTES)?;
+    }
+    Ok(())
+}
+
+/// The request if it may be decided now: 404 if there is none, 409 unless it is
+/// pending (`Ok(Err(..))`: an expired one was stored so through the write, which
+/// the caller commits before it answers the refusal).
+async fn pending(
+    write: &guard::Write,
+    id: i32,
+    now: DateTime<Utc>,
+) -> Result<std::result::Result<change_requests::Model, Error>> {
+    let row = find(&**write, id).await?;
+    match state_at(&row, now) {
+        ChangeState::Pending => Ok(Ok(row)),
+        ChangeState::Expired if row.state == ChangeState::Pending.as_str() => {
+            let at = row.expires_at;
+            decide(&**write, row, ChangeState::Expired, None, None, at).await?;
+            Ok(Err(expired(id)))
+        }
+        ChangeState::Expired => Err(expired(id)),
+        state => Err(Error::conflict(format!(
+            "change request {id} is already {state}"
+        ))),
+    }
+}
+
+fn expired(id: i32) -> Error {
+    Error::new(
+        Kind::Conflict,
+        "expired",
+        format!("change request {id} expired before anyone decided it; make a new one"),
+    )
+}
+
+/// Approves a pending request and moves its label, in one transaction (see the
+/// module). 403 `self_approval` for its author.
+pub async fn approve(
+    db: &DatabaseConnection,
+    generation: &Generation,
+    who: &Principal,
+    id: i32,
+    decision: Decision,
+    now: DateTime<Utc>,
+) -> Result<ChangeRequestView> {
+    check_decision(who, &decision)?;
+    let write = guard::begin(db).await?.by(&who.key_name);
+    let row = match pending(&write, id, now).await? {
+        Ok(row) => row,
+        Err(refusal) => {
+            guard::commit(write, generation).await?;
+            return Err(refusal);
+        }
+    };
+    if row.requested_key_id == who.key_id {
+        return Err(Error::new(
+            Kind::Forbidden,
+            "self_approval",
+            "the author of a change request may not approve it: another operator, or an approver of the default tenant, signs it off",
+        ));
+    }
+    let at = agent_labels::Entity::find()
+        .filter(agent_labels::Column::AgentId.eq(row.agent_id))
+        .filter(agent_labels::Column::Name.eq(&row.label))
+        .one(&*write)
+        .await?
+        .map(|label| label.revision_id);
+    if at != Some(row.from_revision_id) {
+        let reason = Some("the label moved after the request was made");
+        decide(&*write, row, ChangeState::Superseded, None, reason, now).await?;
+        guard::commit(write, generation).await?;
+        return Err(Error::conflict(format!(
+            "the label moved after change request {id} was made; it is superseded, make a new one"
+        )));
+    }
+    let mv = Move {
+        agent_id: row.agent_id,
+        to_revision_id: row.to_revision_id,
+        kind: labels::PROMOTE,
+        actor: Some(&row.requested_by),
+        at: now,
+    };
+    let why = Why {
+        approver: Some(&who.key_name),
+        reason: row.reason.as_deref(),
+        change_request_id: Some(row.id),
+    };
+    labels::move_label_why(&*write, &row.label, &mv, &why).await?;
+    let reason = decision.reason.as_deref();
+    let approved = decide(&*write, row, ChangeState::Approved, Some(who), reason, now).await?;
+    let answer = view(&*write, approved, now).await?;
+    guard::commit(write, generation).await?;
+    Ok(answer)
+}
+
+/// Declines a pending request; the label stays. Its author may decline (withdraw) it.
+pub async fn decline(
+    db: &DatabaseConnection,
+    generation: &Generation,
+    who: &Principal,
+    id: i32,
+    decision: Decision,
+    now: DateTime<Utc>,
+) -> Result<ChangeRequestView> {
+    check_decision(who, &decision)?;
+    let write = guard::begin(db).await?.by(&who.key_name);
+    let row = match pending(&write, id, now).await? {
+        Ok(row) => row,
+        Err(refusal) => {
+            guard::commit(write, generation).await?;
+            return Err(refusal);
+        }
+    };
+    let reason = decision.reason.as_deref();
+    let declined = decide(&*write, row, ChangeState::Declined, Some(who), reason, now).await?;
+    let answer = view(&*write, declined, now).await?;
+    guard::commit(write, generation).await?;
+    Ok(answer)
+}
