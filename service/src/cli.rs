@@ -7,9 +7,11 @@ use clap::{Parser, Subcommand};
 pub mod check;
 pub mod connectors;
 pub mod keys;
+pub mod labels;
 pub mod migrate;
 pub mod prompt;
 pub mod proposals;
+pub mod revisions;
 pub mod secrets;
 pub mod seed;
 pub mod serve;
@@ -70,6 +72,10 @@ pub enum Command {
         #[command(subcommand)]
         command: secrets::SecretsCommand,
     },
+    /// An agent's revisions, one revision (--show N) or what changed between two (--diff A B).
+    Revisions(revisions::RevisionsArgs),
+    /// Where an agent's labels point, or one label's moves (--history LABEL).
+    Labels(labels::LabelsArgs),
     /// Inspect the proposal ledger.
     Proposals {
         #[command(subcommand)]
@@ -139,8 +145,26 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             db.close().await.ok();
             code
         }
+        Command::Revisions(args) => {
+            with_db(&cli.database_url, true, |db| {
+                Box::pin(async move { print(revisions::output(db, &args).await?) })
+            })
+            .await
+        }
+        Command::Labels(args) => {
+            with_db(&cli.database_url, true, |db| {
+                Box::pin(async move { print(labels::output(db, &args).await?) })
+            })
+            .await
+        }
         Command::Seed => with_db(&cli.database_url, false, |db| Box::pin(seed::run(db))).await,
     }
+}
+
+/// Prints a command's whole output.
+fn print(text: String) -> anyhow::Result<()> {
+    print!("{text}");
+    Ok(())
 }
 
 /// Connects (checking the schema is current when `current`), runs `command`, closes.

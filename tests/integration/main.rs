@@ -24,6 +24,7 @@ mod proposals;
 mod races;
 mod releases;
 mod revision_diff;
+mod revisions_cli;
 mod scoped_keys;
 mod sealed_secrets;
 mod seed;
