@@ -37,10 +37,7 @@ use crate::error::{Error, Result};
 use crate::prompt::builder::Channels;
 use crate::prompt::load;
 
-/// The label every publish moves.
-pub const LATEST: &str = "latest";
-/// The label served when none is asked for; a publish moves it in `direct` mode.
-pub const PRODUCTION: &str = "production";
+pub use labels::{LATEST, PRODUCTION};
 
 crate::closed_set! {
     /// How an agent's saves reach `production`.

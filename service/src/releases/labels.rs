@@ -7,6 +7,12 @@ use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, Query
 
 use crate::error::Result;
 
+/// The label every publish moves.
+pub const LATEST: &str = "latest";
+/// The label served when none is asked for; a publish moves it in `direct` mode.
+/// Always protected.
+pub const PRODUCTION: &str = "production";
+
 /// A move made by publishing.
 pub const PUBLISH: &str = "publish";
 /// A move an operator made by hand (an unprotected label, or any of a `direct` agent).
@@ -69,7 +75,7 @@ pub async fn move_label_why(
                 agent_id: Set(mv.agent_id),
                 name: Set(label.to_owned()),
                 revision_id: Set(mv.to_revision_id),
-                protected: Set(label == super::PRODUCTION),
+                protected: Set(label == PRODUCTION),
                 updated_at: Set(mv.at),
                 ..Default::default()
             }
