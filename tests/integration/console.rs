@@ -773,3 +773,52 @@ db_test!(
         .await;
     }
 );
+
+db_test!(
+    async fn in_gated_mode_an_operator_asks_an_approver_signs_off_by_keyboard_and_a_rollback_is_immediate(db) {
+        let site = Site::new(db).await;
+        let Some(client) = browser().await else { return };
+        let (status, body) = site.api(Method::PATCH, "/v1/agents/assistant", &site.admin,
+            Some(json!({"release_mode": "gated"}))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let (status, body) = site.api(Method::PATCH, "/v1/agents/assistant", &site.admin,
+            Some(json!({"soul": "A staged soul."}))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let production = async || {
+            let (_, labels) = site.api(Method::GET, "/v1/agents/assistant/labels", &site.admin, None).await;
+            labels["labels"].as_array().into_iter().flatten()
+                .find(|l| l["name"] == "production").map(|l| l["revision"].clone()).unwrap_or_default()
+        };
+        assert_eq!(production().await, 1, "a gated save leaves production");
+        run("gated", client, async |c: &Client| {
+            sign_in(c, &site, &site.admin).await?;
+            c.goto(&format!("{}/console/agents/assistant/releases", site.base)).await?;
+            field(c, "Revision").await?.clear().await?;
+            field(c, "Revision").await?.send_keys("2").await?;
+            field(c, "Reason").await?.send_keys("ship the staged soul").await?;
+            button(c, "//form[@id='label-form']", "Move label").await?.click().await?;
+            page_shows(c, "waits for a sign-off").await?;
+            ensure!(production().await == 1, "production moved before the sign-off");
+
+            button(c, "", "Sign out").await?.click().await?;
+            sign_in(c, &site, &site.approver).await?;
+            c.goto(&format!("{}/console/proposals", site.base)).await?;
+            page_shows(c, "from revision 1 to revision 2").await?;
+            tab_to(c, "|Approve|").await?;
+            c.active_element().await?.send_keys(ENTER).await?;
+            page_shows(c, "Proposals").await?;
+            ensure!(production().await == 2, "the approval did not move production");
+
+            button(c, "", "Sign out").await?.click().await?;
+            sign_in(c, &site, &site.admin).await?;
+            c.goto(&format!("{}/console/agents/assistant/releases", site.base)).await?;
+            button(c, "", "Roll back production").await?.click().await?;
+            page_shows(c, "production is back at revision 1.").await?;
+            ensure!(production().await == 1, "the rollback did not move production");
+            let history = c.find(Locator::XPath("//section[@aria-labelledby='history-h']")).await?.text().await?;
+            ensure!(history.contains("rollback") && history.contains("promote"), "history: {history}");
+            Ok(())
+        })
+        .await;
+    }
+);

@@ -27,6 +27,8 @@ pub fn routes() -> Router<AppState> {
 struct Queue {
     title: &'static str,
     proposals: Vec<ProposalView>,
+    /// Change requests to move protected labels, waiting for a sign-off.
+    change_requests: Vec<crate::agents::change_requests::ChangeRequestView>,
     /// The state shown (`all` for every state).
     showing: String,
     limit: u64,
@@ -53,13 +55,16 @@ async fn queue(
                     .map_err(|e| Error::invalid(e.to_string()))?,
             ),
         };
-        decide::queue(&state.db, &signed.who, only).await
+        let proposals = decide::queue(&state.db, &signed.who, only).await?;
+        let requests = super::releases::pending(&state, &signed).await?;
+        Ok::<_, Error>((proposals, requests))
     };
     match read.await {
-        Ok(proposals) => {
+        Ok((proposals, change_requests)) => {
             let page = Queue {
                 title: "Proposals",
                 proposals,
+                change_requests,
                 showing,
                 limit: decide::QUEUE_LIMIT,
             };

@@ -4,19 +4,178 @@
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::Response;
-use axum::routing::get;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 
-use super::page::{Path, Query, error_page, render};
-use super::session::Admin;
+use super::page::{Path, Query, Signed, blank, error_page, refusal, render};
+use super::session::{Admin, Checked, Operator, csrf_field};
+use crate::agents::change_requests::{self, ChangeState, Decision, Filter};
+use crate::agents::labels::{self, LabelPut, Outcome, Rollback, Writing};
 use crate::app::AppState;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::releases::diff::{self, RevisionDiff};
 use crate::releases::read::{self, LabelHistory, LabelView, RevisionSummary};
+use crate::vocab::Tier;
 
 pub fn routes() -> Router<AppState> {
-    Router::new().route("/console/agents/{agent}/releases", get(releases))
+    Router::new()
+        .route("/console/agents/{agent}/releases", get(releases))
+        .route("/console/agents/{agent}/releases/labels", post(put_label))
+        .route(
+            "/console/agents/{agent}/releases/labels/{label}/rollback",
+            post(rollback),
+        )
+        .route("/console/change-requests/{id}/{decision}", post(decide))
+}
+
+/// A label moved (or created) from the releases page.
+#[derive(Deserialize)]
+struct LabelForm {
+    #[serde(default)]
+    csrf: String,
+    label: String,
+    revision: i32,
+    #[serde(default)]
+    protected: Option<String>,
+    #[serde(default)]
+    reason: String,
+}
+
+/// A rollback, approval or decline: its reason.
+#[derive(Deserialize)]
+struct ReasonForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    reason: String,
+}
+
+csrf_field!(LabelForm, ReasonForm);
+
+fn writing(state: &AppState) -> Writing<'_> {
+    Writing {
+        db: &state.db,
+        generation: &state.generation,
+        request_ttl: state.settings.proposals.ttl(Tier::RequiresApproval),
+        now: state.clock.now(),
+    }
+}
+
+/// Moves or creates a label; a protected label of a gated agent opens a change
+/// request instead. The page again, saying which.
+async fn put_label(
+    State(state): State<AppState>,
+    Operator(signed): Operator,
+    Path(name): Path<String>,
+    Checked(form): Checked<LabelForm>,
+) -> Response {
+    let put = LabelPut {
+        revision: form.revision,
+        protected: form.protected.as_deref().map(|p| p == "on"),
+        reason: blank(&form.reason),
+    };
+    let done = labels::put(&writing(&state), &signed.who, &name, &form.label, put).await;
+    let notice = match done {
+        Ok(Outcome::Moved(moved)) => {
+            format!("{} points at revision {}.", moved.label, moved.revision)
+        }
+        Ok(Outcome::Requested(request)) => format!(
+            "Change request {} waits for a sign-off: {} to revision {}.",
+            request.id, request.label, request.to_revision
+        ),
+        Err(e) => return again(&state, &signed, &name, e).await,
+    };
+    shown(&state, &signed, &name, StatusCode::OK, notice).await
+}
+
+/// Moves a label back to the revision it held just before, at once.
+async fn rollback(
+    State(state): State<AppState>,
+    Operator(signed): Operator,
+    Path((name, label)): Path<(String, String)>,
+    Checked(form): Checked<ReasonForm>,
+) -> Response {
+    let body = Rollback {
+        reason: blank(&form.reason),
+    };
+    match labels::rollback(&writing(&state), &signed.who, &name, &label, body).await {
+        Ok(moved) => {
+            let notice = format!("{} is back at revision {}.", moved.label, moved.revision);
+            shown(&state, &signed, &name, StatusCode::OK, notice).await
+        }
+        Err(e) => again(&state, &signed, &name, e).await,
+    }
+}
+
+/// The releases page with `notice` above it.
+async fn shown(
+    state: &AppState,
+    signed: &Signed,
+    name: &str,
+    status: StatusCode,
+    notice: String,
+) -> Response {
+    let pair = Pair {
+        from: None,
+        to: None,
+    };
+    match page(state, name, pair).await {
+        Ok(mut page) => {
+            page.notice = Some(notice);
+            render(Some(signed), status, "releases.html", page)
+        }
+        Err(e) => error_page(Some(signed), &e),
+    }
+}
+
+/// A refused write: the page again with the reason, at the refusal's status.
+async fn again(state: &AppState, signed: &Signed, name: &str, error: Error) -> Response {
+    refusal(signed, error, async |status, error| {
+        shown(state, signed, name, status, error.message).await
+    })
+    .await
+}
+
+/// Approve or decline a change request; then back to the queue.
+async fn decide(
+    State(state): State<AppState>,
+    signed: Signed,
+    Path((id, decision)): Path<(i32, String)>,
+    Checked(form): Checked<ReasonForm>,
+) -> Response {
+    let body = Decision {
+        reason: blank(&form.reason),
+    };
+    let now = state.clock.now();
+    let (db, generation) = (&state.db, &state.generation);
+    let done = match decision.as_str() {
+        "approve" => change_requests::approve(db, generation, &signed.who, id, body, now).await,
+        "decline" => change_requests::decline(db, generation, &signed.who, id, body, now).await,
+        _ => Err(Error::not_found("no such decision: approve or decline")),
+    };
+    match done {
+        Ok(_) => Redirect::to("/console/proposals").into_response(),
+        Err(e) => error_page(Some(&signed), &e),
+    }
+}
+
+/// The change requests waiting for a sign-off that `signed` may see.
+pub async fn pending(
+    state: &AppState,
+    signed: &Signed,
+) -> Result<Vec<change_requests::ChangeRequestView>> {
+    if !change_requests::may_sign_off(&signed.who) && !signed.is_admin() {
+        return Ok(Vec::new());
+    }
+    let filter = Filter {
+        state: Some(ChangeState::Pending),
+        agent: None,
+    };
+    let now = state.clock.now();
+    Ok(change_requests::list(&state.db, &signed.who, filter, now)
+        .await?
+        .change_requests)
 }
 
 #[derive(Serialize)]
@@ -29,6 +188,8 @@ struct Releases {
     revisions: Vec<RevisionSummary>,
     /// The pair compared: the asked one, else the two newest revisions.
     compared: Option<RevisionDiff>,
+    /// What the last form did, or why it was refused.
+    notice: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -70,5 +231,6 @@ async fn page(state: &AppState, name: &str, pair: Pair) -> Result<Releases> {
         histories,
         revisions,
         compared,
+        notice: None,
     })
 }
