@@ -9,6 +9,7 @@ pub mod connectors;
 pub mod keys;
 pub mod labels;
 pub mod migrate;
+pub mod promote;
 pub mod prompt;
 pub mod proposals;
 pub mod revisions;
@@ -76,6 +77,10 @@ pub enum Command {
     Revisions(revisions::RevisionsArgs),
     /// Where an agent's labels point, or one label's moves (--history LABEL).
     Labels(labels::LabelsArgs),
+    /// Point a label at a revision; a protected label of a gated agent waits for a sign-off.
+    Promote(promote::PromoteArgs),
+    /// Move a label back to the revision it held just before, at once.
+    Rollback(promote::RollbackArgs),
     /// Inspect the proposal ledger.
     Proposals {
         #[command(subcommand)]
@@ -154,6 +159,18 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Labels(args) => {
             with_db(&cli.database_url, true, |db| {
                 Box::pin(async move { print(labels::output(db, &args).await?) })
+            })
+            .await
+        }
+        Command::Promote(args) => {
+            with_db(&cli.database_url, true, |db| {
+                Box::pin(async move { print(promote::promote(db, args).await?) })
+            })
+            .await
+        }
+        Command::Rollback(args) => {
+            with_db(&cli.database_url, true, |db| {
+                Box::pin(async move { print(promote::rollback(db, args).await?) })
             })
             .await
         }

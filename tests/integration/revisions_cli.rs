@@ -15,6 +15,8 @@ async fn run(app: &TestApp, args: &[&str]) -> Result<String, String> {
     let out = match cli.command {
         Command::Revisions(args) => loadout::cli::revisions::output(&app.db.conn, &args).await,
         Command::Labels(args) => loadout::cli::labels::output(&app.db.conn, &args).await,
+        Command::Promote(args) => loadout::cli::promote::promote(&app.db.conn, args).await,
+        Command::Rollback(args) => loadout::cli::promote::rollback(&app.db.conn, args).await,
         other => panic!("not a release command: {other:?}"),
     };
     out.map_err(|e| format!("{e:#}"))
@@ -155,5 +157,62 @@ db_test! {
         assert_eq!(err, "agent \"assistant\" has no label \"canary\"");
         let err = run(&app, &["revisions", "assistant", "--show", "1", "--diff", "1", "2"]).await.expect_err("one at a time");
         assert!(err.contains("cannot be used with"), "{err}");
+    }
+}
+
+db_test! {
+    async fn promote_moves_a_direct_agents_label_at_once_and_rollback_moves_it_back(db) {
+        let app = TestApp::new(db).await;
+        second_revision(&app).await;
+        let out = ok(&app, &["promote", "assistant", "production", "1", "--reason", "back to the seed"]).await;
+        assert_eq!(out, "assistant/production: revision 3 → 1 (move)\n");
+        let out = ok(&app, &["rollback", "assistant", "production", "--reason", "too far"]).await;
+        assert_eq!(out, "assistant/production: revision 1 → 3 (rollback)\n");
+
+        let moves = cells(&ok(&app, &["labels", "assistant", "--history", "production"]).await, 0);
+        assert_eq!(moves[..2], [
+            ["rollback", "1 → 3", "cli", "-", "too far"],
+            ["move", "3 → 1", "cli", "-", "back to the seed"],
+        ]);
+        // The serving side sees the move: production serves revision 3 again.
+        let labels = cells(&ok(&app, &["labels", "assistant"]).await, 2);
+        assert_eq!(labels[1], ["production", "3"]);
+    }
+}
+
+db_test! {
+    async fn promoting_a_gated_agents_production_waits_for_someone_else_to_sign_off(db) {
+        let app = TestApp::new(db).await;
+        second_revision(&app).await;
+        write(&app, Method::PATCH, "/v1/agents/assistant", json!({"release_mode": "gated"})).await;
+        write(&app, Method::PATCH, "/v1/agents/assistant", json!({"soul": "Staged."})).await;
+        let labels = cells(&ok(&app, &["labels", "assistant"]).await, 2);
+        assert_eq!(labels, [["latest", "4"], ["production", "3"]]);
+
+        let out = ok(&app, &["promote", "assistant", "production", "4", "--json"]).await;
+        let request: Value = serde_json::from_str(&out).expect("json");
+        assert_eq!((request["state"].as_str(), request["requested_by"].as_str()), (Some("pending"), Some("cli")), "{request}");
+        let labels = cells(&ok(&app, &["labels", "assistant"]).await, 2);
+        assert_eq!(labels[1], ["production", "3"], "nothing moves before the sign-off");
+
+        // A second promotion of the label while one is pending is refused.
+        let err = run(&app, &["promote", "assistant", "production", "1"]).await.expect_err("pending");
+        assert!(err.contains("already pending"), "{err}");
+
+        let id = request["id"].as_i64().expect("id");
+        let (status, body) = app.call(Method::POST, &format!("/v1/change-requests/{id}/approve"), &app.operator, Some(json!({}))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let labels = cells(&ok(&app, &["labels", "assistant"]).await, 2);
+        assert_eq!(labels[1], ["production", "4"]);
+    }
+}
+
+db_test! {
+    async fn rolling_back_a_label_that_never_moved_is_refused(db) {
+        let app = TestApp::new(db).await;
+        let err = run(&app, &["rollback", "assistant", "production"]).await.expect_err("never moved");
+        assert!(err.contains("has never moved"), "{err}");
+        let err = run(&app, &["promote", "assistant", "latest", "1"]).await.expect_err("latest is automatic");
+        assert!(err.contains("latest"), "{err}");
     }
 }
