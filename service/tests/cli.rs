@@ -1269,3 +1269,33 @@ async fn serve_makes_an_owner_only_secrets_key_beside_sqlite_and_secrets_seal_an
         std::fs::remove_file(path).ok();
     }
 }
+
+#[tokio::test]
+async fn the_release_commands_run_on_the_database_as_the_readme_shows() {
+    let db = seeded_sqlite().await;
+    let run = |args: &[&str]| {
+        let out = loadout(&db.url, args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        stdout(&out)
+    };
+    let list = run(&["revisions", "assistant"]);
+    assert!(list.starts_with("1\t"), "{list}");
+    assert!(list.ends_with("\tlatest,production\n"), "{list}");
+    assert_eq!(
+        run(&["revisions", "assistant", "--diff", "1", "1"]),
+        "assistant: revision 1 → 1\nno differences\n"
+    );
+    assert_eq!(
+        run(&["promote", "assistant", "staging", "1", "--reason", "try it"]),
+        "assistant/staging: created at revision 1 (move)\n"
+    );
+    let labels: Vec<String> = run(&["labels", "assistant"])
+        .lines()
+        .map(|l| l.split('\t').take(2).collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(labels, ["latest 1", "production 1", "staging 1"]);
+
+    let missing = loadout(&db.url, &["revisions", "nobody"]);
+    assert!(!missing.status.success());
+    assert_eq!(stderr(&missing), "error: no agent named \"nobody\"\n");
+}
