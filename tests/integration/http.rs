@@ -599,6 +599,7 @@ db_test! {
             "GET /v1/agents/{agent}/users/{user_id}/instructions",
             "PUT /v1/agents/{agent}/users/{user_id}/instructions",
             "GET /v1/agents/{agent}/revisions", "GET /v1/agents/{agent}/revisions/{number}",
+            "GET /v1/agents/{agent}/revisions/{from}/diff/{to}",
             "GET /v1/agents/{agent}/labels", "GET /v1/agents/{agent}/labels/{label}/history",
             "GET /v1/tools", "POST /v1/tools", "GET /v1/tools/{tool}", "PATCH /v1/tools/{tool}",
             "DELETE /v1/tools/{tool}", "GET /v1/agents/{agent}/links",
@@ -634,7 +635,8 @@ db_test! {
             let concrete = path.replace("{agent}", "assistant").replace("{tool}", "get_tasks")
                 .replace("{id}", "1").replace("{conversation_id}", "c-1").replace("{connector}", "backend")
                 .replace("{channel}", "web").replace("{user_id}", "u-1").replace("{version}", "1")
-                .replace("{number}", "1").replace("{label}", "production");
+                .replace("{number}", "1").replace("{label}", "production")
+                .replace("{from}", "1").replace("{to}", "1");
             let concrete = match concrete.as_str() {
                 "/v1/agents/assistant/prompt" | "/v1/agents/assistant/loadout" => format!("{concrete}?channel=web"),
                 _ => concrete,
