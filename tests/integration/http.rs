@@ -601,6 +601,9 @@ db_test! {
             "GET /v1/agents/{agent}/revisions", "GET /v1/agents/{agent}/revisions/{number}",
             "GET /v1/agents/{agent}/revisions/{from}/diff/{to}",
             "GET /v1/agents/{agent}/labels", "GET /v1/agents/{agent}/labels/{label}/history",
+            "PUT /v1/agents/{agent}/labels/{label}", "POST /v1/agents/{agent}/labels/{label}/rollback",
+            "GET /v1/change-requests", "GET /v1/change-requests/{id}",
+            "POST /v1/change-requests/{id}/approve", "POST /v1/change-requests/{id}/decline",
             "GET /v1/tools", "POST /v1/tools", "GET /v1/tools/{tool}", "PATCH /v1/tools/{tool}",
             "DELETE /v1/tools/{tool}", "GET /v1/agents/{agent}/links",
             "PUT /v1/agents/{agent}/links/{tool}", "DELETE /v1/agents/{agent}/links/{tool}",
@@ -629,6 +632,13 @@ db_test! {
         let connector = api.json(Method::POST, "/v1/connectors", Some(&api.operator),
             Some(json!({"name": "backend", "url": "http://93.184.216.34/hook"}))).await;
         assert_eq!(connector.status, StatusCode::CREATED, "{}", connector.body);
+        // And one change request: a gated agent's production asked to move.
+        let gated = api.json(Method::PATCH, "/v1/agents/assistant", Some(&api.operator),
+            Some(json!({"release_mode": "gated", "soul": "Staged."}))).await;
+        assert_eq!(gated.status, StatusCode::OK, "{}", gated.body);
+        let asked = api.json(Method::PUT, "/v1/agents/assistant/labels/production", Some(&api.operator),
+            Some(json!({"revision": 2}))).await;
+        assert_eq!((asked.status, &asked.body["id"]), (StatusCode::ACCEPTED, &json!(1)), "{}", asked.body);
         let rank = |m: &str| match m { "GET" => 0, "DELETE" => 2, _ => 1 };
         operations.sort_by_key(|(m, p)| (rank(m), p.clone()));
         for (method, path) in &operations {
