@@ -1015,6 +1015,14 @@ fn the_readme_http_examples_work_when_pasted() {
         printed.contains("\"connector\":\"tasks-backend\""),
         "the tool was bound: {printed}"
     );
+    assert!(
+        printed.contains("self_approval") && printed.contains("\"state\":\"approved\""),
+        "the author was refused and the approver signed off: {printed}"
+    );
+    assert!(
+        printed.contains("\"kind\":\"rollback\""),
+        "the rollback is in the history: {printed}"
+    );
 }
 
 #[test]
