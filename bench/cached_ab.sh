@@ -6,6 +6,9 @@
 # inside loadout's request-wide layers (request id, span, `served` line at the default
 # level, catch-panic), served by loadout's connection loop: what those layers cost
 # with no loadout handler at all. `bare:loop` is the bare handler in that loop alone.
+# A path to a copy of examples/bare (its file name starting with `bare`), with or
+# without `:MODE`, runs that copy instead of target/release/examples/bare: the layers
+# of two builds side by side (`/tmp/bare-before:traced /tmp/bare-after:traced`).
 #
 # Usage, from the repository root:
 #   cargo build --release -p loadout --bin loadout --example bare
@@ -17,15 +20,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=$1; shift
-PORT=18400
+PORT=${PORT:-18400}
 for _ in $(seq 1 "${ROUNDS:-2}"); do
   for BIN in "$@"; do
     D=$(mktemp -d)
     URL="http://127.0.0.1:$PORT/v1/agents/assistant/prompt?channel=web"
-    if [ "${BIN%%:*}" = bare ]; then
-      MODE=""; [ "$BIN" != bare ] && MODE=${BIN#bare:}
+    EXE=${BIN%%:*}
+    if [ "$EXE" = bare ] || case $(basename "$EXE") in bare*) [ -x "$EXE" ] ;; *) false ;; esac; then
+      MODE=""; [ "$BIN" != "$EXE" ] && MODE=${BIN#*:}
+      [ "$EXE" = bare ] && EXE=target/release/examples/bare
       if [ "${LOG:-warn}" = unset ]; then LOGENV="-u RUST_LOG"; else LOGENV="RUST_LOG=${LOG:-warn}"; fi
-      env $LOGENV target/release/examples/bare "127.0.0.1:$PORT" 7266 $MODE 2>/dev/null &
+      env $LOGENV "$EXE" "127.0.0.1:$PORT" 7266 $MODE 2>/dev/null &
       PID=$!; sleep 0.5; KEY=none
     else
       if [ "${LOG:-warn}" = unset ]; then

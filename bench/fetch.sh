@@ -20,7 +20,8 @@
 # Needs: wrk (apt-get install wrk), curl, python3, psql, PostgreSQL on 127.0.0.1:5432 (trust).
 # Usage, from the repository root: bench/fetch.sh [seconds]
 # BENCH_LOG sets RUST_LOG for the measured servers (default: warn, no per-request line);
-# LOADOUT_BIN=path measures that prebuilt loadout binary instead of building one.
+# LOADOUT_BIN=path measures that prebuilt loadout binary instead of building one;
+# BENCH_NO_BUILD=1 also skips building the examples (bare, floor) and uses target/release's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH="${1:-10}"
@@ -37,7 +38,10 @@ cleanup() {
 trap cleanup EXIT
 
 # Build, then run copies, so a concurrent rebuild cannot swap a binary mid-run.
-if [ -n "${LOADOUT_BIN:-}" ]; then
+# BENCH_NO_BUILD=1 runs the examples already in target/release (several builds in a row).
+if [ "${BENCH_NO_BUILD:-0}" = 1 ]; then
+  :
+elif [ -n "${LOADOUT_BIN:-}" ]; then
   cargo build --release -q -p loadout --example bare --example floor
 else
   cargo build --release -q -p loadout --bin loadout --example bare --example floor
