@@ -7,9 +7,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use loadout::execute::connector::Outbound;
 use loadout::app::AppState;
 use loadout::auth::keys::{self, Role};
+use loadout::execute::connector::Outbound;
 use loadout::prompt::builder::SystemClock;
 use rmcp::service::{NotificationContext, RoleClient};
 use rmcp::transport::StreamableHttpClientTransport;

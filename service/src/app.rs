@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use sea_orm::DatabaseConnection;
 
-use crate::execute::arguments::Validators;
 use crate::auth::cache::Keys;
 use crate::cache::Generation;
+use crate::execute::arguments::Validators;
 use crate::fetch::cache::PromptCache;
 use crate::fetch::encoded::Responses;
 use crate::metrics::Metrics;

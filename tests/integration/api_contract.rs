@@ -1,7 +1,6 @@
 //! The typed API: what `/openapi.json` promises for every operation, and the one
 //! error shape for requests that never reach a handler.
 
-
 use axum::http::{Method, StatusCode};
 use loadout::app::AppState;
 use loadout::auth::keys::{self, Role};

@@ -3,7 +3,6 @@
 //! records nothing; a write whose answer was lost is never applied twice; keys
 //! are per tenant.
 
-
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use loadout::app::AppState;

@@ -506,7 +506,12 @@ async fn call_tool(api: &TestApp, tool: &str, arguments: Value) -> Value {
 
 async fn tool_row(api: &TestApp, name: &str) -> Value {
     let (status, body) = api
-        .call(Method::GET, &format!("/v1/tools/{name}"), &api.operator, None)
+        .call(
+            Method::GET,
+            &format!("/v1/tools/{name}"),
+            &api.operator,
+            None,
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     body

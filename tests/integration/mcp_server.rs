@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
 use loadout::auth::keys::{self, Role};
+use loadout_tests::api::request_reply;
 use loadout_tests::{TestApp, TestDb, db_test};
 use rmcp::ClientHandler;
 use rmcp::ServiceExt;
@@ -14,7 +15,6 @@ use rmcp::model::{CallToolRequestParams, GetPromptRequestParams};
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use loadout_tests::api::request_reply;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -73,7 +73,6 @@ fn transport(url: &str, key: &str) -> StreamableHttpClientTransport<reqwest::Cli
             .clone();
     StreamableHttpClientTransport::with_client(client, config)
 }
-
 
 /// A real HTTP backend that answers every call with `{"tasks": []}`.
 async fn backend() -> String {

@@ -273,19 +273,34 @@ async fn point(app: &TestApp, label: &str, number: i32) {
     let db = &app.db.conn;
     let agent = agent_configurations::Entity::find()
         .filter(agent_configurations::Column::Name.eq("assistant"))
-        .one(db).await.expect("read").expect("assistant");
+        .one(db)
+        .await
+        .expect("read")
+        .expect("assistant");
     let revision = agent_revisions::Entity::find()
         .filter(agent_revisions::Column::AgentId.eq(agent.id))
         .filter(agent_revisions::Column::Number.eq(number))
-        .one(db).await.expect("read").expect("revision");
-    let mv = Move { agent_id: agent.id, to_revision_id: revision.id, kind: "move", actor: Some("test"), at: now() };
+        .one(db)
+        .await
+        .expect("read")
+        .expect("revision");
+    let mv = Move {
+        agent_id: agent.id,
+        to_revision_id: revision.id,
+        kind: "move",
+        actor: Some("test"),
+        at: now(),
+    };
     move_label(db, label, &mv).await.expect("move");
     let generation = loadout::db::generation::bump(db).await.expect("bump");
     app.state.generation.observe(generation);
 }
 
 fn revision_header(reply: &loadout_tests::api::Reply) -> Option<&str> {
-    reply.headers.get("loadout-revision").map(|v| v.to_str().expect("ascii"))
+    reply
+        .headers
+        .get("loadout-revision")
+        .map(|v| v.to_str().expect("ascii"))
 }
 
 fn code(body: &Value) -> &str {
@@ -293,7 +308,14 @@ fn code(body: &Value) -> &str {
 }
 
 async fn patch_tool(app: &TestApp, tool: &str, edit: Value) {
-    let (status, body) = app.call(Method::PATCH, &format!("/v1/tools/{tool}"), &app.operator, Some(edit)).await;
+    let (status, body) = app
+        .call(
+            Method::PATCH,
+            &format!("/v1/tools/{tool}"),
+            &app.operator,
+            Some(edit),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
 }
 

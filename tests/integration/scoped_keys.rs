@@ -2,7 +2,6 @@
 //! other agent answers 404, exactly as an agent that does not exist, on the prompt,
 //! render, tools, loadout and tool-call routes. Unscoped agent keys reach every agent.
 
-
 use axum::http::{Method, StatusCode};
 use loadout::auth::keys::{self, KeyError, Role};
 use loadout_tests::db_test;
