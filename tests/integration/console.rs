@@ -226,6 +226,12 @@ async fn page_shows(client: &Client, text: &str) -> Result<()> {
     Ok(())
 }
 
+/// Signs out and waits for the sign-in page, so the next sign-in never races the old session.
+async fn sign_out(client: &Client) -> Result<()> {
+    button(client, "", "Sign out").await?.click().await?;
+    page_shows(client, "API key").await
+}
+
 async fn sign_in(client: &Client, site: &Site, key: &str) -> Result<()> {
     client.goto(&format!("{}/", site.base)).await?;
     field(client, "API key").await?.send_keys(key).await?;
@@ -617,7 +623,7 @@ db_test!(
             button(c, "//form[@id='template-form']", "Preview").await?;
 
             // The operator gets the forms.
-            button(c, "", "Sign out").await?.click().await?;
+            sign_out(c).await?;
             sign_in(c, &site, &site.admin).await?;
             c.goto(&format!("{}/console/tools/delete_tasks", site.base)).await?;
             button(c, "", "Save tool").await?;
@@ -800,7 +806,7 @@ db_test!(
             page_shows(c, "waits for a sign-off").await?;
             ensure!(production().await == 1, "production moved before the sign-off");
 
-            button(c, "", "Sign out").await?.click().await?;
+            sign_out(c).await?;
             sign_in(c, &site, &site.approver).await?;
             c.goto(&format!("{}/console/proposals", site.base)).await?;
             page_shows(c, "from revision 1 to revision 2").await?;
@@ -809,7 +815,7 @@ db_test!(
             page_shows(c, "Proposals").await?;
             ensure!(production().await == 2, "the approval did not move production");
 
-            button(c, "", "Sign out").await?.click().await?;
+            sign_out(c).await?;
             sign_in(c, &site, &site.admin).await?;
             c.goto(&format!("{}/console/agents/assistant/releases", site.base)).await?;
             button(c, "", "Roll back production").await?.click().await?;
