@@ -81,6 +81,8 @@ pub enum Command {
     Promote(promote::PromoteArgs),
     /// Move a label back to the revision it held just before, at once.
     Rollback(promote::RollbackArgs),
+    /// Set an agent's release mode; the only way to take a gated agent back to direct.
+    ReleaseMode(promote::ReleaseModeArgs),
     /// Inspect the proposal ledger.
     Proposals {
         #[command(subcommand)]
@@ -171,6 +173,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Rollback(args) => {
             with_db(&cli.database_url, true, |db| {
                 Box::pin(async move { print(promote::rollback(db, args).await?) })
+            })
+            .await
+        }
+        Command::ReleaseMode(args) => {
+            with_db(&cli.database_url, true, |db| {
+                Box::pin(async move { print(promote::release_mode(db, args).await?) })
             })
             .await
         }

@@ -348,3 +348,26 @@ db_test! {
         assert_eq!(production(&app).await, 1);
     }
 }
+
+db_test! {
+    async fn an_api_key_cannot_take_a_gated_agent_back_to_direct_and_the_command_line_can(db) {
+        let app = TestApp::new(db).await;
+        gated(&app).await;
+        let (status, body) = app.call(Method::PATCH, AGENT, &app.operator,
+            Some(json!({"release_mode": "direct"}))).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("release_mode_gated")), "{body}");
+        // Still gated: the next save leaves production where it was.
+        save_soul(&app, "Saved after the refusal.").await;
+        assert_eq!(production(&app).await, 1, "production moved without a sign-off");
+
+        use clap::Parser;
+        let cli = loadout::cli::Cli::try_parse_from(["loadout", "release-mode", "assistant", "direct"]).expect("the command line");
+        let loadout::cli::Command::ReleaseMode(args) = cli.command else { panic!("not release-mode") };
+        let printed = loadout::cli::promote::release_mode(&app.db.conn, args).await.expect("release-mode");
+        assert_eq!(printed, "assistant: release mode direct\n");
+        let agent = ok(&app, Method::GET, AGENT, None).await;
+        assert_eq!(agent["release_mode"], "direct", "{agent}");
+        save_soul(&app, "Direct again.").await;
+        assert_eq!(production(&app).await, labels(&app).await["latest"], "a direct save moves production");
+    }
+}

@@ -101,7 +101,9 @@ pub struct AgentUpdate {
     pub expected_soul_version: Option<i32>,
     /// `direct`: every save moves `production` too (after a switch to it, from the
     /// next save on). `gated`: a save moves `latest` only, and protected labels move
-    /// by signed-off change requests.
+    /// by signed-off change requests. A gated agent stays gated over the API (422
+    /// `release_mode_gated`); `loadout release-mode AGENT direct` on the database
+    /// takes the gate away.
     pub release_mode: Option<ReleaseMode>,
 }
 
@@ -197,6 +199,27 @@ pub async fn create(
     })
 }
 
+/// Sets an agent's release mode, either way: the command line's
+/// `loadout release-mode`, which needs the database itself (over the API a gated
+/// agent stays gated; see [`update`]). Through the write guard, so every process
+/// sees it.
+pub async fn set_release_mode(
+    db: &DatabaseConnection,
+    generation: &Generation,
+    author: &str,
+    name: &str,
+    mode: ReleaseMode,
+) -> Result<AgentView> {
+    let write = guard::begin(db).await?.by(author);
+    let found = row(&*write, name).await?;
+    let mut active: agent_configurations::ActiveModel = found.into();
+    active.release_mode = Set(mode.as_str().to_owned());
+    active.updated_at = Set(Utc::now());
+    let saved = active.update(&*write).await?;
+    guard::commit(write, generation).await?;
+    Ok(saved.into())
+}
+
 /// Soft delete: `deleted_at` is set and the agent disappears from every endpoint.
 pub async fn delete(
     db: &DatabaseConnection,
@@ -277,6 +300,18 @@ pub async fn update(
     check_update_expansion(prompts, name, &update).await?;
     let write = guard::begin(prompts.db).await?.by(author);
     let found = row(&*write, name).await?;
+    if update.release_mode == Some(ReleaseMode::Direct)
+        && ReleaseMode::or_gated(&found.release_mode) == ReleaseMode::Gated
+    {
+        // Otherwise one operator could switch to direct, save, and switch back:
+        // production moved without anyone's sign-off.
+        return Err(Error::refused(
+            "release_mode_gated",
+            format!(
+                "{name} is gated: an API key cannot take the sign-off away; `loadout release-mode {name} direct` on the database can"
+            ),
+        ));
+    }
     if let Some(expected) = update.expected_soul_version
         && expected != found.soul_version
     {

@@ -49,6 +49,30 @@ pub struct RollbackArgs {
     pub json: bool,
 }
 
+#[derive(Debug, clap::Args)]
+pub struct ReleaseModeArgs {
+    pub agent: String,
+    /// `direct` (every save moves production) or `gated` (production moves by
+    /// signed-off promotion). Only here can a gated agent go back to direct.
+    pub mode: crate::releases::ReleaseMode,
+}
+
+/// `loadout release-mode AGENT MODE`: either way, recorded as by `cli`.
+pub async fn release_mode(
+    db: &DatabaseConnection,
+    args: ReleaseModeArgs,
+) -> anyhow::Result<String> {
+    let generation = generation(db).await?;
+    let agent =
+        crate::agents::config::set_release_mode(db, &generation, CLI, &args.agent, args.mode)
+            .await?;
+    Ok(format!(
+        "{}: release mode {}\n",
+        agent.name,
+        agent.release_mode.as_str()
+    ))
+}
+
 fn cli() -> Principal {
     Principal {
         key_id: 0,
