@@ -141,6 +141,20 @@ impl AppState {
         }
     }
 
+    /// What a label write takes, lent from this state; a change request waits as
+    /// long as a `requires_approval` proposal.
+    pub fn label_writing(&self) -> crate::agents::labels::Writing<'_> {
+        crate::agents::labels::Writing {
+            db: &self.db,
+            generation: &self.generation,
+            request_ttl: self
+                .settings
+                .proposals
+                .ttl(crate::vocab::Tier::RequiresApproval),
+            now: self.clock.now(),
+        }
+    }
+
     /// What reading a connector's server takes, lent from this state.
     pub fn remote(&self) -> crate::actions::connector::sync::Remote<'_> {
         crate::actions::connector::sync::Remote {

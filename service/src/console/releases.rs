@@ -11,12 +11,11 @@ use serde::{Deserialize, Serialize};
 use super::page::{Path, Query, Signed, blank, error_page, refusal, render};
 use super::session::{Admin, Checked, Operator, csrf_field};
 use crate::agents::change_requests::{self, ChangeState, Decision, Filter};
-use crate::agents::labels::{self, LabelPut, Outcome, Rollback, Writing};
+use crate::agents::labels::{self, LabelPut, Outcome, Rollback};
 use crate::app::AppState;
 use crate::error::{Error, Result};
 use crate::releases::diff::{self, RevisionDiff};
 use crate::releases::read::{self, LabelHistory, LabelView, RevisionSummary};
-use crate::vocab::Tier;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -53,15 +52,6 @@ struct ReasonForm {
 
 csrf_field!(LabelForm, ReasonForm);
 
-fn writing(state: &AppState) -> Writing<'_> {
-    Writing {
-        db: &state.db,
-        generation: &state.generation,
-        request_ttl: state.settings.proposals.ttl(Tier::RequiresApproval),
-        now: state.clock.now(),
-    }
-}
-
 /// Moves or creates a label; a protected label of a gated agent opens a change
 /// request instead. The page again, saying which.
 async fn put_label(
@@ -75,7 +65,7 @@ async fn put_label(
         protected: form.protected.as_deref().map(|p| p == "on"),
         reason: blank(&form.reason),
     };
-    let done = labels::put(&writing(&state), &signed.who, &name, &form.label, put).await;
+    let done = labels::put(&state.label_writing(), &signed.who, &name, &form.label, put).await;
     let notice = match done {
         Ok(Outcome::Moved(moved)) => {
             format!("{} points at revision {}.", moved.label, moved.revision)
@@ -99,7 +89,7 @@ async fn rollback(
     let body = Rollback {
         reason: blank(&form.reason),
     };
-    match labels::rollback(&writing(&state), &signed.who, &name, &label, body).await {
+    match labels::rollback(&state.label_writing(), &signed.who, &name, &label, body).await {
         Ok(moved) => {
             let notice = format!("{} is back at revision {}.", moved.label, moved.revision);
             shown(&state, &signed, &name, StatusCode::OK, notice).await

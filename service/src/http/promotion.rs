@@ -18,9 +18,8 @@ use super::extract::{ApiJson, ApiPath, ApiQuery, ApproverKey, OperatorKey};
 use crate::agents::change_requests::{
     self, ChangeRequestList, ChangeRequestView, ChangeState, Decision, Filter,
 };
-use crate::agents::labels::{self, LabelMoved, LabelPut, Outcome, Rollback, Writing};
+use crate::agents::labels::{self, LabelMoved, LabelPut, Outcome, Rollback};
 use crate::app::AppState;
-use crate::vocab::Tier;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -30,17 +29,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(get_change_request))
         .routes(routes!(approve_change_request))
         .routes(routes!(decline_change_request))
-}
-
-/// The pieces a label write takes; a change request waits as long as a
-/// `requires_approval` proposal.
-fn writing(state: &AppState) -> Writing<'_> {
-    Writing {
-        db: &state.db,
-        generation: &state.generation,
-        request_ttl: state.settings.proposals.ttl(Tier::RequiresApproval),
-        now: state.clock.now(),
-    }
 }
 
 #[utoipa::path(put, path = "/v1/agents/{agent}/labels/{label}", tag = "admin", summary = "Create or move a label (operator); a protected label of a gated agent waits for a sign-off",
@@ -56,7 +44,7 @@ async fn put_label(
     ApiJson(put): ApiJson<LabelPut>,
 ) -> ApiResult<Response> {
     Ok(
-        match labels::put(&writing(&state), &who, &agent, &label, put).await? {
+        match labels::put(&state.label_writing(), &who, &agent, &label, put).await? {
             Outcome::Moved(moved) => Json(moved).into_response(),
             Outcome::Requested(request) => (StatusCode::ACCEPTED, Json(request)).into_response(),
         },
@@ -73,7 +61,7 @@ async fn rollback_label(
     ApiPath((agent, label)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<Rollback>,
 ) -> ApiResult<Json<LabelMoved>> {
-    let moved = labels::rollback(&writing(&state), &who, &agent, &label, body).await?;
+    let moved = labels::rollback(&state.label_writing(), &who, &agent, &label, body).await?;
     Ok(Json(moved))
 }
 
