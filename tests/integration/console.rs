@@ -799,6 +799,7 @@ db_test!(
         run("gated", client, async |c: &Client| {
             sign_in(c, &site, &site.admin).await?;
             c.goto(&format!("{}/console/agents/assistant/releases", site.base)).await?;
+            ensure!(button(c, "", "Roll back production").await.is_err(), "a label that never moved offers a rollback");
             field(c, "Revision").await?.clear().await?;
             field(c, "Revision").await?.send_keys("2").await?;
             field(c, "Reason").await?.send_keys("ship the staged soul").await?;
