@@ -35,11 +35,10 @@ def test_a_span_records_the_prompts_name_revision_and_label(live, tracer, tmp_pa
         c.loadout(AGENT, "telegram", label="production")
     spans = {s.name: dict(s.attributes) for s in EXPORTER.get_finished_spans()}
     assert spans["turn"] == {"gen_ai.prompt.name": AGENT, "gen_ai.prompt.version": str(fresh.revision),
-                             "loadout.revision": fresh.revision, "loadout.label": "production",
-                             "loadout.channel": "web", "loadout.source": "fresh"}
+                             "loadout.label": "production", "loadout.source": "fresh"}
     assert spans["turn-cached"]["loadout.source"] == "cached"
     assert spans["turn-cached"]["gen_ai.prompt.version"] == str(fresh.revision)
-    assert spans["turn-loadout"]["loadout.channel"] == "telegram"
+    assert spans["turn-loadout"]["gen_ai.prompt.version"] == str(fresh.revision)
 
 
 def test_a_fallback_names_no_version(live, tracer):
@@ -49,7 +48,7 @@ def test_a_fallback_names_no_version(live, tracer):
     with tracer.start_as_current_span("offline"):
         c.prompt(AGENT, "web", fallback="Be kind.")
     (span,) = EXPORTER.get_finished_spans()
-    assert dict(span.attributes) == {"loadout.source": "fallback", "loadout.channel": "web"}
+    assert dict(span.attributes) == {"loadout.source": "fallback"}
 
 
 def test_without_opentelemetry_nothing_is_imported_and_fetching_works(live):
