@@ -57,10 +57,11 @@ class Server:
                 time.sleep(0.1)
         raise RuntimeError(f"loadout serve not ready after 60 s:\n{self.log()}")
 
-    def stop(self):
+    def stop(self, graceful=False):
+        """An outage (SIGKILL: a graceful stop waits for the clients' idle connections)."""
         self.resume()
         if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
+            os.killpg(self.proc.pid, signal.SIGTERM if graceful else signal.SIGKILL)
             try:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
@@ -115,7 +116,7 @@ def server():
     try:
         yield srv
     finally:
-        srv.stop()
+        srv.stop(graceful=True)
         if os.environ.get("PYCLIENT_KEEP"):
             print(f"kept {work}")
         else:
@@ -130,8 +131,6 @@ def live(server):
         server.start()
     yield server
     server.resume()
-    if not server.running():
-        server.start()
 
 
 class Recorder:

@@ -60,7 +60,15 @@ class Entry:
 
 
 def parse(kind: str, key: tuple[Any, ...], body: bytes, etag: str | None, source: str) -> Any:
-    """A 200's body as the result of `source`. The shapes are the generated models'."""
+    """A 200's body as the result of `source`. The shapes are the generated models'; a body
+    of another shape is a `ValueError`."""
+    try:
+        return _parse(kind, body, etag, source)
+    except (KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"a {kind} answer of an unexpected shape: {e!r}") from e
+
+
+def _parse(kind: str, body: bytes, etag: str | None, source: str) -> Any:
     if kind == PROMPT:
         view = models.PromptView.model_validate_json(body)
         return _prompt(view.agent, view.text, view.provenance, source, etag)
