@@ -30,14 +30,23 @@ fn installed() -> bool {
         "LOADOUT_REQUIRE_PEERS=1 but the Python client's environment is not installed: run tests/peers/install"
     );
     if !ready {
-        eprintln!("skipped: the Python client's environment is not installed (tests/peers/install)");
+        eprintln!(
+            "skipped: the Python client's environment is not installed (tests/peers/install)"
+        );
     }
     ready
 }
 
 fn run_pytest(database_url: &str) {
     let output = Command::new(python())
-        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "clients/python/tests"])
+        .args([
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "clients/python/tests",
+        ])
         .current_dir(root())
         .env("LOADOUT_BIN", env!("CARGO_BIN_EXE_loadout"))
         .env("LOADOUT_TEST_DATABASE_URL", database_url)
@@ -53,7 +62,10 @@ fn run_pytest(database_url: &str) {
         String::from_utf8_lossy(&output.stderr)
     );
     println!("{text}");
-    assert!(output.status.success(), "the Python client's tests failed:\n{text}");
+    assert!(
+        output.status.success(),
+        "the Python client's tests failed:\n{text}"
+    );
 }
 
 #[tokio::test]
