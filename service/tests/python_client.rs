@@ -43,6 +43,7 @@ fn run_pytest(database_url: &str) {
             "-m",
             "pytest",
             "-q",
+            "-rs",
             "-p",
             "no:cacheprovider",
             "clients/python/tests",
