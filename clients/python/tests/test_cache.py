@@ -200,3 +200,17 @@ async def test_the_async_client_caches_and_serves_stale_the_same_way(live, recor
     assert tools.format == "anthropic" and tools.revision == first.revision
     await c.aclose()
     await http.aclose()
+
+
+def test_every_fresh_answer_rewrites_the_disk_copy_and_leaves_no_temporary_file(live, recorder, tmp_path):
+    directory = tmp_path / "made-by-the-client"
+    c = client(live, recorder, stale_while_revalidate=False, cache_dir=directory)
+    marker = f"disk-{time.time_ns()}"
+    c.prompt(AGENT, "heartbeat")
+    set_marker(live, marker)
+    time.sleep(0.6)
+    assert c.prompt(AGENT, "heartbeat").source == "fresh"
+    (name,) = os.listdir(directory)  # one file per key, replaced in place
+    with open(directory / name) as f:
+        assert f"Marker: {marker}." in f.read()
+    assert oct(os.stat(directory).st_mode & 0o777) == oct(0o700)
