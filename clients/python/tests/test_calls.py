@@ -97,7 +97,10 @@ def test_report_outcome_stores_the_outcome_of_a_served_revision(live):
     stored = c.report_outcome(AGENT, revision=revision, conversation_id="conv-outcome", user_id="ann",
                               outcome="success", score=0.9)
     assert stored["revision"] == revision and stored["outcome"] == "success"
-    assert stored["conversation_id"] == "conv-outcome"
+    assert (stored["conversation_id"], stored["user_id"], stored["agent"]) == ("conv-outcome", "ann", AGENT)
+    with pytest.raises(errors.NotFound) as unknown:
+        c.report_outcome(AGENT, revision=10**6, conversation_id="conv-outcome", outcome="failure")
+    assert unknown.value.code == "revision_not_found"
     with pytest.raises(errors.LoadoutError) as bad:
         c.report_outcome(AGENT, revision=revision, conversation_id="conv-outcome", outcome="maybe")
     assert bad.value.status in (400, 422)
