@@ -1,0 +1,103 @@
+"""The OpenAI Agents SDK adapter (`pip install "loadout-client[agents]"`): an agent's loadout
+tools as SDK `FunctionTool`s whose invocations go through loadout's tool-call route, so the
+approval tiers hold (a proposal comes back as the tool's output, saying it awaits approval),
+and the prompt as the agent's instructions, fetched per run through the client's cache.
+
+    from agents import Agent
+    from loadout import AsyncClient
+    from loadout.agents import function_tools, instructions
+
+    client = AsyncClient("http://127.0.0.1:8080", agent_key)
+    agent = Agent(name="assistant", instructions=instructions(client, "assistant", "web"),
+                  tools=await function_tools(client, "assistant", conversation_id="c-1"))
+
+`user_id` and `conversation_id` may be strings, or functions of the run's context (the
+`RunContextWrapper`) for one agent object serving many users."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any, Union
+
+from agents import FunctionTool, RunContextWrapper
+
+from . import errors
+from .aio import AsyncClient
+from .client import Client
+from .results import Proposal, ToolResult
+
+Per = Union[str, None, Callable[[RunContextWrapper[Any]], Union[str, None]]]
+
+
+def _resolve(value: Per, ctx: RunContextWrapper[Any]) -> str | None:
+    return value(ctx) if callable(value) else value
+
+
+async def _call(client: Client | AsyncClient, method: str, *args: Any, **kwargs: Any) -> Any:
+    """Calls the sync client in a thread (it would block the event loop), the async one directly."""
+    fn = getattr(client, method)
+    if isinstance(client, AsyncClient):
+        return await fn(*args, **kwargs)
+    return await asyncio.to_thread(fn, *args, **kwargs)
+
+
+def instructions(client: Client | AsyncClient, agent: str, channel: str, *, user_id: Per = None,
+                 tz: Per = None, label: str | None = None,
+                 fallback: str | None = None) -> Callable[[RunContextWrapper[Any], Any], Any]:
+    """An `instructions=` for `Agent`: the agent's prompt, fetched (through the cache) on every run."""
+
+    async def fetch(ctx: RunContextWrapper[Any], _agent: Any) -> str:
+        prompt = await _call(client, "prompt", agent, channel, user_id=_resolve(user_id, ctx), tz=_resolve(tz, ctx),
+                             label=label, fallback=fallback)
+        return prompt.text
+
+    return fetch
+
+
+def relay(outcome: ToolResult | Proposal) -> str:
+    """What the model reads as the tool's output."""
+    if isinstance(outcome, Proposal):
+        return json.dumps({"status": outcome.status, "proposal_id": outcome.proposal_id,
+                           "description": outcome.description,
+                           "message": "This call awaits a person's approval; it has not run. Tell the user what "
+                                      "was proposed."})
+    return json.dumps({"status": "succeeded", "result": outcome.result}, default=str)
+
+
+async def function_tools(client: Client | AsyncClient, agent: str, *, conversation_id: Per,
+                         user_id: Per = None, label: str | None = None,
+                         fallback: list[dict[str, Any]] | None = None) -> list[FunctionTool]:
+    """The agent's loadout tools (OpenAI strict schemas) as SDK function tools. Each call is
+    `call_tool` on loadout with the revision the tools came from; a proposal, invalid arguments or
+    a failed call come back to the model as the tool's output (JSON), never as an exception."""
+    listed = await _call(client, "tools", agent, "openai", label=label, fallback=fallback)
+    revision = listed.revision
+
+    def invoker(name: str) -> Callable[[Any, str], Any]:
+        async def invoke(ctx: Any, raw: str) -> str:
+            try:
+                arguments = json.loads(raw) if raw else {}
+                outcome = await _call(client, "call_tool", agent, name, arguments,
+                                      conversation_id=_resolve(conversation_id, ctx) or "agents-sdk",
+                                      user_id=_resolve(user_id, ctx), revision=revision)
+            except json.JSONDecodeError as e:
+                return json.dumps({"status": "error", "code": "invalid_json", "message": str(e)})
+            except errors.LoadoutError as e:
+                return json.dumps({"status": "error", "code": e.code, "message": e.message, "details": e.details},
+                                  default=str)
+            return relay(outcome)
+
+        return invoke
+
+    tools = []
+    for tool in listed.tools:
+        function = tool["function"]
+        tools.append(FunctionTool(name=function["name"], description=function.get("description", ""),
+                                  params_json_schema=function["parameters"], on_invoke_tool=invoker(function["name"]),
+                                  strict_json_schema=bool(function.get("strict", True))))
+    return tools
+
+
+__all__ = ["function_tools", "instructions", "relay"]

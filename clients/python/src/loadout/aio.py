@@ -1,0 +1,146 @@
+"""The asynchronous client: `Client`'s twin over `httpx.AsyncClient`; a background refresh
+is an asyncio task (one per key at a time)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+import httpx
+
+from . import errors
+from ._core import LOADOUT, PROMPT, TOOLS, Core, Entry, Offline, _segment, monotonic
+from .results import Loadout, Prompt, Proposal, Tools, ToolResult
+
+
+class AsyncClient:
+    """As `Client` (same arguments, same cache rules), with `await`."""
+
+    def __init__(self, base_url: str | None = None, api_key: str | None = None, *, ttl: float = 60.0,
+                 stale_while_revalidate: bool = True, cache_dir: str | os.PathLike[str] | None = None,
+                 timeout: float = 10.0, tracing: bool = True, max_entries: int = 1024,
+                 http_client: httpx.AsyncClient | None = None) -> None:
+        self._core = Core(base_url, api_key, ttl=ttl, stale_while_revalidate=stale_while_revalidate,
+                          cache_dir=cache_dir, timeout=timeout, tracing=tracing, max_entries=max_entries)
+        self._own_http = http_client is None
+        self._http = http_client or httpx.AsyncClient(timeout=timeout)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def base_url(self) -> str:
+        return self._core.base_url
+
+    async def aclose(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._own_http:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *_: Any) -> None:
+        await self.aclose()
+
+    async def prompt(self, agent: str, channel: str, *, user_id: str | None = None, tz: str | None = None,
+                     label: str | None = None, fallback: str | None = None) -> Prompt:
+        key = self._core.key(PROMPT, agent, channel, user_id, tz, label, None)
+        entry = self._core._mem.get(key)
+        if entry is not None and monotonic() < entry.expires:
+            return self._core.served(entry.cached)
+        return await self._get(key, entry, fallback)
+
+    async def tools(self, agent: str, format: str = "openai", *, label: str | None = None,
+                    fallback: list[dict[str, Any]] | None = None) -> Tools:
+        key = self._core.key(TOOLS, agent, None, None, None, label, format)
+        entry = self._core._mem.get(key)
+        if entry is not None and monotonic() < entry.expires:
+            return entry.cached
+        return await self._get(key, entry, fallback)
+
+    async def loadout(self, agent: str, channel: str, *, format: str = "openai", user_id: str | None = None,
+                      tz: str | None = None, label: str | None = None, fallback: Any = None) -> Loadout:
+        key = self._core.key(LOADOUT, agent, channel, user_id, tz, label, format)
+        entry = self._core._mem.get(key)
+        if entry is not None and monotonic() < entry.expires:
+            return self._core.served(entry.cached)
+        return await self._get(key, entry, fallback)
+
+    async def _get(self, key: tuple[Any, ...], entry: Entry | None, fallback: Any) -> Any:
+        core = self._core
+        if entry is not None:
+            now = monotonic()
+            if core.stale_while_revalidate or now < entry.retry_at:
+                if core.needs_refresh(entry, now) and core.begin_refresh(key):
+                    task = asyncio.get_running_loop().create_task(self._refresh(key))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+                return core.served(entry.stale(key))
+        try:
+            return core.served(await self._fetch(key, entry))
+        except Offline as offline:
+            return core.served(core.offline(key, entry, fallback, offline))
+
+    async def _fetch(self, key: tuple[Any, ...], entry: Entry | None) -> Any:
+        path, params = self._core.request_of(key)
+        try:
+            r = await self._http.get(self._core.base_url + path, params=params,
+                                     headers=self._core.conditional(entry))
+        except httpx.TransportError as e:
+            raise self._core.unreachable(e) from e
+        return self._core.on_answer(key, entry, r.status_code, r.headers, r.content)
+
+    async def _refresh(self, key: tuple[Any, ...]) -> None:
+        try:
+            await self._fetch(key, self._core._mem.get(key))
+        except errors.NotFound:
+            pass
+        except (Offline, errors.LoadoutError, ValueError) as e:
+            self._core.refresh_failed(key, e)
+        finally:
+            self._core.end_refresh(key)
+
+    def clear_cache(self) -> None:
+        self._core.clear()
+
+    async def call_tool(self, agent: str, tool: str, arguments: Any, *, conversation_id: str,
+                        user_id: str | None = None, message_id: str | None = None,
+                        idempotency_key: str | None = None, revision: int | None = None) -> ToolResult | Proposal:
+        request = self._core.call_request(agent, tool, arguments, conversation_id, user_id, message_id,
+                                          idempotency_key, revision)
+        return await self._send_call(agent, request)
+
+    async def _send_call(self, agent: str, request: dict[str, Any]) -> ToolResult | Proposal:
+        r = await self._post(f"/v1/agents/{_segment(agent)}/tool-calls", request)
+        return self._core.call_answer(agent, request, r.status_code, r.headers, r.content)
+
+    async def wait(self, proposal: Proposal | ToolResult, timeout: float = 300.0,
+                   interval: float = 0.5) -> ToolResult:
+        if isinstance(proposal, ToolResult):
+            return proposal
+        deadline = monotonic() + timeout
+        current: ToolResult | Proposal = proposal
+        while True:
+            remaining = deadline - monotonic()
+            if remaining <= 0:
+                raise errors.WaitTimeout(f"proposal {proposal.proposal_id} ({proposal.tool}) still "
+                                         f"{current.status} after {timeout} s", code="timeout",
+                                         details={"proposal_id": proposal.proposal_id})
+            await asyncio.sleep(min(interval, remaining))
+            interval = min(interval * 1.5, 5.0)
+            current = await self._send_call(proposal.agent, proposal.request)
+            if isinstance(current, ToolResult):
+                return current
+
+    async def report_outcome(self, agent: str, *, revision: int, conversation_id: str, outcome: str,
+                             user_id: str | None = None, score: float | None = None) -> dict[str, Any]:
+        body = self._core.outcome_request(revision, conversation_id, outcome, user_id, score)
+        r = await self._post(f"/v1/agents/{_segment(agent)}/outcomes", body)
+        return self._core.json_answer(r.status_code, r.headers, r.content, ok=(200, 201))
+
+    async def _post(self, path: str, body: Any) -> httpx.Response:
+        try:
+            return await self._http.post(self._core.base_url + path, json=body, headers=self._core._headers)
+        except httpx.TransportError as e:
+            raise errors.Unreachable(f"loadout could not be reached: {e}", code="unreachable") from e

@@ -1,0 +1,1847 @@
+# Generated from loadout's /openapi.json by clients/python/generate (datamodel-code-generator 0.89.0); do not edit.
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, RootModel
+
+
+class Annotations(BaseModel):
+    """
+    MCP tool annotations (`title` and the behaviour hints), serialised in camelCase.
+    """
+
+    destructiveHint: bool
+    """
+    The tool may remove or overwrite data.
+    """
+    idempotentHint: bool
+    """
+    Calling it twice with the same input has the same effect as once.
+    """
+    openWorldHint: bool
+    """
+    The tool reaches outside the service; always `false` here.
+    """
+    readOnlyHint: bool
+    """
+    The tool does not change anything.
+    """
+    title: str
+    """
+    The name with `_` as spaces and the first letter capitalised: `Get tasks`.
+    """
+
+
+class AnthropicTool(BaseModel):
+    """
+    An Anthropic Messages API tool.
+    """
+
+    description: str
+    input_schema: dict[str, Any]
+    name: str
+
+
+class Binding(BaseModel):
+    """
+    The body of `PUT /v1/tools/{tool}/connector`.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    connector: str | None = None
+    """
+    A connector name, or `null` to disconnect the tool.
+    """
+
+
+class BindingView(BaseModel):
+    """
+    A tool's binding as set.
+    """
+
+    connector: str | None = None
+    tool: str
+
+
+class ChangeState(Enum):
+    """
+    Where a change request is.
+    """
+
+    pending = 'pending'
+    approved = 'approved'
+    declined = 'declined'
+    expired = 'expired'
+    superseded = 'superseded'
+
+
+class ChannelContent(BaseModel):
+    """
+    A channel's guidance and which optional sections it gets.
+    """
+
+    guidance: str
+    include_interaction_learning: bool
+    include_operating_model: bool
+    include_session_section: bool
+
+
+class ChannelUpdate(BaseModel):
+    """
+    The fields of `PATCH /v1/channels/{channel}`.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    description: str | None = None
+    guidance: str | None = None
+    """
+    At most 65536 bytes.
+    """
+    include_interaction_learning: bool | None = None
+    include_operating_model: bool | None = None
+    include_session_section: bool | None = None
+
+
+class ChannelView(BaseModel):
+    """
+    A channel.
+    """
+
+    description: str
+    guidance: str
+    """
+    `$channel_guidance`.
+    """
+    include_interaction_learning: bool
+    include_operating_model: bool
+    include_session_section: bool
+    name: str
+    updated_at: AwareDatetime
+
+
+class CheckCounts(BaseModel):
+    """
+    What was looked at.
+    """
+
+    active_links: int = Field(..., ge=0)
+    active_tools: int = Field(..., ge=0)
+    agents: int = Field(..., ge=0)
+    catalog_tools: int = Field(..., ge=0)
+    tools: int = Field(..., ge=0)
+
+
+class CheckSeverity(Enum):
+    """
+    How bad a problem is: errors exit 1, warnings alone exit 0.
+    """
+
+    error = 'error'
+    warning = 'warning'
+
+
+class ConnectorUpdate(BaseModel):
+    """
+    The fields of `PATCH /v1/connectors/{connector}`. Its `Debug` shows header
+    names, never values.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    headers: dict[str, str] | None = None
+    """
+    Replaces every header. When `url` moves the connector to another scheme,
+    host or port and this is absent, every header is dropped.
+    """
+    method: str | None = None
+    timeout_ms: int | None = None
+    url: str | None = None
+
+
+class ConnectorView(BaseModel):
+    """
+    A connector; `headers` lists the names only.
+    """
+
+    created_at: AwareDatetime
+    headers: list[str]
+    """
+    Header names; values are never shown.
+    """
+    kind: str
+    """
+    `http` (an HTTP API) or `mcp` (an MCP server over Streamable HTTP).
+    """
+    method: str
+    """
+    `POST` or `PUT`.
+    """
+    name: str
+    timeout_ms: int
+    updated_at: AwareDatetime
+    url: str
+
+
+class CreatedKey(BaseModel):
+    """
+    A key just made: the only answer that holds the key itself.
+    """
+
+    agent: str | None = None
+    key: str
+    """
+    The key. Store it now: it is never shown again.
+    """
+    name: str
+    role: str
+    tenant: str
+
+
+class Decision(BaseModel):
+    """
+    The body of an approve or decline.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    reason: str | None = None
+    """
+    Why, kept with the decision.
+    """
+
+
+class ErrorDetail(BaseModel):
+    """
+    What went wrong: a stable code to branch on, a sentence for people, and
+    structured details where there are any (JSON paths, problems, known values).
+    """
+
+    code: str
+    """
+    Stable and machine-readable, e.g. `not_found`, `invalid_arguments`.
+    """
+    details: Any
+    """
+    `null` unless the code documents details.
+    """
+    message: str
+
+
+class EventView(BaseModel):
+    """
+    One transition in a proposal's history.
+    """
+
+    actor: str
+    """
+    The key name, `auto`, `sweeper` or `system`.
+    """
+    at: AwareDatetime
+    from_: str | None = Field(None, alias='from')
+    """
+    `null` for the creation event.
+    """
+    to: str
+
+
+class Format(Enum):
+    """
+    A wire format for [`render`].
+    """
+
+    openai = 'openai'
+    anthropic = 'anthropic'
+    mcp = 'mcp'
+
+
+class InstructionsPut(BaseModel):
+    """
+    The body of `PUT .../users/{user_id}/instructions`.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    instructions: str | None = None
+    """
+    `null` switches the user's instructions off (the row is kept, inactive).
+    """
+
+
+class InstructionsView(BaseModel):
+    """
+    A user's instructions; `null` when there are none (or they are switched off).
+    """
+
+    agent: str
+    instructions: str | None = None
+    user_id: str
+
+
+class KeyInfo(BaseModel):
+    """
+    One key as `keys list` shows it: never the secret or the hash.
+    """
+
+    agent: str | None = None
+    """
+    The agent a scoped agent key reaches (`None`: every agent).
+    """
+    created_at: AwareDatetime
+    name: str
+    prefix: str
+    revoked_at: AwareDatetime | None = None
+    role: str
+    tenant: str
+
+
+class KeyList(BaseModel):
+    """
+    The keys of the caller's tenant.
+    """
+
+    keys: list[KeyInfo]
+
+
+class Kind(Enum):
+    """
+    The protocol a connector speaks.
+    """
+
+    http = 'http'
+    mcp = 'mcp'
+
+
+class LabelMoved(BaseModel):
+    """
+    A label as a move left it.
+    """
+
+    agent: str
+    from_revision: int | None = None
+    """
+    The revision it left; `null` if it did not move or was new.
+    """
+    kind: str | None = None
+    """
+    `move` or `rollback`; `null`: it already pointed there (only `protected`
+    may have changed).
+    """
+    label: str
+    protected: bool
+    revision: int
+    """
+    The revision's number it points at now.
+    """
+
+
+class LabelPut(BaseModel):
+    """
+    The body of `PUT /v1/agents/{agent}/labels/{label}`.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    protected: bool | None = None
+    """
+    Protect (or unprotect) the label; unchanged when absent. `production` is
+    always protected, and a protected label of a `gated` agent stays so.
+    """
+    reason: str | None = None
+    """
+    Why, kept in the label's history (or the change request).
+    """
+    revision: int
+    """
+    The revision's number the label is to point at.
+    """
+
+
+class LabelView(BaseModel):
+    """
+    Where a label points.
+    """
+
+    name: str
+    protected: bool
+    """
+    In `gated` mode, moved only by an approved change request or a rollback
+    (`production` always is).
+    """
+    revision: int
+    """
+    The revision's number.
+    """
+    updated_at: AwareDatetime
+
+
+class LineKind(Enum):
+    """
+    A hunk line's part in the change (`' '`, `-` and `+` in a unified diff).
+    """
+
+    delete = 'delete'
+    equal = 'equal'
+    insert = 'insert'
+
+
+class LinkSet(BaseModel):
+    """
+    A link as set.
+    """
+
+    active: bool
+    agent: str
+    tool: str
+
+
+class LinkView(BaseModel):
+    """
+    One link of an agent to a tool.
+    """
+
+    active: bool
+    """
+    The link is on.
+    """
+    tool: str
+    tool_active: bool
+    """
+    The tool itself is active and not deleted.
+    """
+
+
+class LintSeverity(Enum):
+    """
+    How bad a problem is: errors block a save, warnings are reported with it.
+    """
+
+    error = 'error'
+    warning = 'warning'
+
+
+class Format1(Enum):
+    openai = 'openai'
+
+
+class Format2(Enum):
+    anthropic = 'anthropic'
+
+
+class Format3(Enum):
+    mcp = 'mcp'
+
+
+class McpMeta(BaseModel):
+    """
+    loadout's `_meta` on an MCP tool.
+    """
+
+    io_loadout_approval_tier: str = Field(..., alias='io.loadout/approval-tier')
+    """
+    The approval tier as stored, so a drifted tier is visible (and reported by
+    `loadout check`): `auto` runs at once, the others propose.
+    """
+
+
+class McpTool(BaseModel):
+    """
+    An MCP `Tool`, as in a `tools/list` result.
+    """
+
+    field_meta: McpMeta = Field(..., alias='_meta')
+    annotations: Annotations
+    description: str
+    inputSchema: dict[str, Any]
+    name: str
+    title: str
+    """
+    For people: the name with `_` as spaces, capitalised (`Get tasks`).
+    """
+
+
+class MoveView(BaseModel):
+    """
+    One move of a label.
+    """
+
+    actor: str | None = None
+    """
+    Who made it (for a `promote`: who asked), when known.
+    """
+    approver: str | None = None
+    """
+    Who signed off a `promote`.
+    """
+    change_request: int | None = None
+    """
+    The change request a `promote` carried out.
+    """
+    created_at: AwareDatetime
+    from_revision: int | None = None
+    """
+    The revision it left; `null` for the label's first position.
+    """
+    kind: str
+    """
+    `publish`, `move` (by hand), `promote` (an approved change request) or
+    `rollback` (back to the revision the label held just before).
+    """
+    reason: str | None = None
+    """
+    Why, as the one who asked said.
+    """
+    to_revision: int
+
+
+class NewAgent(BaseModel):
+    """
+    The body of `POST /v1/agents`.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    identity: dict[str, Any]
+    interaction_learning: str | None = None
+    name: str
+    operating_model: str | None = None
+    prompt_template: str | None = None
+    soul: str
+
+
+class NewConnector(BaseModel):
+    """
+    The body of `POST /v1/connectors`. Its `Debug` shows header names, never values.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    headers: dict[str, str] | None = None
+    """
+    Sent with every call; values are write-only, and sealed at rest (a server
+    without a secrets key refuses them with 422 `secrets_key_missing`).
+    """
+    kind: Kind | None = None
+    """
+    `http` (default) or `mcp`.
+    """
+    method: str | None = None
+    """
+    `POST` (default) or `PUT`.
+    """
+    name: str
+    timeout_ms: int | None = None
+    """
+    1 to 30000 (the cap on every call); 30000 when absent.
+    """
+    url: str
+    """
+    `https://` (or `http://`); every address it names or resolves to must be
+    globally routable unless allowed by `--connector-allow`.
+    """
+
+
+class NewKey(BaseModel):
+    """
+    The body of `POST /v1/keys`.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    agent: str | None = None
+    """
+    Scope an agent key to this agent; absent reaches every agent.
+    """
+    name: str
+    """
+    1 to 64 of a-z, 0-9, '-', '_', '.'; unique in its tenant.
+    """
+    role: str
+    """
+    `agent`, `approver`, `admin` or (by an operator only) `operator`.
+    """
+    tenant: str | None = None
+    """
+    The tenant (operators only; an admin's keys are always in its own tenant).
+    Operator keys have none.
+    """
+
+
+class OpenAiFunction(BaseModel):
+    """
+    The function of an [`OpenAiTool`].
+    """
+
+    description: str
+    name: str
+    parameters: dict[str, Any]
+    """
+    The tool's schema rewritten by [`strict_schema`] (as it is when `strict` is false).
+    """
+    strict: bool
+    """
+    `false` only for a synced tool taken loose on purpose (`allow_loose`).
+    """
+
+
+class OpenAiTool(BaseModel):
+    """
+    An OpenAI Chat Completions function tool, strict mode.
+    """
+
+    function: OpenAiFunction
+    type: str
+    """
+    Always `function`.
+    """
+
+
+class Preference(BaseModel):
+    """
+    The body of `PUT /v1/users/{user_id}/tools/{tool}/preference`.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    auto_approve: bool
+
+
+class PreferenceView(BaseModel):
+    """
+    A user's preference for a `user_configurable` tool.
+    """
+
+    auto_approve: bool
+    tool: str
+    user_id: str
+
+
+class PreviewRequest(BaseModel):
+    """
+    The body of `POST .../prompt/preview`.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    channel: str | None = None
+    """
+    One channel, or every channel when absent.
+    """
+    last_message_at: AwareDatetime | None = None
+    memory_notes: list[str] | None = None
+    now: AwareDatetime | None = None
+    """
+    Render as of this moment (`$current_time`, the session section); now when absent.
+    """
+    template: str | None = None
+    """
+    The candidate; `null` previews the built-in assembly.
+    """
+    tz: str | None = None
+    user_id: str | None = None
+
+
+class PreviewRow(BaseModel):
+    """
+    One field a call would set (old values are not known to loadout).
+    """
+
+    field: str
+    """
+    A path such as `tasks[1].title`.
+    """
+    new: Any
+    """
+    Any JSON value.
+    """
+
+
+class ProblemCode(Enum):
+    """
+    What a problem is. Serialises to its code (`"missing_tier"`); the README's
+    `loadout check` table lists every code with its severity.
+
+    Declared in the codes' alphabetical order: reports sort problems by code, and
+    the derived order must be the order of the text.
+    """
+
+    agent_without_tools = 'agent_without_tools'
+    catalog_tool_deleted = 'catalog_tool_deleted'
+    catalog_tool_inactive = 'catalog_tool_inactive'
+    duplicate_name = 'duplicate_name'
+    invalid_schema = 'invalid_schema'
+    label_tools_missing = 'label_tools_missing'
+    label_tools_unconnected = 'label_tools_unconnected'
+    link_to_inactive_tool = 'link_to_inactive_tool'
+    link_to_missing_tool = 'link_to_missing_tool'
+    loose_schema = 'loose_schema'
+    missing_from_database = 'missing_from_database'
+    missing_tier = 'missing_tier'
+    name_outside_vocabulary = 'name_outside_vocabulary'
+    no_executor = 'no_executor'
+    not_connected = 'not_connected'
+    not_in_catalog = 'not_in_catalog'
+    prompt_names_inactive_tool = 'prompt_names_inactive_tool'
+    remote_tool_gone = 'remote_tool_gone'
+    retired_tool_active = 'retired_tool_active'
+    schema_not_a_list = 'schema_not_a_list'
+    schema_not_strict = 'schema_not_strict'
+    secrets_not_sealed = 'secrets_not_sealed'
+    secrets_unreadable = 'secrets_unreadable'
+    template_lint_error = 'template_lint_error'
+    unknown_type = 'unknown_type'
+
+
+class RanStatus(Enum):
+    """
+    A call that ran or is running.
+    """
+
+    executing = 'executing'
+    succeeded = 'succeeded'
+    failed = 'failed'
+
+
+class ReleaseMode(Enum):
+    """
+    How an agent's saves reach `production`.
+    """
+
+    direct = 'direct'
+    gated = 'gated'
+
+
+class RenderRequest(BaseModel):
+    """
+    Everything a render takes besides the agent (the body of `POST .../prompt/render`).
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    channel: str
+    """
+    A channel name, e.g. `web` (a missing one is 400 listing the known ones).
+    """
+    last_message_at: AwareDatetime | None = None
+    """
+    When the user last wrote; decides the session section.
+    """
+    memory_notes: list[str] | None = None
+    """
+    Rendered as bullets under "What you remember"; at most 200.
+    """
+    tz: str | None = None
+    """
+    An IANA time zone for `$current_time`, e.g. `Europe/Berlin`; UTC when absent.
+    """
+    user_id: str | None = None
+
+
+class RevisionSummary(BaseModel):
+    """
+    One revision, without its content.
+    """
+
+    author: str | None = None
+    """
+    Who first published this content (a key name, `seed`, `migration`), when known.
+    """
+    content_hash: str
+    """
+    Hex SHA-256 of the content's canonical JSON.
+    """
+    created_at: AwareDatetime
+    number: int
+
+
+class Rollback(BaseModel):
+    """
+    The body of a rollback.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    reason: str | None = None
+    """
+    Why, kept in the label's history.
+    """
+
+
+class Source(Enum):
+    """
+    Which path produced a prompt.
+    """
+
+    template = 'template'
+    builtin = 'builtin'
+
+
+class State(Enum):
+    """
+    A proposal's state.
+    """
+
+    proposed = 'proposed'
+    approved = 'approved'
+    executing = 'executing'
+    succeeded = 'succeeded'
+    failed = 'failed'
+    declined = 'declined'
+    expired = 'expired'
+
+
+class Status(BaseModel):
+    """
+    `{"status": "ok"}` or `{"status": "ready"}`.
+    """
+
+    status: str
+
+
+class SyncEntry(BaseModel):
+    """
+    One remote tool in a sync's answer.
+    """
+
+    name: str | None = None
+    """
+    Its name in loadout (`null` when no name could be made).
+    """
+    reason: str | None = None
+    """
+    Why it was refused, or why a tool in `allow_loose` was taken loose.
+    """
+    remote: str
+    """
+    Its name on the server.
+    """
+
+
+class SyncReport(BaseModel):
+    """
+    What a sync did (or, with `dry_run`, would do).
+    """
+
+    added: list[SyncEntry]
+    connector: str
+    disabled: list[SyncEntry]
+    """
+    Tools whose remote tool is gone: switched off.
+    """
+    dry_run: bool
+    refused: list[SyncEntry]
+    unchanged: list[SyncEntry]
+    updated: list[SyncEntry]
+
+
+class SyncRequest(BaseModel):
+    """
+    The body of `POST /v1/connectors/{connector}/sync`.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    agent: str | None = None
+    """
+    Also link the synced tools to this agent: missing links are made, on; a
+    link an admin switched off stays off.
+    """
+    allow_loose: list[str] | None = None
+    """
+    Remote names of tools to take as they are when strict mode cannot express
+    their schemas (open maps, `patternProperties`, ...): exported with
+    `strict: false`, and `loadout check` warns. A schema that can be made strict
+    is made strict anyway.
+    """
+    dry_run: bool | None = None
+    """
+    Plan and report, write nothing.
+    """
+    overwrite: bool | None = None
+    """
+    Replace admins' edits of synced descriptions and tiers with the server's.
+    """
+    rename: dict[str, str] | None = None
+    """
+    Remote name → loadout name, for names the verb mapping cannot place.
+    """
+
+
+class TemplatePut(BaseModel):
+    """
+    The body of `PUT .../prompt-template`.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    expected_version: int | None = None
+    """
+    Refuse the save (409) unless the template is still at this version.
+    """
+    force: bool | None = None
+    """
+    Save even with lint errors; recorded as forced.
+    """
+    reason: str | None = None
+    """
+    Why the save is forced (kept with the version; at most 500 characters).
+    """
+    template: str
+
+
+class TemplateView(BaseModel):
+    """
+    The current template.
+    """
+
+    agent: str
+    template: str | None = None
+    """
+    `null`: the built-in assembly.
+    """
+    version: int
+
+
+class Tier(Enum):
+    """
+    When a tool call runs: at once, when the user allowed it, or after approval.
+    """
+
+    auto = 'auto'
+    user_configurable = 'user_configurable'
+    requires_approval = 'requires_approval'
+
+
+class ToolCall(BaseModel):
+    """
+    The body of `POST /v1/agents/{agent}/tool-calls`.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    arguments: dict[str, Any]
+    """
+    Checked against the tool's JSON Schema.
+    """
+    conversation_id: str
+    idempotency_key: str | None = None
+    """
+    The same key with the same request answers the first response; with another, 409.
+    """
+    message_id: str | None = None
+    revision: int | None = None
+    """
+    The revision the caller was served (`Loadout-Revision`): the arguments are
+    checked against its schema of the tool. The revision `production` points at
+    when absent; 404 `revision_not_found` when the agent has no such revision.
+    """
+    tool: str
+    """
+    One of the agent's active tools.
+    """
+    user_id: str | None = None
+    """
+    Whose call; decides `user_configurable` tools' preference.
+    """
+
+
+class ToolContent(BaseModel):
+    """
+    One tool as the agent is served it.
+    """
+
+    approval_tier: str
+    """
+    `auto`, `user_configurable` or `requires_approval`.
+    """
+    description: str
+    name: str
+    parameters: dict[str, Any]
+    """
+    The JSON Schema of its input.
+    """
+    prompt_section: str | None = None
+    strict: bool
+    """
+    `false`: served to OpenAI with `strict: false` (a loose synced schema).
+    """
+    type: str
+    """
+    `builtin`, `api` or `mcp`.
+    """
+
+
+class ToolType(Enum):
+    """
+    What carries out a tool call.
+    """
+
+    builtin = 'builtin'
+    api = 'api'
+    mcp = 'mcp'
+
+
+class ToolUpdate(BaseModel):
+    """
+    The fields of `PATCH /v1/tools/{tool}`.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    approval_tier: Tier | None = None
+    description: str | None = None
+    is_active: bool | None = None
+    parameters: dict[str, Any] | None = None
+    prompt_section: str | None = None
+    """
+    `null` removes the section.
+    """
+
+
+class ToolView(BaseModel):
+    """
+    A tool as an admin sees it. `type` and `approval_tier` are shown as stored,
+    so a drifted value is visible here (and reported by `loadout check`).
+    """
+
+    approval_tier: str
+    """
+    `auto`, `user_configurable` or `requires_approval`.
+    """
+    created_at: AwareDatetime
+    deleted_at: AwareDatetime | None = None
+    description: str
+    is_active: bool
+    name: str
+    parameters: dict[str, Any]
+    """
+    The input's JSON Schema.
+    """
+    prompt_section: str | None = None
+    strict: bool
+    """
+    `false` for a synced tool an admin accepted loose on purpose (`allow_loose`):
+    its schema is as its server sent it, and OpenAI gets it with `strict: false`.
+    """
+    type: str
+    """
+    `builtin`, `api` or `mcp`.
+    """
+    updated_at: AwareDatetime
+
+
+class Format4(Enum):
+    openai = 'openai'
+
+
+class ToolsView1(BaseModel):
+    """
+    OpenAI Chat Completions function tools, strict mode.
+    """
+
+    agent: str
+    format: Format4
+    label: str
+    """
+    The label asked for (`production` when none was).
+    """
+    revision: int
+    """
+    The revision served (also the `Loadout-Revision` header).
+    """
+    tools: list[OpenAiTool]
+
+
+class Format5(Enum):
+    anthropic = 'anthropic'
+
+
+class ToolsView2(BaseModel):
+    """
+    Anthropic Messages API tools.
+    """
+
+    agent: str
+    format: Format5
+    label: str
+    """
+    The label asked for (`production` when none was).
+    """
+    revision: int
+    """
+    The revision served (also the `Loadout-Revision` header).
+    """
+    tools: list[AnthropicTool]
+
+
+class Format6(Enum):
+    mcp = 'mcp'
+
+
+class ToolsView3(BaseModel):
+    """
+    MCP tools, as loadout's MCP server lists them.
+    """
+
+    agent: str
+    format: Format6
+    label: str
+    """
+    The label asked for (`production` when none was).
+    """
+    revision: int
+    """
+    The revision served (also the `Loadout-Revision` header).
+    """
+    tools: list[McpTool]
+
+
+class ToolsView(RootModel[ToolsView1 | ToolsView2 | ToolsView3]):
+    root: ToolsView1 | ToolsView2 | ToolsView3
+    """
+    An agent's active tools in one wire format, sorted by name: `format` says
+    which shape `tools` has. Each format is a complete object in the document (a
+    `oneOf` tagged by `format`), which client generators can read.
+    """
+
+
+class ValueChange(BaseModel):
+    """
+    One field's old and new value; `null` where the field is absent.
+    """
+
+    after: Any
+    before: Any
+    field: str
+
+
+class VersionView(BaseModel):
+    """
+    One template version.
+    """
+
+    author: str
+    """
+    The name of the key that saved it.
+    """
+    created_at: AwareDatetime
+    forced: bool
+    reason: str | None = None
+    """
+    Why it was forced, when the saver said.
+    """
+    template: str | None = None
+    version: int
+
+
+class WaitingStatus(Enum):
+    """
+    A call that has not run (yet), as the agent relays it.
+    """
+
+    proposed_for_approval = 'proposed_for_approval'
+    approved = 'approved'
+    declined = 'declined'
+    expired = 'expired'
+
+
+class AgentUpdate(BaseModel):
+    """
+    The fields an admin may change; anything else (ids, versions, timestamps) is refused.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    expected_soul_version: int | None = None
+    """
+    Refuse the write (409) unless the soul is still at this version.
+    """
+    identity: dict[str, Any] | None = None
+    interaction_learning: str | None = None
+    operating_model: str | None = None
+    """
+    `null` removes the section.
+    """
+    release_mode: ReleaseMode | None = None
+    soul: str | None = None
+
+
+class AgentView(BaseModel):
+    """
+    An agent as an admin sees it.
+    """
+
+    created_at: AwareDatetime
+    identity: dict[str, Any]
+    """
+    `{display_name, role, description}`.
+    """
+    interaction_learning: str | None = None
+    name: str
+    operating_model: str | None = None
+    prompt_template: str | None = None
+    """
+    `null`: the built-in assembly renders the prompt.
+    """
+    release_mode: ReleaseMode
+    """
+    How saves reach `production`: `direct` (at once) or `gated` (by promotion).
+    """
+    soul: str
+    soul_version: int
+    template_version: int
+    updated_at: AwareDatetime
+
+
+class CallRan(BaseModel):
+    """
+    A call that ran, or is running: its result (`{error, retryable}` on failure).
+    """
+
+    proposal_id: int
+    result: dict[str, Any] | None = None
+    status: RanStatus
+
+
+class CallWaiting(BaseModel):
+    """
+    A call that has not run (yet): proposed, approved, declined or expired.
+    """
+
+    description: str
+    preview: list[PreviewRow]
+    proposal_id: int
+    status: WaitingStatus
+
+
+class ChangeEvent(BaseModel):
+    """
+    One step of a request's life.
+    """
+
+    at: AwareDatetime
+    by: str | None = None
+    """
+    Whose key made it (`null` for an expiry or a supersession).
+    """
+    reason: str | None = None
+    state: ChangeState
+
+
+class ChangeRequestView(BaseModel):
+    """
+    A request to move a protected label.
+    """
+
+    agent: str
+    created_at: AwareDatetime
+    decided_at: AwareDatetime | None = None
+    decided_by: str | None = None
+    decision_reason: str | None = None
+    events: list[ChangeEvent]
+    """
+    The request, then its decision, oldest first.
+    """
+    expires_at: AwareDatetime
+    from_revision: int
+    """
+    Where the label pointed when the request was made.
+    """
+    id: int
+    label: str
+    reason: str | None = None
+    """
+    Why, as the author said.
+    """
+    requested_by: str
+    """
+    The author's key name.
+    """
+    state: ChangeState
+    to_revision: int
+    """
+    Where approving moves it.
+    """
+
+
+class ChannelChange(BaseModel):
+    """
+    A channel both revisions have, differently.
+    """
+
+    fields: list[ValueChange]
+    """
+    The fields that differ: `guidance`, `include_operating_model`,
+    `include_interaction_learning`, `include_session_section`.
+    """
+    name: str
+
+
+class ChannelChanges(BaseModel):
+    """
+    The channels, by name.
+    """
+
+    added: list[str]
+    changed: list[ChannelChange]
+    removed: list[str]
+
+
+class ChannelList(BaseModel):
+    """
+    Channels by name.
+    """
+
+    channels: list[ChannelView]
+
+
+class ChannelRender(BaseModel):
+    """
+    One channel's render of the candidate.
+    """
+
+    channel: str
+    source: Source
+    text: str
+
+
+class CheckProblem(BaseModel):
+    """
+    One problem. `code` is stable: machines may match on it.
+    """
+
+    code: ProblemCode
+    hint: str
+    """
+    What to do about it.
+    """
+    kind: str
+    """
+    `tool`, `agent`, `link`, `catalog` or `connector`.
+    """
+    message: str
+    severity: CheckSeverity
+    subject: str
+    """
+    The tool, agent or `agent/tool` the problem is about.
+    """
+
+
+class CheckReport(BaseModel):
+    """
+    The whole report, as `--format json` prints it.
+    """
+
+    checked: CheckCounts
+    errors: int = Field(..., ge=0)
+    ok: bool
+    problems: list[CheckProblem]
+    warnings: int = Field(..., ge=0)
+
+
+class ConnectorList(BaseModel):
+    """
+    Live connectors by name.
+    """
+
+    connectors: list[ConnectorView]
+
+
+class Content(BaseModel):
+    """
+    An agent's served content. Fields are in a fixed order and maps are sorted
+    (`serde_json`'s `Value` keeps object keys sorted, and channels are a
+    `BTreeMap`), so equal content is equal JSON text and hashes alike.
+
+    The soul and template version counters are left out: they count edits, and an
+    edit that restores older text serves the older content.
+    """
+
+    channels: dict[str, ChannelContent]
+    """
+    Every live channel, by name.
+    """
+    identity: dict[str, Any]
+    """
+    `{"display_name", "role", "description"}`.
+    """
+    interaction_learning: str
+    """
+    Empty when the agent has none.
+    """
+    operating_model: str
+    """
+    Empty when the agent has none (the section renders nothing).
+    """
+    soul: str
+    template: str | None = None
+    """
+    `null`: the built-in assembly.
+    """
+    tools: list[ToolContent]
+    """
+    The agent's active tools as served, sorted by name.
+    """
+
+
+class ErrorBody(BaseModel):
+    """
+    Every error body.
+    """
+
+    error: ErrorDetail
+
+
+class LabelHistory(BaseModel):
+    """
+    A label's moves, newest first.
+    """
+
+    agent: str
+    label: str
+    moves: list[MoveView]
+
+
+class LabelList(BaseModel):
+    """
+    An agent's labels, by name.
+    """
+
+    agent: str
+    labels: list[LabelView]
+
+
+class Line(BaseModel):
+    """
+    One line of a hunk, without its line ending.
+    """
+
+    kind: LineKind
+    text: str
+
+
+class LinkList(BaseModel):
+    """
+    An agent's links, by tool name.
+    """
+
+    agent: str
+    links: list[LinkView]
+
+
+class LintProblem(BaseModel):
+    """
+    One problem, located by 1-based line and column (code points).
+    """
+
+    code: str
+    column: int = Field(..., ge=0)
+    line: int = Field(..., ge=0)
+    message: str
+    severity: LintSeverity
+
+
+class NewTool(BaseModel):
+    """
+    The body of `POST /v1/tools`.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    approval_tier: Tier
+    """
+    Required: a tool's tier is a decision, never a default. An unknown tier is
+    refused by the definition rules (422).
+    """
+    description: str
+    """
+    The model-facing description, 1 to 4096 bytes.
+    """
+    name: str
+    """
+    `verb_resource`, the verb one of get, create, update, delete, search, set, link.
+    """
+    parameters: dict[str, Any]
+    """
+    A strict JSON Schema object for the arguments.
+    """
+    prompt_section: str | None = None
+    type: ToolType | None = None
+    """
+    `api` when absent. Stored text; anything else is refused (422, `invalid_type`).
+    """
+
+
+class Preview(BaseModel):
+    """
+    The candidate's lint report and renders.
+    """
+
+    agent: str
+    lint: list[LintProblem]
+    renders: list[ChannelRender]
+
+
+class ProposalView(BaseModel):
+    """
+    A proposal as an approver sees it.
+    """
+
+    arguments: dict[str, Any]
+    attempts: int
+    conversation_id: str
+    created_at: AwareDatetime
+    description: str
+    """
+    One line for people, e.g. "Create tasks: Buy groceries".
+    """
+    expires_at: AwareDatetime
+    id: int
+    max_attempts: int
+    message_id: str | None = None
+    outcome_unknown: bool
+    """
+    A crash left the last execution's outcome unknown; it is never re-run automatically.
+    """
+    preview: list[PreviewRow]
+    """
+    `[{field, new}]`, one row per field the call sets.
+    """
+    result: dict[str, Any] | None = None
+    """
+    The executor's result, or `{error, retryable}`; `null` until it ran.
+    """
+    state: State
+    tool: str
+    updated_at: AwareDatetime
+    user_id: str | None = None
+
+
+class Provenance(BaseModel):
+    """
+    Where a served prompt came from: the path that built it, the version counters of
+    its template and soul, the channel, and the revision and label it was served from.
+    """
+
+    channel: str
+    label: str
+    """
+    The label asked for (`production` when none was).
+    """
+    revision: int
+    """
+    The revision served (also the `Loadout-Revision` header).
+    """
+    soul_version: int
+    source: Source
+    template_version: int
+
+
+class RevisionList(BaseModel):
+    """
+    An agent's revisions, newest first.
+    """
+
+    agent: str
+    revisions: list[RevisionSummary]
+
+
+class RevisionView(BaseModel):
+    """
+    One revision with what it serves.
+    """
+
+    agent: str
+    author: str | None = None
+    content: Content
+    content_hash: str
+    created_at: AwareDatetime
+    number: int
+
+
+class SavedTemplate(BaseModel):
+    """
+    A saved template version, with the lint's warnings (or forced errors).
+    """
+
+    agent: str
+    forced: bool
+    """
+    Saved over lint errors.
+    """
+    template: str | None = None
+    version: int
+    warnings: list[LintProblem]
+
+
+class ToolChange(BaseModel):
+    """
+    A tool both revisions serve, differently.
+    """
+
+    fields: list[ValueChange]
+    """
+    The fields that differ: `description`, `parameters`, `approval_tier`, `type`,
+    `strict`, `prompt_section`, in that order.
+    """
+    name: str
+
+
+class ToolChanges(BaseModel):
+    """
+    The tools, by name.
+    """
+
+    added: list[ToolContent]
+    """
+    Tools only the new revision serves.
+    """
+    changed: list[ToolChange]
+    removed: list[ToolContent]
+    """
+    Tools only the old revision serves, as it served them.
+    """
+
+
+class ToolList(BaseModel):
+    """
+    Tools by name.
+    """
+
+    tools: list[ToolView]
+
+
+class VersionList(BaseModel):
+    """
+    The template's history, oldest first.
+    """
+
+    agent: str
+    current_version: int
+    versions: list[VersionView]
+
+
+class AgentList(BaseModel):
+    """
+    Every live agent, by name.
+    """
+
+    agents: list[AgentView]
+
+
+class CallResult(RootModel[CallWaiting | CallRan]):
+    root: CallWaiting | CallRan
+    """
+    What a tool call answers: a proposal to relay, or the result of a call that ran.
+    """
+
+
+class ChangeRequestList(BaseModel):
+    """
+    Change requests, newest first (at most [`LIST_LIMIT`]).
+    """
+
+    change_requests: list[ChangeRequestView]
+
+
+class ConversationProposals(BaseModel):
+    """
+    A page of a conversation's proposals, oldest first.
+    """
+
+    conversation_id: str
+    next: int | None = None
+    """
+    Pass as `after` for the next page; `null` on the last page.
+    """
+    proposals: list[ProposalView]
+
+
+class CreatedAgent(AgentView):
+    """
+    A new agent, with the template's lint warnings.
+    """
+
+    warnings: list[LintProblem]
+
+
+class Hunk(BaseModel):
+    """
+    One changed region, as a unified diff's `@@ -old_start,old_lines +new_start,new_lines @@`.
+    """
+
+    lines: list[Line]
+    new_lines: int = Field(..., ge=0)
+    new_start: int = Field(..., ge=0)
+    """
+    First line of the region in the new text, from 1 (0 when the region is empty there).
+    """
+    old_lines: int = Field(..., ge=0)
+    old_start: int = Field(..., ge=0)
+    """
+    First line of the region in the old text, from 1 (0 when the region is empty there).
+    """
+
+
+class PromptBody(BaseModel):
+    """
+    A prompt inside a loadout.
+    """
+
+    provenance: Provenance
+    text: str
+
+
+class PromptView(BaseModel):
+    """
+    A rendered prompt.
+    """
+
+    agent: str
+    provenance: Provenance
+    text: str
+
+
+class ProposalDetail(ProposalView):
+    """
+    A proposal with its events, oldest first.
+    """
+
+    events: list[EventView]
+
+
+class TextChange(BaseModel):
+    """
+    A text's line diff.
+    """
+
+    deleted: int = Field(..., ge=0)
+    """
+    Lines deleted, in all.
+    """
+    hunks: list[Hunk]
+    """
+    The changed regions with up to 3 unchanged lines around each, in order.
+    """
+    inserted: int = Field(..., ge=0)
+    """
+    Lines inserted, in all.
+    """
+
+
+class LoadoutView1(BaseModel):
+    """
+    OpenAI Chat Completions function tools, strict mode.
+    """
+
+    agent: str
+    format: Format1
+    prompt: PromptBody
+    tools: list[OpenAiTool]
+
+
+class LoadoutView2(BaseModel):
+    """
+    Anthropic Messages API tools.
+    """
+
+    agent: str
+    format: Format2
+    prompt: PromptBody
+    tools: list[AnthropicTool]
+
+
+class LoadoutView3(BaseModel):
+    """
+    MCP tools, as loadout's MCP server lists them.
+    """
+
+    agent: str
+    format: Format3
+    prompt: PromptBody
+    tools: list[McpTool]
+
+
+class LoadoutView(RootModel[LoadoutView1 | LoadoutView2 | LoadoutView3]):
+    root: LoadoutView1 | LoadoutView2 | LoadoutView3
+    """
+    Prompt and tools in one response; `format` says which shape `tools` has, as
+    in [`ToolsView`].
+    """
+
+
+class TemplateChange(BaseModel):
+    """
+    The template's change: the text diff, a built-in side diffed as empty text.
+    """
+
+    builtin_after: bool
+    """
+    The new revision uses the built-in assembly.
+    """
+    builtin_before: bool
+    """
+    The old revision used the built-in assembly (no template of its own).
+    """
+    text: TextChange
+
+
+class Diff(BaseModel):
+    """
+    Everything that differs between two contents; empty parts mean "unchanged".
+    """
+
+    channels: ChannelChanges
+    identical: bool
+    """
+    Nothing differs.
+    """
+    identity: list[ValueChange]
+    """
+    The identity's fields that differ, by field name.
+    """
+    interaction_learning: TextChange | None = None
+    operating_model: TextChange | None = None
+    soul: TextChange | None = None
+    template: TemplateChange | None = None
+    tools: ToolChanges
+
+
+class RevisionDiff(BaseModel):
+    """
+    Two revisions of an agent and what changed from the first to the second.
+    """
+
+    agent: str
+    diff: Diff
+    from_: int = Field(..., alias='from')
+    """
+    The revision compared from.
+    """
+    to: int
+    """
+    The revision compared to.
+    """

@@ -1,0 +1,95 @@
+"""What the fetch methods return: the prompt's text or the tools, the revision served, the
+provenance, and `source`, where the copy came from:
+
+- `fresh`: fetched now (a 200);
+- `cached`: from memory, inside its TTL (no request was made);
+- `revalidated`: fetched now as a 304, so the cached copy was confirmed current;
+- `stale`: from memory past its TTL, because loadout could not be reached or while a
+  background refresh runs;
+- `disk`: the last-known-good copy from `cache_dir`, because loadout could not be reached;
+- `fallback`: the `fallback=` given in code (no revision, no provenance)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .models import Provenance
+
+Source = Literal["fresh", "cached", "revalidated", "stale", "disk", "fallback"]
+SOURCES: tuple[Source, ...] = ("fresh", "cached", "revalidated", "stale", "disk", "fallback")
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """An agent's rendered prompt. `str(prompt)` is its text."""
+
+    agent: str
+    channel: str
+    text: str
+    revision: int | None
+    label: str | None
+    provenance: Provenance | None
+    source: Source
+    etag: str | None = field(default=None, repr=False)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True, slots=True)
+class Tools:
+    """An agent's active tools in one wire format (`openai`, `anthropic` or `mcp`), as plain
+    JSON objects ready for that SDK."""
+
+    agent: str
+    format: str
+    tools: list[dict[str, Any]]
+    revision: int | None
+    label: str | None
+    source: Source
+    etag: str | None = field(default=None, repr=False)
+
+    def __iter__(self):
+        return iter(self.tools)
+
+    def __len__(self) -> int:
+        return len(self.tools)
+
+
+@dataclass(frozen=True, slots=True)
+class Loadout:
+    """Prompt and tools of one revision, fetched in one round trip."""
+
+    agent: str
+    prompt: Prompt
+    tools: Tools
+    revision: int | None
+    label: str | None
+    source: Source
+    etag: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """A tool call that ran and succeeded: `result` is what its executor answered."""
+
+    tool: str
+    proposal_id: int
+    result: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """A tool call waiting for a person (`proposed_for_approval`), approved and not yet run
+    (`approved`), or running (`executing`). `wait(proposal)` waits for its end."""
+
+    agent: str
+    tool: str
+    proposal_id: int
+    status: str
+    description: str
+    preview: Any
+    # The call as sent, idempotency key included: `wait` sends it again to read the state
+    # (loadout answers a repeated call with the first call's proposal as it is now).
+    request: dict[str, Any] = field(repr=False)

@@ -1,0 +1,53 @@
+"""The OpenAI Agents SDK adapter: loadout's tools as function tools whose calls go through
+loadout (approval tiers hold), the prompt as instructions. No model is called."""
+
+import json
+
+from agents import Agent, FunctionTool, RunContextWrapper
+from agents.tool_context import ToolContext
+from conftest import AGENT
+
+from loadout import AsyncClient, Client
+from loadout.agents import function_tools, instructions
+
+
+def invoke(tool, arguments):
+    raw = json.dumps(arguments)
+    ctx = ToolContext(context={"user": "ann"}, tool_name=tool.name, tool_call_id="call-1", tool_arguments=raw)
+    return tool.on_invoke_tool(ctx, raw)
+
+
+async def test_the_adapter_lists_the_agents_tools_as_strict_function_tools(live):
+    c = AsyncClient(live.url, live.agent_key)
+    tools = await function_tools(c, AGENT, conversation_id="conv-agents")
+    listed = await c.tools(AGENT)
+    assert [t.name for t in tools] == [t["function"]["name"] for t in listed.tools]
+    assert all(isinstance(t, FunctionTool) and t.strict_json_schema for t in tools)
+    agent = Agent(name="assistant", tools=tools)
+    assert sorted(t.name for t in await agent.get_all_tools(RunContextWrapper(context=None))) == sorted(
+        t.name for t in tools)
+    await c.aclose()
+
+
+async def test_a_call_through_the_adapter_is_proposed_and_invalid_arguments_come_back_as_output(live):
+    c = AsyncClient(live.url, live.agent_key)
+    tools = {t.name: t for t in await function_tools(c, AGENT, conversation_id=lambda ctx: "conv-agents",
+                                                        user_id=lambda ctx: ctx.context["user"])}
+    proposed = json.loads(await invoke(tools["delete_tasks"], {"ids": ["t-1"]}))
+    assert proposed["status"] == "proposed_for_approval" and isinstance(proposed["proposal_id"], int)
+    assert "approval" in proposed["message"]
+    seen = live.rest("GET", f"/v1/proposals/{proposed['proposal_id']}", live.approver)
+    assert (seen["tool"], seen["conversation_id"], seen["user_id"], seen["state"]) == (
+        "delete_tasks", "conv-agents", "ann", "proposed")
+    bad = json.loads(await invoke(tools["delete_tasks"], {"ids": "t-1"}))
+    assert bad["status"] == "error" and bad["code"] == "invalid_arguments" and bad["details"]["path"] == "/ids"
+    await c.aclose()
+
+
+async def test_the_prompt_is_the_agents_instructions_fetched_through_the_cache(live, recorder):
+    c = Client(live.url, live.agent_key, ttl=60, http_client=recorder.http())
+    agent = Agent(name="assistant", instructions=instructions(c, AGENT, "web"))
+    first = await agent.get_system_prompt(RunContextWrapper(context=None))
+    again = await agent.get_system_prompt(RunContextWrapper(context=None))
+    assert first == again == c.prompt(AGENT, "web").text
+    assert recorder.count() == 1
