@@ -16,6 +16,8 @@ pub mod loadout_state;
 pub mod prompt_versions;
 pub mod proposal_events;
 pub mod proposals;
+pub mod rollout_events;
+pub mod rollouts;
 pub mod tools;
 pub mod user_agent_prompt_customizations;
 pub mod user_tool_preferences;
@@ -35,6 +37,8 @@ pub mod prelude {
     pub use super::prompt_versions::Entity as PromptVersions;
     pub use super::proposal_events::Entity as ProposalEvents;
     pub use super::proposals::Entity as Proposals;
+    pub use super::rollout_events::Entity as RolloutEvents;
+    pub use super::rollouts::Entity as Rollouts;
     pub use super::tools::Entity as Tools;
     pub use super::user_agent_prompt_customizations::Entity as UserAgentPromptCustomizations;
     pub use super::user_tool_preferences::Entity as UserToolPreferences;

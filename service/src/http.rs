@@ -22,6 +22,7 @@ pub mod ops;
 pub mod promotion;
 pub mod registry;
 pub mod releases;
+pub mod rollouts;
 pub mod router;
 pub mod server;
 pub mod trace;

@@ -25,6 +25,7 @@ mod races;
 mod releases;
 mod revision_diff;
 mod revisions_cli;
+mod rollouts;
 mod scoped_keys;
 mod sealed_secrets;
 mod seed;
