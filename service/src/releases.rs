@@ -22,6 +22,7 @@
 
 pub mod content;
 pub mod diff;
+pub mod guard;
 pub mod labels;
 pub mod read;
 pub mod serve;
