@@ -24,8 +24,10 @@ pub mod content;
 pub mod diff;
 pub mod guard;
 pub mod labels;
+pub mod outcomes;
 pub mod read;
 pub mod serve;
+pub mod signals;
 
 use chrono::Utc;
 use entity::{agent_configurations, agent_revisions};

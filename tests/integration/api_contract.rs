@@ -65,6 +65,7 @@ fn exactly_the_operations_that_take_a_body_document_its_schema() {
         "PATCH /v1/tools/{tool}",
         "POST /v1/agents",
         "POST /v1/agents/{agent}/labels/{label}/rollback",
+        "POST /v1/agents/{agent}/outcomes",
         "POST /v1/agents/{agent}/prompt/preview",
         "POST /v1/agents/{agent}/prompt/render",
         "POST /v1/agents/{agent}/tool-calls",

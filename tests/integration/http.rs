@@ -602,6 +602,7 @@ db_test! {
             "GET /v1/agents/{agent}/revisions/{from}/diff/{to}",
             "GET /v1/agents/{agent}/labels", "GET /v1/agents/{agent}/labels/{label}/history",
             "PUT /v1/agents/{agent}/labels/{label}", "POST /v1/agents/{agent}/labels/{label}/rollback",
+            "POST /v1/agents/{agent}/outcomes", "GET /v1/agents/{agent}/outcomes",
             "GET /v1/change-requests", "GET /v1/change-requests/{id}",
             "POST /v1/change-requests/{id}/approve", "POST /v1/change-requests/{id}/decline",
             "GET /v1/tools", "POST /v1/tools", "GET /v1/tools/{tool}", "PATCH /v1/tools/{tool}",

@@ -18,6 +18,7 @@ mod mcp_server;
 mod migrate;
 mod operator;
 mod outage;
+mod outcomes;
 mod promotion;
 mod prompt;
 mod proposals;

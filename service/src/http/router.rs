@@ -14,7 +14,9 @@ use utoipa_axum::routes;
 
 use super::error::ApiError;
 use super::extract::MAX_BODY_BYTES;
-use super::{agents, calls, connectors, fetch, keys, ops, promotion, registry, releases, trace};
+use super::{
+    agents, calls, connectors, fetch, keys, ops, outcomes, promotion, registry, releases, trace,
+};
 use crate::app::AppState;
 
 /// The whole API. Every route is registered through `utoipa_axum::routes!`, so a
@@ -74,6 +76,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(agents::routes())
         .merge(releases::routes())
         .merge(promotion::routes())
+        .merge(outcomes::routes())
         .merge(registry::routes())
         .merge(calls::routes())
         .merge(connectors::routes())
