@@ -1,11 +1,12 @@
 //! `change_requests`: a request to move a protected label of a `gated` agent,
 //! waiting for a sign-off by someone who is not its author. One row holds its
-//! whole life: the request, then at most one decision.
+//! whole life: the request, then at most one decision. It moves the label, or
+//! starts or completes a rollout of it (`kind`).
 
 use sea_orm::entity::prelude::*;
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel, Serialize, Deserialize)]
 #[sea_orm(table_name = "change_requests")]
 pub struct Model {
     #[sea_orm(primary_key)]
@@ -29,6 +30,17 @@ pub struct Model {
     pub decided_key_id: Option<i32>,
     pub decided_at: Option<DateTimeUtc>,
     pub decision_reason: Option<String>,
+    /// `move` (the label moves to `to_revision_id`), `rollout_start` (a rollout
+    /// of `to_revision_id` starts) or `rollout_complete` (rollout `rollout_id`
+    /// completes: the label moves to its candidate).
+    pub kind: String,
+    /// A `rollout_start`'s share in basis points.
+    pub rollout_share_bp: Option<i32>,
+    /// A `rollout_start`'s guard.
+    pub rollout_guard_min_outcomes: Option<i32>,
+    pub rollout_guard_alpha: Option<f64>,
+    /// The rollout a `rollout_complete` completes.
+    pub rollout_id: Option<i32>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -18,6 +18,8 @@ pub mod prompt_versions;
 pub mod proposal_events;
 pub mod proposals;
 pub mod revision_signals;
+pub mod rollout_events;
+pub mod rollouts;
 pub mod tools;
 pub mod user_agent_prompt_customizations;
 pub mod user_tool_preferences;
@@ -39,6 +41,8 @@ pub mod prelude {
     pub use super::proposal_events::Entity as ProposalEvents;
     pub use super::proposals::Entity as Proposals;
     pub use super::revision_signals::Entity as RevisionSignals;
+    pub use super::rollout_events::Entity as RolloutEvents;
+    pub use super::rollouts::Entity as Rollouts;
     pub use super::tools::Entity as Tools;
     pub use super::user_agent_prompt_customizations::Entity as UserAgentPromptCustomizations;
     pub use super::user_tool_preferences::Entity as UserToolPreferences;

@@ -10,6 +10,7 @@ pub mod config;
 pub mod instructions;
 pub mod labels;
 pub mod preview;
+pub mod rollouts;
 pub mod template;
 
 use crate::error::{Error, Result};

@@ -25,6 +25,7 @@ use crate::prompt::builder::{self, Channels, RenderedPrompt, Source};
 use crate::prompt::load::{self, LoadedAgent};
 use crate::registry::formats::{self, AnthropicTool, Format, McpTool, OpenAiTool, Tools};
 use crate::releases::content::Content;
+use crate::releases::rollouts::{self, Running, Side};
 use crate::releases::serve::{self, Served};
 use crate::vocab::Clock;
 
@@ -126,6 +127,67 @@ pub async fn served(state: &Prompts<'_>, name: &str, label: &str) -> Result<Arc<
     found.ok_or_else(|| serve::label_not_found(name, label))
 }
 
+/// What a label serves one subject: the revision, and the rollout that picked it.
+#[derive(Clone)]
+pub struct Pick {
+    pub served: Arc<Served>,
+    /// The label's running rollout and the subject's side; `None` when none runs.
+    pub rollout: Option<ServedRollout>,
+}
+
+/// The running rollout that decided what was served, and the side it gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+pub struct ServedRollout {
+    /// The rollout's id.
+    pub id: i32,
+    /// `candidate`: the rollout's candidate; `base`: the label's revision.
+    pub side: Side,
+}
+
+/// What the agent's `label` serves `subject` (a user id, else a conversation id;
+/// `None`: the base, as no subject can be kept on one side): the label's
+/// revision, or a running rollout's candidate for the subjects in its share
+/// ([`Running::side`]). The rollout is read once per generation, like the label.
+pub async fn pick(
+    state: &Prompts<'_>,
+    name: &str,
+    label: &str,
+    subject: Option<&str>,
+) -> Result<Pick> {
+    let base = served(state, name, label).await?;
+    let Some(running) = running(state, name, label).await? else {
+        return Ok(Pick {
+            served: base,
+            rollout: None,
+        });
+    };
+    let side = running.side(name, label, subject);
+    let served = match side {
+        Side::Base => base,
+        Side::Candidate => revision(state, name, running.candidate).await?,
+    };
+    Ok(Pick {
+        served,
+        rollout: Some(ServedRollout {
+            id: running.id,
+            side,
+        }),
+    })
+}
+
+/// The label's running rollout, from the cache or the database.
+async fn running(state: &Prompts<'_>, name: &str, label: &str) -> Result<Option<Running>> {
+    let key = cache::served_key(name, label);
+    let generation = state.generation.current();
+    if let Some(found) = state.cache.rollout(&key, generation) {
+        return Ok(found);
+    }
+    let working = agent(state, name).await?;
+    let found = read_retrying(|| rollouts::running(state.db, working.id, label)).await?;
+    state.cache.put_rollout(key, generation, found);
+    Ok(found)
+}
+
 /// The agent's revision `number` as it is served (see [`served`]): 404
 /// `revision_not_found` when the agent has no such revision.
 pub async fn revision(state: &Prompts<'_>, name: &str, number: i32) -> Result<Arc<Served>> {
@@ -211,8 +273,13 @@ pub struct RenderRequest {
     #[serde(default)]
     #[schema(value_type = String, required = true)]
     pub channel: Option<String>,
+    /// Brings the user's instructions into the prompt; the subject a running
+    /// rollout assigns by.
     #[serde(default)]
     pub user_id: Option<String>,
+    /// The subject a running rollout assigns by when there is no `user_id`.
+    #[serde(default)]
+    pub conversation_id: Option<String>,
     /// An IANA time zone for `$current_time`, e.g. `Europe/Berlin`; UTC when absent.
     #[serde(default)]
     pub tz: Option<String>,
@@ -239,17 +306,21 @@ pub struct Provenance {
     pub revision: i32,
     /// The label asked for (`production` when none was).
     pub label: String,
+    /// The label's running rollout and the side served; absent when none runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<ServedRollout>,
 }
 
 impl Provenance {
-    fn of(rendered: builder::Provenance, served: &Served, label: &str) -> Self {
+    fn of(rendered: builder::Provenance, pick: &Pick, label: &str) -> Self {
         Self {
             source: rendered.source,
             template_version: rendered.template_version,
             soul_version: rendered.soul_version,
             channel: rendered.channel,
-            revision: served.number,
+            revision: pick.served.number,
             label: label.to_owned(),
+            rollout: pick.rollout,
         }
     }
 }
@@ -282,6 +353,9 @@ pub enum ToolsView {
         revision: i32,
         /// The label asked for (`production` when none was).
         label: String,
+        /// The label's running rollout and the side served; absent when none runs.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        rollout: Option<ServedRollout>,
         tools: Vec<OpenAiTool>,
     },
     /// Anthropic Messages API tools.
@@ -291,6 +365,9 @@ pub enum ToolsView {
         revision: i32,
         /// The label asked for (`production` when none was).
         label: String,
+        /// The label's running rollout and the side served; absent when none runs.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        rollout: Option<ServedRollout>,
         tools: Vec<AnthropicTool>,
     },
     /// MCP tools, as loadout's MCP server lists them.
@@ -300,29 +377,41 @@ pub enum ToolsView {
         revision: i32,
         /// The label asked for (`production` when none was).
         label: String,
+        /// The label's running rollout and the side served; absent when none runs.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        rollout: Option<ServedRollout>,
         tools: Vec<McpTool>,
     },
 }
 
 impl ToolsView {
-    fn new(agent: String, revision: i32, label: String, tools: Tools) -> Self {
+    fn new(
+        agent: String,
+        revision: i32,
+        label: String,
+        rollout: Option<ServedRollout>,
+        tools: Tools,
+    ) -> Self {
         match tools {
             Tools::Openai(tools) => Self::Openai {
                 agent,
                 revision,
                 label,
+                rollout,
                 tools,
             },
             Tools::Anthropic(tools) => Self::Anthropic {
                 agent,
                 revision,
                 label,
+                rollout,
                 tools,
             },
             Tools::Mcp(tools) => Self::Mcp {
                 agent,
                 revision,
                 label,
+                rollout,
                 tools,
             },
         }
@@ -407,15 +496,16 @@ pub fn parse_tz(tz: Option<&str>) -> Result<Tz> {
 pub async fn render(
     state: &Prompts<'_>,
     tenant: &str,
-    served: &Served,
+    pick: &Pick,
     label: &str,
     request: RenderRequest,
 ) -> Result<PromptView> {
+    let served = &pick.served;
     let rendered = rendered(state, tenant, &served.agent, &served.channels, request).await?;
     Ok(PromptView {
         agent: served.agent.agent.name.clone(),
         text: rendered.text,
-        provenance: Provenance::of(rendered.provenance, served, label),
+        provenance: Provenance::of(rendered.provenance, pick, label),
     })
 }
 
@@ -478,11 +568,13 @@ pub async fn rendered(
 }
 
 /// What the agent's label serves of its tools, in `format`.
-pub fn tools(served: &Served, label: &str, format: Format) -> ToolsView {
+pub fn tools(pick: &Pick, label: &str, format: Format) -> ToolsView {
+    let served = &pick.served;
     ToolsView::new(
         served.agent.agent.name.clone(),
         served.number,
         label.to_owned(),
+        pick.rollout,
         formats::render(&served.agent.tools, format),
     )
 }
@@ -491,18 +583,18 @@ pub fn tools(served: &Served, label: &str, format: Format) -> ToolsView {
 pub async fn loadout(
     state: &Prompts<'_>,
     tenant: &str,
-    served: &Served,
+    pick: &Pick,
     label: &str,
     request: RenderRequest,
     format: Format,
 ) -> Result<LoadoutView> {
-    let view = render(state, tenant, served, label, request).await?;
+    let view = render(state, tenant, pick, label, request).await?;
     let agent_name = view.agent;
     let prompt = PromptBody {
         text: view.text,
         provenance: view.provenance,
     };
-    Ok(match formats::render(&served.agent.tools, format) {
+    Ok(match formats::render(&pick.served.agent.tools, format) {
         Tools::Openai(tools) => LoadoutView::Openai {
             agent: agent_name,
             prompt,

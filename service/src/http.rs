@@ -23,6 +23,7 @@ pub mod outcomes;
 pub mod promotion;
 pub mod registry;
 pub mod releases;
+pub mod rollouts;
 pub mod router;
 pub mod server;
 pub mod trace;

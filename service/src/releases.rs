@@ -26,6 +26,7 @@ pub mod guard;
 pub mod labels;
 pub mod outcomes;
 pub mod read;
+pub mod rollouts;
 pub mod serve;
 pub mod signals;
 
@@ -164,6 +165,7 @@ async fn publish_agent(
     let direct = ReleaseMode::or_gated(&agent.release_mode) == ReleaseMode::Direct;
     if direct && !moved.is_empty() && labels::move_label(db, PRODUCTION, &mv).await? {
         moved.push(PRODUCTION);
+        rollouts::end_on_move(db, agent.id, PRODUCTION, labels::PUBLISH, author, now).await?;
     }
     Ok(Published {
         agent_id: agent.id,

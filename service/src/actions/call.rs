@@ -3,7 +3,8 @@
 //! approved by `auto` and runs at once, anything else waits for an approver.
 //!
 //! The arguments are checked against the schema of the revision the caller was
-//! served (the request's `revision`, else `production`'s); the tier is the stricter
+//! served (the request's `revision`, else what `production` serves the caller's
+//! user, else its conversation, while a rollout runs); the tier is the stricter
 //! of that revision's and the working copy's, so a tier raised for safety applies at
 //! once. The tool must still be the agent's in the working copy: one switched off,
 //! unlinked or deleted since is refused whatever the revision says.
@@ -51,8 +52,9 @@ pub struct ToolCall {
     /// The same key with the same request answers the first response; with another, 409.
     pub idempotency_key: Option<String>,
     /// The revision the caller was served (`Loadout-Revision`): the arguments are
-    /// checked against its schema of the tool. The revision `production` points at
-    /// when absent; 404 `revision_not_found` when the agent has no such revision.
+    /// checked against its schema of the tool. When absent, the revision
+    /// `production` serves this caller (while a rollout of it runs, the side its
+    /// `user_id`, else its `conversation_id`, is on); 404 `revision_not_found` when the agent has no such revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<i32>,
 }
@@ -191,7 +193,16 @@ pub async fn call(
     let tenant = who.tenant();
     let served = match request.revision {
         Some(number) => crate::fetch::revision(prompts, agent, number).await?,
-        None => crate::fetch::served(prompts, agent, PRODUCTION).await?,
+        None => {
+            // The subject production's running rollout (if any) put the caller on.
+            let subject = request
+                .user_id
+                .as_deref()
+                .or(Some(&request.conversation_id));
+            crate::fetch::pick(prompts, agent, PRODUCTION, subject)
+                .await?
+                .served
+        }
     };
     let loaded = &served.agent;
     let stamp = runner.generation.current();

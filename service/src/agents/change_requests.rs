@@ -37,6 +37,7 @@ use crate::cache::Generation;
 use crate::error::{Error, Kind, Result, check_size};
 use crate::registry::guard;
 use crate::releases::labels::{self, Move, Why};
+use crate::releases::rollouts::{self, Guard};
 use crate::vocab::MAX_TEXT_BYTES;
 
 crate::closed_set! {
@@ -56,6 +57,18 @@ crate::closed_set! {
     }
 }
 
+crate::closed_set! {
+    /// What approving a change request does.
+    pub enum ChangeKind as "change request kind" {
+        /// The label moves to `to_revision`.
+        Move = "move",
+        /// A rollout of `to_revision` starts on the label at `percent`.
+        RolloutStart = "rollout_start",
+        /// Rollout `rollout_id` completes: the label moves to its candidate.
+        RolloutComplete = "rollout_complete",
+    }
+}
+
 /// One step of a request's life.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ChangeEvent {
@@ -70,8 +83,16 @@ pub struct ChangeEvent {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ChangeRequestView {
     pub id: i32,
+    /// What approving does: move the label, or start or complete a rollout.
+    pub kind: ChangeKind,
     pub agent: String,
     pub label: String,
+    /// A `rollout_start`'s share of subjects in percent.
+    pub percent: Option<f64>,
+    /// A `rollout_start`'s guard.
+    pub guard: Option<Guard>,
+    /// The rollout a `rollout_complete` completes.
+    pub rollout_id: Option<i32>,
     /// Where the label pointed when the request was made.
     pub from_revision: i32,
     /// Where approving moves it.
@@ -201,6 +222,16 @@ async fn views(
             let state = state_at(&row, now);
             Ok(ChangeRequestView {
                 id: row.id,
+                kind: row.kind.parse().unwrap_or(ChangeKind::Move),
+                percent: row.rollout_share_bp.map(rollouts::percent),
+                guard: match (row.rollout_guard_min_outcomes, row.rollout_guard_alpha) {
+                    (Some(min_outcomes), Some(alpha)) => Some(Guard {
+                        min_outcomes,
+                        alpha,
+                    }),
+                    _ => None,
+                },
+                rollout_id: row.rollout_id,
                 agent: names.get(&row.agent_id).cloned().unwrap_or_default(),
                 from_revision: number(row.from_revision_id)?,
                 to_revision: number(row.to_revision_id)?,
@@ -292,6 +323,12 @@ pub struct Request<'a> {
     pub to_revision_id: i32,
     pub reason: Option<&'a str>,
     pub expires_at: DateTime<Utc>,
+    pub kind: ChangeKind,
+    /// A rollout start's share (basis points) and guard.
+    pub share_bp: Option<i32>,
+    pub guard: Option<Guard>,
+    /// The rollout a completion completes.
+    pub rollout_id: Option<i32>,
 }
 
 /// Makes a pending request inside `db`'s write (a label's request already due
@@ -319,6 +356,11 @@ pub async fn open(
         requested_key_id: Set(who.key_id),
         created_at: Set(now),
         expires_at: Set(request.expires_at),
+        kind: Set(request.kind.as_str().to_owned()),
+        rollout_share_bp: Set(request.share_bp),
+        rollout_guard_min_outcomes: Set(request.guard.map(|g| g.min_outcomes)),
+        rollout_guard_alpha: Set(request.guard.map(|g| g.alpha)),
+        rollout_id: Set(request.rollout_id),
         ..Default::default()
     }
     .insert(db)
@@ -460,24 +502,97 @@ pub async fn approve(
             "the label moved after change request {id} was made; it is superseded, make a new one"
         )));
     }
-    let mv = Move {
-        agent_id: row.agent_id,
-        to_revision_id: row.to_revision_id,
-        kind: labels::PROMOTE,
-        actor: Some(&row.requested_by),
-        at: now,
+    let row = match carry_out(&write, who, row, now).await? {
+        Ok(row) => row,
+        Err(row) => {
+            let reason = Some("the rollout ended after the request was made");
+            decide(&*write, row, ChangeState::Superseded, None, reason, now).await?;
+            guard::commit(write, generation).await?;
+            return Err(Error::conflict(format!(
+                "the rollout ended after change request {id} was made; it is superseded"
+            )));
+        }
     };
-    let why = Why {
-        approver: Some(&who.key_name),
-        reason: row.reason.as_deref(),
-        change_request_id: Some(row.id),
-    };
-    labels::move_label_why(&*write, &row.label, &mv, &why).await?;
     let reason = decision.reason.as_deref();
     let approved = decide(&*write, row, ChangeState::Approved, Some(who), reason, now).await?;
     let answer = view(&*write, approved, now).await?;
     guard::commit(write, generation).await?;
     Ok(answer)
+}
+
+/// Does what an approved request asks, in its write: moves the label, or starts
+/// or completes the rollout. `Ok(Err(row))`: a completion whose rollout no
+/// longer runs.
+async fn carry_out(
+    write: &guard::Write,
+    who: &Principal,
+    row: change_requests::Model,
+    now: DateTime<Utc>,
+) -> Result<std::result::Result<change_requests::Model, change_requests::Model>> {
+    let step = rollouts::Transition {
+        kind: rollouts::EventKind::Started,
+        actor: Some(&row.requested_by),
+        reason: row.reason.as_deref(),
+        change_request_id: Some(row.id),
+        at: now,
+    };
+    match row.kind.parse().unwrap_or(ChangeKind::Move) {
+        ChangeKind::Move => {
+            let mv = Move {
+                agent_id: row.agent_id,
+                to_revision_id: row.to_revision_id,
+                kind: labels::PROMOTE,
+                actor: Some(&row.requested_by),
+                at: now,
+            };
+            let why = Why {
+                approver: Some(&who.key_name),
+                reason: row.reason.as_deref(),
+                change_request_id: Some(row.id),
+            };
+            labels::move_label_why(&**write, &row.label, &mv, &why).await?;
+            let actor = Some(row.requested_by.as_str());
+            rollouts::end_on_move(
+                &**write,
+                row.agent_id,
+                &row.label,
+                labels::PROMOTE,
+                actor,
+                now,
+            )
+            .await?;
+        }
+        ChangeKind::RolloutStart => {
+            let start = rollouts::Start {
+                agent_id: row.agent_id,
+                label: &row.label,
+                base_revision_id: row.from_revision_id,
+                candidate_revision_id: row.to_revision_id,
+                share_bp: row.rollout_share_bp.unwrap_or(0),
+                guard: match (row.rollout_guard_min_outcomes, row.rollout_guard_alpha) {
+                    (Some(min_outcomes), Some(alpha)) => Some(Guard {
+                        min_outcomes,
+                        alpha,
+                    }),
+                    _ => None,
+                },
+                author: &row.requested_by,
+            };
+            rollouts::start(&**write, start, step).await?;
+        }
+        ChangeKind::RolloutComplete => {
+            let running = rollouts::running_row(&**write, row.agent_id, &row.label).await?;
+            let Some(running) = running.filter(|r| Some(r.id) == row.rollout_id) else {
+                return Ok(Err(row));
+            };
+            let step = rollouts::Transition {
+                kind: rollouts::EventKind::Completed,
+                ..step
+            };
+            rollouts::complete(&**write, running, Some(&who.key_name), step).await?;
+        }
+    }
+    Ok(Ok(row))
 }
 
 /// Declines a pending request; the label stays. Its author may decline (withdraw) it.

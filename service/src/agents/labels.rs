@@ -25,6 +25,7 @@ use crate::cache::Generation;
 use crate::error::{Error, Kind, Result, check_name, check_size};
 use crate::registry::guard;
 use crate::releases::labels::{self, Move, Why};
+use crate::releases::rollouts;
 use crate::releases::{LATEST, PRODUCTION, ReleaseMode};
 
 /// The body of `PUT /v1/agents/{agent}/labels/{label}`.
@@ -176,6 +177,8 @@ async fn move_now(
             Some(ChangeState::Superseded)
         })
         .await?;
+        let actor = Some(who.key_name.as_str());
+        rollouts::end_on_move(db, step.agent.id, step.label, step.kind, actor, now).await?;
     }
     let found = label_row(db, step.agent.id, step.label)
         .await?
@@ -236,6 +239,10 @@ pub async fn put(
             to_revision_id: to.id,
             reason: put.reason.as_deref(),
             expires_at: writing.now + writing.request_ttl,
+            kind: change_requests::ChangeKind::Move,
+            share_bp: None,
+            guard: None,
+            rollout_id: None,
         };
         let opened = change_requests::open(&*write, who, request, writing.now).await?;
         guard::commit(write, writing.generation).await?;

@@ -77,6 +77,7 @@ pub async fn preview(
             RenderRequest {
                 channel: Some(channel),
                 user_id: request.user_id.clone(),
+                conversation_id: None,
                 tz: request.tz.clone(),
                 memory_notes: request.memory_notes.clone(),
                 last_message_at: request.last_message_at,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::cache::{Counts, Stamped, Weigh, share};
 use crate::prompt::builder::Channels;
 use crate::prompt::load::LoadedAgent;
+use crate::releases::rollouts::Running;
 use crate::releases::serve::Served;
 
 /// The prompt service's maps: agents by name, served revisions by agent and label
@@ -15,6 +16,8 @@ pub struct PromptCache {
     agents: Stamped<String, Option<Arc<LoadedAgent>>>,
     /// By [`served_key`]: `None` when the agent has no such label or revision.
     served: Stamped<String, Option<Arc<Served>>>,
+    /// By [`served_key`]: the label's running rollout (`None`: none runs).
+    rollouts: Stamped<String, Option<Running>>,
     channels: Stamped<(), Arc<Channels>>,
     /// By (tenant, agent id, user): a user id names a person only inside a tenant.
     instructions: Stamped<(String, i32, String), Option<Arc<str>>>,
@@ -29,6 +32,7 @@ impl PromptCache {
         Self {
             agents: Stamped::new(share(budget, 1)),
             served: Stamped::new(share(budget, 1)),
+            rollouts: Stamped::new(share(budget, 1) / 4),
             instructions: Stamped::new(share(budget, 3)),
             channels: Stamped::new(share(budget, 1).max(1024 * 1024)),
             counts,
@@ -49,6 +53,14 @@ impl PromptCache {
 
     pub fn put_served(&self, key: String, stamp: i64, served: Option<Arc<Served>>) {
         self.served.put(key, stamp, served);
+    }
+
+    pub fn rollout(&self, key: &str, generation: i64) -> Option<Option<Running>> {
+        self.counts.count(self.rollouts.get(key, generation))
+    }
+
+    pub fn put_rollout(&self, key: String, stamp: i64, running: Option<Running>) {
+        self.rollouts.put(key, stamp, running);
     }
 
     pub fn channels(&self, generation: i64) -> Option<Arc<Channels>> {
@@ -87,6 +99,12 @@ impl PromptCache {
 /// name starts with `#`).
 pub fn served_key(agent: &str, label: &str) -> String {
     format!("{agent}\0{label}")
+}
+
+impl Weigh for Running {
+    fn bytes(&self) -> usize {
+        std::mem::size_of::<Running>()
+    }
 }
 
 impl Weigh for Arc<LoadedAgent> {

@@ -18,8 +18,9 @@ use utoipa_axum::routes;
 use super::error::{ApiError, ApiResult, E400, E401, E403, E404, E413, E422};
 use super::extract::{AgentKey, ApiJson, ApiPath, ApiQuery, reach};
 use crate::app::AppState;
+use crate::error::check_id;
 use crate::fetch::encoded::Encoded;
-use crate::fetch::{self, LoadoutView, PromptView, RenderRequest, ToolsView};
+use crate::fetch::{self, LoadoutView, Pick, PromptView, RenderRequest, ToolsView};
 use crate::registry::formats::Format;
 use crate::releases::PRODUCTION;
 
@@ -146,6 +147,45 @@ async fn cached<T: Revisioned>(
     Ok(respond(encoded, headers))
 }
 
+/// The subject a running rollout assigns by: the user, else the conversation
+/// (each checked as an id). `None`: the base.
+fn subject<'a>(user: Option<&'a str>, conversation: Option<&'a str>) -> ApiResult<Option<&'a str>> {
+    if let Some(user) = user {
+        check_id("user_id", user)?;
+    }
+    if let Some(conversation) = conversation {
+        check_id("conversation_id", conversation)?;
+    }
+    Ok(user.or(conversation))
+}
+
+/// For a request with a subject, what the label serves it, picked before the
+/// response cache is asked, and the cache key's part naming that revision: a
+/// subject's answer is either side of a rollout, so the cached answer is keyed
+/// by the revision picked, never by the subject (one subject's revision is never
+/// another's). Without a subject, nothing (the base, keyed by the label alone).
+async fn pick_first(
+    state: &AppState,
+    name: &str,
+    label: &str,
+    subject: Option<&str>,
+) -> ApiResult<(Option<Pick>, String)> {
+    let Some(subject) = subject else {
+        return Ok((None, String::new()));
+    };
+    let pick = fetch::pick(&state.prompts(), name, label, Some(subject)).await?;
+    let part = format!("\0#{}", pick.served.number);
+    Ok((Some(pick), part))
+}
+
+/// The pick made before the cache was asked, or the base's.
+async fn picked(state: &AppState, name: &str, label: &str, first: Option<Pick>) -> ApiResult<Pick> {
+    match first {
+        Some(pick) => Ok(pick),
+        None => Ok(fetch::pick(&state.prompts(), name, label, None).await?),
+    }
+}
+
 /// The minute a render belongs to: part of a cached prompt's key.
 fn minute(now: DateTime<Utc>) -> i64 {
     now.timestamp().div_euclid(60)
@@ -159,8 +199,11 @@ struct PromptQuery {
     /// A channel name, e.g. `web` (a missing one is 400 listing the known ones).
     #[param(required = true)]
     channel: Option<String>,
-    /// Brings the user's instructions into the prompt.
+    /// Brings the user's instructions into the prompt; the subject a running
+    /// rollout assigns by.
     user_id: Option<String>,
+    /// The subject a running rollout assigns by when there is no `user_id`.
+    conversation_id: Option<String>,
     /// IANA time zone for `$current_time`; UTC when absent.
     tz: Option<String>,
     /// The label whose revision to serve; `production` when absent.
@@ -168,6 +211,10 @@ struct PromptQuery {
 }
 
 impl PromptQuery {
+    fn subject(&self) -> ApiResult<Option<&str>> {
+        subject(self.user_id.as_deref(), self.conversation_id.as_deref())
+    }
+
     /// The cache key part: the caller's tenant (its users' instructions are in the
     /// body), then the query; `\u{1}` marks an absent value.
     fn key(&self, tenant: &str) -> String {
@@ -207,6 +254,11 @@ struct FormatQuery {
     format: Option<Format>,
     /// The label whose revision to serve; `production` when absent.
     label: Option<String>,
+    /// The subject a running rollout assigns by (send what the prompt was
+    /// fetched with, to get the tools of the same revision).
+    user_id: Option<String>,
+    /// The subject when there is no `user_id`.
+    conversation_id: Option<String>,
 }
 
 /// Which label's revision to render.
@@ -232,15 +284,16 @@ async fn get_prompt(
     reach(&who, &name)?;
     let now = state.clock.now();
     let tenant = who.tenant();
+    let label = q.label().to_owned();
+    let (first, part) = pick_first(&state, &name, &label, q.subject()?).await?;
     let key = q
         .user_id
         .is_none()
-        .then(|| format!("prompt\0{name}\0{}\0{}", q.key(tenant), minute(now)));
+        .then(|| format!("prompt\0{name}\0{}\0{}{part}", q.key(tenant), minute(now)));
     cached(&state, &headers, key, async {
-        let label = q.label().to_owned();
-        let served = fetch::served(&state.prompts(), &name, &label).await?;
+        let pick = picked(&state, &name, &label, first).await?;
         let request = q.into_request(now);
-        fetch::render(&state.prompts(), tenant, &served, &label, request).await
+        fetch::render(&state.prompts(), tenant, &pick, &label, request).await
     })
     .await
 }
@@ -259,8 +312,12 @@ async fn render_prompt(
 ) -> ApiResult<Response> {
     reach(&who, &name)?;
     let label = q.label.as_deref().unwrap_or(PRODUCTION);
-    let served = fetch::served(&state.prompts(), &name, label).await?;
-    let body = fetch::render(&state.prompts(), who.tenant(), &served, label, request).await?;
+    let subject = subject(
+        request.user_id.as_deref(),
+        request.conversation_id.as_deref(),
+    )?;
+    let pick = fetch::pick(&state.prompts(), &name, label, subject).await?;
+    let body = fetch::render(&state.prompts(), who.tenant(), &pick, label, request).await?;
     Ok(respond(encode(&body)?, &headers))
 }
 
@@ -278,10 +335,12 @@ async fn get_tools(
     reach(&who, &name)?;
     let format = q.format.unwrap_or(Format::Openai);
     let label = q.label.as_deref().unwrap_or(PRODUCTION);
-    let key = Some(format!("tools\0{name}\0{format}\0{label}"));
+    let subject = subject(q.user_id.as_deref(), q.conversation_id.as_deref())?;
+    let (first, part) = pick_first(&state, &name, label, subject).await?;
+    let key = Some(format!("tools\0{name}\0{format}\0{label}{part}"));
     cached(&state, &headers, key, async {
-        let served = fetch::served(&state.prompts(), &name, label).await?;
-        Ok(fetch::tools(&served, label, format))
+        let pick = picked(&state, &name, label, first).await?;
+        Ok(fetch::tools(&pick, label, format))
     })
     .await
 }
@@ -294,8 +353,11 @@ struct LoadoutQuery {
     /// A channel name, e.g. `web` (a missing one is 400 listing the known ones).
     #[param(required = true)]
     channel: Option<String>,
-    /// Brings the user's instructions into the prompt.
+    /// Brings the user's instructions into the prompt; the subject a running
+    /// rollout assigns by.
     user_id: Option<String>,
+    /// The subject a running rollout assigns by when there is no `user_id`.
+    conversation_id: Option<String>,
     /// IANA time zone for `$current_time`; UTC when absent.
     tz: Option<String>,
     /// `openai` (default), `anthropic` or `mcp`.
@@ -309,6 +371,7 @@ impl LoadoutQuery {
         let prompt = PromptQuery {
             channel: self.channel,
             user_id: self.user_id,
+            conversation_id: self.conversation_id,
             tz: self.tz,
             label: self.label,
         };
@@ -331,18 +394,19 @@ async fn get_loadout(
     let (prompt, format) = q.split();
     let now = state.clock.now();
     let tenant = who.tenant();
+    let label = prompt.label().to_owned();
+    let (first, part) = pick_first(&state, &name, &label, prompt.subject()?).await?;
     let key = prompt.user_id.is_none().then(|| {
         format!(
-            "loadout\0{name}\0{format}\0{}\0{}",
+            "loadout\0{name}\0{format}\0{}\0{}{part}",
             prompt.key(tenant),
             minute(now)
         )
     });
     cached(&state, &headers, key, async {
-        let label = prompt.label().to_owned();
-        let served = fetch::served(&state.prompts(), &name, &label).await?;
+        let pick = picked(&state, &name, &label, first).await?;
         let request = prompt.into_request(now);
-        fetch::loadout(&state.prompts(), tenant, &served, &label, request, format).await
+        fetch::loadout(&state.prompts(), tenant, &pick, &label, request, format).await
     })
     .await
 }

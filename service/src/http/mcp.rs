@@ -11,7 +11,9 @@
 //! `instructions`, the agent's tools, tool calls through `call::call` (validated
 //! against that revision, or the one `_meta["loadout/revision"]` names; `auto`
 //! runs now, the rest become proposals), one prompt per channel. Results that
-//! carry served content name it in `_meta` (`loadout/revision`, `loadout/label`). Open sessions get `list_changed` when the configuration generation
+//! carry served content name it in `_meta` (`loadout/revision`, `loadout/label`, and while the label's rollout runs
+//! `loadout/rollout` and `loadout/side`; the subject is `_meta` `user_id`, else the
+//! endpoint's `?user_id=`, else `_meta` `conversation_id`). Open sessions get `list_changed` when the configuration generation
 //! moves (an admin edit here, or in another process within the poller's second).
 
 mod sessions;
@@ -46,9 +48,10 @@ use crate::actions::views::{CallRan, CallResult, CallWaiting};
 use crate::app::AppState;
 use crate::auth::{Principal, Role};
 use crate::error::{Error, Kind};
-use crate::fetch::{self, RenderRequest};
+use crate::fetch::{self, Pick, RenderRequest};
 use crate::registry::formats::{self, ToolDef};
 use crate::releases::PRODUCTION;
+use crate::releases::rollouts::Side;
 use crate::releases::serve::Served;
 
 /// Who is calling, for which agent, and how its prompt is rendered.
@@ -395,12 +398,17 @@ fn caller(context: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
 async fn admitted(
     state: &AppState,
     context: &RequestContext<RoleServer>,
-) -> Result<(Caller, Arc<Served>), ErrorData> {
+) -> Result<(Caller, Pick), ErrorData> {
     let caller = caller(context)?;
-    let served = fetch::served(&state.prompts(), &caller.agent, &caller.label)
-        .await
-        .map_err(protocol)?;
-    let channels = &served.channels;
+    let pick = fetch::pick(
+        &state.prompts(),
+        &caller.agent,
+        &caller.label,
+        subject(context, &caller).as_deref(),
+    )
+    .await
+    .map_err(protocol)?;
+    let channels = &pick.served.channels;
     if channels.get(&caller.channel).is_err() {
         let known: Vec<&str> = channels.names().collect();
         let list = known.join(", ");
@@ -416,14 +424,33 @@ async fn admitted(
             )),
         ));
     }
-    Ok((caller, served))
+    Ok((caller, pick))
 }
 
-/// `_meta` of a result carrying served content: which revision, by which label.
-fn served_meta(caller: &Caller, served: &Served) -> Option<MetaObject> {
+/// The subject a running rollout assigns by: `_meta["user_id"]`, else the
+/// endpoint's `?user_id=`, else `_meta["conversation_id"]`; `None`: the base.
+fn subject(context: &RequestContext<RoleServer>, caller: &Caller) -> Option<String> {
+    let meta = |key: &str| context.meta.get(key).and_then(Value::as_str);
+    meta("user_id")
+        .or(caller.user_id.as_deref())
+        .or(meta("conversation_id"))
+        .map(str::to_owned)
+}
+
+/// `_meta` of a result carrying served content: which revision, by which label,
+/// and (while one runs) the label's rollout and the side served.
+fn served_meta(caller: &Caller, pick: &Pick) -> Option<MetaObject> {
     let mut meta = serde_json::Map::new();
-    meta.insert("loadout/revision".to_owned(), served.number.into());
+    meta.insert("loadout/revision".to_owned(), pick.served.number.into());
     meta.insert("loadout/label".to_owned(), caller.label.clone().into());
+    if let Some(rollout) = pick.rollout {
+        meta.insert("loadout/rollout".to_owned(), rollout.id.into());
+        let side = match rollout.side {
+            Side::Base => "base",
+            Side::Candidate => "candidate",
+        };
+        meta.insert("loadout/side".to_owned(), side.into());
+    }
     Some(MetaObject(meta))
 }
 
@@ -456,13 +483,14 @@ impl Loadout {
     async fn render(
         &self,
         caller: &Caller,
-        served: &Served,
+        pick: &Pick,
         channel: &str,
         notes: Vec<String>,
     ) -> Result<String, Error> {
         let request = RenderRequest {
             channel: Some(channel.to_owned()),
             user_id: caller.user_id.clone(),
+            conversation_id: None,
             tz: caller.tz.clone(),
             memory_notes: notes,
             last_message_at: None,
@@ -470,7 +498,7 @@ impl Loadout {
         };
         let tenant = caller.who.tenant();
         let prompts = self.state.prompts();
-        let view = fetch::render(&prompts, tenant, served, &caller.label, request).await?;
+        let view = fetch::render(&prompts, tenant, pick, &caller.label, request).await?;
         Ok(view.text)
     }
 }
@@ -572,11 +600,11 @@ impl ServerHandler for Loadout {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        let (caller, served) = admitted(&self.state, &context).await?;
+        let (caller, pick) = admitted(&self.state, &context).await?;
         context.peer.set_peer_info(request.clone());
         let result = self.negotiate_initialize(&request)?;
         let text = self
-            .render(&caller, &served, &caller.channel, Vec::new())
+            .render(&caller, &pick, &caller.channel, Vec::new())
             .await
             .map_err(protocol)?;
         if let Some(slot) = &caller.peer {
@@ -584,7 +612,7 @@ impl ServerHandler for Loadout {
             slot.set(context.peer.clone()).ok();
         }
         let mut result = result.with_instructions(text);
-        result.meta = served_meta(&caller, &served);
+        result.meta = served_meta(&caller, &pick);
         Ok(result)
     }
 
@@ -593,9 +621,9 @@ impl ServerHandler for Loadout {
         &self,
         context: RequestContext<RoleServer>,
     ) -> Result<DiscoverResult, ErrorData> {
-        let (caller, served) = admitted(&self.state, &context).await?;
+        let (caller, pick) = admitted(&self.state, &context).await?;
         let text = self
-            .render(&caller, &served, &caller.channel, Vec::new())
+            .render(&caller, &pick, &caller.channel, Vec::new())
             .await
             .map_err(protocol)?;
         let mut result = DiscoverResult::from_server_info(
@@ -605,7 +633,7 @@ impl ServerHandler for Loadout {
         .with_ttl_ms(TTL_MS)
         .with_cache_scope(CACHE_SCOPE);
         result.instructions = Some(text);
-        result.meta = served_meta(&caller, &served);
+        result.meta = served_meta(&caller, &pick);
         Ok(result)
     }
 
@@ -658,8 +686,9 @@ impl ServerHandler for Loadout {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let (caller, served) = admitted(&self.state, &context).await?;
-        let tools = served
+        let (caller, pick) = admitted(&self.state, &context).await?;
+        let tools = pick
+            .served
             .agent
             .tools
             .iter()
@@ -668,7 +697,7 @@ impl ServerHandler for Loadout {
         let mut result = ListToolsResult::with_all_items(tools)
             .with_ttl_ms(TTL_MS)
             .with_cache_scope(CACHE_SCOPE);
-        result.meta = served_meta(&caller, &served);
+        result.meta = served_meta(&caller, &pick);
         Ok(result)
     }
 
@@ -677,7 +706,7 @@ impl ServerHandler for Loadout {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let (caller, served) = admitted(&self.state, &context).await?;
+        let (caller, pick) = admitted(&self.state, &context).await?;
         let arguments = request.arguments.unwrap_or_default();
         refuse_nul(&arguments)?;
         let meta = |key: &str| {
@@ -703,7 +732,7 @@ impl ServerHandler for Loadout {
             user_id: meta("user_id").or(caller.user_id.clone()),
             idempotency_key: None,
             // The revision the client names, else the one its endpoint serves.
-            revision: Some(revision(&context, &served)?),
+            revision: Some(revision(&context, &pick.served)?),
         };
         match call::call(
             &self.state.runner(),
@@ -739,8 +768,8 @@ impl ServerHandler for Loadout {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        let (_, served) = admitted(&self.state, &context).await?;
-        let channels = &served.channels;
+        let (_, pick) = admitted(&self.state, &context).await?;
+        let channels = &pick.served.channels;
         let argument = |name: &str, what: &str| {
             let mut a = PromptArgument::new(name);
             a.description = Some(what.to_owned());
@@ -771,7 +800,7 @@ impl ServerHandler for Loadout {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let (mut caller, served) = admitted(&self.state, &context).await?;
+        let (mut caller, pick) = admitted(&self.state, &context).await?;
         let args = request.arguments.unwrap_or_default();
         refuse_nul(&args)?;
         let text = |key: &str| args.get(key).and_then(Value::as_str).map(str::to_owned);
@@ -790,12 +819,12 @@ impl ServerHandler for Loadout {
             })
             .unwrap_or_default();
         let rendered = self
-            .render(&caller, &served, &request.name, notes)
+            .render(&caller, &pick, &request.name, notes)
             .await
             .map_err(protocol)?;
         let message = PromptMessage::new_text(MessageRole::User, rendered);
         let mut result = GetPromptResult::new(vec![message]);
-        result.meta = served_meta(&caller, &served);
+        result.meta = served_meta(&caller, &pick);
         Ok(result.into())
     }
 }

@@ -21,6 +21,8 @@ pub const MOVE: &str = "move";
 pub const PROMOTE: &str = "promote";
 /// A move back to the revision the label held just before, made at once.
 pub const ROLLBACK: &str = "rollback";
+/// A move to a rollout's candidate when the rollout completed.
+pub const ROLLOUT: &str = "rollout";
 
 /// Where a label is to go, why, by whom and when.
 pub struct Move<'a> {
