@@ -26,6 +26,7 @@ mod races;
 mod releases;
 mod revision_diff;
 mod revisions_cli;
+mod rollout_guard;
 mod scoped_keys;
 mod sealed_secrets;
 mod seed;

@@ -32,7 +32,15 @@ async fn report_outcome(
     ApiJson(report): ApiJson<NewOutcome>,
 ) -> ApiResult<(StatusCode, Json<OutcomeView>)> {
     reach(&who, &agent)?;
-    let view = outcomes::submit(&state.db, who.tenant(), &agent, report, Utc::now()).await?;
+    let view = outcomes::submit(
+        &state.db,
+        &state.generation,
+        who.tenant(),
+        &agent,
+        report,
+        Utc::now(),
+    )
+    .await?;
     state
         .metrics
         .outcome(&view.agent, view.revision, view.outcome.as_str());

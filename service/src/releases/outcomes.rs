@@ -10,19 +10,21 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use entity::{agent_revisions, outcomes, revision_signals};
+use entity::{agent_revisions, outcomes, revision_signals, rollouts as rollout_rows};
 use sea_orm::sea_query::{Expr, Func, OnConflict, SimpleExpr};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, EntityTrait,
+    ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DatabaseTransaction, EntityTrait,
     QueryFilter, QuerySelect, Set,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::guard::Counts;
+use super::guard::{self, Counts, Decision, Guard, Verdict};
 use super::read::agent;
+use super::rollouts::{self, EventKind, RolloutState, Transition};
 use super::serve::revision_not_found;
 use super::signals::Signal;
+use crate::cache::Generation;
 use crate::error::{Error, Result, check_id};
 
 crate::closed_set! {
@@ -156,9 +158,14 @@ pub async fn record(
     })
 }
 
-/// Stores a report in a write transaction of its own ([`record`]) and commits.
+/// Stores a report in a write transaction of its own ([`record`]), lets the
+/// guard of every active rollout the revision is a side of judge it in the same
+/// transaction ([`judge`]), and commits. A rollout the guard aborted bumps the
+/// generation, which `generation` observes after the commit, so this process
+/// serves the base at once (others on their next generation read).
 pub async fn submit(
     db: &DatabaseConnection,
+    generation: &Generation,
     tenant: &str,
     agent_name: &str,
     report: NewOutcome,
@@ -166,14 +173,111 @@ pub async fn submit(
 ) -> Result<OutcomeView> {
     let txn = crate::db::begin_write(db).await?;
     let recorded = record(&txn, tenant, agent_name, report, now).await?;
+    let aborted = judge(&txn, recorded.agent_id, recorded.revision_id, now).await?;
+    let bumped = match aborted.is_empty() {
+        true => None,
+        false => Some(crate::db::generation::bump(&txn).await?),
+    };
     txn.commit().await?;
+    if let Some(bumped) = bumped {
+        generation.observe(bumped);
+    }
     Ok(recorded.view)
 }
 
-/// Successes and failures of one revision (by id) in every tenant: what the
-/// rollout guard judges. Reads inside the caller's transaction.
-pub async fn counts(db: &impl ConnectionTrait, revision_id: i32) -> Result<Counts> {
-    let rows: Vec<(String, i64)> = outcomes::Entity::find()
+/// A rollout the guard aborted, and why.
+#[derive(Debug)]
+pub struct Aborted {
+    pub rollout_id: i32,
+    pub decision: Decision,
+}
+
+/// Judges every `active` rollout of the agent with a guard whose base or
+/// candidate is `revision_id`, on the outcomes reported for each side since the
+/// rollout started (in every tenant: a rollout splits a label every tenant is
+/// served). A regression aborts the rollout through [`rollouts::transition`]
+/// (actor `guard`, the statistic as the reason), so the label's traffic goes back
+/// to the base. Only reported outcomes are judged: loadout's own signals count
+/// other things (tool calls, decisions) with other denominators, so they are
+/// shown beside the outcomes and never mixed into the test.
+pub async fn judge(
+    txn: &DatabaseTransaction,
+    agent_id: i32,
+    revision_id: i32,
+    now: DateTime<Utc>,
+) -> Result<Vec<Aborted>> {
+    let guarded = rollout_rows::Entity::find()
+        .filter(rollout_rows::Column::AgentId.eq(agent_id))
+        .filter(rollout_rows::Column::State.eq(RolloutState::Active.as_str()))
+        .filter(rollout_rows::Column::GuardMinOutcomes.is_not_null())
+        .filter(rollout_rows::Column::GuardAlpha.is_not_null())
+        .filter(
+            Condition::any()
+                .add(rollout_rows::Column::BaseRevisionId.eq(revision_id))
+                .add(rollout_rows::Column::CandidateRevisionId.eq(revision_id)),
+        )
+        .all(txn)
+        .await?;
+    let mut aborted = Vec::new();
+    for row in guarded {
+        let (Some(min_outcomes), Some(alpha)) = (row.guard_min_outcomes, row.guard_alpha) else {
+            continue;
+        };
+        let guard = Guard {
+            min_outcomes: u64::try_from(min_outcomes).unwrap_or(1),
+            alpha,
+        };
+        let base = counts(txn, row.base_revision_id, Some(row.created_at)).await?;
+        let candidate = counts(txn, row.candidate_revision_id, Some(row.created_at)).await?;
+        let decision = guard::check(guard, base, candidate);
+        if decision.verdict != Verdict::Regression || !claim(txn, row.id, now).await? {
+            continue;
+        }
+        let reason = decision.reason();
+        let step = Transition {
+            kind: EventKind::Aborted,
+            actor: Some(GUARD_ACTOR),
+            reason: Some(&reason),
+            change_request_id: None,
+            at: now,
+        };
+        let rollout_id = row.id;
+        rollouts::transition(txn, row.into(), step).await?;
+        aborted.push(Aborted {
+            rollout_id,
+            decision,
+        });
+    }
+    Ok(aborted)
+}
+
+/// Who the rollout's history names for an abort by the guard.
+pub const GUARD_ACTOR: &str = "guard";
+
+/// Takes the rollout's row for this transaction while it is still `active` (an
+/// UPDATE that changes nothing but `updated_at`): on Postgres a concurrent outcome
+/// that judged the same rollout waits here and then finds it no longer active, so
+/// a rollout is aborted once. SQLite's write transactions are serial already.
+async fn claim(txn: &DatabaseTransaction, rollout_id: i32, now: DateTime<Utc>) -> Result<bool> {
+    let claimed = rollout_rows::Entity::update_many()
+        .col_expr(rollout_rows::Column::UpdatedAt, Expr::value(now))
+        .filter(rollout_rows::Column::Id.eq(rollout_id))
+        .filter(rollout_rows::Column::State.eq(RolloutState::Active.as_str()))
+        .exec(txn)
+        .await?
+        .rows_affected;
+    Ok(claimed == 1)
+}
+
+/// Successes and failures of one revision (by id) in every tenant, of the
+/// conversations last reported at or after `since` when given: what the rollout
+/// guard judges. Reads inside the caller's transaction.
+pub async fn counts(
+    db: &impl ConnectionTrait,
+    revision_id: i32,
+    since: Option<DateTime<Utc>>,
+) -> Result<Counts> {
+    let mut query = outcomes::Entity::find()
         .select_only()
         .column(outcomes::Column::Outcome)
         .column_as(
@@ -181,10 +285,11 @@ pub async fn counts(db: &impl ConnectionTrait, revision_id: i32) -> Result<Count
             "n",
         )
         .filter(outcomes::Column::RevisionId.eq(revision_id))
-        .group_by(outcomes::Column::Outcome)
-        .into_tuple()
-        .all(db)
-        .await?;
+        .group_by(outcomes::Column::Outcome);
+    if let Some(since) = since {
+        query = query.filter(outcomes::Column::UpdatedAt.gte(since));
+    }
+    let rows: Vec<(String, i64)> = query.into_tuple().all(db).await?;
     let mut counts = Counts::default();
     for (outcome, n) in rows {
         let n = u64::try_from(n).unwrap_or(0);
