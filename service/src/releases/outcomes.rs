@@ -487,7 +487,7 @@ pub async fn report(
         .iter()
         .filter_map(|(id, tally)| numbers.get(id).map(|number| tally.view(*number)))
         .collect();
-    revisions.sort_by(|a, b| b.revision.cmp(&a.revision));
+    revisions.sort_by_key(|r| std::cmp::Reverse(r.revision));
     Ok(OutcomeReport {
         agent: agent.name,
         tenant: tenant.map(str::to_owned),
