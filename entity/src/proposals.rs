@@ -36,6 +36,8 @@ pub struct Model {
     pub lease_until: Option<DateTimeUtc>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+    /// The revision the call was validated under (migration 19; `None` before it).
+    pub revision_id: Option<i32>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -22,6 +22,7 @@ mod m20261125_000015_key_names_per_tenant;
 mod m20261125_000016_agent_revisions;
 mod m20261125_000017_label_promotion;
 mod m20261126_000018_rollouts;
+mod m20261126_000019_outcomes;
 
 /// Every migration, oldest first.
 pub struct Migrator;
@@ -48,6 +49,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000016_agent_revisions::Migration),
             Box::new(m20261125_000017_label_promotion::Migration),
             Box::new(m20261126_000018_rollouts::Migration),
+            Box::new(m20261126_000019_outcomes::Migration),
         ]
     }
 }

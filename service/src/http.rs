@@ -19,6 +19,7 @@ pub mod limits;
 pub mod mcp;
 pub mod openapi;
 pub mod ops;
+pub mod outcomes;
 pub mod promotion;
 pub mod registry;
 pub mod releases;

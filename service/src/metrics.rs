@@ -90,6 +90,18 @@ impl EncodeLabelValue for Method {
     }
 }
 
+/// The labels of the outcome counter. Bounded by the database, not by clients:
+/// an outcome is counted only after it was stored, so `agent` is a live agent and
+/// `revision` one of its revisions (made by operators' writes, never by an agent
+/// key), and `outcome` is `success` or `failure`: at most agents x revisions x 2
+/// series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub agent: String,
+    pub revision: i64,
+    pub outcome: &'static str,
+}
+
 /// Each request series gets its own histogram with [`BUCKETS`].
 type LatencyFamily = Family<RequestLabels, Histogram, fn() -> Histogram>;
 
@@ -110,6 +122,8 @@ pub struct Metrics {
     pub orphans_approved: Gauge<u64, AtomicU64>,
     /// Proposals expired undecided.
     pub proposals_expired: Counter,
+    /// Outcome reports stored, by agent, revision and outcome.
+    outcomes: Family<OutcomeLabels, Counter>,
 }
 
 impl Metrics {
@@ -121,6 +135,7 @@ impl Metrics {
         let orphans_failed = Counter::default();
         let orphans_approved = Gauge::<u64, AtomicU64>::default();
         let proposals_expired = Counter::default();
+        let outcomes = Family::<OutcomeLabels, Counter>::default();
         // Names without the suffixes prometheus-client adds (`_total` on counters,
         // the unit), so the exposed names stay the ones dashboards already use.
         let mut registry = Registry::default();
@@ -161,6 +176,11 @@ impl Metrics {
             proposals_expired.clone(),
         );
         registry.register(
+            "loadout_outcomes",
+            "Outcome reports stored, by agent, revision and outcome (a repeated report for a conversation counts again)",
+            outcomes.clone(),
+        );
+        registry.register(
             "loadout_config_generation",
             "The configuration generation this process serves",
             cache.generation_gauge().clone(),
@@ -172,7 +192,19 @@ impl Metrics {
             orphans_failed,
             orphans_approved,
             proposals_expired,
+            outcomes,
         }
+    }
+
+    /// Counts a stored outcome report (see [`OutcomeLabels`] for why the labels
+    /// stay bounded).
+    pub fn outcome(&self, agent: &str, revision: i32, outcome: &'static str) {
+        let labels = OutcomeLabels {
+            agent: agent.to_owned(),
+            revision: i64::from(revision),
+            outcome,
+        };
+        self.outcomes.get_or_create(&labels).inc();
     }
 
     /// Counts a request and its latency. The families take their lock for reading
@@ -251,6 +283,8 @@ mod tests {
         metrics.orphans_failed.inc_by(2);
         metrics.orphans_approved.set(4);
         metrics.proposals_expired.inc();
+        metrics.outcome("support", 3, "failure");
+        metrics.outcome("support", 3, "failure");
         let _ = cache.counts.count::<()>(None);
         let text = metrics.render().expect("encodes");
         for line in [
@@ -259,6 +293,7 @@ mod tests {
             "loadout_proposal_orphans_failed_total 2\n",
             "loadout_proposal_orphans_approved 4\n",
             "loadout_proposals_expired_total 1\n",
+            "loadout_outcomes_total{agent=\"support\",revision=\"3\",outcome=\"failure\"} 2\n",
             "loadout_config_generation 7\n",
         ] {
             assert!(text.contains(line), "{line}{text}");

@@ -22,10 +22,13 @@
 
 pub mod content;
 pub mod diff;
+pub mod guard;
 pub mod labels;
+pub mod outcomes;
 pub mod read;
 pub mod rollouts;
 pub mod serve;
+pub mod signals;
 
 use chrono::Utc;
 use entity::{agent_configurations, agent_revisions};

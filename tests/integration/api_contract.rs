@@ -69,6 +69,7 @@ fn exactly_the_operations_that_take_a_body_document_its_schema() {
         "PATCH /v1/agents/{agent}/labels/{label}/rollout",
         "POST /v1/agents/{agent}/labels/{label}/rollout/abort",
         "POST /v1/agents/{agent}/labels/{label}/rollout/complete",
+        "POST /v1/agents/{agent}/outcomes",
         "POST /v1/agents/{agent}/prompt/preview",
         "POST /v1/agents/{agent}/prompt/render",
         "POST /v1/agents/{agent}/tool-calls",

@@ -606,6 +606,7 @@ db_test! {
             "PATCH /v1/agents/{agent}/labels/{label}/rollout",
             "POST /v1/agents/{agent}/labels/{label}/rollout/complete",
             "POST /v1/agents/{agent}/labels/{label}/rollout/abort",
+            "POST /v1/agents/{agent}/outcomes", "GET /v1/agents/{agent}/outcomes",
             "GET /v1/change-requests", "GET /v1/change-requests/{id}",
             "POST /v1/change-requests/{id}/approve", "POST /v1/change-requests/{id}/decline",
             "GET /v1/tools", "POST /v1/tools", "GET /v1/tools/{tool}", "PATCH /v1/tools/{tool}",

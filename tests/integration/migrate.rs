@@ -27,6 +27,7 @@ db_test! {
             ("m20261125_000016_agent_revisions", true),
             ("m20261125_000017_label_promotion", true),
             ("m20261126_000018_rollouts", true),
+            ("m20261126_000019_outcomes", true),
         ]);
     }
 }

@@ -27,7 +27,7 @@ async fn call(
 }
 
 /// What only an operator may do: every write under agents, tools and channels but
-/// the tenant's own (users' instructions, renders, previews, tool calls), every
+/// the tenant's own (users' instructions, renders, previews, tool calls, outcomes), every
 /// connector route, and the instance's metrics. Signing off a change request (a
 /// label's move) is refused to a tenant's admin too: an operator, or an approver of
 /// the default tenant, decides it.
@@ -37,6 +37,7 @@ fn operator_only(method: &str, path: &str) -> bool {
         "/prompt/render",
         "/prompt/preview",
         "/tool-calls",
+        "/outcomes",
     ];
     let configuration = ["/v1/agents", "/v1/tools", "/v1/channels"];
     let write = method != "get";

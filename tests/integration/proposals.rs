@@ -52,6 +52,7 @@ async fn propose(db: &TestDb, tenant: &str, now: DateTime<Utc>) -> rows::Model {
         request_hash: None,
         ttl: TimeDelta::hours(24),
         max_attempts: 2,
+        revision_id: None,
     };
     ledger::create(&db.conn, new, "test-agent", now)
         .await

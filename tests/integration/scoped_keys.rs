@@ -32,6 +32,8 @@ db_test! {
             (Method::GET, format!("/v1/agents/{agent}/loadout?channel=web"), None),
             (Method::POST, format!("/v1/agents/{agent}/tool-calls"),
                 Some(json!({"tool": "get_tasks", "arguments": {}, "conversation_id": "c"}))),
+            (Method::POST, format!("/v1/agents/{agent}/outcomes"),
+                Some(json!({"revision": 1, "conversation_id": "c", "outcome": "success"}))),
         ];
         for (method, path, body) in routes("assistant") {
             let (status, answer) = call(method, path.clone(), scoped.clone(), body).await;

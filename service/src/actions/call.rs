@@ -30,6 +30,7 @@ use super::Runner;
 use crate::execute::arguments::{Key, Schema, Validators, validate};
 use crate::releases::PRODUCTION;
 use crate::releases::serve::Served;
+use crate::releases::signals::{self, At, Signal};
 use crate::vocab::ToolDef;
 
 /// Attempts a proposal gets (the first run and two retries).
@@ -152,6 +153,30 @@ async fn runs_now(
     }
 }
 
+/// Counts an invalid-argument refusal, and the call it refused, for the revision
+/// the call was validated under (one write of its own: a refusal writes nothing
+/// else).
+async fn count_refusal(
+    db: &DatabaseConnection,
+    tenant: &str,
+    served: &Served,
+    refused: &Error,
+) -> Result<()> {
+    if refused.code != "invalid_arguments" {
+        return Ok(());
+    }
+    let at = At {
+        tenant,
+        agent_id: served.agent.id,
+        revision_id: served.id,
+    };
+    let txn = crate::db::begin_write(db).await?;
+    let counted = [Signal::ToolCalls, Signal::InvalidArguments];
+    signals::count(&txn, at, &counted, Utc::now()).await?;
+    txn.commit().await?;
+    Ok(())
+}
+
 /// Validates and records the call; runs it now when its tier allows. The agent
 /// comes through the prompt service (cached), the validator from `validators`;
 /// `proposals` say how long a proposal waits, per tier.
@@ -192,7 +217,13 @@ pub async fn call(
         parameters: &def.parameters,
     };
     let arguments = &request.arguments;
-    validate(validators, runner.generation, stamp, schema, arguments)?;
+    if let Err(refused) = validate(validators, runner.generation, stamp, schema, arguments) {
+        // The caller's answer is the refusal even when counting it failed.
+        if let Err(e) = count_refusal(runner.db, tenant, &served, &refused).await {
+            tracing::warn!(error = %e, "could not count an invalid-argument refusal");
+        }
+        return Err(refused);
+    }
     let tier = Tier::or_safest(&def.approval_tier).max(Tier::or_safest(&tool.approval_tier));
     super::requirements::check(&tool.name, request.user_id.as_deref(), &request.arguments)?;
     // The agent is part of the request: another agent's call with the same key and
@@ -230,6 +261,7 @@ pub async fn call(
         idempotency_key: request.idempotency_key,
         ttl: proposals.ttl(tier),
         max_attempts: MAX_ATTEMPTS,
+        revision_id: Some(served.id),
     };
     let created = ledger::create(runner.db, new, &who.key_name, now)
         .await

@@ -26,6 +26,7 @@ use sea_orm::{ActiveModelTrait, DatabaseConnection, DbErr, Set};
 use serde_json::Value;
 
 use crate::execute::Outcome;
+use crate::releases::signals::Signal;
 
 pub use read::{conversation, events, get, pending, queue};
 pub use state::{
@@ -60,6 +61,9 @@ pub struct NewProposal {
     /// How long it may wait for a decision before it expires.
     pub ttl: TimeDelta,
     pub max_attempts: i32,
+    /// The revision the call was validated under; its `tool_calls` counter is
+    /// counted in the proposal's transaction.
+    pub revision_id: Option<i32>,
 }
 
 /// Records a new proposal in state `proposed`, with its creation event. Only the
@@ -71,6 +75,7 @@ pub async fn create(
     now: DateTime<Utc>,
 ) -> Result<proposals::Model, DbErr> {
     let txn = crate::db::begin_write(db).await?;
+    let revision_id = new.revision_id;
     let row = proposals::ActiveModel {
         tenant_id: Set(new.tenant_id),
         agent_id: Set(new.agent_id),
@@ -94,11 +99,13 @@ pub async fn create(
         lease_until: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
+        revision_id: Set(revision_id),
         ..Default::default()
     }
     .insert(&txn)
     .await?;
     transitions::event(&txn, &row, None, State::Proposed, actor, None, now).await?;
+    transitions::count_signals(&txn, &row, &[Signal::ToolCalls], now).await?;
     txn.commit().await?;
     Ok(row)
 }

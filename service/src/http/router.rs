@@ -15,7 +15,8 @@ use utoipa_axum::routes;
 use super::error::ApiError;
 use super::extract::MAX_BODY_BYTES;
 use super::{
-    agents, calls, connectors, fetch, keys, ops, promotion, registry, releases, rollouts, trace,
+    agents, calls, connectors, fetch, keys, ops, outcomes, promotion, registry, releases, rollouts,
+    trace,
 };
 use crate::app::AppState;
 
@@ -76,6 +77,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(agents::routes())
         .merge(releases::routes())
         .merge(promotion::routes())
+        .merge(outcomes::routes())
         .merge(rollouts::routes())
         .merge(registry::routes())
         .merge(calls::routes())

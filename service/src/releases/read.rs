@@ -88,7 +88,10 @@ pub struct LabelHistory {
 }
 
 /// The live agent of that name; 404 otherwise.
-async fn agent(db: &impl ConnectionTrait, name: &str) -> Result<agent_configurations::Model> {
+pub(super) async fn agent(
+    db: &impl ConnectionTrait,
+    name: &str,
+) -> Result<agent_configurations::Model> {
     check_name("agent", name)?;
     agent_configurations::Entity::find()
         .filter(agent_configurations::Column::Name.eq(name))

@@ -18,6 +18,7 @@ use serde_json::Value;
 use super::read::get;
 use super::state::{LedgerError, State, conflict};
 use crate::execute::Outcome;
+use crate::releases::signals::{At, Signal};
 
 /// One move: the row must be in `from` and meet every guard; it then takes `to`,
 /// `updated_at` and `sets`, and the event (`from` → `to`) carries `detail`. Every
@@ -224,8 +225,48 @@ pub(super) async fn apply(
         step.now,
     )
     .await?;
+    count_signals(&txn, &row, signals(from, to, step.actor), step.now).await?;
     txn.commit().await?;
     Ok(Applied::Moved(row))
+}
+
+/// What a move counts for the proposal's revision: a decision by someone (an
+/// approval by `auto` decides nothing), a decline, an execution that ended and
+/// whether it failed. A proposal ended unrun (its tool withdrawn) ran nothing and
+/// counts nothing.
+fn signals(from: State, to: State, actor: &str) -> &'static [Signal] {
+    match (from, to) {
+        (State::Proposed, State::Declined) => {
+            &[Signal::ProposalsDecided, Signal::ProposalsDeclined]
+        }
+        (State::Proposed, State::Approved) if actor != "auto" => &[Signal::ProposalsDecided],
+        (State::Executing, State::Succeeded) => &[Signal::Executions],
+        (State::Executing, State::Failed) => &[Signal::Executions, Signal::ExecutionsFailed],
+        _ => &[],
+    }
+}
+
+/// Counts `counted` for the revision `proposal` was validated under, in the
+/// move's transaction; a proposal from before revisions were recorded counts for
+/// none.
+pub(super) async fn count_signals(
+    db: &impl ConnectionTrait,
+    proposal: &proposals::Model,
+    counted: &[Signal],
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let Some(revision_id) = proposal.revision_id else {
+        return Ok(());
+    };
+    if counted.is_empty() {
+        return Ok(());
+    }
+    let at = At {
+        tenant: &proposal.tenant_id,
+        agent_id: proposal.agent_id,
+        revision_id,
+    };
+    crate::releases::signals::count(db, at, counted, now).await
 }
 
 /// Appends `proposal`'s event: `from` → `to` by `actor`.
