@@ -21,6 +21,7 @@ mod m20261125_000014_operator_role;
 mod m20261125_000015_key_names_per_tenant;
 mod m20261125_000016_agent_revisions;
 mod m20261125_000017_label_promotion;
+mod m20261126_000020_webhooks;
 
 /// Every migration, oldest first.
 pub struct Migrator;
@@ -46,6 +47,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000015_key_names_per_tenant::Migration),
             Box::new(m20261125_000016_agent_revisions::Migration),
             Box::new(m20261125_000017_label_promotion::Migration),
+            Box::new(m20261126_000020_webhooks::Migration),
         ]
     }
 }
