@@ -126,12 +126,7 @@ impl MigrationTrait for Migration {
                     .col(ColumnDef::new(S::Description).text().null())
                     .col(ColumnDef::new(S::State).string().not_null())
                     .col(ColumnDef::new(S::DisabledReason).text().null())
-                    .col(
-                        ColumnDef::new(S::Failures)
-                            .integer()
-                            .not_null()
-                            .default(0),
-                    )
+                    .col(ColumnDef::new(S::Failures).integer().not_null().default(0))
                     .col(ColumnDef::new(S::CreatedBy).string().not_null())
                     .col(stamp(S::CreatedAt, false))
                     .col(stamp(S::UpdatedAt, false))
@@ -144,7 +139,12 @@ impl MigrationTrait for Migration {
                 Table::create()
                     .table(E::Table)
                     .col(id(E::Id))
-                    .col(ColumnDef::new(E::MessageId).string().not_null().unique_key())
+                    .col(
+                        ColumnDef::new(E::MessageId)
+                            .string()
+                            .not_null()
+                            .unique_key(),
+                    )
                     .col(ColumnDef::new(E::EventType).string().not_null())
                     .col(ColumnDef::new(E::TenantId).string().null())
                     .col(ColumnDef::new(E::Body).text().not_null())
@@ -160,12 +160,7 @@ impl MigrationTrait for Migration {
                     .col(ColumnDef::new(D::EventId).integer().not_null())
                     .col(ColumnDef::new(D::SubscriptionId).integer().not_null())
                     .col(ColumnDef::new(D::State).string().not_null())
-                    .col(
-                        ColumnDef::new(D::Attempts)
-                            .integer()
-                            .not_null()
-                            .default(0),
-                    )
+                    .col(ColumnDef::new(D::Attempts).integer().not_null().default(0))
                     .col(stamp(D::NextAttemptAt, false))
                     .col(stamp(D::LeaseUntil, true))
                     .col(stamp(D::CreatedAt, false))

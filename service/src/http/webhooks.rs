@@ -116,14 +116,15 @@ async fn update_webhook(
 
 #[utoipa::path(delete, path = "/v1/webhooks/{id}", tag = "webhooks", summary = "Delete a subscription (softly): it receives nothing more",
     params(("id" = i32, Path)),
-    responses((status = 204, description = "Deleted"), E400, E401, E403, E404))]
+    responses((status = 200, body = SubscriptionView, description = "The subscription as deleted"), E400, E401, E403, E404))]
 async fn delete_webhook(
     State(state): State<AppState>,
     AdminKey(who): AdminKey,
     ApiPath(id): ApiPath<i32>,
-) -> ApiResult<StatusCode> {
-    subscriptions::delete(&state.db, &who, id, state.clock.now()).await?;
-    Ok(StatusCode::NO_CONTENT)
+) -> ApiResult<Json<SubscriptionView>> {
+    Ok(Json(
+        subscriptions::delete(&state.db, &who, id, state.clock.now()).await?,
+    ))
 }
 
 #[utoipa::path(post, path = "/v1/webhooks/{id}/rotate-secret", tag = "webhooks", summary = "Replace the signing secret; the answer holds the new one once",

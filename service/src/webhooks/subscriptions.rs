@@ -367,15 +367,15 @@ pub async fn delete(
     who: &Principal,
     id: i32,
     now: DateTime<Utc>,
-) -> Result<()> {
+) -> Result<SubscriptionView> {
     let txn = crate::db::begin_write(db).await?;
     let row = find(&txn, who, id).await?;
     let mut active: webhook_subscriptions::ActiveModel = row.into();
     active.deleted_at = Set(Some(now));
     active.updated_at = Set(now);
-    active.update(&txn).await?;
+    let row = active.update(&txn).await?;
     txn.commit().await?;
-    Ok(())
+    Ok(row.into())
 }
 
 /// Replaces a subscription's secret (given, or made); the answer holds it, once.
