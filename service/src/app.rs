@@ -166,7 +166,7 @@ impl AppState {
             db: &self.db,
             outbound: &self.outbound,
             keyring: &self.secrets,
-            policy: self.settings.webhooks.policy(),
+            policy: (&self.settings.webhooks).into(),
         }
     }
 

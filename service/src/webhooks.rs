@@ -19,16 +19,6 @@ pub mod deliver;
 pub mod sign;
 pub mod subscriptions;
 
-use std::time::Duration;
-
-/// The longest wait between two attempts of one delivery.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(6 * 3600);
-/// Attempts kept in the delivery log per subscription; older rows are pruned.
-pub const LOG_ROWS: u64 = 200;
-/// Bytes of a receiver's answer read and kept in the log; the rest is never read
-/// (the connection is dropped).
-pub const EXCERPT_BYTES: usize = 256;
-
 /// How webhooks are delivered: `serve`'s flags.
 #[derive(Clone, Debug, clap::Args)]
 pub struct WebhookSettings {
@@ -50,18 +40,4 @@ pub struct WebhookSettings {
     /// still written to the outbox.
     #[arg(long, env = "LOADOUT_NO_WEBHOOK_DELIVERY", value_parser = clap::builder::BoolishValueParser::new())]
     pub no_webhook_delivery: bool,
-}
-
-impl WebhookSettings {
-    /// The delivery policy these flags describe.
-    pub fn policy(&self) -> deliver::Policy {
-        let timeout = Duration::from_millis(self.webhook_timeout_ms);
-        deliver::Policy {
-            timeout,
-            base: Duration::from_millis(self.webhook_retry_base_ms),
-            attempts: self.webhook_attempts as i32,
-            disable_after: self.webhook_disable_after as i32,
-            lease: timeout + Duration::from_secs(30),
-        }
-    }
 }

@@ -26,6 +26,7 @@ db_test! {
             ("m20261125_000015_key_names_per_tenant", true),
             ("m20261125_000016_agent_revisions", true),
             ("m20261125_000017_label_promotion", true),
+            ("m20261126_000020_webhooks", true),
         ]);
     }
 }

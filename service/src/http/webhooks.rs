@@ -154,7 +154,7 @@ async fn list_deliveries(
     let limit = query
         .limit
         .unwrap_or(50)
-        .clamp(1, crate::webhooks::LOG_ROWS);
+        .clamp(1, crate::webhooks::deliver::LOG_ROWS);
     let attempts = subscriptions::attempts(&state.db, &who, id, limit).await?;
     Ok(Json(AttemptList { attempts }))
 }

@@ -12,10 +12,18 @@ use sea_orm::{
 };
 
 use super::subscriptions::{ACTIVE, DISABLED, context};
-use super::{EXCERPT_BYTES, LOG_ROWS, MAX_BACKOFF, sign};
+use super::{WebhookSettings, sign};
 use crate::error::{Error, Result};
 use crate::execute::connector::Outbound;
 use crate::secrets::Keyring;
+
+/// The longest wait between two attempts of one delivery.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(6 * 3600);
+/// Attempts kept in the delivery log per subscription; older rows are pruned.
+pub const LOG_ROWS: u64 = 200;
+/// Bytes of a receiver's answer read and kept in the log; the rest is never read
+/// (the connection is dropped).
+pub const EXCERPT_BYTES: usize = 256;
 
 /// Deliveries claimed in one pass.
 pub const BATCH: u64 = 16;
@@ -40,6 +48,19 @@ pub struct Policy {
     pub disable_after: i32,
     /// How long a claim holds a delivery (longer than the timeout).
     pub lease: Duration,
+}
+
+impl From<&WebhookSettings> for Policy {
+    fn from(flags: &WebhookSettings) -> Self {
+        let timeout = Duration::from_millis(flags.webhook_timeout_ms);
+        Policy {
+            timeout,
+            base: Duration::from_millis(flags.webhook_retry_base_ms),
+            attempts: flags.webhook_attempts as i32,
+            disable_after: flags.webhook_disable_after as i32,
+            lease: timeout + Duration::from_secs(30),
+        }
+    }
 }
 
 impl Policy {
