@@ -1307,3 +1307,61 @@ async fn the_release_commands_run_on_the_database_as_the_readme_shows() {
     assert!(!missing.status.success());
     assert_eq!(stderr(&missing), "error: no agent named \"nobody\"\n");
 }
+
+#[tokio::test]
+async fn webhooks_create_prints_the_secret_once_and_list_disable_and_deliveries_work() {
+    let db = seeded_sqlite().await;
+    let key = format!("--secrets-key={}", loadout_tests::SECRETS_KEY);
+    let out = loadout(
+        &db.url,
+        &[
+            "webhooks",
+            "create",
+            "--url",
+            "http://127.0.0.1:9/hook",
+            "--events",
+            "label.moved,proposal.waiting",
+            "--connector-allow",
+            "127.0.0.1",
+            &key,
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let created: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+    let secret = created["secret"].as_str().expect("secret");
+    assert!(secret.starts_with("whsec_"), "{created}");
+    let id = created["subscription"]["id"].to_string();
+
+    let out = loadout(&db.url, &["webhooks", "list", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stdout(&out).contains(&secret[6..]),
+        "the secret is never listed"
+    );
+    assert!(stdout(&out).contains("label.moved"), "{}", stdout(&out));
+
+    let out = loadout(&db.url, &["webhooks", "disable", &id]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("disabled"), "{}", stdout(&out));
+    let out = loadout(&db.url, &["webhooks", "deliveries", &id, "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "[]");
+
+    let out = loadout(
+        &db.url,
+        &[
+            "webhooks",
+            "create",
+            "--url",
+            "http://127.0.0.1:9/hook",
+            &key,
+        ],
+    );
+    assert!(!out.status.success(), "loopback is refused unless allowed");
+    assert!(
+        stderr(&out).contains("--connector-allow"),
+        "{}",
+        stderr(&out)
+    );
+}
