@@ -23,6 +23,10 @@ pub mod rollouts;
 pub mod tools;
 pub mod user_agent_prompt_customizations;
 pub mod user_tool_preferences;
+pub mod webhook_attempts;
+pub mod webhook_deliveries;
+pub mod webhook_events;
+pub mod webhook_subscriptions;
 
 pub mod prelude {
     pub use super::agent_configurations::Entity as AgentConfigurations;
@@ -46,4 +50,8 @@ pub mod prelude {
     pub use super::tools::Entity as Tools;
     pub use super::user_agent_prompt_customizations::Entity as UserAgentPromptCustomizations;
     pub use super::user_tool_preferences::Entity as UserToolPreferences;
+    pub use super::webhook_attempts::Entity as WebhookAttempts;
+    pub use super::webhook_deliveries::Entity as WebhookDeliveries;
+    pub use super::webhook_events::Entity as WebhookEvents;
+    pub use super::webhook_subscriptions::Entity as WebhookSubscriptions;
 }

@@ -23,6 +23,7 @@ mod m20261125_000016_agent_revisions;
 mod m20261125_000017_label_promotion;
 mod m20261126_000018_rollouts;
 mod m20261126_000019_outcomes;
+mod m20261126_000020_webhooks;
 
 /// Every migration, oldest first.
 pub struct Migrator;
@@ -50,6 +51,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000017_label_promotion::Migration),
             Box::new(m20261126_000018_rollouts::Migration),
             Box::new(m20261126_000019_outcomes::Migration),
+            Box::new(m20261126_000020_webhooks::Migration),
         ]
     }
 }

@@ -29,6 +29,11 @@ pub const POLL_INTERVAL: Duration = Duration::from_millis(250);
 /// without the connection failing (a half-open TCP connection), kept at the 1 s
 /// that replicas were promised before notifications existed.
 pub const FALLBACK_POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// How often the webhook deliverer looks for due deliveries when nothing nudged it.
+pub const WEBHOOK_POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// How long the deliverer waits after a nudge (an event recorded in this process)
+/// before it looks: the nudge comes before the change's commit.
+pub const WEBHOOK_NUDGE_DELAY: Duration = Duration::from_millis(25);
 /// The first wait before the listener tries to reconnect, doubled after each
 /// failure up to [`LISTEN_BACKOFF_MAX`].
 pub const LISTEN_BACKOFF_MIN: Duration = Duration::from_millis(250);
@@ -152,6 +157,16 @@ impl AppState {
                 .proposals
                 .ttl(crate::vocab::Tier::RequiresApproval),
             now: self.clock.now(),
+        }
+    }
+
+    /// What delivering webhooks takes, lent from this state.
+    pub fn deliverer(&self) -> crate::webhooks::deliver::Deliverer<'_> {
+        crate::webhooks::deliver::Deliverer {
+            db: &self.db,
+            outbound: &self.outbound,
+            keyring: &self.secrets,
+            policy: (&self.settings.webhooks).into(),
         }
     }
 

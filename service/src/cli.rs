@@ -17,6 +17,7 @@ pub mod secrets;
 pub mod seed;
 pub mod serve;
 pub mod template;
+pub mod webhooks;
 
 use crate::db;
 use crate::telemetry::LogFormat;
@@ -93,6 +94,8 @@ pub enum Command {
         #[command(subcommand)]
         command: crate::cli::prompt::PromptCommand,
     },
+    /// Webhook subscriptions: list, create, enable, disable, delete, rotate-secret, deliveries.
+    Webhooks(webhooks::WebhooksArgs),
     /// Render or lint a `$placeholder` template read from stdin (no database).
     Template {
         #[command(subcommand)]
@@ -179,6 +182,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::ReleaseMode(args) => {
             with_db(&cli.database_url, true, |db| {
                 Box::pin(async move { print(promote::release_mode(db, args).await?) })
+            })
+            .await
+        }
+        Command::Webhooks(args) => {
+            let url = cli.database_url.clone();
+            with_db(&cli.database_url, true, move |db| {
+                Box::pin(async move { print(webhooks::output(db, &url, args).await?) })
             })
             .await
         }

@@ -27,6 +27,7 @@ pub mod rollouts;
 pub mod router;
 pub mod server;
 pub mod trace;
+pub mod webhooks;
 
 pub use extract::MAX_BODY_BYTES;
 pub use router::{openapi, router};

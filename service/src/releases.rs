@@ -38,6 +38,7 @@ use sea_orm::{
 };
 
 use crate::error::{Error, Result};
+use crate::events::{self, Event, RevisionPublished};
 use crate::prompt::builder::Channels;
 use crate::prompt::load;
 
@@ -155,6 +156,14 @@ async fn publish_agent(
         actor: author,
         at: now,
     };
+    if created {
+        let published = RevisionPublished {
+            agent: agent.name.clone(),
+            revision: revision.number,
+            author: author.map(str::to_owned),
+        };
+        events::record(db, Event::RevisionPublished(published)).await?;
+    }
     let mut moved = Vec::new();
     if labels::move_label(db, LATEST, &mv).await? {
         moved.push(LATEST);

@@ -1309,3 +1309,150 @@ async fn the_release_commands_run_on_the_database_as_the_readme_shows() {
     assert!(!missing.status.success());
     assert_eq!(stderr(&missing), "error: no agent named \"nobody\"\n");
 }
+
+#[tokio::test]
+async fn webhooks_create_prints_the_secret_once_and_list_disable_and_deliveries_work() {
+    let db = seeded_sqlite().await;
+    let key = format!("--secrets-key={}", loadout_tests::SECRETS_KEY);
+    let out = loadout(
+        &db.url,
+        &[
+            "webhooks",
+            "create",
+            "--url",
+            "http://127.0.0.1:9/hook",
+            "--events",
+            "label.moved,proposal.waiting",
+            "--connector-allow",
+            "127.0.0.1",
+            &key,
+            "--json",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let created: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+    let secret = created["secret"].as_str().expect("secret");
+    assert!(secret.starts_with("whsec_"), "{created}");
+    let id = created["subscription"]["id"].to_string();
+
+    let out = loadout(&db.url, &["webhooks", "list", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stdout(&out).contains(&secret[6..]),
+        "the secret is never listed"
+    );
+    assert!(stdout(&out).contains("label.moved"), "{}", stdout(&out));
+
+    let out = loadout(&db.url, &["webhooks", "disable", &id]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("disabled"), "{}", stdout(&out));
+    let out = loadout(&db.url, &["webhooks", "deliveries", &id, "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "[]");
+
+    let out = loadout(
+        &db.url,
+        &[
+            "webhooks",
+            "create",
+            "--url",
+            "http://127.0.0.1:9/hook",
+            &key,
+        ],
+    );
+    assert!(!out.status.success(), "loopback is refused unless allowed");
+    assert!(
+        stderr(&out).contains("--connector-allow"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A receiver on 127.0.0.1 that records each POST's `webhook-id` and body; its address.
+async fn webhook_receiver() -> (
+    std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>,
+    String,
+) {
+    use axum::http::HeaderMap;
+    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = got.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: HeaderMap, body: String| {
+            let seen = seen.clone();
+            async move {
+                let id = headers
+                    .get("webhook-id")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned();
+                seen.lock().expect("lock").push((id, body));
+                axum::http::StatusCode::NO_CONTENT
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address").to_string();
+    tokio::spawn(async move { axum::serve(listener, app).await.ok() });
+    (got, address)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_serve_killed_between_the_change_and_the_delivery_delivers_after_restart() {
+    let db = TestDb::sqlite().await;
+    let (got, receiver) = webhook_receiver().await;
+    // The first process writes the outbox and delivers nothing, then dies by SIGKILL.
+    let flags = ["--connector-allow", "127.0.0.1"];
+    let (mut first, addr, printed) = spawn_serve(
+        &db.url,
+        &[&flags[..], &["--no-webhook-delivery"]].concat(),
+        3,
+    );
+    let key = printed[2].clone();
+    let url = format!("http://{receiver}/hook");
+    let (status, body) = http(
+        &addr,
+        "POST",
+        "/v1/webhooks",
+        &key,
+        &format!("{{\"url\": \"{url}\"}}"),
+    );
+    assert_eq!(status, "HTTP/1.1 201 Created", "{body}");
+    let (status, body) = http(
+        &addr,
+        "PATCH",
+        "/v1/agents/assistant",
+        &key,
+        "{\"soul\": \"Before the crash.\"}",
+    );
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+    first.kill().expect("SIGKILL");
+    first.wait().expect("wait");
+    assert!(got.lock().expect("lock").is_empty());
+
+    let (second, _, _) = spawn_serve(&db.url, &flags, 0);
+    let mut delivered = Vec::new();
+    for _ in 0..200 {
+        delivered = got.lock().expect("lock").clone();
+        if delivered.len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    stop(second);
+    let mut kinds: Vec<String> = delivered
+        .iter()
+        .map(|(_, body)| {
+            let event: serde_json::Value = serde_json::from_str(body).expect("json");
+            event["type"].as_str().unwrap_or_default().to_owned()
+        })
+        .collect();
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        ["label.moved", "label.moved", "revision.published"],
+        "{delivered:?}"
+    );
+}

@@ -84,6 +84,9 @@ fn exactly_the_operations_that_take_a_body_document_its_schema() {
         "PUT /v1/agents/{agent}/users/{user_id}/instructions",
         "PUT /v1/tools/{tool}/connector",
         "PUT /v1/users/{user_id}/tools/{tool}/preference",
+        "PATCH /v1/webhooks/{id}",
+        "POST /v1/webhooks",
+        "POST /v1/webhooks/{id}/rotate-secret",
     ];
     expected.sort();
     assert_eq!(with_body, expected);

@@ -32,3 +32,4 @@ mod scoped_keys;
 mod sealed_secrets;
 mod seed;
 mod template_parity;
+mod webhooks;

@@ -28,6 +28,7 @@ db_test! {
             ("m20261125_000017_label_promotion", true),
             ("m20261126_000018_rollouts", true),
             ("m20261126_000019_outcomes", true),
+            ("m20261126_000020_webhooks", true),
         ]);
     }
 }

@@ -24,7 +24,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEERS = os.path.join(HERE, ".peers")
-VENV = {name: os.path.join(PEERS, f"venv-{name}", "bin", "python") for name in ("mcp1", "mcp2", "fastmcp", "openapi")}
+VENV = {name: os.path.join(PEERS, f"venv-{name}", "bin", "python") for name in ("mcp1", "mcp2", "fastmcp", "openapi", "webhooks")}
 NODE = os.path.join(PEERS, "node_modules", ".bin", "node")
 
 # name, version, protocol, command
@@ -39,8 +39,11 @@ MATRIX = [
     ("fastmcp-remote", "fastmcp 4.2.3", "remote of an mcp connector", [sys.executable, "fastmcp/check.py"]),
     ("openapi-python-client", "openapi-python-client 0.29.1", "OpenAPI 3.1", [VENV["openapi"], "openapi/python_client.py"]),
     ("openapi-typescript", "openapi-typescript 7.13.0, typescript 5.9.3", "OpenAPI 3.1", [sys.executable, "openapi/typescript.py"]),
+    ("standardwebhooks", "standardwebhooks 1.1.0", "Standard Webhooks", [VENV["webhooks"], "webhooks/receiver.py"]),
 ]
 PEER_TIMEOUT = 120
+# The secrets key serve gets on Postgres (base64 of 32 bytes; a test key, not a secret).
+PEERS_SECRETS_KEY = "cGVlcnMtc2VjcmV0cy1rZXktMzItYnl0ZXMtbG9uZyE="
 
 children = []
 
@@ -124,9 +127,14 @@ def main():
     try:
         port, proxy_port, fastmcp_port = free_port(), free_port(), free_port()
         serve_log = os.path.join(work, "loadout.log")
+        # Webhook secrets are sealed at rest: SQLite gets a key file beside it, Postgres this
+        # fixed peers' key (the same every run, so a reused database still opens its secrets).
+        serve_env = dict(os.environ)
+        if not args.database_url.startswith("sqlite"):
+            serve_env.setdefault("LOADOUT_SECRETS_KEY", PEERS_SECRETS_KEY)
         serve = start([loadout, "--database-url", args.database_url, "serve", "--bind", f"127.0.0.1:{port}",
                        "--connector-allow", "127.0.0.1", "--mcp-allowed-origin", f"http://127.0.0.1:{proxy_port}"],
-                      open(serve_log, "w"))
+                      open(serve_log, "w"), env=serve_env)
         wait_until("loadout serve", lambda: healthy(port), serve, serve_log)
 
         suffix = secrets.token_hex(3)

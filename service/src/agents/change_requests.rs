@@ -35,6 +35,7 @@ use crate::auth::keys::DEFAULT_TENANT;
 use crate::auth::{Principal, Role};
 use crate::cache::Generation;
 use crate::error::{Error, Kind, Result, check_size};
+use crate::events as outbox;
 use crate::registry::guard;
 use crate::releases::labels::{self, Move, Why};
 use crate::releases::rollouts::{self, Guard};
@@ -370,6 +371,8 @@ pub async fn open(
             format!("a change request for label {label:?} is already pending: approve, decline or let it expire first")
         })
     })?;
+    let waiting = announced(db, &row).await?;
+    outbox::record(db, outbox::Event::ChangeRequestWaiting(waiting)).await?;
     view(db, row, now).await
 }
 
@@ -417,7 +420,33 @@ async fn decide(
         active.decided_by = Set(Some(who.key_name.clone()));
         active.decided_key_id = Set(Some(who.key_id));
     }
-    Ok(active.update(db).await?)
+    let decided = active.update(db).await?;
+    let event = announced(db, &decided).await?;
+    outbox::record(db, outbox::Event::ChangeRequestDecided(event)).await?;
+    Ok(decided)
+}
+
+/// What a webhook tells of `row`: the author's reason while it waits, the
+/// decider's once decided.
+async fn announced(
+    db: &impl ConnectionTrait,
+    row: &change_requests::Model,
+) -> Result<outbox::ChangeRequest> {
+    let pending = row.state == ChangeState::Pending.as_str();
+    Ok(outbox::ChangeRequest {
+        id: row.id,
+        agent: outbox::agent_name(db, row.agent_id).await?,
+        label: row.label.clone(),
+        from: outbox::revision_number(db, row.from_revision_id).await?,
+        to: outbox::revision_number(db, row.to_revision_id).await?,
+        state: row.state.clone(),
+        requested_by: row.requested_by.clone(),
+        decided_by: row.decided_by.clone(),
+        reason: match pending {
+            true => row.reason.clone(),
+            false => row.decision_reason.clone(),
+        },
+    })
 }
 
 /// 403 unless `who` may sign off; 413 for a reason over the text limit.

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::{
     AppState, Inner, LISTEN_BACKOFF_MAX, LISTEN_BACKOFF_MIN, POLL_INTERVAL, SWEEP_INTERVAL,
+    WEBHOOK_NUDGE_DELAY, WEBHOOK_POLL_INTERVAL,
 };
 use crate::db::generation::listen::{Heard, Listener};
 
@@ -62,6 +63,35 @@ impl AppState {
                         }
                     }
                     Err(e) => tracing::warn!(error = %e, "cannot sweep the proposal ledger"),
+                }
+            }
+        })
+    }
+
+    /// Delivers webhooks: every [`WEBHOOK_POLL_INTERVAL`], and
+    /// [`WEBHOOK_NUDGE_DELAY`] after an event is recorded in this process, claims due
+    /// deliveries and attempts them (again at once while a pass fills its batch).
+    pub fn spawn_webhook_deliverer(&self) -> tokio::task::JoinHandle<()> {
+        let weak = Arc::downgrade(&self.0);
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(WEBHOOK_POLL_INTERVAL) => {}
+                    _ = crate::events::recorded().notified() => {
+                        tokio::time::sleep(WEBHOOK_NUDGE_DELAY).await;
+                    }
+                }
+                let Some(state) = weak.upgrade() else { return };
+                let app = AppState(state);
+                loop {
+                    match crate::webhooks::deliver::run_due(&app.deliverer()).await {
+                        Ok(n) if n as u64 == crate::webhooks::deliver::BATCH => continue,
+                        Ok(_) => break,
+                        Err(e) => {
+                            tracing::warn!(error = %e.chain(), "cannot deliver webhooks");
+                            break;
+                        }
+                    }
                 }
             }
         })

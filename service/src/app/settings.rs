@@ -65,6 +65,8 @@ pub struct Settings {
     #[command(flatten)]
     pub mcp: Mcp,
     #[command(flatten)]
+    pub webhooks: crate::webhooks::WebhookSettings,
+    #[command(flatten)]
     pub secrets: crate::secrets::flags::SecretsArgs,
 }
 

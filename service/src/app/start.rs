@@ -87,6 +87,9 @@ impl AppState {
             self.spawn_proposal_sweeper(),
         ];
         jobs.extend(listener);
+        if !self.settings.webhooks.no_webhook_delivery {
+            jobs.push(self.spawn_webhook_deliverer());
+        }
         Jobs(jobs)
     }
 }

@@ -16,7 +16,7 @@ use super::error::ApiError;
 use super::extract::MAX_BODY_BYTES;
 use super::{
     agents, calls, connectors, fetch, keys, ops, outcomes, promotion, registry, releases, rollouts,
-    trace,
+    trace, webhooks,
 };
 use crate::app::AppState;
 
@@ -83,6 +83,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(calls::routes())
         .merge(connectors::routes())
         .merge(keys::routes())
+        .merge(webhooks::routes())
 }
 
 static SPEC: LazyLock<serde_json::Value> = LazyLock::new(openapi);

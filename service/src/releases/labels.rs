@@ -6,6 +6,7 @@ use entity::{agent_labels, label_moves};
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Set};
 
 use crate::error::Result;
+use crate::events::{self, Event, LabelMoved};
 
 /// The label every publish moves.
 pub const LATEST: &str = "latest";
@@ -101,5 +102,20 @@ pub async fn move_label_why(
     }
     .insert(db)
     .await?;
+    let moved = LabelMoved {
+        agent: events::agent_name(db, mv.agent_id).await?,
+        label: label.to_owned(),
+        from: match from {
+            Some(id) => Some(events::revision_number(db, id).await?),
+            None => None,
+        },
+        to: events::revision_number(db, mv.to_revision_id).await?,
+        kind: mv.kind.to_owned(),
+        actor: mv.actor.map(str::to_owned),
+        approver: why.approver.map(str::to_owned),
+        reason: why.reason.map(str::to_owned),
+        change_request: why.change_request_id,
+    };
+    events::record(db, Event::LabelMoved(moved)).await?;
     Ok(true)
 }

@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use super::read::get;
 use super::state::{LedgerError, State, conflict};
+use crate::events;
 use crate::execute::Outcome;
 use crate::releases::signals::{At, Signal};
 
@@ -290,6 +291,36 @@ pub(super) async fn event(
         ..Default::default()
     }
     .insert(db)
-    .await
-    .map(drop)
+    .await?;
+    announce(db, proposal, from, to, actor).await
+}
+
+/// A proposal's move as a webhook tells it: `proposal.waiting` when it is made,
+/// `proposal.decided` when it leaves `proposed` (approved, declined, expired).
+async fn announce(
+    db: &impl ConnectionTrait,
+    proposal: &proposals::Model,
+    from: Option<&str>,
+    to: State,
+    actor: &str,
+) -> Result<(), DbErr> {
+    let waiting = from.is_none() && to == State::Proposed;
+    let decided = from == Some(State::Proposed.as_str());
+    if !waiting && !decided {
+        return Ok(());
+    }
+    let data = events::Proposal {
+        id: proposal.id,
+        tenant: proposal.tenant_id.clone(),
+        agent: events::agent_name(db, proposal.agent_id).await?,
+        tool: proposal.tool_name.clone(),
+        conversation: proposal.conversation_id.clone(),
+        state: to.as_str().to_owned(),
+        actor: actor.to_owned(),
+    };
+    let event = match waiting {
+        true => events::Event::ProposalWaiting(data),
+        false => events::Event::ProposalDecided(data),
+    };
+    events::record(db, event).await
 }

@@ -1,0 +1,306 @@
+//! What changed, for the outside world: the typed [`Event`]s and the outbox they
+//! are written to ([`record`]), inside the transaction of the change itself.
+//!
+//! Fan-out happens here, at write time: [`record`] finds the subscriptions that
+//! want the event (active, not deleted, the type among theirs, and for a tenant's
+//! event the same tenant) and writes the event once (`webhook_events`, its exact
+//! body and `webhook-id`) and one pending delivery per subscription
+//! (`webhook_deliveries`). At write time because each subscription's delivery has
+//! its own attempts, schedule and log, and because an event nobody wants then costs
+//! one indexed read and no row; the price is that a subscription made after an
+//! event does not receive it. Since the rows commit with the change or not at all,
+//! a change that committed always has its deliveries, and a crash after the commit
+//! loses nothing: the delivery job (`webhooks::deliver`) finds them pending.
+//!
+//! Layer 2: it uses `entity`, `error` and the random source only, so `releases`,
+//! `agents` and `actions` can all call it. Payloads hold names, numbers, ids and
+//! reasons: never a secret, a header value or a prompt's text.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use entity::{
+    agent_configurations, agent_revisions, webhook_deliveries, webhook_events,
+    webhook_subscriptions,
+};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set,
+};
+use serde::Serialize;
+
+/// A subscription's `events` that takes every type.
+pub const ALL: &str = "*";
+
+/// Every event type, as the API and the payload's `type` name them.
+pub const TYPES: &[&str] = &[
+    "revision.published",
+    "label.moved",
+    "rollout.started",
+    "rollout.changed",
+    "rollout.aborted",
+    "rollout.completed",
+    "change_request.waiting",
+    "change_request.decided",
+    "proposal.waiting",
+    "proposal.decided",
+];
+
+/// The process-wide nudge: rung by [`record`], heard by the delivery job, which
+/// then looks for due deliveries at once instead of at its next poll.
+static RECORDED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// What the delivery job waits on besides its poll.
+pub fn recorded() -> &'static tokio::sync::Notify {
+    &RECORDED
+}
+
+/// A new revision of an agent.
+#[derive(Debug, Clone, Serialize)]
+pub struct RevisionPublished {
+    pub agent: String,
+    pub revision: i32,
+    pub author: Option<String>,
+}
+
+/// A label pointed at another revision.
+#[derive(Debug, Clone, Serialize)]
+pub struct LabelMoved {
+    pub agent: String,
+    pub label: String,
+    /// The revision it pointed at before (`None`: the label is new).
+    pub from: Option<i32>,
+    pub to: i32,
+    /// `publish`, `move`, `promote` or `rollback`.
+    pub kind: String,
+    pub actor: Option<String>,
+    pub approver: Option<String>,
+    pub reason: Option<String>,
+    pub change_request: Option<i32>,
+}
+
+/// A rollout of a label: its base revision, the candidate and the candidate's share.
+#[derive(Debug, Clone, Serialize)]
+pub struct Rollout {
+    pub agent: String,
+    pub label: String,
+    pub rollout: i32,
+    pub base: i32,
+    pub candidate: i32,
+    /// The candidate's share of users, in percent.
+    pub share: f64,
+    pub actor: Option<String>,
+    /// Why (an abort by the guard says so here).
+    pub reason: Option<String>,
+}
+
+/// A change request to move a protected label.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChangeRequest {
+    pub id: i32,
+    pub agent: String,
+    pub label: String,
+    pub from: i32,
+    pub to: i32,
+    /// `pending`, or the decision: `approved`, `declined`, `expired`, `superseded`.
+    pub state: String,
+    pub requested_by: String,
+    /// The decider's key name (none for an expiry or a supersession).
+    pub decided_by: Option<String>,
+    /// The author's reason while waiting, the decider's once decided.
+    pub reason: Option<String>,
+}
+
+/// A tool-call proposal (its arguments are never in the payload).
+#[derive(Debug, Clone, Serialize)]
+pub struct Proposal {
+    pub id: i32,
+    pub tenant: String,
+    pub agent: String,
+    pub tool: String,
+    pub conversation: String,
+    /// `proposed`, or the decision: `approved`, `declined`, `expired`.
+    pub state: String,
+    pub actor: String,
+}
+
+/// Something that changed, as a webhook tells it: `type` and `data`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", content = "data")]
+pub enum Event {
+    #[serde(rename = "revision.published")]
+    RevisionPublished(RevisionPublished),
+    #[serde(rename = "label.moved")]
+    LabelMoved(LabelMoved),
+    #[serde(rename = "rollout.started")]
+    RolloutStarted(Rollout),
+    #[serde(rename = "rollout.changed")]
+    RolloutChanged(Rollout),
+    #[serde(rename = "rollout.aborted")]
+    RolloutAborted(Rollout),
+    #[serde(rename = "rollout.completed")]
+    RolloutCompleted(Rollout),
+    #[serde(rename = "change_request.waiting")]
+    ChangeRequestWaiting(ChangeRequest),
+    #[serde(rename = "change_request.decided")]
+    ChangeRequestDecided(ChangeRequest),
+    #[serde(rename = "proposal.waiting")]
+    ProposalWaiting(Proposal),
+    #[serde(rename = "proposal.decided")]
+    ProposalDecided(Proposal),
+}
+
+impl Event {
+    /// The event's type (`label.moved`, ...), one of [`TYPES`].
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::RevisionPublished(_) => "revision.published",
+            Event::LabelMoved(_) => "label.moved",
+            Event::RolloutStarted(_) => "rollout.started",
+            Event::RolloutChanged(_) => "rollout.changed",
+            Event::RolloutAborted(_) => "rollout.aborted",
+            Event::RolloutCompleted(_) => "rollout.completed",
+            Event::ChangeRequestWaiting(_) => "change_request.waiting",
+            Event::ChangeRequestDecided(_) => "change_request.decided",
+            Event::ProposalWaiting(_) => "proposal.waiting",
+            Event::ProposalDecided(_) => "proposal.decided",
+        }
+    }
+
+    /// The tenant whose subscriptions alone receive it; `None` for the shared
+    /// configuration's events, which every tenant's subscriptions receive.
+    pub fn tenant(&self) -> Option<&str> {
+        match self {
+            Event::ProposalWaiting(p) | Event::ProposalDecided(p) => Some(&p.tenant),
+            _ => None,
+        }
+    }
+
+    /// The body every delivery of it sends: `{type, timestamp, data}`.
+    pub fn body(&self, at: DateTime<Utc>) -> Result<String, serde_json::Error> {
+        let mut value = serde_json::to_value(self)?;
+        if let Some(object) = value.as_object_mut() {
+            object.insert(
+                "timestamp".to_owned(),
+                serde_json::Value::String(at.to_rfc3339_opts(SecondsFormat::Millis, true)),
+            );
+        }
+        serde_json::to_string(&value)
+    }
+}
+
+/// Whether a subscription's `events` (`*` or a comma-separated list) takes `kind`.
+pub fn wants(events: &str, kind: &str) -> bool {
+    events == ALL || events.split(',').any(|e| e.trim() == kind)
+}
+
+/// Writes `event` to the outbox inside the caller's transaction `db`: once, with
+/// one pending delivery per subscription that wants it; nothing when none does.
+/// See the module for why at write time.
+pub async fn record(db: &impl ConnectionTrait, event: Event) -> Result<(), DbErr> {
+    let kind = event.kind();
+    let mut query = webhook_subscriptions::Entity::find()
+        .filter(webhook_subscriptions::Column::DeletedAt.is_null())
+        .filter(webhook_subscriptions::Column::State.eq("active"));
+    if let Some(tenant) = event.tenant() {
+        query = query.filter(webhook_subscriptions::Column::TenantId.eq(tenant));
+    }
+    let wanting: Vec<i32> = query
+        .all(db)
+        .await?
+        .into_iter()
+        .filter(|s| wants(&s.events, kind))
+        .map(|s| s.id)
+        .collect();
+    if wanting.is_empty() {
+        return Ok(());
+    }
+    let now = Utc::now();
+    let body = event
+        .body(now)
+        .map_err(|e| DbErr::Custom(format!("an event could not be encoded: {e}")))?;
+    let row = webhook_events::ActiveModel {
+        message_id: Set(message_id()?),
+        event_type: Set(kind.to_owned()),
+        tenant_id: Set(event.tenant().map(str::to_owned)),
+        body: Set(body),
+        created_at: Set(now),
+        ..Default::default()
+    }
+    .insert(db)
+    .await?;
+    let deliveries = wanting
+        .into_iter()
+        .map(|subscription| webhook_deliveries::ActiveModel {
+            event_id: Set(row.id),
+            subscription_id: Set(subscription),
+            state: Set("pending".to_owned()),
+            attempts: Set(0),
+            next_attempt_at: Set(now),
+            lease_until: Set(None),
+            created_at: Set(now),
+            updated_at: Set(now),
+            ..Default::default()
+        });
+    webhook_deliveries::Entity::insert_many(deliveries)
+        .exec(db)
+        .await?;
+    RECORDED.notify_one();
+    Ok(())
+}
+
+/// A new `webhook-id`: `msg_` and 26 hex digits of randomness (104 bits).
+fn message_id() -> Result<String, DbErr> {
+    let mut random = [0u8; 13];
+    getrandom::fill(&mut random)
+        .map_err(|e| DbErr::Custom(format!("no randomness for a webhook id: {e}")))?;
+    let hex: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!("msg_{hex}"))
+}
+
+/// The name of agent `id` (deleted ones too), for a payload.
+pub async fn agent_name(db: &impl ConnectionTrait, id: i32) -> Result<String, DbErr> {
+    Ok(agent_configurations::Entity::find_by_id(id)
+        .one(db)
+        .await?
+        .map(|a| a.name)
+        .unwrap_or_default())
+}
+
+/// The number of revision `id`, for a payload.
+pub async fn revision_number(db: &impl ConnectionTrait, id: i32) -> Result<i32, DbErr> {
+    Ok(agent_revisions::Entity::find_by_id(id)
+        .one(db)
+        .await?
+        .map(|r| r.number)
+        .unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_type_is_listed_and_named_the_same() {
+        let p = Proposal {
+            id: 1,
+            tenant: "t".into(),
+            agent: "a".into(),
+            tool: "x".into(),
+            conversation: "c".into(),
+            state: "proposed".into(),
+            actor: "k".into(),
+        };
+        let event = Event::ProposalWaiting(p);
+        let body: serde_json::Value =
+            serde_json::from_str(&event.body(Utc::now()).unwrap()).unwrap();
+        assert_eq!(body["type"], "proposal.waiting");
+        assert_eq!(body["data"]["tenant"], "t");
+        assert!(body["timestamp"].is_string());
+        assert!(TYPES.contains(&event.kind()));
+    }
+
+    #[test]
+    fn a_subscription_takes_all_or_the_listed_types() {
+        assert!(wants("*", "label.moved"));
+        assert!(wants("label.moved,proposal.waiting", "proposal.waiting"));
+        assert!(!wants("label.moved", "proposal.waiting"));
+    }
+}
