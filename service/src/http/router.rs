@@ -14,7 +14,9 @@ use utoipa_axum::routes;
 
 use super::error::ApiError;
 use super::extract::MAX_BODY_BYTES;
-use super::{agents, calls, connectors, fetch, keys, ops, promotion, registry, releases, trace};
+use super::{
+    agents, calls, config, connectors, fetch, keys, ops, promotion, registry, releases, trace,
+};
 use crate::app::AppState;
 
 /// The whole API. Every route is registered through `utoipa_axum::routes!`, so a
@@ -78,6 +80,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(calls::routes())
         .merge(connectors::routes())
         .merge(keys::routes())
+        .merge(config::routes())
 }
 
 static SPEC: LazyLock<serde_json::Value> = LazyLock::new(openapi);
