@@ -49,6 +49,7 @@ pub struct Bundle {
 /// Fingerprints of an instance's configuration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = ConfigState)]
 pub struct State {
     /// `sha256:` and the hex SHA-256 of the object fingerprints' list.
     pub instance: String,

@@ -226,9 +226,9 @@ db_test! {
 
 db_test! {
     async fn no_header_value_appears_in_an_exported_file_or_a_plan(db) {
-        let app = TestApp::new(db).await;
+        let app = TestApp::builder(db).flag("--connector-allow=127.0.0.1").build().await;
         ok_created(&app, "/v1/connectors", json!({
-            "name": "crm", "url": "https://crm.example.com/api",
+            "name": "crm", "url": "http://127.0.0.1:9/api",
             "headers": {"Authorization": "Bearer s3cr3t-header-value"}
         })).await;
         let dir = tempfile_dir();

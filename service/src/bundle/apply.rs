@@ -65,6 +65,7 @@ pub struct Apply<'a> {
 
 /// What an apply did.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(as = ConfigApplied)]
 pub struct Applied {
     /// The instance's fingerprint before.
     pub before: String,

@@ -19,6 +19,7 @@ pub const PLAN_VERSION: u32 = 1;
 
 /// What applying a bundle would do, and the state it was computed against.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(as = ConfigPlan)]
 pub struct Plan {
     /// The plan format; 1.
     pub version: u32,
@@ -64,6 +65,7 @@ crate::closed_set! {
 
 /// One object's change.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(as = ConfigChange)]
 pub struct Change {
     /// `agent/NAME`, `tool/NAME`, `channel/NAME` or `connector/NAME`.
     pub object: String,
@@ -76,6 +78,7 @@ pub struct Change {
 
 /// A text field's line diff.
 #[derive(Debug, Serialize, ToSchema)]
+#[schema(as = ConfigTextDiff)]
 pub struct NamedText {
     pub field: String,
     pub diff: TextChange,
