@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::read::Current;
@@ -113,8 +113,8 @@ impl Change {
             if before.is_none() != after.is_none() {
                 self.field(
                     &format!("{name} present"),
-                    json!(before.is_some()),
-                    json!(after.is_some()),
+                    v(before.is_some()),
+                    v(after.is_some()),
                 );
             }
         }
@@ -223,7 +223,7 @@ fn object<T>(
 }
 
 fn text_value(text: &Option<String>) -> Value {
-    json!(text)
+    v(text)
 }
 
 fn agent(c: &mut Change, old: Option<&AgentDoc>, new: &AgentDoc, prune: bool) {
@@ -246,8 +246,8 @@ fn agent(c: &mut Change, old: Option<&AgentDoc>, new: &AgentDoc, prune: bool) {
     }
     c.field(
         "release_mode",
-        old.map_or(Value::Null, |o| json!(o.release_mode)),
-        json!(new.release_mode),
+        old.map_or(Value::Null, |o| v(&o.release_mode)),
+        v(&new.release_mode),
     );
     let links_old: BTreeSet<&String> = old.iter().flat_map(|o| o.tools.iter()).collect();
     let links_new: BTreeSet<&String> = new.tools.iter().collect();
@@ -258,8 +258,8 @@ fn agent(c: &mut Change, old: Option<&AgentDoc>, new: &AgentDoc, prune: bool) {
         }
         c.field(
             &format!("link {tool}"),
-            json!(links_old.contains(tool)),
-            json!(links_new.contains(tool)),
+            v(links_old.contains(tool)),
+            v(links_new.contains(tool)),
         );
     }
     c.text("soul", old.map(|o| o.soul.as_str()), Some(&new.soul));
@@ -282,16 +282,16 @@ fn agent(c: &mut Change, old: Option<&AgentDoc>, new: &AgentDoc, prune: bool) {
 
 fn tool(c: &mut Change, old: Option<&ToolDoc>, new: &ToolDoc) {
     let get = |f: fn(&ToolDoc) -> Value| old.map_or(Value::Null, f);
-    c.field("type", get(|t| json!(t.tool_type)), json!(new.tool_type));
+    c.field("type", get(|t| v(&t.tool_type)), v(&new.tool_type));
     c.field(
         "description",
-        get(|t| json!(t.description)),
-        json!(new.description),
+        get(|t| v(&t.description)),
+        v(&new.description),
     );
     c.field(
         "approval_tier",
-        get(|t| json!(t.approval_tier)),
-        json!(new.approval_tier),
+        get(|t| v(&t.approval_tier)),
+        v(&new.approval_tier),
     );
     c.field(
         "parameters",
@@ -308,16 +308,16 @@ fn tool(c: &mut Change, old: Option<&ToolDoc>, new: &ToolDoc) {
         get(|t| text_value(&t.connector)),
         text_value(&new.connector),
     );
-    c.field("strict", get(|t| json!(t.strict)), json!(new.strict));
-    c.field("active", get(|t| json!(t.active)), json!(new.active));
+    c.field("strict", get(|t| v(t.strict)), v(new.strict));
+    c.field("active", get(|t| v(t.active)), v(new.active));
 }
 
 fn channel(c: &mut Change, old: Option<&ChannelDoc>, new: &ChannelDoc) {
     let get = |f: fn(&ChannelDoc) -> Value| old.map_or(Value::Null, f);
     c.field(
         "description",
-        get(|t| json!(t.description)),
-        json!(new.description),
+        get(|t| v(&t.description)),
+        v(&new.description),
     );
     c.text(
         "guidance",
@@ -326,38 +326,34 @@ fn channel(c: &mut Change, old: Option<&ChannelDoc>, new: &ChannelDoc) {
     );
     c.field(
         "include_operating_model",
-        get(|t| json!(t.include_operating_model)),
-        json!(new.include_operating_model),
+        get(|t| v(t.include_operating_model)),
+        v(new.include_operating_model),
     );
     c.field(
         "include_interaction_learning",
-        get(|t| json!(t.include_interaction_learning)),
-        json!(new.include_interaction_learning),
+        get(|t| v(t.include_interaction_learning)),
+        v(new.include_interaction_learning),
     );
     c.field(
         "include_session_section",
-        get(|t| json!(t.include_session_section)),
-        json!(new.include_session_section),
+        get(|t| v(t.include_session_section)),
+        v(new.include_session_section),
     );
 }
 
 fn connector(c: &mut Change, old: Option<&ConnectorDoc>, new: &ConnectorDoc) {
     let get = |f: fn(&ConnectorDoc) -> Value| old.map_or(Value::Null, f);
-    c.field("kind", get(|t| json!(t.kind)), json!(new.kind));
-    c.field("url", get(|t| json!(t.url)), json!(new.url));
-    c.field("method", get(|t| json!(t.method)), json!(new.method));
-    c.field(
-        "timeout_ms",
-        get(|t| json!(t.timeout_ms)),
-        json!(new.timeout_ms),
-    );
+    c.field("kind", get(|t| v(&t.kind)), v(&new.kind));
+    c.field("url", get(|t| v(&t.url)), v(&new.url));
+    c.field("method", get(|t| v(&t.method)), v(&new.method));
+    c.field("timeout_ms", get(|t| v(t.timeout_ms)), v(new.timeout_ms));
     let names_old: BTreeSet<&String> = old.iter().flat_map(|o| o.headers.keys()).collect();
     let names_new: BTreeSet<&String> = new.headers.keys().collect();
     for name in names_old.union(&names_new) {
         c.field(
             &format!("header {name}"),
-            json!(names_old.contains(name)),
-            json!(names_new.contains(name)),
+            v(names_old.contains(name)),
+            v(names_new.contains(name)),
         );
     }
 }
@@ -394,12 +390,13 @@ fn header_values(
             .and_then(|held| sealing::open(keyring, row.id, std::slice::from_ref(held)).ok())
             .is_some_and(|opened| opened.first().is_some_and(|(_, s)| s.expose() == value));
         if !same {
-            change.field(
-                &format!("header {name} value"),
-                json!("stored"),
-                json!("changed"),
-            );
+            change.field(&format!("header {name} value"), v("stored"), v("changed"));
         }
     }
     (!change.is_empty()).then_some(change)
+}
+
+/// A field's value in a change.
+fn v(value: impl Serialize) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
 }
