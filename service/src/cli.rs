@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod check;
+pub mod config;
 pub mod connectors;
 pub mod keys;
 pub mod labels;
@@ -96,6 +97,12 @@ pub enum Command {
     },
     /// Webhook subscriptions: list, create, enable, disable, delete, rotate-secret, deliveries.
     Webhooks(webhooks::WebhooksArgs),
+    /// Write the instance's configuration to a folder (agents, tools, channels, connectors).
+    Export(config::ExportArgs),
+    /// What applying a folder would change; exit 0 nothing, 2 something, 1 error.
+    Plan(config::PlanArgs),
+    /// Apply a folder in one guarded transaction (refused if the instance moved on).
+    Apply(config::ApplyArgs),
     /// Render or lint a `$placeholder` template read from stdin (no database).
     Template {
         #[command(subcommand)]
@@ -192,6 +199,9 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             })
             .await
         }
+        Command::Export(args) => config::export(&cli.database_url, args).await,
+        Command::Plan(args) => config::plan(&cli.database_url, args).await,
+        Command::Apply(args) => config::apply(&cli.database_url, args).await,
         Command::Seed => with_db(&cli.database_url, false, |db| Box::pin(seed::run(db))).await,
     }
 }

@@ -8,6 +8,7 @@
 
 pub mod agents;
 pub mod calls;
+pub mod config;
 pub mod connectors;
 pub mod deadline;
 pub mod error;

@@ -8,6 +8,7 @@ pub mod actions;
 pub mod agents;
 pub mod app;
 pub mod auth;
+pub mod bundle;
 pub mod cache;
 pub mod cli;
 pub mod closed;

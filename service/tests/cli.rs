@@ -1456,3 +1456,184 @@ async fn a_serve_killed_between_the_change_and_the_delivery_delivers_after_resta
         "{delivered:?}"
     );
 }
+
+// Configuration as code (issue 27): export, plan, apply as an operator runs them.
+
+/// A fixed secrets key (base64 of 32 zero bytes): the binary seals header values with it.
+const TEST_SECRETS_KEY: &str = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=";
+
+fn config(database_url: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_loadout"));
+    command
+        .args(args)
+        .env("DATABASE_URL", database_url)
+        .env("LOADOUT_SECRETS_KEY", TEST_SECRETS_KEY)
+        .env("RUST_LOG", "debug");
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.output().expect("run the loadout binary")
+}
+
+async fn seeded(db: TestDb) -> TestDb {
+    for args in [&["migrate", "up"][..], &["seed"]] {
+        let out = loadout(&db.url, args);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    db
+}
+
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("loadout-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// Export, edit a template, plan (exit 2 with the line), apply the plan, plan again
+/// (exit 0), and the template is what the database renders.
+async fn round_trip(db: TestDb, name: &str) {
+    let db = seeded(db).await;
+    let dir = scratch(name);
+    let d = dir.to_str().expect("path");
+    let out = config(&db.url, &["export", d], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = config(&db.url, &["plan", d], &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+
+    let template = dir.join("agents/assistant/template.md");
+    let text = std::fs::read_to_string(&template).expect("template");
+    std::fs::write(&template, format!("{text}\nAlways answer in haiku.\n")).expect("write");
+    let plan = dir.join("plan.json");
+    let p = plan.to_str().expect("path");
+    let out = config(&db.url, &["plan", d, "--out", p], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("~ agent/assistant"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stdout(&out).contains("+Always answer in haiku."),
+        "{}",
+        stdout(&out)
+    );
+
+    let out = config(&db.url, &["apply", d, "--plan", p], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = config(&db.url, &["plan", d], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let out = prompt(&db, &["--channel", "web"]);
+    assert!(
+        stdout(&out).contains("Always answer in haiku."),
+        "{}",
+        stderr(&out)
+    );
+
+    // The same plan again: the instance is already what it asked for; nothing to do.
+    let out = config(&db.url, &["apply", d, "--plan", p], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("Applied: 0 changed"),
+        "{}",
+        stdout(&out)
+    );
+    // An edit made since the plan (here, on the database) refuses it, naming the agent.
+    let soul = dir.join("agents/assistant/soul.md");
+    std::fs::write(&soul, "Edited elsewhere.\n").expect("write");
+    let other = scratch(&format!("{name}-other"));
+    let o = other.to_str().expect("path");
+    let out = config(&db.url, &["export", o], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    std::fs::write(
+        other.join("agents/assistant/soul.md"),
+        "Edited meanwhile.\n",
+    )
+    .expect("write");
+    let out = config(&db.url, &["apply", o], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = config(&db.url, &["apply", d], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stderr(&out).contains("agent/assistant"), "{}", stderr(&out));
+    let _ = std::fs::remove_dir_all(&other);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn export_plan_apply_round_trip_on_sqlite() {
+    round_trip(TestDb::sqlite().await, "sqlite").await;
+}
+
+#[tokio::test]
+async fn export_plan_apply_round_trip_on_postgres() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    round_trip(db, "postgres").await;
+}
+
+/// A connector's header reads its value from the environment at apply time; a
+/// missing variable refuses the apply naming it; the value is in no file, plan,
+/// answer or log line.
+async fn header_values(db: TestDb, name: &str) {
+    let db = seeded(db).await;
+    let dir = scratch(&format!("headers-{name}"));
+    let d = dir.to_str().expect("path");
+    let out = config(&db.url, &["export", d], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    std::fs::write(
+        dir.join("connectors/crm.toml"),
+        "kind = \"http\"\nurl = \"https://crm.example.com/api\"\nmethod = \"POST\"\ntimeout_ms = 5000\n\n[headers]\nAuthorization = { env = \"CRM_TOKEN\" }\n",
+    )
+    .expect("write");
+
+    let out = config(&db.url, &["apply", d], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("CRM_TOKEN"), "{}", stderr(&out));
+
+    let secret = "Bearer s3cr3t-from-env";
+    let mut seen = String::new();
+    let copy = scratch(&format!("headers-{name}-export"));
+    let c = copy.to_str().expect("path");
+    for args in [&["apply", d][..], &["plan", d], &["export", c]] {
+        let out = config(&db.url, args, &[("CRM_TOKEN", secret)]);
+        assert!(out.status.code() != Some(1), "{args:?}: {}", stderr(&out));
+        seen.push_str(&stdout(&out));
+        seen.push_str(&stderr(&out));
+    }
+    for entry in std::fs::read_dir(copy.join("connectors")).expect("dir") {
+        seen.push_str(&std::fs::read_to_string(entry.expect("entry").path()).expect("read"));
+    }
+    assert!(!seen.contains("s3cr3t"), "{seen}");
+    // The plan against the applied value is empty; a new value is a change.
+    let out = config(&db.url, &["plan", d], &[("CRM_TOKEN", secret)]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let out = config(&db.url, &["plan", d], &[("CRM_TOKEN", "Bearer rotated")]);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("header Authorization value"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!stdout(&out).contains("rotated"), "{}", stdout(&out));
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&copy);
+}
+
+#[tokio::test]
+async fn header_values_come_from_the_environment_and_are_never_shown_on_sqlite() {
+    header_values(TestDb::sqlite().await, "sqlite").await;
+}
+
+#[tokio::test]
+async fn header_values_come_from_the_environment_and_are_never_shown_on_postgres() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    header_values(db, "postgres").await;
+}

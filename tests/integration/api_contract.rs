@@ -75,6 +75,8 @@ fn exactly_the_operations_that_take_a_body_document_its_schema() {
         "POST /v1/agents/{agent}/tool-calls",
         "POST /v1/change-requests/{id}/approve",
         "POST /v1/change-requests/{id}/decline",
+        "POST /v1/config/apply",
+        "POST /v1/config/plan",
         "POST /v1/connectors",
         "POST /v1/connectors/{connector}/sync",
         "POST /v1/keys",

@@ -622,6 +622,7 @@ db_test! {
             "PATCH /v1/connectors/{connector}", "DELETE /v1/connectors/{connector}", "POST /v1/connectors/{connector}/sync",
             "PUT /v1/tools/{tool}/connector",
             "GET /v1/keys", "POST /v1/keys", "DELETE /v1/keys/{key}",
+            "GET /v1/config", "POST /v1/config/plan", "POST /v1/config/apply",
         ].iter().map(|r| { let (m, p) = r.split_once(' ').expect("method path"); (m.to_owned(), p.to_owned()) }).collect();
         expected.sort();
         operations.sort();

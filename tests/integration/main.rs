@@ -5,6 +5,7 @@ mod api_contract;
 mod calls;
 mod canonicalization;
 mod check;
+mod config_as_code;
 mod connectors;
 mod console;
 mod disk_full;

@@ -30,7 +30,8 @@ async fn call(
 /// the tenant's own (users' instructions, renders, previews, tool calls, outcomes), every
 /// connector route, and the instance's metrics. Signing off a change request (a
 /// label's move) is refused to a tenant's admin too: an operator, or an approver of
-/// the default tenant, decides it.
+/// the default tenant, decides it. Applying a configuration is a configuration
+/// write; planning one only reads.
 fn operator_only(method: &str, path: &str) -> bool {
     let tenant_data = [
         "/instructions",
@@ -47,6 +48,7 @@ fn operator_only(method: &str, path: &str) -> bool {
         || (write && path.starts_with("/v1/change-requests"))
         || path.starts_with("/v1/connectors")
         || path.ends_with("/connector")
+        || (write && path == "/v1/config/apply")
         || path == "/metrics"
 }
 

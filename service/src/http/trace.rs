@@ -93,6 +93,7 @@ pub async fn edge(State(state): State<AppState>, request: Request, next: Next) -
     // The sign-in form is read before any key is checked: it gets a small limit.
     let limit = match route.as_str() {
         SIGN_IN => MAX_FORM_BYTES,
+        r if super::config::LARGE_BODY_ROUTES.contains(&r) => super::config::MAX_CONFIG_BYTES,
         _ => MAX_BODY_BYTES,
     };
     let response = match declared {

@@ -91,7 +91,7 @@ fn api() -> String {
     ToolType::Api.as_str().to_owned()
 }
 
-fn check_type(tool_type: &str) -> Result<ToolType> {
+pub fn check_type(tool_type: &str) -> Result<ToolType> {
     tool_type.parse().map_err(|_| {
         Error::refused(
             "invalid_type",
@@ -127,7 +127,7 @@ struct DefinitionProblem {
 /// Refuses a definition the registry check would report as an error (422 with every
 /// problem). `loose`: the schema is a synced tool's, taken as it is on purpose
 /// (`strict` off), which the check reports as a warning instead.
-fn check_definition(name: &str, tier: &str, schema: &Value, loose: bool) -> Result<()> {
+pub fn check_definition(name: &str, tier: &str, schema: &Value, loose: bool) -> Result<()> {
     let singular = super::catalog::Seeds::shared()
         .map(|seeds| {
             seeds
@@ -157,7 +157,7 @@ fn check_definition(name: &str, tier: &str, schema: &Value, loose: bool) -> Resu
     Err(Error::refused(code, message).with_details(Problems { problems }))
 }
 
-fn check_description(text: &str) -> Result<()> {
+pub fn check_description(text: &str) -> Result<()> {
     if text.trim().is_empty() || text.len() > 4096 {
         return Err(Error::refused(
             "invalid_description",

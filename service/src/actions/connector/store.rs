@@ -160,7 +160,7 @@ pub async fn live(db: &impl ConnectionTrait, name: &str) -> Result<connectors::M
     row(db, name).await
 }
 
-fn check_kind(kind: &str) -> Result<Kind> {
+pub fn check_kind(kind: &str) -> Result<Kind> {
     kind.parse().map_err(|_| {
         Error::refused(
             "invalid_kind",
@@ -179,7 +179,7 @@ async fn row(db: &impl ConnectionTrait, name: &str) -> Result<connectors::Model>
         .ok_or_else(|| Error::not_found(format!("no connector named {name:?}")))
 }
 
-fn check_method(method: &str) -> Result<()> {
+pub fn check_method(method: &str) -> Result<()> {
     match method {
         "POST" | "PUT" => Ok(()),
         _ => Err(Error::refused(
@@ -189,7 +189,7 @@ fn check_method(method: &str) -> Result<()> {
     }
 }
 
-fn check_timeout(ms: i32) -> Result<()> {
+pub fn check_timeout(ms: i32) -> Result<()> {
     let cap = crate::execute::executors::EXECUTION_TIMEOUT.as_millis();
     match u128::try_from(ms) {
         Ok(ms) if (1..=cap).contains(&ms) => Ok(()),
@@ -200,7 +200,7 @@ fn check_timeout(ms: i32) -> Result<()> {
     }
 }
 
-fn check_headers(headers: &Map<String, Value>) -> Result<()> {
+pub fn check_headers(headers: &Map<String, Value>) -> Result<()> {
     for (name, value) in headers {
         if reserved(name) {
             return Err(Error::refused(
@@ -227,7 +227,7 @@ fn check_headers(headers: &Map<String, Value>) -> Result<()> {
 
 /// An `mcp` connector may not set the headers its transport sets on every request
 /// (an `http` connector may: `Accept` is an ordinary header there).
-fn check_transport_headers(kind: Kind, headers: &Map<String, Value>) -> Result<()> {
+pub fn check_transport_headers(kind: Kind, headers: &Map<String, Value>) -> Result<()> {
     let transport = mcp::TRANSPORT_HEADERS;
     let taken = headers
         .keys()

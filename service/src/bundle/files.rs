@@ -1,0 +1,364 @@
+//! The folder layout: a [`Bundle`] written to files and read back.
+//!
+//! ```text
+//! loadout.toml                 version, and the state the export was made from
+//! agents/NAME/agent.toml       release_mode, tools (links), [identity]
+//! agents/NAME/soul.md          the soul, as plain text
+//! agents/NAME/template.md      the template (absent: the built-in assembly)
+//! agents/NAME/operating_model.md, interaction_learning.md   (absent: none)
+//! tools/NAME.json              type, description, tier, schema, connector, ...
+//! channels/NAME.toml           description, guidance, the include_* switches
+//! connectors/NAME.toml         kind, url, method, timeout_ms, [headers] X = { env = "VAR" }
+//! ```
+//!
+//! Texts are written byte for byte; TOML and JSON keys in a fixed order, so an
+//! unchanged instance exports the same bytes. Hidden files (`.gitkeep`) are
+//! ignored; anything else the layout does not name is refused, so a typo is not
+//! silently left out of an apply.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::{
+    AgentDoc, Bundle, ChannelDoc, ConnectorDoc, HeaderValue, LAYOUT_VERSION, State, ToolDoc,
+};
+
+/// The root file's name.
+pub const ROOT: &str = "loadout.toml";
+/// The largest file read, in bytes.
+const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+const FOLDERS: [&str; 4] = ["agents", "tools", "channels", "connectors"];
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RootFile {
+    version: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    state: Option<State>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AgentFile {
+    release_mode: String,
+    #[serde(default)]
+    tools: Vec<String>,
+    #[serde(default)]
+    identity: Map<String, Value>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolFile {
+    active: bool,
+    approval_tier: String,
+    connector: Option<String>,
+    description: String,
+    parameters: Value,
+    prompt_section: Option<String>,
+    strict: bool,
+    #[serde(rename = "type")]
+    tool_type: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChannelFile {
+    description: String,
+    guidance: String,
+    include_operating_model: bool,
+    include_interaction_learning: bool,
+    include_session_section: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EnvRef {
+    env: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConnectorFile {
+    kind: String,
+    url: String,
+    method: String,
+    timeout_ms: i32,
+    #[serde(default)]
+    headers: BTreeMap<String, EnvRef>,
+}
+
+const HEADER: &str = "# loadout configuration (`loadout export`); `loadout plan DIR` shows what `loadout apply DIR` would change.\n";
+
+fn put(path: &Path, text: &str) -> anyhow::Result<()> {
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn toml_text(value: &impl Serialize) -> anyhow::Result<String> {
+    toml::to_string_pretty(value).context("cannot write TOML")
+}
+
+/// Writes `bundle` into `dir` (made if absent). The layout's own folders and root
+/// file are replaced; nothing else in `dir` is touched.
+pub fn write(dir: &Path, bundle: &Bundle) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot make {}", dir.display()))?;
+    for folder in FOLDERS {
+        let path = dir.join(folder);
+        if path.exists() {
+            std::fs::remove_dir_all(&path)
+                .with_context(|| format!("cannot clear {}", path.display()))?;
+        }
+        std::fs::create_dir(&path).with_context(|| format!("cannot make {}", path.display()))?;
+    }
+    let root = RootFile {
+        version: bundle.version,
+        state: bundle.state.clone(),
+    };
+    put(&dir.join(ROOT), &format!("{HEADER}{}", toml_text(&root)?))?;
+    for agent in &bundle.agents {
+        write_agent(&dir.join("agents").join(&agent.name), agent)?;
+    }
+    for tool in &bundle.tools {
+        let file = ToolFile {
+            active: tool.active,
+            approval_tier: tool.approval_tier.clone(),
+            connector: tool.connector.clone(),
+            description: tool.description.clone(),
+            parameters: super::sorted(&tool.parameters),
+            prompt_section: tool.prompt_section.clone(),
+            strict: tool.strict,
+            tool_type: tool.tool_type.clone(),
+        };
+        let text = serde_json::to_string_pretty(&file)? + "\n";
+        put(
+            &dir.join("tools").join(format!("{}.json", tool.name)),
+            &text,
+        )?;
+    }
+    for c in &bundle.channels {
+        let file = ChannelFile {
+            description: c.description.clone(),
+            guidance: c.guidance.clone(),
+            include_operating_model: c.include_operating_model,
+            include_interaction_learning: c.include_interaction_learning,
+            include_session_section: c.include_session_section,
+        };
+        let path = dir.join("channels").join(format!("{}.toml", c.name));
+        put(&path, &toml_text(&file)?)?;
+    }
+    for c in &bundle.connectors {
+        let headers = c
+            .headers
+            .iter()
+            .map(|(name, value)| {
+                let env = match value {
+                    HeaderValue::Env { env } => env.clone(),
+                    HeaderValue::Value { .. } => super::env_name(&c.name, name),
+                };
+                (name.clone(), EnvRef { env })
+            })
+            .collect();
+        let file = ConnectorFile {
+            kind: c.kind.clone(),
+            url: c.url.clone(),
+            method: c.method.clone(),
+            timeout_ms: c.timeout_ms,
+            headers,
+        };
+        let path = dir.join("connectors").join(format!("{}.toml", c.name));
+        put(&path, &toml_text(&file)?)?;
+    }
+    Ok(())
+}
+
+fn write_agent(dir: &Path, agent: &AgentDoc) -> anyhow::Result<()> {
+    std::fs::create_dir(dir).with_context(|| format!("cannot make {}", dir.display()))?;
+    let identity = match super::canonical(&agent.identity) {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    let file = AgentFile {
+        release_mode: agent.release_mode.clone(),
+        tools: agent.tools.clone(),
+        identity,
+    };
+    put(&dir.join("agent.toml"), &toml_text(&file)?)?;
+    put(&dir.join("soul.md"), &agent.soul)?;
+    let texts = [
+        ("template.md", &agent.template),
+        ("operating_model.md", &agent.operating_model),
+        ("interaction_learning.md", &agent.interaction_learning),
+    ];
+    for (file, text) in texts {
+        if let Some(text) = text {
+            put(&dir.join(file), text)?;
+        }
+    }
+    Ok(())
+}
+
+fn get(path: &Path) -> anyhow::Result<String> {
+    let size = std::fs::metadata(path)
+        .with_context(|| format!("cannot read {}", path.display()))?
+        .len();
+    if size > MAX_FILE_BYTES {
+        bail!(
+            "{} is {size} bytes; the largest file read is {MAX_FILE_BYTES}",
+            path.display()
+        );
+    }
+    std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+fn get_optional(path: &Path) -> anyhow::Result<Option<String>> {
+    match path.exists() {
+        true => get(path).map(Some),
+        false => Ok(None),
+    }
+}
+
+fn toml_file<T: for<'de> Deserialize<'de>>(path: &Path) -> anyhow::Result<T> {
+    toml::from_str(&get(path)?).with_context(|| format!("{} is not valid", path.display()))
+}
+
+/// The visible entries of a folder (absent: none), sorted.
+fn entries(dir: &Path) -> anyhow::Result<Vec<(String, PathBuf)>> {
+    if !dir.exists() {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with('.') {
+            out.push((name, entry.path()));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The object name a file of the layout names (`get_tasks.json` → `get_tasks`).
+fn stem<'a>(name: &'a str, ext: &str, path: &Path) -> anyhow::Result<&'a str> {
+    name.strip_suffix(ext)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "{} is not part of the layout (expected NAME{ext})",
+                path.display()
+            )
+        })
+}
+
+/// Reads the folder `dir` as a bundle.
+pub fn read(dir: &Path) -> anyhow::Result<Bundle> {
+    let root_path = dir.join(ROOT);
+    if !root_path.exists() {
+        bail!(
+            "{} has no {ROOT}: is it a folder `loadout export` wrote?",
+            dir.display()
+        );
+    }
+    let root: RootFile = toml_file(&root_path)?;
+    if root.version != LAYOUT_VERSION {
+        bail!(
+            "{} is layout version {}; this loadout reads version {LAYOUT_VERSION}",
+            root_path.display(),
+            root.version
+        );
+    }
+    let mut bundle = Bundle {
+        version: root.version,
+        state: root.state,
+        ..Bundle::default()
+    };
+    for (name, path) in entries(&dir.join("agents"))? {
+        bundle.agents.push(read_agent(&name, &path)?);
+    }
+    for (file, path) in entries(&dir.join("tools"))? {
+        let name = stem(&file, ".json", &path)?;
+        let f: ToolFile = serde_json::from_str(&get(&path)?)
+            .with_context(|| format!("{} is not valid", path.display()))?;
+        bundle.tools.push(ToolDoc {
+            name: name.to_owned(),
+            tool_type: f.tool_type,
+            description: f.description,
+            approval_tier: f.approval_tier,
+            parameters: super::sorted(&f.parameters),
+            prompt_section: f.prompt_section,
+            connector: f.connector,
+            strict: f.strict,
+            active: f.active,
+        });
+    }
+    for (file, path) in entries(&dir.join("channels"))? {
+        let name = stem(&file, ".toml", &path)?;
+        let f: ChannelFile = toml_file(&path)?;
+        bundle.channels.push(ChannelDoc {
+            name: name.to_owned(),
+            description: f.description,
+            guidance: f.guidance,
+            include_operating_model: f.include_operating_model,
+            include_interaction_learning: f.include_interaction_learning,
+            include_session_section: f.include_session_section,
+        });
+    }
+    for (file, path) in entries(&dir.join("connectors"))? {
+        let name = stem(&file, ".toml", &path)?;
+        let f: ConnectorFile = toml_file(&path)?;
+        bundle.connectors.push(ConnectorDoc {
+            name: name.to_owned(),
+            kind: f.kind,
+            url: f.url,
+            method: f.method,
+            timeout_ms: f.timeout_ms,
+            headers: f
+                .headers
+                .into_iter()
+                .map(|(k, v)| (k, HeaderValue::Env { env: v.env }))
+                .collect(),
+        });
+    }
+    bundle.sort();
+    Ok(bundle)
+}
+
+fn read_agent(name: &str, dir: &Path) -> anyhow::Result<AgentDoc> {
+    if !dir.is_dir() {
+        bail!(
+            "{} is not part of the layout (agents are folders)",
+            dir.display()
+        );
+    }
+    const KNOWN: [&str; 5] = [
+        "agent.toml",
+        "soul.md",
+        "template.md",
+        "operating_model.md",
+        "interaction_learning.md",
+    ];
+    for (file, path) in entries(dir)? {
+        if !KNOWN.contains(&file.as_str()) {
+            bail!(
+                "{} is not part of the layout (an agent's folder holds {})",
+                path.display(),
+                KNOWN.join(", ")
+            );
+        }
+    }
+    let f: AgentFile = toml_file(&dir.join("agent.toml"))?;
+    Ok(AgentDoc {
+        name: name.to_owned(),
+        identity: super::canonical(&Value::Object(f.identity)),
+        soul: get(&dir.join("soul.md"))?,
+        template: get_optional(&dir.join("template.md"))?,
+        operating_model: get_optional(&dir.join("operating_model.md"))?,
+        interaction_learning: get_optional(&dir.join("interaction_learning.md"))?,
+        release_mode: f.release_mode,
+        tools: f.tools,
+    })
+}
