@@ -276,3 +276,41 @@ db_test! {
         assert_eq!((status, body["status"].clone()), (StatusCode::OK, json!("proposed_for_approval")), "the base has no reason: {body}");
     }
 }
+
+/// What `loadout rollout ARGS...` prints, parsed as the binary parses it, or its error.
+async fn cli(app: &TestApp, args: &[&str]) -> Result<String, String> {
+    use clap::Parser;
+    use loadout::cli::{Cli, Command};
+    let argv = ["loadout", "rollout", "assistant", "production"];
+    let cli = Cli::try_parse_from(argv.into_iter().chain(args.iter().copied()))
+        .map_err(|e| e.to_string())?;
+    let Command::Rollout(args) = cli.command else {
+        panic!("not a rollout")
+    };
+    loadout::cli::rollout::run(&app.db.conn, args)
+        .await
+        .map_err(|e| format!("{e:#}"))
+}
+
+db_test! {
+    async fn the_rollout_command_starts_sets_pauses_resumes_shows_and_completes_on_the_database(db) {
+        let app = TestApp::new(db).await;
+        two_revisions(&app).await;
+        let out = cli(&app, &["start", "2", "12.5", "--reason", "try it"]).await.expect("start");
+        assert!(out.starts_with("assistant/production: rollout ") && out.contains("active: revision 2 for 12.5% of users, revision 1 for the rest"), "{out}");
+        let out = cli(&app, &["set", "20"]).await.expect("set");
+        assert!(out.contains("revision 2 for 20% of users"), "{out}");
+        let out = cli(&app, &["pause"]).await.expect("pause");
+        assert!(out.contains(" paused: "), "{out}");
+        assert!(on_candidate(&app, 200).await.is_empty(), "the CLI's write reaches the serving side");
+        cli(&app, &["resume"]).await.expect("resume");
+        let shown: Value = serde_json::from_str(&cli(&app, &["show", "--json"]).await.expect("show")).expect("json");
+        let kinds: Vec<&str> = shown["current"]["events"].as_array().expect("events").iter().map(|e| e["kind"].as_str().unwrap_or("")).collect();
+        assert_eq!(kinds, ["started", "share_changed", "paused", "resumed"]);
+        assert_eq!(shown["current"]["author"], "cli");
+        let out = cli(&app, &["complete"]).await.expect("complete");
+        assert!(out.contains(" completed: "), "{out}");
+        let err = cli(&app, &["abort"]).await.expect_err("nothing runs");
+        assert!(err.contains("no running rollout"), "{err}");
+    }
+}
