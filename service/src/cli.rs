@@ -13,6 +13,7 @@ pub mod promote;
 pub mod prompt;
 pub mod proposals;
 pub mod revisions;
+pub mod rollout;
 pub mod secrets;
 pub mod seed;
 pub mod serve;
@@ -83,6 +84,8 @@ pub enum Command {
     Rollback(promote::RollbackArgs),
     /// Set an agent's release mode; the only way to take a gated agent back to direct.
     ReleaseMode(promote::ReleaseModeArgs),
+    /// Run a label's rollout: start, set, pause, resume, complete, abort, show.
+    Rollout(rollout::RolloutArgs),
     /// Inspect the proposal ledger.
     Proposals {
         #[command(subcommand)]
@@ -173,6 +176,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Rollback(args) => {
             with_db(&cli.database_url, true, |db| {
                 Box::pin(async move { print(promote::rollback(db, args).await?) })
+            })
+            .await
+        }
+        Command::Rollout(args) => {
+            with_db(&cli.database_url, true, |db| {
+                Box::pin(async move { print(rollout::run(db, args).await?) })
             })
             .await
         }

@@ -66,6 +66,10 @@ fn exactly_the_operations_that_take_a_body_document_its_schema() {
         "POST /v1/agents",
         "POST /v1/agents/{agent}/labels/{label}/rollback",
         "POST /v1/agents/{agent}/outcomes",
+        "POST /v1/agents/{agent}/labels/{label}/rollout",
+        "PATCH /v1/agents/{agent}/labels/{label}/rollout",
+        "POST /v1/agents/{agent}/labels/{label}/rollout/abort",
+        "POST /v1/agents/{agent}/labels/{label}/rollout/complete",
         "POST /v1/agents/{agent}/prompt/preview",
         "POST /v1/agents/{agent}/prompt/render",
         "POST /v1/agents/{agent}/tool-calls",
@@ -87,7 +91,12 @@ fn exactly_the_operations_that_take_a_body_document_its_schema() {
 
 /// Operations with more than one success: a label's PUT moves it (200) or, for a
 /// protected label of a gated agent, answers the change request it opened (202).
-const SEVERAL_SUCCESSES: &[(&str, usize)] = &[("PUT /v1/agents/{agent}/labels/{label}", 2)];
+/// A rollout's start (201) and completion (200) likewise (202).
+const SEVERAL_SUCCESSES: &[(&str, usize)] = &[
+    ("PUT /v1/agents/{agent}/labels/{label}", 2),
+    ("POST /v1/agents/{agent}/labels/{label}/rollout", 2),
+    ("POST /v1/agents/{agent}/labels/{label}/rollout/complete", 2),
+];
 
 #[test]
 fn every_operation_documents_a_success_with_a_schema() {

@@ -27,6 +27,7 @@ mod releases;
 mod revision_diff;
 mod revisions_cli;
 mod rollout_guard;
+mod rollouts;
 mod scoped_keys;
 mod sealed_secrets;
 mod seed;

@@ -133,16 +133,20 @@ impl TestDb {
     }
 }
 
-/// Rolls a fully migrated database back until `name` is the newest migration
+/// Rolls a database back until `name` is the newest migration
 /// applied, however many were added after it.
 pub async fn migrate_down_to(db: &DatabaseConnection, name: &str) {
     use migration::{Migrator, MigratorTrait};
-    let all = Migrator::migrations();
-    let at = all
+    // Counted among the applied ones, so a database already partly down (or a
+    // migration added later) goes exactly to `name`.
+    let applied = Migrator::get_applied_migrations(db)
+        .await
+        .expect("applied migrations");
+    let at = applied
         .iter()
         .position(|m| m.name() == name)
-        .unwrap_or_else(|| panic!("no migration {name}"));
-    let later = u32::try_from(all.len() - at - 1).expect("few migrations");
+        .unwrap_or_else(|| panic!("no applied migration {name}"));
+    let later = u32::try_from(applied.len() - at - 1).expect("few migrations");
     Migrator::down(db, Some(later))
         .await
         .expect("migrations down");
