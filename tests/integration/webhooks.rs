@@ -386,3 +386,45 @@ db_test! {
         assert!(receiver_a.got().is_empty(), "tenant A got {:?}", receiver_a.got());
     }
 }
+
+db_test! {
+    async fn every_rollout_transition_is_delivered_as_its_event(db) {
+        let (receiver, address) = Receiver::start().await;
+        let app = app(db, &[]).await;
+        let url = format!("http://{address}/hook");
+        let rollouts = ["rollout.started", "rollout.changed", "rollout.completed", "rollout.aborted"];
+        let created = subscribe(&app, &app.operator, &url, &rollouts).await;
+        let secret = secret(&created);
+        // Revision 2 saved, `production` moved back to 1, so 2 can be its candidate.
+        save_soul(&app, "The candidate soul.").await;
+        let production = "/v1/agents/assistant/labels/production";
+        let (status, answer) = app
+            .call(Method::PUT, production, &app.operator, Some(json!({"revision": 1})))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+
+        let rollout = format!("{production}/rollout");
+        let steps = [
+            (Method::POST, rollout.clone(), json!({"candidate": 2, "percent": 10, "reason": "try it"})),
+            (Method::PATCH, rollout.clone(), json!({"percent": 20})),
+            (Method::POST, format!("{rollout}/complete"), json!({})),
+        ];
+        for (method, path, body) in steps {
+            let (status, answer) = app.call(method, &path, &app.operator, Some(body)).await;
+            assert!(status.is_success(), "{path}: {status} {answer}");
+        }
+
+        let got = receiver.wait_for("start, change, completion", |g| g.len() >= 3).await;
+        let mut kinds: Vec<String> = got.iter().map(Got::kind).collect();
+        kinds.sort();
+        assert_eq!(kinds, ["rollout.changed", "rollout.completed", "rollout.started"]);
+        for delivery in &got {
+            assert!(delivery.signed_by(&secret), "{delivery:?}");
+            let data = &delivery.json()["data"];
+            assert_eq!((data["agent"].as_str(), data["label"].as_str()), (Some("assistant"), Some("production")), "{data}");
+            assert_eq!((data["base"].as_i64(), data["candidate"].as_i64()), (Some(1), Some(2)), "{data}");
+        }
+        let changed = got.iter().find(|g| g.kind() == "rollout.changed").expect("changed").json();
+        assert_eq!(changed["data"]["share"], 20.0, "{changed}");
+    }
+}

@@ -27,6 +27,7 @@ use utoipa::ToSchema;
 
 use super::labels::{self, Move, Why};
 use crate::error::{Error, Kind, Result};
+use crate::events::{self, Event};
 
 pub use assign::WHOLE;
 
@@ -247,7 +248,34 @@ pub async fn transition(
     }
     .insert(db)
     .await?;
+    events::record(db, rollout_event(db, &saved, &step).await?).await?;
     Ok(saved)
+}
+
+/// The webhook event of a transition (`rollout.*`): a pause or a resume is a change.
+async fn rollout_event(
+    db: &impl ConnectionTrait,
+    saved: &rollouts::Model,
+    step: &Transition<'_>,
+) -> Result<Event> {
+    let rollout = events::Rollout {
+        agent: events::agent_name(db, saved.agent_id).await?,
+        label: saved.label.clone(),
+        rollout: saved.id,
+        base: events::revision_number(db, saved.base_revision_id).await?,
+        candidate: events::revision_number(db, saved.candidate_revision_id).await?,
+        share: f64::from(saved.share_bp) / 100.0,
+        actor: step.actor.map(str::to_owned),
+        reason: step.reason.map(str::to_owned),
+    };
+    Ok(match step.kind {
+        EventKind::Started => Event::RolloutStarted(rollout),
+        EventKind::Completed => Event::RolloutCompleted(rollout),
+        EventKind::Aborted => Event::RolloutAborted(rollout),
+        EventKind::ShareChanged | EventKind::Paused | EventKind::Resumed => {
+            Event::RolloutChanged(rollout)
+        }
+    })
 }
 
 /// What a start takes.
