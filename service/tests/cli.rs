@@ -1637,3 +1637,39 @@ async fn header_values_come_from_the_environment_and_are_never_shown_on_postgres
     };
     header_values(db, "postgres").await;
 }
+
+/// `export --url --key` reads a running instance through `GET /v1/config` and
+/// writes the same bytes as an export from its database.
+#[tokio::test]
+async fn an_export_through_the_api_is_byte_identical_to_one_from_the_database() {
+    let db = TestDb::sqlite().await;
+    let (serve, addr, printed) = spawn_serve(&db.url, &[], 3);
+    let key = printed[2].clone();
+    let (api, direct) = (scratch("via-api"), scratch("via-db"));
+    let url = format!("http://{addr}");
+    let out = config(
+        &db.url,
+        &[
+            "export",
+            api.to_str().expect("path"),
+            "--url",
+            &url,
+            "--key",
+            &key,
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = config(&db.url, &["export", direct.to_str().expect("path")], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    stop(serve);
+    let diff = Command::new("diff")
+        .arg("-r")
+        .arg(&api)
+        .arg(&direct)
+        .output()
+        .expect("diff");
+    assert!(diff.status.success(), "{}", stdout(&diff));
+    let _ = std::fs::remove_dir_all(&api);
+    let _ = std::fs::remove_dir_all(&direct);
+}

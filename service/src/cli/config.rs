@@ -113,7 +113,12 @@ pub async fn export(database_url: &str, args: ExportArgs) -> anyhow::Result<Exit
 /// The configuration as a running instance's `GET /v1/config` answers it.
 async fn from_api(url: &str, key: &str) -> anyhow::Result<Bundle> {
     let endpoint = format!("{}/v1/config", url.trim_end_matches('/'));
-    let answer = reqwest::Client::new()
+    // reqwest is built without a default TLS provider; this process has only this client.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder()
+        .build()
+        .context("cannot make an HTTP client")?;
+    let answer = client
         .get(&endpoint)
         .bearer_auth(key)
         .send()
