@@ -213,6 +213,13 @@ pub enum SealError {
     Random,
 }
 
+/// The associated data of a webhook subscription's sealed signing secret (its id),
+/// so a secret copied to another subscription does not open. Here rather than in
+/// `webhooks`, so `loadout secrets seal | rotate` reseals them with the header values.
+pub fn webhook_secret_context(subscription_id: i32) -> Vec<u8> {
+    format!("loadout webhook secret\0{subscription_id}").into_bytes()
+}
+
 /// Whether a stored value is sealed (as opposed to a plain value saved before keys).
 pub fn is_sealed(stored: &str) -> bool {
     stored.starts_with(PREFIX)

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 
 use axum::http::{HeaderMap, Method, StatusCode};
-use entity::connectors;
+use entity::{connectors, webhook_subscriptions};
 use loadout::app::AppState;
 use loadout::auth::keys::{self, Role};
 use loadout::cli::secrets::{SecretsArgs, SecretsCommand};
@@ -480,5 +480,36 @@ db_test! {
         let (_, links) = site.call(Method::GET, "/v1/agents/assistant/links", None).await;
         assert_eq!(link(&links, "get_weather_forecast"), Some(json!(false)), "switched back on: {links}");
         assert_eq!(link(&links, "delete_weather_alerts"), Some(json!(true)), "{links}");
+    }
+}
+
+db_test! {
+    async fn rotating_reseals_webhook_secrets_in_the_same_step(db) {
+        let site = Site::new(db, ring(8)).await;
+        let body = json!({"url": "http://127.0.0.1:9/hook", "events": ["label.moved"]});
+        let (status, created) = site.call(Method::POST, "/v1/webhooks", Some(body)).await;
+        assert_eq!(status, StatusCode::CREATED, "{created}");
+        let secret = created["secret"].as_str().expect("secret").to_owned();
+        let id = i32::try_from(created["subscription"]["id"].as_i64().expect("id")).expect("id");
+        let stored = || async {
+            webhook_subscriptions::Entity::find_by_id(id)
+                .one(&site.db.conn)
+                .await
+                .expect("read")
+                .expect("the row")
+                .secret
+        };
+        assert_eq!(loadout::secrets::sealed_with(&stored().await), Some(key(8).id()));
+
+        let (old, new) = (KeyFile::new(8), KeyFile::new(9));
+        site.secrets(SecretsCommand::Rotate { new_key_file: new.0.clone(), key: old.args() }).await.expect("rotate");
+
+        let sealed = stored().await;
+        assert_eq!(loadout::secrets::sealed_with(&sealed), Some(key(9).id()));
+        let only_new = Keyring::new(key(9), Vec::new());
+        let context = loadout::secrets::webhook_secret_context(id);
+        let opened = only_new.open(&sealed, &context).expect("the new key alone opens it");
+        assert_eq!(opened.expose(), secret, "the same secret, sealed anew");
+        assert!(Keyring::new(key(8), Vec::new()).open(&sealed, &context).is_err());
     }
 }

@@ -36,7 +36,7 @@ pub const DISABLED: &str = "disabled";
 
 /// The associated data of a subscription's sealed secret.
 pub(super) fn context(id: i32) -> Vec<u8> {
-    format!("loadout webhook secret\0{id}").into_bytes()
+    crate::secrets::webhook_secret_context(id)
 }
 
 /// A subscription as the API shows it (never its secret).

@@ -2,9 +2,11 @@
 //! saved, opened only for the outbound request that sends them. Each value is bound
 //! to its connector's id and its header's name, so a sealed value copied to another
 //! header or connector does not open. Values saved before sealing existed stay
-//! plain and keep working until `loadout secrets seal` seals them.
+//! plain and keep working until `loadout secrets seal` seals them. `seal` and
+//! `rotate` reseal the webhook subscriptions' signing secrets in the same
+//! transaction (their associated data is `secrets::webhook_secret_context`).
 
-use entity::connectors;
+use entity::{connectors, webhook_subscriptions};
 use sea_orm::{ActiveModelTrait, ConnectionTrait, DatabaseConnection, EntityTrait, Set};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -167,8 +169,51 @@ async fn reseal(db: &DatabaseConnection, old: &Keyring, new: &Keyring) -> Result
             active.update(&txn).await?;
         }
     }
+    reseal_webhook_secrets(&txn, old, new, key_id, &mut report).await?;
     txn.commit().await?;
     Ok(report)
+}
+
+/// The webhook subscriptions' signing secrets, in the same transaction as the
+/// header values: every live one not sealed with `new`'s key opened with `old`
+/// and sealed with `new`; a deleted subscription's secret erased.
+async fn reseal_webhook_secrets(
+    txn: &impl ConnectionTrait,
+    old: &Keyring,
+    new: &Keyring,
+    key_id: secrets::KeyId,
+    report: &mut SealReport,
+) -> Result<()> {
+    for row in webhook_subscriptions::Entity::find().all(txn).await? {
+        if row.deleted_at.is_some() {
+            if !row.secret.is_empty() {
+                let mut active: webhook_subscriptions::ActiveModel = row.into();
+                active.secret = Set(String::new());
+                active.update(txn).await?;
+                report.erased += 1;
+            }
+            continue;
+        }
+        if secrets::sealed_with(&row.secret) == Some(key_id) {
+            report.unchanged += 1;
+            continue;
+        }
+        let context = secrets::webhook_secret_context(row.id);
+        let plain = old.open(&row.secret, &context).map_err(|e| {
+            Error::refused(
+                "secrets_unreadable",
+                format!("webhook subscription {}: {e}", row.id),
+            )
+        })?;
+        let sealed = new
+            .seal(plain.expose(), &context)
+            .map_err(Error::internal)?;
+        let mut active: webhook_subscriptions::ActiveModel = row.into();
+        active.secret = Set(sealed);
+        active.update(txn).await?;
+        report.sealed += 1;
+    }
+    Ok(())
 }
 
 async fn erase(db: &impl ConnectionTrait, row: connectors::Model) -> Result<()> {
