@@ -8,6 +8,47 @@ from typing import Any
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, RootModel
 
 
+class Action(Enum):
+    """
+    What happens to one object.
+    """
+
+    create = 'create'
+    update = 'update'
+    remove = 'remove'
+    keep = 'keep'
+
+
+class AgentDoc(BaseModel):
+    """
+    An agent: its texts, settings and the tools it is linked to (links switched on).
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    identity: dict[str, Any]
+    """
+    `{display_name, role, description}` (null fields are left out).
+    """
+    interaction_learning: str | None = None
+    name: str
+    operating_model: str | None = None
+    release_mode: str
+    """
+    `direct` or `gated`.
+    """
+    soul: str
+    template: str | None = None
+    """
+    `null`: the built-in assembly renders the prompt.
+    """
+    tools: list[str] | None = None
+    """
+    The tools it is linked to, by name.
+    """
+
+
 class Annotations(BaseModel):
     """
     MCP tool annotations (`title` and the behaviour hints), serialised in camelCase.
@@ -45,6 +86,38 @@ class AnthropicTool(BaseModel):
     name: str
 
 
+class AttemptView(BaseModel):
+    """
+    One attempt in a subscription's delivery log.
+    """
+
+    at: AwareDatetime
+    attempt: int
+    """
+    1 for a delivery's first attempt.
+    """
+    delivery: int
+    delivery_state: str
+    """
+    `pending`, `delivered` or `failed`: the delivery's state now.
+    """
+    duration_ms: int
+    error: str | None = None
+    event_type: str
+    excerpt: str | None = None
+    """
+    The first bytes of the receiver's answer.
+    """
+    message_id: str
+    """
+    The `webhook-id` (the same for every attempt of one event).
+    """
+    status: int | None = None
+    """
+    The receiver's HTTP status, if it answered.
+    """
+
+
 class Binding(BaseModel):
     """
     The body of `PUT /v1/tools/{tool}/connector`.
@@ -68,6 +141,16 @@ class BindingView(BaseModel):
     tool: str
 
 
+class ChangeKind(Enum):
+    """
+    What approving a change request does.
+    """
+
+    move = 'move'
+    rollout_start = 'rollout_start'
+    rollout_complete = 'rollout_complete'
+
+
 class ChangeState(Enum):
     """
     Where a change request is.
@@ -89,6 +172,22 @@ class ChannelContent(BaseModel):
     include_interaction_learning: bool
     include_operating_model: bool
     include_session_section: bool
+
+
+class ChannelDoc(BaseModel):
+    """
+    A channel.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    description: str
+    guidance: str
+    include_interaction_learning: bool
+    include_operating_model: bool
+    include_session_section: bool
+    name: str
 
 
 class ChannelUpdate(BaseModel):
@@ -145,6 +244,24 @@ class CheckSeverity(Enum):
 
     error = 'error'
     warning = 'warning'
+
+
+class ConfigState(BaseModel):
+    """
+    Fingerprints of an instance's configuration.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    instance: str
+    """
+    `sha256:` and the hex SHA-256 of the object fingerprints' list.
+    """
+    objects: dict[str, str]
+    """
+    Each object's fingerprint by `kind/name` (`agent/support`, `tool/get_tasks`).
+    """
 
 
 class ConnectorUpdate(BaseModel):
@@ -236,6 +353,19 @@ class ErrorDetail(BaseModel):
     message: str
 
 
+class EventKind(Enum):
+    """
+    One step of a rollout's history.
+    """
+
+    started = 'started'
+    share_changed = 'share_changed'
+    paused = 'paused'
+    resumed = 'resumed'
+    completed = 'completed'
+    aborted = 'aborted'
+
+
 class EventView(BaseModel):
     """
     One transition in a proposal's history.
@@ -261,6 +391,60 @@ class Format(Enum):
     openai = 'openai'
     anthropic = 'anthropic'
     mcp = 'mcp'
+
+
+class Guard(BaseModel):
+    """
+    A guard: once each side has `min_outcomes` outcomes, a candidate that fails
+    more often than the base at confidence `1 - alpha` aborts the rollout.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    alpha: float
+    """
+    The false-alarm rate, in (0, 0.5].
+    """
+    min_outcomes: int
+    """
+    Outcomes each side needs before the guard judges (at least 1).
+    """
+
+
+class HeaderValue1(BaseModel):
+    """
+    Where a header's value comes from. In files: `{ env = "NAME" }`, read from the
+    environment of the `loadout apply` that applies it. Over HTTP: `{"value": ...}`
+    (write-only: sealed on save, never echoed or logged), or `{"env": ...}` to keep
+    the value the instance holds (a server never reads its own environment for a
+    caller: that would hand its secrets to whoever names them).
+    """
+
+    env: str
+
+
+class HeaderValue2(BaseModel):
+    """
+    Where a header's value comes from. In files: `{ env = "NAME" }`, read from the
+    environment of the `loadout apply` that applies it. Over HTTP: `{"value": ...}`
+    (write-only: sealed on save, never echoed or logged), or `{"env": ...}` to keep
+    the value the instance holds (a server never reads its own environment for a
+    caller: that would hand its secrets to whoever names them).
+    """
+
+    value: str
+
+
+class HeaderValue(RootModel[HeaderValue1 | HeaderValue2]):
+    root: HeaderValue1 | HeaderValue2
+    """
+    Where a header's value comes from. In files: `{ env = "NAME" }`, read from the
+    environment of the `loadout apply` that applies it. Over HTTP: `{"value": ...}`
+    (write-only: sealed on save, never echoed or logged), or `{"env": ...}` to keep
+    the value the instance holds (a server never reads its own environment for a
+    caller: that would hand its secrets to whoever names them).
+    """
 
 
 class InstructionsPut(BaseModel):
@@ -580,6 +764,33 @@ class NewKey(BaseModel):
     """
 
 
+class NewSubscription(BaseModel):
+    """
+    What a new subscription asks.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    description: str | None = None
+    events: list[str] | None = None
+    """
+    Event types (see the README); absent or `["*"]`: every type.
+    """
+    secret: str | None = None
+    """
+    A `whsec_` secret of your own (base64 of 24 to 64 bytes); absent: one is made.
+    """
+    tenant: str | None = None
+    """
+    The tenant (operators only; an admin's subscriptions are in its own tenant).
+    """
+    url: str
+    """
+    `https://...`; `http://` only to an address `--connector-allow` names.
+    """
+
+
 class OpenAiFunction(BaseModel):
     """
     The function of an [`OpenAiTool`].
@@ -607,6 +818,49 @@ class OpenAiTool(BaseModel):
     """
     Always `function`.
     """
+
+
+class OutcomeKind(Enum):
+    """
+    What a client says a conversation came to.
+    """
+
+    success = 'success'
+    failure = 'failure'
+
+
+class OutcomeView(BaseModel):
+    """
+    A stored outcome: the latest report for its conversation.
+    """
+
+    agent: str
+    conversation_id: str
+    created_at: AwareDatetime
+    """
+    When the conversation's first report arrived.
+    """
+    id: int
+    outcome: OutcomeKind
+    revision: int
+    score: float | None = None
+    updated_at: AwareDatetime
+    """
+    When its latest report arrived (equal to `created_at` for the first).
+    """
+    user_id: str | None = None
+
+
+class PlanBase(BaseModel):
+    """
+    The part of a plan an apply checks (its other fields are ignored).
+    """
+
+    against: str
+    objects: dict[str, str]
+    prune: bool
+    target: str
+    version: int = Field(..., ge=0)
 
 
 class Preference(BaseModel):
@@ -717,6 +971,16 @@ class RanStatus(Enum):
     failed = 'failed'
 
 
+class Rate(BaseModel):
+    """
+    A count and its rate over a denominator (`null` while the denominator is 0).
+    """
+
+    count: int = Field(..., ge=0)
+    of: int = Field(..., ge=0)
+    rate: float | None = None
+
+
 class ReleaseMode(Enum):
     """
     How an agent's saves reach `production`.
@@ -738,6 +1002,10 @@ class RenderRequest(BaseModel):
     """
     A channel name, e.g. `web` (a missing one is 400 listing the known ones).
     """
+    conversation_id: str | None = None
+    """
+    The subject a running rollout assigns by when there is no `user_id`.
+    """
     last_message_at: AwareDatetime | None = None
     """
     When the user last wrote; decides the session section.
@@ -751,6 +1019,10 @@ class RenderRequest(BaseModel):
     An IANA time zone for `$current_time`, e.g. `Europe/Berlin`; UTC when absent.
     """
     user_id: str | None = None
+    """
+    Brings the user's instructions into the prompt; the subject a running
+    rollout assigns by.
+    """
 
 
 class RevisionSummary(BaseModel):
@@ -784,6 +1056,174 @@ class Rollback(BaseModel):
     """
 
 
+class RolloutEnd(BaseModel):
+    """
+    The body of a completion or an abort.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    reason: str | None = None
+    """
+    Why, kept in the history (or the change request).
+    """
+
+
+class RolloutEventView(BaseModel):
+    """
+    One event of a rollout's history.
+    """
+
+    at: AwareDatetime
+    by: str | None = None
+    """
+    Who (a key name, `cli`); `null` for the service itself.
+    """
+    change_request_id: int | None = None
+    """
+    The change request whose sign-off made it.
+    """
+    kind: EventKind
+    percent: float
+    """
+    The candidate's share after it, in percent.
+    """
+    reason: str | None = None
+
+
+class RolloutPatch(BaseModel):
+    """
+    The body of a change: the share, a pause or a resume.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    paused: bool | None = None
+    """
+    `true` pauses (everyone gets the base), `false` resumes (the same
+    subjects get the candidate again).
+    """
+    percent: float | None = None
+    """
+    The candidate's new share, 0 to 100 in steps of 0.01.
+    """
+    reason: str | None = None
+    """
+    Why, kept in the history.
+    """
+
+
+class RolloutStart(BaseModel):
+    """
+    The body of a start.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    candidate: int
+    """
+    The candidate revision's number.
+    """
+    guard: Guard | None = None
+    percent: float
+    """
+    The candidate's share of subjects, 0 to 100 in steps of 0.01.
+    """
+    reason: str | None = None
+    """
+    Why, kept in the history (or the change request).
+    """
+
+
+class RolloutState(Enum):
+    """
+    Where a rollout is.
+    """
+
+    active = 'active'
+    paused = 'paused'
+    completed = 'completed'
+    aborted = 'aborted'
+
+
+class RolloutView(BaseModel):
+    """
+    A rollout with its history.
+    """
+
+    agent: str
+    author: str
+    """
+    Who started it.
+    """
+    base_revision: int
+    """
+    The label's revision when it started (what the rest of the subjects get).
+    """
+    candidate_revision: int
+    created_at: AwareDatetime
+    end_reason: str | None = None
+    """
+    Why it completed or aborted.
+    """
+    ended_at: AwareDatetime | None = None
+    events: list[RolloutEventView]
+    """
+    Oldest first.
+    """
+    guard: Guard | None = None
+    id: int
+    label: str
+    percent: float
+    """
+    The candidate's share of subjects in percent (to 0.01).
+    """
+    state: RolloutState
+    updated_at: AwareDatetime
+
+
+class Rotation(BaseModel):
+    """
+    The body of a rotation: a secret of your own, or none to have one made.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    secret: str | None = None
+
+
+class Side(Enum):
+    """
+    Which revision a subject was served by a running rollout.
+    """
+
+    base = 'base'
+    candidate = 'candidate'
+
+
+class SignalsView(BaseModel):
+    """
+    What loadout counted itself for a revision.
+    """
+
+    declined_proposals: Rate
+    """
+    Declined proposals over the proposals an approver decided.
+    """
+    failed_executions: Rate
+    """
+    Failed executions over the executions that ended.
+    """
+    invalid_arguments: Rate
+    """
+    Invalid-argument refusals over the tool calls checked.
+    """
+
+
 class Source(Enum):
     """
     Which path produced a prompt.
@@ -813,6 +1253,53 @@ class Status(BaseModel):
     """
 
     status: str
+
+
+class SubscriptionPatch(BaseModel):
+    """
+    What a change to a subscription asks; absent fields stay.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    description: str | None = None
+    enabled: bool | None = None
+    """
+    `false` switches it off, `true` on again (and resets the run of failures).
+    """
+    events: list[str] | None = None
+    url: str | None = None
+
+
+class SubscriptionView(BaseModel):
+    """
+    A subscription as the API shows it (never its secret).
+    """
+
+    created_at: AwareDatetime
+    created_by: str
+    description: str | None = None
+    disabled_reason: str | None = None
+    """
+    Why it is disabled (by hand, or the run of failures and the last error).
+    """
+    events: list[str]
+    """
+    The event types it receives; `["*"]` for every type.
+    """
+    failures: int
+    """
+    Failed attempts in a row since the last success.
+    """
+    id: int
+    state: str
+    """
+    `active` or `disabled`.
+    """
+    tenant: str
+    updated_at: AwareDatetime
+    url: str
 
 
 class SyncEntry(BaseModel):
@@ -952,8 +1439,9 @@ class ToolCall(BaseModel):
     revision: int | None = None
     """
     The revision the caller was served (`Loadout-Revision`): the arguments are
-    checked against its schema of the tool. The revision `production` points at
-    when absent; 404 `revision_not_found` when the agent has no such revision.
+    checked against its schema of the tool. When absent, the revision
+    `production` serves this caller (while a rollout of it runs, the side its
+    `user_id`, else its `conversation_id`, is on); 404 `revision_not_found` when the agent has no such revision.
     """
     tool: str
     """
@@ -984,6 +1472,37 @@ class ToolContent(BaseModel):
     strict: bool
     """
     `false`: served to OpenAI with `strict: false` (a loose synced schema).
+    """
+    type: str
+    """
+    `builtin`, `api` or `mcp`.
+    """
+
+
+class ToolDoc(BaseModel):
+    """
+    A tool.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    active: bool
+    approval_tier: str
+    connector: str | None = None
+    """
+    The connector that runs it (`api` and `mcp` tools).
+    """
+    description: str
+    name: str
+    parameters: dict[str, Any]
+    """
+    The arguments' JSON Schema.
+    """
+    prompt_section: str | None = None
+    strict: bool
+    """
+    `false`: a synced schema taken loose on purpose.
     """
     type: str
     """
@@ -1055,75 +1574,12 @@ class Format4(Enum):
     openai = 'openai'
 
 
-class ToolsView1(BaseModel):
-    """
-    OpenAI Chat Completions function tools, strict mode.
-    """
-
-    agent: str
-    format: Format4
-    label: str
-    """
-    The label asked for (`production` when none was).
-    """
-    revision: int
-    """
-    The revision served (also the `Loadout-Revision` header).
-    """
-    tools: list[OpenAiTool]
-
-
 class Format5(Enum):
     anthropic = 'anthropic'
 
 
-class ToolsView2(BaseModel):
-    """
-    Anthropic Messages API tools.
-    """
-
-    agent: str
-    format: Format5
-    label: str
-    """
-    The label asked for (`production` when none was).
-    """
-    revision: int
-    """
-    The revision served (also the `Loadout-Revision` header).
-    """
-    tools: list[AnthropicTool]
-
-
 class Format6(Enum):
     mcp = 'mcp'
-
-
-class ToolsView3(BaseModel):
-    """
-    MCP tools, as loadout's MCP server lists them.
-    """
-
-    agent: str
-    format: Format6
-    label: str
-    """
-    The label asked for (`production` when none was).
-    """
-    revision: int
-    """
-    The revision served (also the `Loadout-Revision` header).
-    """
-    tools: list[McpTool]
-
-
-class ToolsView(RootModel[ToolsView1 | ToolsView2 | ToolsView3]):
-    root: ToolsView1 | ToolsView2 | ToolsView3
-    """
-    An agent's active tools in one wire format, sorted by name: `format` says
-    which shape `tools` has. Each format is a complete object in the document (a
-    `oneOf` tagged by `format`), which client generators can read.
-    """
 
 
 class ValueChange(BaseModel):
@@ -1164,6 +1620,19 @@ class WaitingStatus(Enum):
     approved = 'approved'
     declined = 'declined'
     expired = 'expired'
+
+
+class WithSecret(BaseModel):
+    """
+    A subscription just made, or a secret just rotated: the only answers that hold
+    the secret.
+    """
+
+    secret: str
+    """
+    The signing secret (`whsec_...`). Store it now: it is never shown again.
+    """
+    subscription: SubscriptionView
 
 
 class AgentUpdate(BaseModel):
@@ -1213,6 +1682,14 @@ class AgentView(BaseModel):
     soul_version: int
     template_version: int
     updated_at: AwareDatetime
+
+
+class AttemptList(BaseModel):
+    """
+    A subscription's delivery log, newest first.
+    """
+
+    attempts: list[AttemptView]
 
 
 class CallRan(BaseModel):
@@ -1269,8 +1746,17 @@ class ChangeRequestView(BaseModel):
     """
     Where the label pointed when the request was made.
     """
+    guard: Guard | None = None
     id: int
+    kind: ChangeKind
+    """
+    What approving does: move the label, or start or complete a rollout.
+    """
     label: str
+    percent: float | None = None
+    """
+    A `rollout_start`'s share of subjects in percent.
+    """
     reason: str | None = None
     """
     Why, as the author said.
@@ -1278,6 +1764,10 @@ class ChangeRequestView(BaseModel):
     requested_by: str
     """
     The author's key name.
+    """
+    rollout_id: int | None = None
+    """
+    The rollout a `rollout_complete` completes.
     """
     state: ChangeState
     to_revision: int
@@ -1359,6 +1849,28 @@ class CheckReport(BaseModel):
     ok: bool
     problems: list[CheckProblem]
     warnings: int = Field(..., ge=0)
+
+
+class ConnectorDoc(BaseModel):
+    """
+    A connector. Header values are never in a file, a plan or an answer.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    headers: dict[str, HeaderValue] | None = None
+    """
+    Header names and where each value comes from.
+    """
+    kind: str
+    """
+    `http` or `mcp`.
+    """
+    method: str
+    name: str
+    timeout_ms: int
+    url: str
 
 
 class ConnectorList(BaseModel):
@@ -1463,6 +1975,30 @@ class LintProblem(BaseModel):
     severity: LintSeverity
 
 
+class NewOutcome(BaseModel):
+    """
+    The body of `POST /v1/agents/{agent}/outcomes`.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    conversation_id: str
+    outcome: OutcomeKind
+    revision: int
+    """
+    The revision that served the conversation (`Loadout-Revision`).
+    """
+    score: float | None = None
+    """
+    Any finite number the client scores with (its mean is reported).
+    """
+    user_id: str | None = None
+    """
+    Whose conversation, when known.
+    """
+
+
 class NewTool(BaseModel):
     """
     The body of `POST /v1/tools`.
@@ -1540,26 +2076,6 @@ class ProposalView(BaseModel):
     user_id: str | None = None
 
 
-class Provenance(BaseModel):
-    """
-    Where a served prompt came from: the path that built it, the version counters of
-    its template and soul, the channel, and the revision and label it was served from.
-    """
-
-    channel: str
-    label: str
-    """
-    The label asked for (`production` when none was).
-    """
-    revision: int
-    """
-    The revision served (also the `Loadout-Revision` header).
-    """
-    soul_version: int
-    source: Source
-    template_version: int
-
-
 class RevisionList(BaseModel):
     """
     An agent's revisions, newest first.
@@ -1567,6 +2083,29 @@ class RevisionList(BaseModel):
 
     agent: str
     revisions: list[RevisionSummary]
+
+
+class RevisionOutcomes(BaseModel):
+    """
+    One revision's outcomes and signals.
+    """
+
+    failure_rate: float | None = None
+    """
+    Failures over reported outcomes; `null` with none.
+    """
+    failures: int = Field(..., ge=0)
+    mean_score: float | None = None
+    """
+    The mean of the reported scores; `null` with none.
+    """
+    revision: int
+    scored: int = Field(..., ge=0)
+    """
+    How many outcomes carried a score.
+    """
+    signals: SignalsView
+    successes: int = Field(..., ge=0)
 
 
 class RevisionView(BaseModel):
@@ -1582,6 +2121,20 @@ class RevisionView(BaseModel):
     number: int
 
 
+class RolloutStatus(BaseModel):
+    """
+    A label's running rollout (if any) and its past ones.
+    """
+
+    agent: str
+    current: RolloutView | None = None
+    label: str
+    past: list[RolloutView]
+    """
+    Ended rollouts, newest first (at most [`PAST_LIMIT`]).
+    """
+
+
 class SavedTemplate(BaseModel):
     """
     A saved template version, with the lint's warnings (or forced errors).
@@ -1595,6 +2148,29 @@ class SavedTemplate(BaseModel):
     template: str | None = None
     version: int
     warnings: list[LintProblem]
+
+
+class ServedRollout(BaseModel):
+    """
+    The running rollout that decided what was served, and the side it gave.
+    """
+
+    id: int
+    """
+    The rollout's id.
+    """
+    side: Side
+    """
+    `candidate`: the rollout's candidate; `base`: the label's revision.
+    """
+
+
+class SubscriptionList(BaseModel):
+    """
+    Subscriptions, oldest first.
+    """
+
+    subscriptions: list[SubscriptionView]
 
 
 class ToolChange(BaseModel):
@@ -1634,6 +2210,72 @@ class ToolList(BaseModel):
     tools: list[ToolView]
 
 
+class ToolsView1(BaseModel):
+    """
+    OpenAI Chat Completions function tools, strict mode.
+    """
+
+    agent: str
+    format: Format4
+    label: str
+    """
+    The label asked for (`production` when none was).
+    """
+    revision: int
+    """
+    The revision served (also the `Loadout-Revision` header).
+    """
+    rollout: ServedRollout | None = None
+    tools: list[OpenAiTool]
+
+
+class ToolsView2(BaseModel):
+    """
+    Anthropic Messages API tools.
+    """
+
+    agent: str
+    format: Format5
+    label: str
+    """
+    The label asked for (`production` when none was).
+    """
+    revision: int
+    """
+    The revision served (also the `Loadout-Revision` header).
+    """
+    rollout: ServedRollout | None = None
+    tools: list[AnthropicTool]
+
+
+class ToolsView3(BaseModel):
+    """
+    MCP tools, as loadout's MCP server lists them.
+    """
+
+    agent: str
+    format: Format6
+    label: str
+    """
+    The label asked for (`production` when none was).
+    """
+    revision: int
+    """
+    The revision served (also the `Loadout-Revision` header).
+    """
+    rollout: ServedRollout | None = None
+    tools: list[McpTool]
+
+
+class ToolsView(RootModel[ToolsView1 | ToolsView2 | ToolsView3]):
+    root: ToolsView1 | ToolsView2 | ToolsView3
+    """
+    An agent's active tools in one wire format, sorted by name: `format` says
+    which shape `tools` has. Each format is a complete object in the document (a
+    `oneOf` tagged by `format`), which client generators can read.
+    """
+
+
 class VersionList(BaseModel):
     """
     The template's history, oldest first.
@@ -1652,6 +2294,26 @@ class AgentList(BaseModel):
     agents: list[AgentView]
 
 
+class Bundle(BaseModel):
+    """
+    An instance's configuration, as files hold it and as `POST /v1/config/plan` and
+    `/apply` take it. Lists are sorted by name.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    agents: list[AgentDoc] | None = None
+    channels: list[ChannelDoc] | None = None
+    connectors: list[ConnectorDoc] | None = None
+    state: ConfigState | None = None
+    tools: list[ToolDoc] | None = None
+    version: int = Field(..., ge=0)
+    """
+    The layout version; 1.
+    """
+
+
 class CallResult(RootModel[CallWaiting | CallRan]):
     root: CallWaiting | CallRan
     """
@@ -1665,6 +2327,25 @@ class ChangeRequestList(BaseModel):
     """
 
     change_requests: list[ChangeRequestView]
+
+
+class ConfigRequest(BaseModel):
+    """
+    The body of `POST /v1/config/plan` and `/apply`.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    configuration: Bundle
+    """
+    The configuration wanted (what `GET /v1/config` answers, edited).
+    """
+    plan: PlanBase | None = None
+    prune: bool | None = None
+    """
+    Remove (soft-delete) objects the configuration leaves out.
+    """
 
 
 class ConversationProposals(BaseModel):
@@ -1706,23 +2387,17 @@ class Hunk(BaseModel):
     """
 
 
-class PromptBody(BaseModel):
+class OutcomeReport(BaseModel):
     """
-    A prompt inside a loadout.
-    """
-
-    provenance: Provenance
-    text: str
-
-
-class PromptView(BaseModel):
-    """
-    A rendered prompt.
+    An agent's outcomes per revision, newest revision first.
     """
 
     agent: str
-    provenance: Provenance
-    text: str
+    revisions: list[RevisionOutcomes]
+    tenant: str | None = None
+    """
+    The tenant counted; `null`: every tenant (an operator's view).
+    """
 
 
 class ProposalDetail(ProposalView):
@@ -1731,6 +2406,27 @@ class ProposalDetail(ProposalView):
     """
 
     events: list[EventView]
+
+
+class Provenance(BaseModel):
+    """
+    Where a served prompt came from: the path that built it, the version counters of
+    its template and soul, the channel, and the revision and label it was served from.
+    """
+
+    channel: str
+    label: str
+    """
+    The label asked for (`production` when none was).
+    """
+    revision: int
+    """
+    The revision served (also the `Loadout-Revision` header).
+    """
+    rollout: ServedRollout | None = None
+    soul_version: int
+    source: Source
+    template_version: int
 
 
 class TextChange(BaseModel):
@@ -1750,6 +2446,134 @@ class TextChange(BaseModel):
     """
     Lines inserted, in all.
     """
+
+
+class ConfigTextDiff(BaseModel):
+    """
+    A text field's line diff.
+    """
+
+    diff: TextChange
+    field: str
+
+
+class PromptBody(BaseModel):
+    """
+    A prompt inside a loadout.
+    """
+
+    provenance: Provenance
+    text: str
+
+
+class PromptView(BaseModel):
+    """
+    A rendered prompt.
+    """
+
+    agent: str
+    provenance: Provenance
+    text: str
+
+
+class TemplateChange(BaseModel):
+    """
+    The template's change: the text diff, a built-in side diffed as empty text.
+    """
+
+    builtin_after: bool
+    """
+    The new revision uses the built-in assembly.
+    """
+    builtin_before: bool
+    """
+    The old revision used the built-in assembly (no template of its own).
+    """
+    text: TextChange
+
+
+class ConfigChange(BaseModel):
+    """
+    One object's change.
+    """
+
+    action: Action
+    fields: list[ValueChange]
+    """
+    The fields that differ (an update), or are set (a create).
+    """
+    object: str
+    """
+    `agent/NAME`, `tool/NAME`, `channel/NAME` or `connector/NAME`.
+    """
+    texts: list[ConfigTextDiff]
+    """
+    Texts that differ, as line diffs.
+    """
+
+
+class ConfigPlan(BaseModel):
+    """
+    What applying a bundle would do, and the state it was computed against.
+    """
+
+    against: str
+    """
+    The instance's fingerprint when the plan was made (`sha256:...`).
+    """
+    changes: list[ConfigChange]
+    """
+    The objects that differ, by kind then name.
+    """
+    changes_anything: bool
+    """
+    Something would change (`loadout plan` exits 2).
+    """
+    objects: dict[str, str]
+    """
+    Each object's fingerprint then, by `kind/name`.
+    """
+    prune: bool
+    """
+    Objects the bundle leaves out are removed (soft deletes).
+    """
+    target: str
+    """
+    The fingerprint of the configuration planned.
+    """
+    unchanged: int = Field(..., ge=0)
+    """
+    How many objects would stay as they are.
+    """
+    version: int = Field(..., ge=0)
+    """
+    The plan format; 1.
+    """
+    warnings: list[str]
+    """
+    What the plan could not compare (header values without a key or a value).
+    """
+
+
+class Diff(BaseModel):
+    """
+    Everything that differs between two contents; empty parts mean "unchanged".
+    """
+
+    channels: ChannelChanges
+    identical: bool
+    """
+    Nothing differs.
+    """
+    identity: list[ValueChange]
+    """
+    The identity's fields that differ, by field name.
+    """
+    interaction_learning: TextChange | None = None
+    operating_model: TextChange | None = None
+    soul: TextChange | None = None
+    template: TemplateChange | None = None
+    tools: ToolChanges
 
 
 class LoadoutView1(BaseModel):
@@ -1793,43 +2617,6 @@ class LoadoutView(RootModel[LoadoutView1 | LoadoutView2 | LoadoutView3]):
     """
 
 
-class TemplateChange(BaseModel):
-    """
-    The template's change: the text diff, a built-in side diffed as empty text.
-    """
-
-    builtin_after: bool
-    """
-    The new revision uses the built-in assembly.
-    """
-    builtin_before: bool
-    """
-    The old revision used the built-in assembly (no template of its own).
-    """
-    text: TextChange
-
-
-class Diff(BaseModel):
-    """
-    Everything that differs between two contents; empty parts mean "unchanged".
-    """
-
-    channels: ChannelChanges
-    identical: bool
-    """
-    Nothing differs.
-    """
-    identity: list[ValueChange]
-    """
-    The identity's fields that differ, by field name.
-    """
-    interaction_learning: TextChange | None = None
-    operating_model: TextChange | None = None
-    soul: TextChange | None = None
-    template: TemplateChange | None = None
-    tools: ToolChanges
-
-
 class RevisionDiff(BaseModel):
     """
     Two revisions of an agent and what changed from the first to the second.
@@ -1845,3 +2632,27 @@ class RevisionDiff(BaseModel):
     """
     The revision compared to.
     """
+
+
+class ConfigApplied(BaseModel):
+    """
+    What an apply did.
+    """
+
+    after: str
+    """
+    Its fingerprint after.
+    """
+    before: str
+    """
+    The instance's fingerprint before.
+    """
+    change_requests: list[ChangeRequestView]
+    """
+    Change requests opened for gated agents' `production`.
+    """
+    changes: list[ConfigChange]
+    """
+    The changes made (the plan it carried out).
+    """
+    unchanged: int = Field(..., ge=0)
