@@ -623,6 +623,9 @@ db_test! {
             "PUT /v1/tools/{tool}/connector",
             "GET /v1/keys", "POST /v1/keys", "DELETE /v1/keys/{key}",
             "GET /v1/config", "POST /v1/config/plan", "POST /v1/config/apply",
+            "GET /v1/webhooks", "POST /v1/webhooks", "GET /v1/webhooks/{id}", "PATCH /v1/webhooks/{id}",
+            "DELETE /v1/webhooks/{id}", "POST /v1/webhooks/{id}/rotate-secret",
+            "GET /v1/webhooks/{id}/deliveries",
         ].iter().map(|r| { let (m, p) = r.split_once(' ').expect("method path"); (m.to_owned(), p.to_owned()) }).collect();
         expected.sort();
         operations.sort();
@@ -638,6 +641,10 @@ db_test! {
         let connector = api.json(Method::POST, "/v1/connectors", Some(&api.operator),
             Some(json!({"name": "backend", "url": "http://93.184.216.34/hook"}))).await;
         assert_eq!(connector.status, StatusCode::CREATED, "{}", connector.body);
+        // And one webhook subscription (a public address literal: saving it resolves nothing).
+        let subscription = api.json(Method::POST, "/v1/webhooks", Some(&api.operator),
+            Some(json!({"url": "https://93.184.216.34/hook", "events": ["label.moved"]}))).await;
+        assert_eq!((subscription.status, &subscription.body["subscription"]["id"]), (StatusCode::CREATED, &json!(1)), "{}", subscription.body);
         // And one change request: a gated agent's production asked to move.
         let gated = api.json(Method::PATCH, "/v1/agents/assistant", Some(&api.operator),
             Some(json!({"release_mode": "gated", "soul": "Staged."}))).await;
