@@ -740,6 +740,10 @@ impl Writer<'_> {
                 to_revision_id: to.id,
                 reason: Some("loadout apply"),
                 expires_at: now + self.input.request_ttl,
+                kind: change_requests::ChangeKind::Move,
+                share_bp: None,
+                guard: None,
+                rollout_id: None,
             };
             opened.push(change_requests::open(self.txn(), self.input.who, request, now).await?);
         }
