@@ -125,12 +125,7 @@ pub(super) async fn shown(
 }
 
 /// A refused write: the page again with the reason, at the refusal's status.
-pub(super) async fn again(
-    state: &AppState,
-    signed: &Signed,
-    name: &str,
-    error: Error,
-) -> Response {
+pub(super) async fn again(state: &AppState, signed: &Signed, name: &str, error: Error) -> Response {
     refusal(signed, error, async |status, error| {
         shown(state, signed, name, status, error.message).await
     })
