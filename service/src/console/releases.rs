@@ -338,7 +338,7 @@ async fn shown_rollout(
                 kind: e.kind.as_str().replace('_', " "),
                 by: e.by.clone(),
                 reason: e.reason.clone(),
-                at: e.at.to_rfc3339(),
+                at: e.at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
             };
             (format!("{}", e.percent), shown)
         })
