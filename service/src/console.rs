@@ -14,6 +14,7 @@ pub mod pages;
 pub mod proposals;
 pub mod registry;
 pub mod releases;
+pub mod rollouts;
 pub mod session;
 
 use axum::Router;
@@ -40,6 +41,7 @@ pub fn router() -> Router<AppState> {
         .merge(pages::routes())
         .merge(agents::routes())
         .merge(releases::routes())
+        .merge(rollouts::routes())
         .merge(proposals::routes())
         .merge(registry::routes())
         .merge(connectors::routes())

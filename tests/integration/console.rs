@@ -829,3 +829,143 @@ db_test!(
         .await;
     }
 );
+
+/// Where `label` points, through the API.
+async fn label_revision(site: &Site, label: &str) -> Value {
+    let (_, labels) = site
+        .api(
+            Method::GET,
+            "/v1/agents/assistant/labels",
+            &site.admin,
+            None,
+        )
+        .await;
+    labels["labels"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|l| l["name"] == label)
+        .map(|l| l["revision"].clone())
+        .unwrap_or_default()
+}
+
+/// The text of the rollout panel of `label`.
+async fn rollout_panel(c: &Client, label: &str) -> Result<String> {
+    let xpath = format!("//*[@aria-label='Rollout of {label}']");
+    Ok(c.find(Locator::XPath(&xpath)).await?.text().await?)
+}
+
+/// Types `value` into the control labelled `label`, replacing what it held.
+async fn fill(c: &Client, label: &str, value: &str) -> Result<()> {
+    let control = field(c, label).await?;
+    control.clear().await?;
+    control.send_keys(value).await?;
+    Ok(())
+}
+
+db_test!(
+    async fn an_operator_starts_a_rollout_changes_its_share_pauses_resumes_reads_both_sides_outcomes_and_completes_it(db) {
+        let site = Site::new(db).await;
+        let Some(client) = browser().await else { return };
+        // Revision 2 exists; production goes back to 1 so 2 can be its candidate.
+        let (status, body) = site.api(Method::PATCH, "/v1/agents/assistant", &site.admin,
+            Some(json!({"soul": "A candidate soul."}))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let (status, body) = site.api(Method::PUT, "/v1/agents/assistant/labels/production", &site.admin,
+            Some(json!({"revision": 1}))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        run("rollout", client, async |c: &Client| {
+            sign_in(c, &site, &site.admin).await?;
+            c.goto(&format!("{}/console/agents/assistant/releases", site.base)).await?;
+            ensure!(rollout_panel(c, "production").await?.contains("No rollout runs."), "a rollout runs already");
+            fill(c, "Candidate revision for production", "2").await?;
+            fill(c, "Share of production (percent)", "10").await?;
+            fill(c, "Reason for the rollout of production", "try the new soul").await?;
+            button(c, "", "Start rollout of production").await?.click().await?;
+            page_shows(c, "The rollout of revision 2 on production started at 10 %.").await?;
+            let panel = rollout_panel(c, "production").await?;
+            ensure!(panel.contains("active") && panel.contains("10 %") && panel.contains("try the new soul"), "panel: {panel}");
+
+            fill(c, "Share of production (percent)", "20").await?;
+            button(c, "", "Set share of production").await?.click().await?;
+            page_shows(c, "The rollout on production is active, at 20 % for revision 2.").await?;
+            button(c, "", "Pause rollout of production").await?.click().await?;
+            page_shows(c, "is paused: everyone gets the base").await?;
+            button(c, "", "Resume rollout of production").await?.click().await?;
+            page_shows(c, "The rollout on production is active, at 20 %").await?;
+
+            // Outcomes reported by the agent, for the base and the candidate.
+            for (revision, conversation, outcome) in [(1, "b-1", "success"), (1, "b-2", "failure"),
+                (2, "c-1", "success"), (2, "c-2", "success"), (2, "c-3", "success"), (2, "c-4", "failure")] {
+                let (status, body) = site.api(Method::POST, "/v1/agents/assistant/outcomes", &site.agent,
+                    Some(json!({"revision": revision, "conversation_id": conversation, "outcome": outcome}))).await;
+                ensure!(status == StatusCode::CREATED, "outcome: {body}");
+            }
+            c.refresh().await?;
+            let table = c.find(Locator::XPath("//table[caption[contains(., 'Outcomes of production')]]")).await?;
+            let rows = table.find_all(Locator::XPath(".//tbody/tr")).await?;
+            ensure!(rows.len() == 2, "two sides");
+            let base = rows[0].text().await?;
+            let candidate = rows[1].text().await?;
+            ensure!(base.split_whitespace().collect::<Vec<_>>() == ["Base", "1", "1", "1", "50.0", "%"], "base: {base}");
+            ensure!(candidate.split_whitespace().collect::<Vec<_>>() == ["Candidate", "2", "3", "1", "25.0", "%"], "candidate: {candidate}");
+            let shot = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/console-rollout.png");
+            c.execute("arguments[0].scrollIntoView()", vec![serde_json::to_value(&table)?]).await?;
+            std::fs::write(&shot, c.screenshot().await?)?;
+
+            fill(c, "Reason to complete the rollout of production", "the candidate holds up").await?;
+            button(c, "", "Complete rollout of production").await?.click().await?;
+            page_shows(c, "The rollout completed: production points at revision 2.").await?;
+            ensure!(label_revision(&site, "production").await == 2, "production did not move to the candidate");
+            let panel = rollout_panel(c, "production").await?;
+            ensure!(panel.contains("completed") && panel.contains("the candidate holds up"), "panel: {panel}");
+            ensure!(button(c, "", "Start rollout of production").await.is_ok(), "no start form after the completion");
+            Ok(())
+        })
+        .await;
+    }
+);
+
+db_test!(
+    async fn in_gated_mode_a_rollout_start_waits_for_a_sign_off_and_an_operator_aborts_it_from_the_page(db) {
+        let site = Site::new(db).await;
+        let Some(client) = browser().await else { return };
+        let (status, body) = site.api(Method::PATCH, "/v1/agents/assistant", &site.admin,
+            Some(json!({"release_mode": "gated"}))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let (status, body) = site.api(Method::PATCH, "/v1/agents/assistant", &site.admin,
+            Some(json!({"soul": "A staged soul."}))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        run("rollout-abort", client, async |c: &Client| {
+            sign_in(c, &site, &site.admin).await?;
+            c.goto(&format!("{}/console/agents/assistant/releases", site.base)).await?;
+            // A refused form says why and leaves the page usable.
+            fill(c, "Candidate revision for production", "1").await?;
+            button(c, "", "Start rollout of production").await?.click().await?;
+            page_shows(c, "already serves revision 1").await?;
+            fill(c, "Candidate revision for production", "2").await?;
+            fill(c, "Share of production (percent)", "10").await?;
+            button(c, "", "Start rollout of production").await?.click().await?;
+            page_shows(c, "waits for a sign-off: a rollout of revision 2 on production").await?;
+            ensure!(rollout_panel(c, "production").await?.contains("No rollout runs."), "started before the sign-off");
+
+            let (_, listed) = site.api(Method::GET, "/v1/change-requests?state=pending", &site.approver, None).await;
+            let id = &listed["change_requests"][0]["id"];
+            let (status, body) = site.api(Method::POST, &format!("/v1/change-requests/{id}/approve"), &site.approver,
+                Some(json!({"reason": "fine"}))).await;
+            ensure!(status == StatusCode::OK, "approve: {body}");
+
+            c.refresh().await?;
+            let panel = rollout_panel(c, "production").await?;
+            ensure!(panel.contains("active") && panel.contains("10 %"), "panel: {panel}");
+            fill(c, "Reason to abort the rollout of production", "users complain").await?;
+            button(c, "", "Abort rollout of production").await?.click().await?;
+            page_shows(c, "The rollout was aborted: everyone on production gets revision 1 again.").await?;
+            let panel = rollout_panel(c, "production").await?;
+            ensure!(panel.contains("aborted") && panel.contains("users complain"), "panel: {panel}");
+            ensure!(label_revision(&site, "production").await == 1, "an abort moved production");
+            Ok(())
+        })
+        .await;
+    }
+);

@@ -12,10 +12,15 @@ use super::page::{Path, Query, Signed, blank, error_page, refusal, render};
 use super::session::{Admin, Checked, Operator, csrf_field};
 use crate::agents::change_requests::{self, ChangeState, Decision, Filter};
 use crate::agents::labels::{self, LabelPut, Outcome, Rollback};
+use crate::agents::rollouts as rollout_ops;
 use crate::app::AppState;
+use crate::auth::Role;
 use crate::error::{Error, Result};
+use crate::releases::LATEST;
 use crate::releases::diff::{self, RevisionDiff};
+use crate::releases::outcomes::{self, RevisionOutcomes};
 use crate::releases::read::{self, LabelHistory, LabelView, RevisionSummary};
+use crate::releases::rollouts::RolloutView;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -99,7 +104,7 @@ async fn rollback(
 }
 
 /// The releases page with `notice` above it.
-async fn shown(
+pub(super) async fn shown(
     state: &AppState,
     signed: &Signed,
     name: &str,
@@ -110,7 +115,7 @@ async fn shown(
         from: None,
         to: None,
     };
-    match page(state, name, pair).await {
+    match page(state, signed, name, pair).await {
         Ok(mut page) => {
             page.notice = Some(notice);
             render(Some(signed), status, "releases.html", page)
@@ -120,7 +125,7 @@ async fn shown(
 }
 
 /// A refused write: the page again with the reason, at the refusal's status.
-async fn again(state: &AppState, signed: &Signed, name: &str, error: Error) -> Response {
+pub(super) async fn again(state: &AppState, signed: &Signed, name: &str, error: Error) -> Response {
     refusal(signed, error, async |status, error| {
         shown(state, signed, name, status, error.message).await
     })
@@ -175,6 +180,8 @@ struct Releases {
     labels: Vec<LabelView>,
     /// Each label's moves, newest first, in the order of `labels`.
     histories: Vec<LabelHistory>,
+    /// Each label's rollout panel (every label but `latest`).
+    rollouts: Vec<RolloutPanel>,
     revisions: Vec<RevisionSummary>,
     /// The pair compared: the asked one, else the two newest revisions.
     compared: Option<RevisionDiff>,
@@ -194,17 +201,21 @@ async fn releases(
     Path(name): Path<String>,
     Query(pair): Query<Pair>,
 ) -> Response {
-    match page(&state, &name, pair).await {
+    match page(&state, &signed, &name, pair).await {
         Ok(page) => render(Some(&signed), StatusCode::OK, "releases.html", page),
         Err(e) => error_page(Some(&signed), &e),
     }
 }
 
-async fn page(state: &AppState, name: &str, pair: Pair) -> Result<Releases> {
+async fn page(state: &AppState, signed: &Signed, name: &str, pair: Pair) -> Result<Releases> {
     let labels = read::labels(&state.db, name).await?.labels;
     let mut histories = Vec::with_capacity(labels.len());
+    let mut rollouts = Vec::with_capacity(labels.len());
     for label in &labels {
         histories.push(read::history(&state.db, name, &label.name).await?);
+        if label.name != LATEST {
+            rollouts.push(panel(state, signed, name, label).await?);
+        }
     }
     let revisions = read::revisions(&state.db, name).await?.revisions;
     let newest = revisions.first().map(|r| r.number);
@@ -219,8 +230,124 @@ async fn page(state: &AppState, name: &str, pair: Pair) -> Result<Releases> {
         agent: name.to_owned(),
         labels,
         histories,
+        rollouts,
         revisions,
         compared,
         notice: None,
+    })
+}
+
+/// One label's rollout panel: the running rollout (if any) with both sides'
+/// outcomes, else the last one that ended.
+#[derive(Serialize)]
+struct RolloutPanel {
+    label: String,
+    /// The label's revision: the base a new rollout would start from.
+    revision: i32,
+    current: Option<Shown>,
+    /// The newest ended rollout, when none runs.
+    last: Option<Shown>,
+}
+
+/// A rollout as the page shows it: numbers already formatted.
+#[derive(Serialize)]
+struct Shown {
+    rollout: RolloutView,
+    /// `10`, `12.5`: the share without a trailing `.0`.
+    percent: String,
+    paused: bool,
+    /// Base then candidate.
+    sides: [Side; 2],
+    /// Oldest first, with their shares formatted.
+    events: Vec<(String, RolloutEventShown)>,
+}
+
+#[derive(Serialize)]
+struct RolloutEventShown {
+    kind: String,
+    by: Option<String>,
+    reason: Option<String>,
+    at: String,
+}
+
+/// One side's outcomes: the counts of the outcomes read (in the tenants the
+/// reader sees), for its revision.
+#[derive(Serialize)]
+struct Side {
+    name: &'static str,
+    revision: i32,
+    successes: u64,
+    failures: u64,
+    /// `12.5 %`, or `—` with nothing reported.
+    failure_rate: String,
+}
+
+async fn panel(
+    state: &AppState,
+    signed: &Signed,
+    agent: &str,
+    label: &LabelView,
+) -> Result<RolloutPanel> {
+    let status = rollout_ops::status(&state.db, agent, &label.name).await?;
+    let tenant = (signed.who.role != Role::Operator).then(|| signed.who.tenant());
+    let current = match status.current {
+        Some(view) => Some(shown_rollout(state, agent, tenant, view).await?),
+        None => None,
+    };
+    let last = match (current.is_none(), status.past.into_iter().next()) {
+        (true, Some(view)) => Some(shown_rollout(state, agent, tenant, view).await?),
+        _ => None,
+    };
+    Ok(RolloutPanel {
+        label: label.name.clone(),
+        revision: label.revision,
+        current,
+        last,
+    })
+}
+
+async fn shown_rollout(
+    state: &AppState,
+    agent: &str,
+    tenant: Option<&str>,
+    rollout: RolloutView,
+) -> Result<Shown> {
+    let side = async |name: &'static str, revision: i32| -> Result<Side> {
+        let report = outcomes::report(&state.db, agent, tenant, Some(revision)).await?;
+        let counted = report.revisions.into_iter().next();
+        let (successes, failures, rate) = counted
+            .map(|r: RevisionOutcomes| (r.successes, r.failures, r.failure_rate))
+            .unwrap_or((0, 0, None));
+        Ok(Side {
+            name,
+            revision,
+            successes,
+            failures,
+            failure_rate: rate.map_or_else(|| "—".to_owned(), |r| format!("{:.1} %", r * 100.0)),
+        })
+    };
+    let sides = [
+        side("Base", rollout.base_revision).await?,
+        side("Candidate", rollout.candidate_revision).await?,
+    ];
+    let events = rollout
+        .events
+        .iter()
+        .map(|e| {
+            let shown = RolloutEventShown {
+                kind: e.kind.as_str().replace('_', " "),
+                by: e.by.clone(),
+                reason: e.reason.clone(),
+                at: e.at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true),
+            };
+            (format!("{}", e.percent), shown)
+        })
+        .collect();
+    Ok(Shown {
+        percent: format!("{}", rollout.percent),
+        paused: rollout.state == crate::releases::rollouts::RolloutState::Paused,
+        sides,
+        events,
+        rollout,
     })
 }
