@@ -1,5 +1,6 @@
 //! The web console: server-rendered pages for admins (prompts, tools, links,
-//! channels, connectors, keys) and approvers (the proposal queue), on the API's port.
+//! channels, connectors, keys, webhooks) and approvers (the proposal queue), on
+//! the API's port.
 //!
 //! A page handler reads the domain through the same functions as the JSON API,
 //! renders a minijinja template from `templates/console/` (embedded), and for a
@@ -16,6 +17,7 @@ pub mod registry;
 pub mod releases;
 pub mod rollouts;
 pub mod session;
+pub mod webhooks;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -45,6 +47,7 @@ pub fn router() -> Router<AppState> {
         .merge(proposals::routes())
         .merge(registry::routes())
         .merge(connectors::routes())
+        .merge(webhooks::routes())
 }
 
 /// The vendored script and the style sheet, cached for a day.

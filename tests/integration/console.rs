@@ -969,3 +969,80 @@ db_test!(
         .await;
     }
 );
+
+/// A receiver on 127.0.0.1 that answers 200 to every POST and counts them.
+async fn webhook_receiver() -> (String, Arc<Mutex<usize>>) {
+    let got = Arc::new(Mutex::new(0usize));
+    let counter = got.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move || async move {
+            *counter.lock().expect("lock") += 1;
+            StatusCode::OK
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/hook", listener.local_addr().expect("address"));
+    tokio::spawn(async move { axum::serve(listener, app).await.ok() });
+    (url, got)
+}
+
+db_test!(
+    async fn an_admin_subscribes_a_webhook_sees_the_secret_once_reads_the_delivery_log_and_disables_it(db) {
+        let app = loadout_tests::TestApp::builder(db)
+            .flag("--connector-allow=127.0.0.1")
+            .jobs()
+            .build()
+            .await;
+        let admin = app.key("admin", Role::Admin).await;
+        let base = format!("http://{}", app.listen().await);
+        let (url, got) = webhook_receiver().await;
+        let Some(client) = browser().await else { return };
+        run("webhooks", client, async |c: &Client| {
+            c.goto(&format!("{base}/")).await?;
+            field(c, "API key").await?.send_keys(&admin).await?;
+            button(c, "", "Sign in").await?.click().await?;
+            page_shows(c, "Sign out").await?;
+            c.find(Locator::LinkText("Webhooks")).await?.click().await?;
+            page_shows(c, "No subscriptions.").await?;
+
+            field(c, "Receiver URL").await?.send_keys(&url).await?;
+            field(c, "Events").await?.send_keys("revision.published").await?;
+            button(c, "", "Create subscription").await?.click().await?;
+            let notice = region_shows(c, "New secret", "whsec_").await?;
+            let secret = c.find(Locator::Id("created-secret")).await?.text().await?;
+            ensure!(secret.starts_with("whsec_"), "{:?}", notice.text().await?);
+            c.goto(&format!("{base}/console/webhooks")).await?;
+            page_shows(c, "revision.published").await?;
+            ensure!(!c.source().await?.contains(&secret), "the secret is shown again");
+            std::fs::write(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/console-webhooks.png"),
+                c.screenshot().await?,
+            )?;
+
+            let (status, body) = app
+                .call(Method::PATCH, "/v1/agents/assistant", &app.operator, Some(json!({"soul": "Kind and brief."})))
+                .await;
+            ensure!(status == StatusCode::OK, "{body}");
+            for _ in 0..300 {
+                if *got.lock().expect("lock") > 0 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            ensure!(*got.lock().expect("lock") > 0, "nothing was delivered");
+
+            c.find(Locator::LinkText("Delivery log of 1")).await?.click().await?;
+            region_shows(c, "Attempts", "revision.published").await?;
+            region_shows(c, "Attempts", "delivered").await?;
+            c.find(Locator::LinkText("All webhooks")).await?.click().await?;
+            button(c, "", "Disable subscription 1").await?.click().await?;
+            region_shows(c, "Subscriptions", "disabled: switched off by admin").await?;
+            button(c, "", "Enable subscription 1").await?;
+            Ok(())
+        })
+        .await;
+    }
+);

@@ -150,6 +150,14 @@ fn environment() -> Result<Environment<'static>, minijinja::Error> {
             "connectors.html",
             include_str!("../../../templates/console/connectors.html"),
         ),
+        (
+            "webhooks.html",
+            include_str!("../../../templates/console/webhooks.html"),
+        ),
+        (
+            "webhook.html",
+            include_str!("../../../templates/console/webhook.html"),
+        ),
     ] {
         env.add_template(name, source)?;
     }
