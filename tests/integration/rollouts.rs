@@ -277,6 +277,62 @@ db_test! {
     }
 }
 
+db_test! {
+    async fn over_mcp_each_subject_gets_its_sides_revision_named_in_meta(db) {
+        use rmcp::ServiceExt;
+        use rmcp::model::{GetPromptRequestParams, PaginatedRequestParams};
+        let app = TestApp::new(db).await;
+        two_revisions(&app).await;
+        let rollout = start(&app, 50.0).await["id"].clone();
+        let candidates = on_candidate(&app, 40).await;
+        let on_candidate_ = user(candidates[0]);
+        let on_base = user((0..40).find(|i| !candidates.contains(i)).expect("someone on the base"));
+        let base = format!("http://{}/mcp/agents/assistant", app.listen().await);
+        let connect = |query: String| {
+            let config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(format!("{base}{query}")).auth_header(app.agent.clone());
+            let client = loadout::execute::connector::Outbound::new(vec!["127.0.0.1".parse().expect("ip")], None)
+                .expect("client").client().clone();
+            ().serve(rmcp::transport::StreamableHttpClientTransport::with_client(client, config))
+        };
+        let as_json = |m: &Option<rmcp::model::MetaObject>| m.as_ref().map(|m| Value::Object(m.0.clone()));
+        let meta = |revision: i64, side: &str| Some(json!({"loadout/revision": revision, "loadout/label": "production",
+            "loadout/rollout": rollout, "loadout/side": side}));
+        let request_meta = |key: &str, value: &str| json!({key: value}).as_object().cloned().unwrap_or_default().into();
+
+        // The endpoint's ?user_id= is the subject of everything the session asks.
+        for (who, revision, side) in [(&on_candidate_, 2, "candidate"), (&on_base, 1, "base")] {
+            let session = connect(format!("?user_id={who}")).await.expect("initialize");
+            assert_eq!(as_json(&session.peer_info().expect("info").meta), meta(revision, side), "{who}");
+            let listed = session.list_tools(None).await.expect("tools/list");
+            assert_eq!(as_json(&listed.meta), meta(revision, side), "{who}");
+            let prompt = session.get_prompt(GetPromptRequestParams::new("web")).await.expect("prompts/get");
+            assert_eq!(as_json(&prompt.meta), meta(revision, side), "{who}");
+            session.cancel().await.ok();
+        }
+
+        // A request's _meta user_id (else conversation_id) picks per request on a shared session.
+        let shared = connect(String::new()).await.expect("initialize");
+        for (who, revision, side) in [(&on_candidate_, 2, "candidate"), (&on_base, 1, "base")] {
+            let mut ask = GetPromptRequestParams::new("web");
+            ask.meta = Some(request_meta("user_id", who));
+            let prompt = shared.get_prompt(ask).await.expect("prompts/get");
+            assert_eq!(as_json(&prompt.meta), meta(revision, side), "{who}");
+            let mut page = PaginatedRequestParams::default();
+            page.meta = Some(request_meta("user_id", who));
+            let listed = shared.list_tools(Some(page)).await.expect("tools/list");
+            assert_eq!(as_json(&listed.meta), meta(revision, side), "{who}");
+        }
+        let prompts = app.state.prompts();
+        let conversation = "conv-7";
+        let expected = fetch::pick(&prompts, "assistant", "production", Some(conversation)).await.expect("pick").served.number;
+        let mut ask = GetPromptRequestParams::new("web");
+        ask.meta = Some(request_meta("conversation_id", conversation));
+        let prompt = shared.get_prompt(ask).await.expect("prompts/get");
+        assert_eq!(as_json(&prompt.meta).and_then(|m| m["loadout/revision"].as_i64()), Some(i64::from(expected)));
+        shared.cancel().await.ok();
+    }
+}
+
 /// What `loadout rollout ARGS...` prints, parsed as the binary parses it, or its error.
 async fn cli(app: &TestApp, args: &[&str]) -> Result<String, String> {
     use clap::Parser;

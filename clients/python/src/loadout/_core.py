@@ -99,7 +99,7 @@ def _prompt(agent: str, text: str, provenance: models.Provenance, source: str, e
 
 def fallback_result(kind: str, key: tuple[Any, ...], fallback: Any) -> Any:
     """The code's fallback as a result marked `fallback` (no revision, no provenance)."""
-    _, _, _, agent, channel, _, _, label, fmt = key
+    _, _, _, agent, channel, _, _, label, fmt, _ = key
     if kind == PROMPT:
         return Prompt(agent=agent, channel=channel, text=str(fallback), revision=None, label=label,
                       provenance=None, source="fallback")
@@ -147,15 +147,17 @@ class Core:
     # -- keys and requests ------------------------------------------------------------------
 
     def key(self, kind: str, agent: str, channel: str | None, user_id: str | None, tz: str | None,
-            label: str | None, fmt: str | None) -> tuple[Any, ...]:
-        """Everything an answer depends on, so one user's prompt never serves another."""
-        return (self.base_url, self._key_id, kind, agent, channel, user_id, tz, label, fmt)
+            label: str | None, fmt: str | None, conversation_id: str | None = None) -> tuple[Any, ...]:
+        """Everything an answer depends on, so one user's prompt never serves another (and a
+        rollout's subject: the user, or the conversation when there is no user)."""
+        return (self.base_url, self._key_id, kind, agent, channel, user_id, tz, label, fmt, conversation_id)
 
     @staticmethod
     def request_of(key: tuple[Any, ...]) -> tuple[str, dict[str, str]]:
-        _, _, kind, agent, channel, user_id, tz, label, fmt = key
-        names = ("channel", "user_id", "tz", "label", "format")
-        params = {n: v for n, v in zip(names, (channel, user_id, tz, label, fmt)) if v is not None}
+        _, _, kind, agent, channel, user_id, tz, label, fmt, conversation_id = key
+        names = ("channel", "user_id", "tz", "label", "format", "conversation_id")
+        values = (channel, user_id, tz, label, fmt, conversation_id)
+        params = {n: v for n, v in zip(names, values) if v is not None}
         return f"/v1/agents/{_segment(agent)}/{kind}", params
 
     def conditional(self, entry: Entry | None) -> dict[str, str]:

@@ -72,7 +72,11 @@ async def function_tools(client: Client | AsyncClient, agent: str, *, conversati
     """The agent's loadout tools (OpenAI strict schemas) as SDK function tools. Each call is
     `call_tool` on loadout with the revision the tools came from; a proposal, invalid arguments or
     a failed call come back to the model as the tool's output (JSON), never as an exception."""
-    listed = await _call(client, "tools", agent, "openai", label=label, fallback=fallback)
+    # A rollout assigns by user, else by conversation: given as strings, they pick the tools of
+    # the revision this subject's prompt comes from (functions of the context are known only per call).
+    subject = {name: value for name, value in (("user_id", user_id), ("conversation_id", conversation_id))
+               if isinstance(value, str)}
+    listed = await _call(client, "tools", agent, "openai", label=label, fallback=fallback, **subject)
     revision = listed.revision
 
     def invoker(name: str) -> Callable[[Any, str], Any]:

@@ -44,24 +44,27 @@ class AsyncClient:
         await self.aclose()
 
     async def prompt(self, agent: str, channel: str, *, user_id: str | None = None, tz: str | None = None,
-                     label: str | None = None, fallback: str | None = None) -> Prompt:
-        key = self._core.key(PROMPT, agent, channel, user_id, tz, label, None)
+                     label: str | None = None, conversation_id: str | None = None,
+                     fallback: str | None = None) -> Prompt:
+        key = self._core.key(PROMPT, agent, channel, user_id, tz, label, None, conversation_id)
         entry = self._core._mem.get(key)
         if entry is not None and monotonic() < entry.expires:
             return self._core.served(entry.cached)
         return await self._get(key, entry, fallback)
 
     async def tools(self, agent: str, format: str = "openai", *, label: str | None = None,
+                    user_id: str | None = None, conversation_id: str | None = None,
                     fallback: list[dict[str, Any]] | None = None) -> Tools:
-        key = self._core.key(TOOLS, agent, None, None, None, label, format)
+        key = self._core.key(TOOLS, agent, None, user_id, None, label, format, conversation_id)
         entry = self._core._mem.get(key)
         if entry is not None and monotonic() < entry.expires:
             return entry.cached
         return await self._get(key, entry, fallback)
 
     async def loadout(self, agent: str, channel: str, *, format: str = "openai", user_id: str | None = None,
-                      tz: str | None = None, label: str | None = None, fallback: Any = None) -> Loadout:
-        key = self._core.key(LOADOUT, agent, channel, user_id, tz, label, format)
+                      tz: str | None = None, label: str | None = None, conversation_id: str | None = None,
+                      fallback: Any = None) -> Loadout:
+        key = self._core.key(LOADOUT, agent, channel, user_id, tz, label, format, conversation_id)
         entry = self._core._mem.get(key)
         if entry is not None and monotonic() < entry.expires:
             return self._core.served(entry.cached)

@@ -51,27 +51,30 @@ class Client:
     # -- fetching ----------------------------------------------------------------------------
 
     def prompt(self, agent: str, channel: str, *, user_id: str | None = None, tz: str | None = None,
-               label: str | None = None, fallback: str | None = None) -> Prompt:
+               label: str | None = None, conversation_id: str | None = None,
+               fallback: str | None = None) -> Prompt:
         """The agent's rendered prompt for `channel` (and the user's instructions, with `user_id`)."""
-        key = self._core.key(PROMPT, agent, channel, user_id, tz, label, None)
+        key = self._core.key(PROMPT, agent, channel, user_id, tz, label, None, conversation_id)
         entry = self._core._mem.get(key)
         if entry is not None and monotonic() < entry.expires:
             return self._core.served(entry.cached)
         return self._get(key, entry, fallback)
 
     def tools(self, agent: str, format: str = "openai", *, label: str | None = None,
+              user_id: str | None = None, conversation_id: str | None = None,
               fallback: list[dict[str, Any]] | None = None) -> Tools:
         """The agent's active tools as `openai`, `anthropic` or `mcp` definitions."""
-        key = self._core.key(TOOLS, agent, None, None, None, label, format)
+        key = self._core.key(TOOLS, agent, None, user_id, None, label, format, conversation_id)
         entry = self._core._mem.get(key)
         if entry is not None and monotonic() < entry.expires:
             return entry.cached
         return self._get(key, entry, fallback)
 
     def loadout(self, agent: str, channel: str, *, format: str = "openai", user_id: str | None = None,
-                tz: str | None = None, label: str | None = None, fallback: Any = None) -> Loadout:
+                tz: str | None = None, label: str | None = None, conversation_id: str | None = None,
+                fallback: Any = None) -> Loadout:
         """Prompt and tools of one revision in one round trip. `fallback`: `{"prompt": str, "tools": [...]}`."""
-        key = self._core.key(LOADOUT, agent, channel, user_id, tz, label, format)
+        key = self._core.key(LOADOUT, agent, channel, user_id, tz, label, format, conversation_id)
         entry = self._core._mem.get(key)
         if entry is not None and monotonic() < entry.expires:
             return self._core.served(entry.cached)
