@@ -8,6 +8,8 @@
 # (fixed URL, cache warm) of a loadout started with RUST_LOG unset, i.e. the default
 # `info` level with one log line per request (and of the SQLite server above, at
 # BENCH_LOG), against the bare handler (examples/bare.rs) returning a body of that size.
+# The miss table's `rollout` rows repeat loadout's miss run with a rollout of revision 2
+# on production for 50 % of users (same servers, after the plain run: the before/after).
 #
 # BENCH_RSS=1 adds two memory floods on the SQLite server, VmRSS/VmHWM before and after:
 #  (a) 100,000 distinct users. wrk cannot stop after N requests (thread:stop() ends a
@@ -153,6 +155,20 @@ for backend in sqlite postgres; do
   miss "$backend/loadout" "$port" "$key" "$backend-" >>"$WORK/miss"
   echo "loadout on $backend after its miss run: $(rss "$pid")" >>"$WORK/rss"
 done
+# The same miss with a rollout running on production (revision 2 for 50 % of users): the
+# running rollout's cached lookup and one SHA-256 per request, half the users on each side.
+rollout() { # PORT URL
+  local admin; admin=$(admin_key "$2"); PORT=$1
+  api() { curl -sf -o /dev/null -X "$1" -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
+    "http://127.0.0.1:$PORT/v1/agents/assistant$2" -d "$3"; }
+  api PATCH "" '{"soul": "The candidate soul for the benchmark."}'
+  api PUT /labels/production '{"revision": 1}'
+  api POST /labels/production/rollout '{"candidate": 2, "percent": 50}'
+}
+rollout 18181 "$SQLITE_URL"
+rollout 18182 "$PG_URL"
+miss sqlite/rollout 18181 "$SQLITE_KEY" sqlite-rollout- >>"$WORK/miss"
+miss postgres/rollout 18182 "$PG_KEY" postgres-rollout- >>"$WORK/miss"
 python3 - "$WORK/miss" <<'PY'
 import sys
 rows = [l.split() for l in open(sys.argv[1])]
@@ -160,7 +176,7 @@ rps = {r[0]: float(r[1]) for r in rows}
 print(f"{'backend':9} {'server':8} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'loadout/floor':>14} {'non-2xx':>8} {'sock err':>8}")
 for label, r, p50, p99, errors, sock, _ in rows:
     backend, server = label.split("/")
-    ratio = f"{float(r) / rps[backend + '/floor']:.2f}" if server == "loadout" else ""
+    ratio = f"{float(r) / rps[backend + '/floor']:.2f}" if server != "floor" else ""
     print(f"{backend:9} {server:8} {float(r):8.0f} {float(p50):8.3f} {float(p99):8.3f} {ratio:>14} {errors:>8} {sock:>8}")
 PY
 cat "$WORK/rss"

@@ -970,16 +970,34 @@ db_test!(
     }
 );
 
-/// A receiver on 127.0.0.1 that answers 200 to every POST and counts them.
-async fn webhook_receiver() -> (String, Arc<Mutex<usize>>) {
-    let got = Arc::new(Mutex::new(0usize));
-    let counter = got.clone();
+/// One request a receiver got: `webhook-id`, `webhook-timestamp`, `webhook-signature`, body.
+type Received = (String, String, String, String);
+
+/// A receiver on 127.0.0.1 that answers 200 to every POST and keeps what it got.
+async fn webhook_receiver() -> (String, Arc<Mutex<Vec<Received>>>) {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let kept = got.clone();
     let app = axum::Router::new().route(
         "/hook",
-        axum::routing::post(move || async move {
-            *counter.lock().expect("lock") += 1;
-            StatusCode::OK
-        }),
+        axum::routing::post(
+            move |headers: axum::http::HeaderMap, body: String| async move {
+                let header = |name: &str| {
+                    headers
+                        .get(name)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                let signed = (
+                    header("webhook-id"),
+                    header("webhook-timestamp"),
+                    header("webhook-signature"),
+                    body,
+                );
+                kept.lock().expect("lock").push(signed);
+                StatusCode::OK
+            },
+        ),
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -989,8 +1007,28 @@ async fn webhook_receiver() -> (String, Arc<Mutex<usize>>) {
     (url, got)
 }
 
+/// Waits (up to 15 s) until the receiver holds more than `n` requests.
+async fn received_more_than(got: &Arc<Mutex<Vec<Received>>>, n: usize) -> bool {
+    for _ in 0..300 {
+        if got.lock().expect("lock").len() > n {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// Whether `secret` signed the request, per Standard Webhooks.
+fn signed_with(secret: &str, (id, timestamp, signature, body): &Received) -> bool {
+    let key = loadout::webhooks::sign::key(secret).expect("a whsec_ secret");
+    let timestamp: i64 = timestamp.parse().expect("a timestamp");
+    signature
+        .split(' ')
+        .any(|s| s == loadout::webhooks::sign::signature(&key, id, timestamp, body))
+}
+
 db_test!(
-    async fn an_admin_subscribes_a_webhook_sees_the_secret_once_reads_the_delivery_log_and_disables_it(db) {
+    async fn an_admin_subscribes_a_webhook_sees_the_secret_once_edits_it_rotates_the_secret_reads_the_log_and_disables_it(db) {
         let app = loadout_tests::TestApp::builder(db)
             .flag("--connector-allow=127.0.0.1")
             .jobs()
@@ -1026,17 +1064,54 @@ db_test!(
                 .call(Method::PATCH, "/v1/agents/assistant", &app.operator, Some(json!({"soul": "Kind and brief."})))
                 .await;
             ensure!(status == StatusCode::OK, "{body}");
-            for _ in 0..300 {
-                if *got.lock().expect("lock") > 0 {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            ensure!(*got.lock().expect("lock") > 0, "nothing was delivered");
+            ensure!(received_more_than(&got, 0).await, "nothing was delivered");
+            let first = got.lock().expect("lock")[0].clone();
+            ensure!(signed_with(&secret, &first), "not signed with the secret shown: {first:?}");
 
-            c.find(Locator::LinkText("Delivery log of 1")).await?.click().await?;
+            c.find(Locator::LinkText("Settings and delivery log of 1")).await?.click().await?;
             region_shows(c, "Attempts", "revision.published").await?;
             region_shows(c, "Attempts", "delivered").await?;
+
+            // Edit: a URL the address check refuses keeps the form and changes nothing.
+            let url_field = field(c, "Receiver URL").await?;
+            url_field.clear().await?;
+            url_field.send_keys("http://10.1.2.3/hook").await?;
+            button(c, "", "Save subscription 1").await?.click().await?;
+            let alert = c.find(Locator::Css("[role=alert]")).await?.text().await?;
+            ensure!(alert.contains("not publicly routable"), "{alert}");
+            ensure!(field(c, "Receiver URL").await?.prop("value").await?.as_deref() == Some("http://10.1.2.3/hook"), "the form lost the URL");
+            let (_, stored) = app.call(Method::GET, "/v1/webhooks/1", &admin, None).await;
+            ensure!(stored["url"] == json!(url), "{stored}");
+            // Then a good edit: the events and the description.
+            let url_field = field(c, "Receiver URL").await?;
+            url_field.clear().await?;
+            url_field.send_keys(&url).await?;
+            let events = field(c, "Events").await?;
+            events.clear().await?;
+            events.send_keys("revision.published, label.moved").await?;
+            field(c, "Description").await?.send_keys("the ops pager").await?;
+            button(c, "", "Save subscription 1").await?.click().await?;
+            page_shows(c, "Saved.").await?;
+            let (_, stored) = app.call(Method::GET, "/v1/webhooks/1", &admin, None).await;
+            ensure!(stored["events"] == json!(["label.moved", "revision.published"]), "{stored}");
+            ensure!(stored["description"] == "the ops pager", "{stored}");
+
+            // Rotate: a new secret, shown once, signs what is delivered next.
+            button(c, "", "Rotate the secret of subscription 1").await?.click().await?;
+            region_shows(c, "New secret", "whsec_").await?;
+            let rotated = c.find(Locator::Id("rotated-secret")).await?.text().await?;
+            ensure!(rotated.starts_with("whsec_") && rotated != secret, "{rotated}");
+            c.goto(&format!("{base}/console/webhooks/1")).await?;
+            ensure!(!c.source().await?.contains(&rotated), "the new secret is shown again");
+            let before = got.lock().expect("lock").len();
+            let (status, body) = app
+                .call(Method::PATCH, "/v1/agents/assistant", &app.operator, Some(json!({"soul": "Kind, brief and exact."})))
+                .await;
+            ensure!(status == StatusCode::OK, "{body}");
+            ensure!(received_more_than(&got, before).await, "nothing was delivered after the rotation");
+            let last = got.lock().expect("lock").last().cloned().expect("a request");
+            ensure!(signed_with(&rotated, &last) && !signed_with(&secret, &last), "{last:?}");
+
             c.find(Locator::LinkText("All webhooks")).await?.click().await?;
             button(c, "", "Disable subscription 1").await?.click().await?;
             region_shows(c, "Subscriptions", "disabled: switched off by admin").await?;

@@ -158,6 +158,10 @@ fn environment() -> Result<Environment<'static>, minijinja::Error> {
             "webhook.html",
             include_str!("../../../templates/console/webhook.html"),
         ),
+        (
+            "webhook_fields.html",
+            include_str!("../../../templates/console/webhook_fields.html"),
+        ),
     ] {
         env.add_template(name, source)?;
     }

@@ -1,8 +1,9 @@
 //! The webhook pages: a tenant's subscriptions (list, create, enable or disable,
-//! delete softly) and one subscription's delivery log. Admins work in their own
+//! delete softly) and one subscription's page (its delivery log, its URL, events
+//! and description to edit, its secret to rotate). Admins work in their own
 //! tenant, operators too (another tenant's subscription is 404, as in the API).
-//! The secret is shown once, on the answer to the creating post (`no-store`, like
-//! every page), and never again.
+//! A secret is shown once, on the answer to the creating or rotating post
+//! (`no-store`, like every page), and never again.
 
 use axum::Router;
 use axum::extract::State;
@@ -25,7 +26,8 @@ const LOG_ROWS: u64 = 50;
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/console/webhooks", get(list).post(create))
-        .route("/console/webhooks/{id}", get(log))
+        .route("/console/webhooks/{id}", get(log).post(edit))
+        .route("/console/webhooks/{id}/rotate", post(rotate))
         .route("/console/webhooks/{id}/state", post(switch))
         .route("/console/webhooks/{id}/delete", post(delete))
 }
@@ -41,6 +43,15 @@ struct Fields {
     events: String,
     #[serde(default)]
     description: String,
+}
+
+/// The form's events: comma-, space- or line-separated.
+fn event_list(text: &str) -> Vec<String> {
+    text.split([',', ' ', '\n'])
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Enable (`on`) or disable (`off`) a subscription.
@@ -111,13 +122,7 @@ async fn create(
     Admin(signed): Admin,
     Checked(form): Checked<Fields>,
 ) -> Response {
-    let events: Vec<String> = form
-        .events
-        .split([',', ' ', '\n'])
-        .map(str::trim)
-        .filter(|e| !e.is_empty())
-        .map(str::to_owned)
-        .collect();
+    let events = event_list(&form.events);
     let new = NewSubscription {
         url: form.url.trim().to_owned(),
         events: (!events.is_empty()).then_some(events),
@@ -192,10 +197,47 @@ struct Log {
     title: &'static str,
     subscription: SubscriptionView,
     attempts: Vec<AttemptView>,
+    types: &'static [&'static str],
+    /// The settings form: the subscription's values, or what was posted.
+    form: Fields,
+    error: Option<String>,
+    saved: bool,
+    /// A secret just rotated: shown on this response only.
+    secret: Option<String>,
 }
 
-/// One subscription's delivery log, newest first.
-async fn log(State(state): State<AppState>, Admin(signed): Admin, Path(id): Path<i32>) -> Response {
+/// What the subscription page shows besides the subscription and its log.
+#[derive(Default)]
+struct Extra {
+    form: Option<Fields>,
+    error: Option<String>,
+    saved: bool,
+    secret: Option<String>,
+}
+
+/// The form's fields as the subscription holds them (every type: empty).
+fn fields_of(subscription: &SubscriptionView) -> Fields {
+    let every = subscription.events.iter().any(|e| e == "*");
+    Fields {
+        csrf: String::new(),
+        url: subscription.url.clone(),
+        events: if every {
+            String::new()
+        } else {
+            subscription.events.join(", ")
+        },
+        description: subscription.description.clone().unwrap_or_default(),
+    }
+}
+
+/// One subscription's page: its settings, its secret and its delivery log, newest first.
+async fn page(
+    state: &AppState,
+    signed: &Signed,
+    id: i32,
+    status: StatusCode,
+    extra: Extra,
+) -> Response {
     let read = async {
         let subscription: SubscriptionView = subscriptions::find(&state.db, &signed.who, id)
             .await?
@@ -206,11 +248,88 @@ async fn log(State(state): State<AppState>, Admin(signed): Admin, Path(id): Path
     match read.await {
         Ok((subscription, attempts)) => {
             let page = Log {
-                title: "Delivery log",
+                title: "Webhook subscription",
+                form: extra.form.unwrap_or_else(|| fields_of(&subscription)),
                 subscription,
                 attempts,
+                types: crate::events::TYPES,
+                error: extra.error,
+                saved: extra.saved,
+                secret: extra.secret,
             };
-            render(Some(&signed), StatusCode::OK, "webhook.html", page)
+            render(Some(signed), status, "webhook.html", page)
+        }
+        Err(e) => error_page(Some(signed), &e),
+    }
+}
+
+async fn log(
+    State(state): State<AppState>,
+    Admin(signed): Admin,
+    Path(id): Path<i32>,
+    Query(query): Query<Saved>,
+) -> Response {
+    let extra = Extra {
+        saved: query.saved.is_some(),
+        ..Extra::default()
+    };
+    page(&state, &signed, id, StatusCode::OK, extra).await
+}
+
+/// Changes the URL (checked as on create), the events (empty: every type) and the description.
+async fn edit(
+    State(state): State<AppState>,
+    Admin(signed): Admin,
+    Path(id): Path<i32>,
+    Checked(form): Checked<Fields>,
+) -> Response {
+    let events = event_list(&form.events);
+    let patch = SubscriptionPatch {
+        url: Some(form.url.trim().to_owned()),
+        events: Some(if events.is_empty() {
+            vec!["*".to_owned()]
+        } else {
+            events
+        }),
+        description: Some(form.description.trim().to_owned()),
+        enabled: None,
+    };
+    let now = state.clock.now();
+    match subscriptions::update(&state.db, &state.outbound, &signed.who, id, patch, now).await {
+        Ok(_) => {
+            tracing::info!(webhook = id, by = %signed.who.key_name, "webhook subscription changed in the console");
+            Redirect::to(&format!("/console/webhooks/{id}?saved={id}")).into_response()
+        }
+        Err(e) => {
+            let again = |status, e: Error| {
+                let extra = Extra {
+                    form: Some(form),
+                    error: Some(e.message),
+                    ..Extra::default()
+                };
+                page(&state, &signed, id, status, extra)
+            };
+            refusal(&signed, e, again).await
+        }
+    }
+}
+
+/// Replaces the signing secret and shows the new one, once.
+async fn rotate(
+    State(state): State<AppState>,
+    Admin(signed): Admin,
+    Path(id): Path<i32>,
+    Checked(_): Checked<CsrfOnly>,
+) -> Response {
+    let now = state.clock.now();
+    match subscriptions::rotate(&state.db, &state.secrets, &signed.who, id, None, now).await {
+        Ok(made) => {
+            tracing::info!(webhook = id, by = %signed.who.key_name, "webhook secret rotated in the console");
+            let extra = Extra {
+                secret: Some(made.secret),
+                ..Extra::default()
+            };
+            page(&state, &signed, id, StatusCode::OK, extra).await
         }
         Err(e) => error_page(Some(&signed), &e),
     }
