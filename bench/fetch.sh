@@ -9,7 +9,8 @@
 # `info` level with one log line per request (and of the SQLite server above, at
 # BENCH_LOG), against the bare handler (examples/bare.rs) returning a body of that size.
 # The miss table's `rollout` rows repeat loadout's miss run with a rollout of revision 2
-# on production for 50 % of users (same servers, after the plain run: the before/after).
+# on production for 50 % of users, and its `aborted` rows once more after the rollout's
+# abort (same servers: before, during, after).
 #
 # BENCH_RSS=1 adds two memory floods on the SQLite server, VmRSS/VmHWM before and after:
 #  (a) 100,000 distinct users. wrk cannot stop after N requests (thread:stop() ends a
@@ -169,6 +170,16 @@ rollout 18181 "$SQLITE_URL"
 rollout 18182 "$PG_URL"
 miss sqlite/rollout 18181 "$SQLITE_KEY" sqlite-rollout- >>"$WORK/miss"
 miss postgres/rollout 18182 "$PG_KEY" postgres-rollout- >>"$WORK/miss"
+# And without it again (aborted): before, during and after on the same servers, so the
+# difference between the two plain rows shows what drift and noise alone do.
+abort() { # PORT URL
+  curl -sf -o /dev/null -X POST -H "Authorization: Bearer $(admin_key "$2")" -H 'Content-Type: application/json' \
+    "http://127.0.0.1:$1/v1/agents/assistant/labels/production/rollout/abort" -d '{}'
+}
+abort 18181 "$SQLITE_URL"
+abort 18182 "$PG_URL"
+miss sqlite/aborted 18181 "$SQLITE_KEY" sqlite-aborted- >>"$WORK/miss"
+miss postgres/aborted 18182 "$PG_KEY" postgres-aborted- >>"$WORK/miss"
 python3 - "$WORK/miss" <<'PY'
 import sys
 rows = [l.split() for l in open(sys.argv[1])]
