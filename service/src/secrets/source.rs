@@ -36,8 +36,12 @@ pub fn from_text(text: &str) -> Result<Key, SourceError> {
 /// A key read from a file holding its base64 text.
 pub fn read_file(path: &Path) -> Result<Key, SourceError> {
     let text = std::fs::read_to_string(path).map_err(|e| file_error(path, e))?;
+    parse_file(path, &text)
+}
+
+fn parse_file(path: &Path, text: &str) -> Result<Key, SourceError> {
     warn_if_readable_by_others(path);
-    Key::from_base64(&text).map_err(|e| file_error(path, e))
+    Key::from_base64(text).map_err(|e| file_error(path, e))
 }
 
 /// Where an embedded SQLite database's key file is: `<database file>.secrets-key`.
@@ -60,10 +64,12 @@ pub fn beside_sqlite(database_url: &str) -> Option<PathBuf> {
 /// meanwhile; so two processes starting together both end up with the one key
 /// that was linked first, and nobody reads a half-written file. `true` when made.
 pub fn read_or_create(path: &Path) -> Result<(Key, bool), SourceError> {
-    match read_file(path) {
-        Ok(key) => return Ok((key, false)),
-        Err(_) if !path.exists() => {}
-        Err(e) => return Err(e),
+    // Judged by the read's own error, never by a second look: a file another
+    // process links in between would turn this read's NotFound into a failure.
+    match std::fs::read_to_string(path) {
+        Ok(text) => return Ok((parse_file(path, &text)?, false)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(file_error(path, e)),
     }
     let key = Key::generate().map_err(|e| file_error(path, e))?;
     let draft = draft_beside(path)?;
@@ -128,7 +134,40 @@ fn warn_if_readable_by_others(path: &Path) {
 
 #[cfg(test)]
 mod tests {
-    use super::beside_sqlite;
+    use super::{beside_sqlite, read_or_create};
+
+    /// Eight starts at once on a missing key file, 200 times: every one gets the
+    /// one key that was linked first, and exactly one made it. (A reader that
+    /// re-checked `exists()` after its NotFound failed when another process linked
+    /// the file in between: seen in CI with four threads.)
+    #[test]
+    fn starts_racing_on_a_missing_key_file_all_read_the_one_key_made() {
+        let dir = std::env::temp_dir().join(format!("loadout-keyrace-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        for round in 0..200 {
+            let path = dir.join(format!("db{round}.secrets-key"));
+            let barrier = std::sync::Barrier::new(8);
+            let got: Vec<(String, bool)> = std::thread::scope(|s| {
+                let runs: Vec<_> = (0..8)
+                    .map(|_| {
+                        s.spawn(|| {
+                            barrier.wait();
+                            let (key, made) = read_or_create(&path).expect("a key");
+                            (key.to_base64(), made)
+                        })
+                    })
+                    .collect();
+                runs.into_iter().map(|r| r.join().expect("join")).collect()
+            });
+            assert_eq!(
+                got.iter().filter(|(_, made)| *made).count(),
+                1,
+                "round {round}"
+            );
+            assert!(got.iter().all(|(key, _)| *key == got[0].0), "round {round}");
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
 
     #[test]
     fn only_a_sqlite_file_has_a_key_file_beside_it() {
