@@ -1121,3 +1121,53 @@ db_test!(
         .await;
     }
 );
+
+db_test!(
+    async fn an_operator_sees_every_tenants_webhooks_and_subscribes_one_for_another_tenant(db) {
+        let app = loadout_tests::TestApp::builder(db)
+            .flag("--connector-allow=127.0.0.1")
+            .build()
+            .await;
+        let acme = keys::create_for_tenant(&app.db.conn, "acme-admin", Role::Admin, Some("acme")).await.expect("key");
+        let admin = app.key("admin", Role::Admin).await;
+        let base = format!("http://{}", app.listen().await);
+        let (url, _) = webhook_receiver().await;
+        let body = json!({"url": format!("{url}?by=acme"), "events": ["label.moved"]});
+        let (status, made) = app.call(Method::POST, "/v1/webhooks", &acme, Some(body)).await;
+        assert_eq!(status, StatusCode::CREATED, "{made}");
+        let Some(client) = browser().await else { return };
+        let operator = app.operator.clone();
+        run("webhooks-operator", client, async |c: &Client| {
+            c.goto(&format!("{base}/")).await?;
+            field(c, "API key").await?.send_keys(&operator).await?;
+            button(c, "", "Sign in").await?.click().await?;
+            page_shows(c, "Sign out").await?;
+            c.find(Locator::LinkText("Webhooks")).await?.click().await?;
+            region_shows(c, "Subscriptions", "acme").await?;
+            region_shows(c, "Subscriptions", "?by=acme").await?;
+
+            field(c, "Receiver URL").await?.send_keys(&format!("{url}?by=operator")).await?;
+            field(c, "Tenant").await?.send_keys("acme").await?;
+            button(c, "", "Create subscription").await?.click().await?;
+            region_shows(c, "New secret", "whsec_").await?;
+
+            // The default tenant's admin sees neither.
+            sign_out(c).await?;
+            field(c, "API key").await?.send_keys(&admin).await?;
+            button(c, "", "Sign in").await?.click().await?;
+            page_shows(c, "Sign out").await?;
+            c.find(Locator::LinkText("Webhooks")).await?.click().await?;
+            page_shows(c, "No subscriptions.").await?;
+            ensure!(!c.source().await?.contains("?by="), "another tenant's subscription is shown");
+            Ok(())
+        })
+        .await;
+        // Both are acme's: its admin lists two, the default tenant's admin none.
+        let (_, listed) = app.call(Method::GET, "/v1/webhooks", &acme, None).await;
+        let urls: Vec<&str> = listed["subscriptions"].as_array().expect("list").iter()
+            .filter_map(|s| s["url"].as_str()).collect();
+        assert_eq!(urls, [format!("{url}?by=acme"), format!("{url}?by=operator")], "{listed}");
+        let (_, listed) = app.call(Method::GET, "/v1/webhooks", &admin, None).await;
+        assert_eq!(listed["subscriptions"], json!([]), "{listed}");
+    }
+);

@@ -1,7 +1,8 @@
 //! The webhook pages: a tenant's subscriptions (list, create, enable or disable,
 //! delete softly) and one subscription's page (its delivery log, its URL, events
-//! and description to edit, its secret to rotate). Admins work in their own
-//! tenant, operators too (another tenant's subscription is 404, as in the API).
+//! and description to edit, its secret to rotate). As in the API, an admin works
+//! in its own tenant (another tenant's subscription is 404) and an operator in
+//! every tenant: it sees them all and may name the tenant of a new subscription.
 //! A secret is shown once, on the answer to the creating or rotating post
 //! (`no-store`, like every page), and never again.
 
@@ -43,6 +44,9 @@ struct Fields {
     events: String,
     #[serde(default)]
     description: String,
+    /// Operators only: the new subscription's tenant (empty: the operator's own).
+    #[serde(default)]
+    tenant: String,
 }
 
 /// The form's events: comma-, space- or line-separated.
@@ -84,8 +88,8 @@ struct Webhooks {
 }
 
 async fn show(state: &AppState, signed: &Signed, status: StatusCode, page: Webhooks) -> Response {
-    let tenant = signed.who.tenant();
-    match subscriptions::list(&state.db, &signed.who, Some(tenant)).await {
+    // An admin's own tenant; an operator's: every tenant.
+    match subscriptions::list(&state.db, &signed.who, None).await {
         Ok(subscriptions) => {
             let page = Webhooks {
                 title: "Webhooks",
@@ -128,7 +132,7 @@ async fn create(
         events: (!events.is_empty()).then_some(events),
         secret: None,
         description: blank(&form.description),
-        tenant: None,
+        tenant: blank(&form.tenant),
     };
     let sealing = Sealing {
         outbound: &state.outbound,
@@ -217,7 +221,7 @@ struct Extra {
 
 /// The form's fields as the subscription holds them (every type: empty).
 fn fields_of(subscription: &SubscriptionView) -> Fields {
-    let every = subscription.events.iter().any(|e| e == "*");
+    let every = subscription.events.iter().any(|e| e == crate::events::ALL);
     Fields {
         csrf: String::new(),
         url: subscription.url.clone(),
@@ -227,6 +231,7 @@ fn fields_of(subscription: &SubscriptionView) -> Fields {
             subscription.events.join(", ")
         },
         description: subscription.description.clone().unwrap_or_default(),
+        tenant: subscription.tenant.clone(),
     }
 }
 
@@ -287,7 +292,7 @@ async fn edit(
     let patch = SubscriptionPatch {
         url: Some(form.url.trim().to_owned()),
         events: Some(if events.is_empty() {
-            vec!["*".to_owned()]
+            vec![crate::events::ALL.to_owned()]
         } else {
             events
         }),
