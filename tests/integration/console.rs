@@ -17,6 +17,8 @@ use fantoccini::{Client, ClientBuilder, Locator, elements::Element};
 use loadout::app::AppState;
 use loadout::auth::keys::{self, Role};
 use loadout_tests::{TestDb, db_test};
+
+use crate::webhooks::Receiver;
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(15);
@@ -970,61 +972,10 @@ db_test!(
     }
 );
 
-/// One request a receiver got: `webhook-id`, `webhook-timestamp`, `webhook-signature`, body.
-type Received = (String, String, String, String);
-
-/// A receiver on 127.0.0.1 that answers 200 to every POST and keeps what it got.
-async fn webhook_receiver() -> (String, Arc<Mutex<Vec<Received>>>) {
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let kept = got.clone();
-    let app = axum::Router::new().route(
-        "/hook",
-        axum::routing::post(
-            move |headers: axum::http::HeaderMap, body: String| async move {
-                let header = |name: &str| {
-                    headers
-                        .get(name)
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or_default()
-                        .to_owned()
-                };
-                let signed = (
-                    header("webhook-id"),
-                    header("webhook-timestamp"),
-                    header("webhook-signature"),
-                    body,
-                );
-                kept.lock().expect("lock").push(signed);
-                StatusCode::OK
-            },
-        ),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let url = format!("http://{}/hook", listener.local_addr().expect("address"));
-    tokio::spawn(async move { axum::serve(listener, app).await.ok() });
-    (url, got)
-}
-
-/// Waits (up to 15 s) until the receiver holds more than `n` requests.
-async fn received_more_than(got: &Arc<Mutex<Vec<Received>>>, n: usize) -> bool {
-    for _ in 0..300 {
-        if got.lock().expect("lock").len() > n {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
-}
-
-/// Whether `secret` signed the request, per Standard Webhooks.
-fn signed_with(secret: &str, (id, timestamp, signature, body): &Received) -> bool {
-    let key = loadout::webhooks::sign::key(secret).expect("a whsec_ secret");
-    let timestamp: i64 = timestamp.parse().expect("a timestamp");
-    signature
-        .split(' ')
-        .any(|s| s == loadout::webhooks::sign::signature(&key, id, timestamp, body))
+/// The webhook receiver of `webhooks.rs` on 127.0.0.1, and its `/hook` URL.
+async fn webhook_receiver() -> (Receiver, String) {
+    let (receiver, address) = Receiver::start().await;
+    (receiver, format!("http://{address}/hook"))
 }
 
 db_test!(
@@ -1036,7 +987,7 @@ db_test!(
             .await;
         let admin = app.key("admin", Role::Admin).await;
         let base = format!("http://{}", app.listen().await);
-        let (url, got) = webhook_receiver().await;
+        let (receiver, url) = webhook_receiver().await;
         let Some(client) = browser().await else { return };
         run("webhooks", client, async |c: &Client| {
             c.goto(&format!("{base}/")).await?;
@@ -1064,9 +1015,8 @@ db_test!(
                 .call(Method::PATCH, "/v1/agents/assistant", &app.operator, Some(json!({"soul": "Kind and brief."})))
                 .await;
             ensure!(status == StatusCode::OK, "{body}");
-            ensure!(received_more_than(&got, 0).await, "nothing was delivered");
-            let first = got.lock().expect("lock")[0].clone();
-            ensure!(signed_with(&secret, &first), "not signed with the secret shown: {first:?}");
+            let first = receiver.wait_for("a delivery", |got| !got.is_empty()).await.remove(0);
+            ensure!(first.signed_by(&secret), "not signed with the secret shown: {first:?}");
 
             c.find(Locator::LinkText("Settings and delivery log of 1")).await?.click().await?;
             region_shows(c, "Attempts", "revision.published").await?;
@@ -1103,14 +1053,14 @@ db_test!(
             ensure!(rotated.starts_with("whsec_") && rotated != secret, "{rotated}");
             c.goto(&format!("{base}/console/webhooks/1")).await?;
             ensure!(!c.source().await?.contains(&rotated), "the new secret is shown again");
-            let before = got.lock().expect("lock").len();
+            let before = receiver.got().len();
             let (status, body) = app
                 .call(Method::PATCH, "/v1/agents/assistant", &app.operator, Some(json!({"soul": "Kind, brief and exact."})))
                 .await;
             ensure!(status == StatusCode::OK, "{body}");
-            ensure!(received_more_than(&got, before).await, "nothing was delivered after the rotation");
-            let last = got.lock().expect("lock").last().cloned().expect("a request");
-            ensure!(signed_with(&rotated, &last) && !signed_with(&secret, &last), "{last:?}");
+            let got = receiver.wait_for("a delivery after the rotation", |got| got.len() > before).await;
+            let last = got.last().expect("a request");
+            ensure!(last.signed_by(&rotated) && !last.signed_by(&secret), "{last:?}");
 
             c.find(Locator::LinkText("All webhooks")).await?.click().await?;
             button(c, "", "Disable subscription 1").await?.click().await?;
@@ -1131,7 +1081,7 @@ db_test!(
         let acme = keys::create_for_tenant(&app.db.conn, "acme-admin", Role::Admin, Some("acme")).await.expect("key");
         let admin = app.key("admin", Role::Admin).await;
         let base = format!("http://{}", app.listen().await);
-        let (url, _) = webhook_receiver().await;
+        let (_receiver, url) = webhook_receiver().await;
         let body = json!({"url": format!("{url}?by=acme"), "events": ["label.moved"]});
         let (status, made) = app.call(Method::POST, "/v1/webhooks", &acme, Some(body)).await;
         assert_eq!(status, StatusCode::CREATED, "{made}");

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 /// One request the receiver got.
 #[derive(Clone, Debug)]
-struct Got {
+pub(crate) struct Got {
     id: String,
     timestamp: String,
     signature: String,
@@ -36,7 +36,7 @@ impl Got {
     }
 
     /// Whether the signature is the one `secret` makes over id, timestamp and body.
-    fn signed_by(&self, secret: &str) -> bool {
+    pub(crate) fn signed_by(&self, secret: &str) -> bool {
         let key = sign::key(secret).expect("a whsec_ secret");
         let timestamp: i64 = self.timestamp.parse().expect("a Unix timestamp");
         self.signature == sign::signature(&key, &self.id, timestamp, &self.body)
@@ -46,14 +46,14 @@ impl Got {
 /// A receiver on 127.0.0.1: `/hook` records and answers `status` after `delay_ms`;
 /// `/redirect` answers 307 to `/hook`.
 #[derive(Clone, Default)]
-struct Receiver {
+pub(crate) struct Receiver {
     got: Arc<Mutex<Vec<Got>>>,
     status: Arc<AtomicU16>,
     delay_ms: Arc<AtomicU64>,
 }
 
 impl Receiver {
-    async fn start() -> (Receiver, SocketAddr) {
+    pub(crate) async fn start() -> (Receiver, SocketAddr) {
         let receiver = Receiver::default();
         receiver.status.store(200, Ordering::SeqCst);
         let app = axum::Router::new()
@@ -73,12 +73,12 @@ impl Receiver {
         (receiver, address)
     }
 
-    fn got(&self) -> Vec<Got> {
+    pub(crate) fn got(&self) -> Vec<Got> {
         self.got.lock().expect("lock").clone()
     }
 
     /// Waits (at most 15 s) until `enough` holds of what was received.
-    async fn wait_for(&self, what: &str, enough: impl Fn(&[Got]) -> bool) -> Vec<Got> {
+    pub(crate) async fn wait_for(&self, what: &str, enough: impl Fn(&[Got]) -> bool) -> Vec<Got> {
         for _ in 0..300 {
             let got = self.got();
             if enough(&got) {
