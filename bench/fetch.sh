@@ -10,7 +10,8 @@
 # BENCH_LOG), against the bare handler (examples/bare.rs) returning a body of that size.
 # The miss table's `rollout` rows repeat loadout's miss run with a rollout of revision 2
 # on production for 50 % of users, and its `aborted` rows once more after the rollout's
-# abort (same servers: before, during, after).
+# abort (same servers: before, during, after). ROLLOUT_AB=N then alternates N rounds of
+# the miss without and with a rollout on each server (see below).
 #
 # BENCH_RSS=1 adds two memory floods on the SQLite server, VmRSS/VmHWM before and after:
 #  (a) 100,000 distinct users. wrk cannot stop after N requests (thread:stop() ends a
@@ -158,26 +159,27 @@ for backend in sqlite postgres; do
 done
 # The same miss with a rollout running on production (revision 2 for 50 % of users): the
 # running rollout's cached lookup and one SHA-256 per request, half the users on each side.
-rollout() { # PORT URL
-  local admin; admin=$(admin_key "$2"); PORT=$1
-  api() { curl -sf -o /dev/null -X "$1" -H "Authorization: Bearer $admin" -H 'Content-Type: application/json' \
-    "http://127.0.0.1:$PORT/v1/agents/assistant$2" -d "$3"; }
-  api PATCH "" '{"soul": "The candidate soul for the benchmark."}'
-  api PUT /labels/production '{"revision": 1}'
-  api POST /labels/production/rollout '{"candidate": 2, "percent": 50}'
+# api PORT KEY METHOD PATH BODY: an operator's call on the assistant.
+api() {
+  curl -sf -o /dev/null -X "$3" -H "Authorization: Bearer $2" -H 'Content-Type: application/json' \
+    "http://127.0.0.1:$1/v1/agents/assistant$4" -d "$5"
 }
-rollout 18181 "$SQLITE_URL"
-rollout 18182 "$PG_URL"
+SQLITE_ADMIN=$(admin_key "$SQLITE_URL")
+PG_ADMIN_KEY=$(admin_key "$PG_URL")
+rollout_on() { api "$1" "$2" POST /labels/production/rollout '{"candidate": 2, "percent": 50}'; }
+rollout_off() { api "$1" "$2" POST /labels/production/rollout/abort '{}'; }
+for side in "18181 $SQLITE_ADMIN" "18182 $PG_ADMIN_KEY"; do
+  set -- $side
+  api "$1" "$2" PATCH "" '{"soul": "The candidate soul for the benchmark."}'
+  api "$1" "$2" PUT /labels/production '{"revision": 1}'
+  rollout_on "$1" "$2"
+done
 miss sqlite/rollout 18181 "$SQLITE_KEY" sqlite-rollout- >>"$WORK/miss"
 miss postgres/rollout 18182 "$PG_KEY" postgres-rollout- >>"$WORK/miss"
 # And without it again (aborted): before, during and after on the same servers, so the
 # difference between the two plain rows shows what drift and noise alone do.
-abort() { # PORT URL
-  curl -sf -o /dev/null -X POST -H "Authorization: Bearer $(admin_key "$2")" -H 'Content-Type: application/json' \
-    "http://127.0.0.1:$1/v1/agents/assistant/labels/production/rollout/abort" -d '{}'
-}
-abort 18181 "$SQLITE_URL"
-abort 18182 "$PG_URL"
+rollout_off 18181 "$SQLITE_ADMIN"
+rollout_off 18182 "$PG_ADMIN_KEY"
 miss sqlite/aborted 18181 "$SQLITE_KEY" sqlite-aborted- >>"$WORK/miss"
 miss postgres/aborted 18182 "$PG_KEY" postgres-aborted- >>"$WORK/miss"
 python3 - "$WORK/miss" <<'PY'
@@ -191,6 +193,44 @@ for label, r, p50, p99, errors, sock, _ in rows:
     print(f"{backend:9} {server:8} {float(r):8.0f} {float(p50):8.3f} {float(p99):8.3f} {ratio:>14} {errors:>8} {sock:>8}")
 PY
 cat "$WORK/rss"
+
+# ROLLOUT_AB=N: N interleaved rounds per backend of the miss without (off) and with (on) a
+# running rollout, in ABBA order (off-on, then on-off, ...) so a drift hits both alike;
+# each `on` starts a new rollout and aborts it after its run. Prints on/off per round.
+if [ "${ROLLOUT_AB:-0}" -gt 0 ]; then
+  for backend in sqlite postgres; do
+    port=18181 key=$SQLITE_KEY admin=$SQLITE_ADMIN
+    [ "$backend" = postgres ] && port=18182 key=$PG_KEY admin=$PG_ADMIN_KEY
+    for round in $(seq 1 "$ROLLOUT_AB"); do
+      order="off on"; [ $((round % 2)) = 0 ] && order="on off"
+      for state in $order; do
+        if [ "$state" = on ]; then rollout_on "$port" "$admin"; fi
+        miss "$backend/$state/$round" "$port" "$key" "$backend-ab$round$state-" >>"$WORK/ab"
+        if [ "$state" = on ]; then rollout_off "$port" "$admin"; fi
+      done
+    done
+  done
+  echo
+  echo "interleaved: $ROLLOUT_AB rounds per backend (ABBA), wrk -t2 -c64 -d${SECONDS_EACH}s each"
+  python3 - "$WORK/ab" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+runs = {}
+for label, rps, p50, p99, *_ in rows:
+    backend, state, round_ = label.split("/")
+    runs.setdefault(backend, {}).setdefault(round_, {})[state] = (float(rps), float(p99))
+for backend, rounds in runs.items():
+    ratios = []
+    for round_, r in sorted(rounds.items(), key=lambda kv: int(kv[0])):
+        ratio = r["on"][0] / r["off"][0]
+        ratios.append(ratio)
+        print(f"{backend:9} round {round_:>2}: off {r['off'][0]:8.0f} req/s (p99 {r['off'][1]:.2f} ms), "
+              f"on {r['on'][0]:8.0f} req/s (p99 {r['on'][1]:.2f} ms), on/off {ratio:.3f}")
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    print(f"{backend:9} on/off median {statistics.median(ratios):.3f}, quartiles {q[0]:.3f}-{q[2]:.3f}, "
+          f"range {min(ratios):.3f}-{max(ratios):.3f}")
+PY
+fi
 
 # Cached path: a third loadout on a fresh SQLite file, RUST_LOG unset.
 INFO_URL="sqlite://$WORK/info.db?mode=rwc"
