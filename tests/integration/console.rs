@@ -1073,7 +1073,7 @@ db_test!(
 );
 
 db_test!(
-    async fn an_operator_sees_every_tenants_webhooks_and_subscribes_one_for_another_tenant(db) {
+    async fn an_operator_sees_and_makes_any_tenants_webhooks_and_an_admin_can_neither_see_nor_touch_another_tenants(db) {
         let app = loadout_tests::TestApp::builder(db)
             .flag("--connector-allow=127.0.0.1")
             .build()
@@ -1109,6 +1109,19 @@ db_test!(
             c.find(Locator::LinkText("Webhooks")).await?.click().await?;
             page_shows(c, "No subscriptions.").await?;
             ensure!(!c.source().await?.contains("?by="), "another tenant's subscription is shown");
+            // Reading, editing or rotating acme's by its id (as a crafted page would, with
+            // this session's own CSRF token) is 404, and changes nothing.
+            let script = format!(
+                "const csrf = document.querySelector('input[name=csrf]').value; \
+                 const post = (path, fields) => fetch(path, {{method: 'POST', body: new URLSearchParams({{csrf, ...fields}})}}).then(r => r.status); \
+                 return Promise.all([fetch('/console/webhooks/{id}').then(r => r.status), \
+                   post('/console/webhooks/{id}', {{url: '{url}?by=attacker', events: '', description: 'taken'}}), \
+                   post('/console/webhooks/{id}/rotate', {{}}), post('/console/webhooks/{id}/state', {{state: 'off'}}), \
+                   post('/console/webhooks/{id}/delete', {{}})]);",
+                id = made["subscription"]["id"],
+            );
+            let statuses = c.execute(&script, vec![]).await?;
+            ensure!(statuses == json!([404, 404, 404, 404, 404]), "another tenant's subscription answered {statuses}");
             Ok(())
         })
         .await;
@@ -1119,5 +1132,9 @@ db_test!(
         assert_eq!(urls, [format!("{url}?by=acme"), format!("{url}?by=operator")], "{listed}");
         let (_, listed) = app.call(Method::GET, "/v1/webhooks", &admin, None).await;
         assert_eq!(listed["subscriptions"], json!([]), "{listed}");
+        let before = &made["subscription"];
+        let (_, after) = app.call(Method::GET, &format!("/v1/webhooks/{}", before["id"]), &acme, None).await;
+        assert_eq!((&after["url"], &after["state"], &after["updated_at"]), (&before["url"], &before["state"], &before["updated_at"]),
+            "acme's subscription changed: {after}");
     }
 );
