@@ -1042,6 +1042,10 @@ db_test!(
             field(c, "Description").await?.send_keys("the ops pager").await?;
             button(c, "", "Save subscription 1").await?.click().await?;
             page_shows(c, "Saved.").await?;
+            std::fs::write(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/console-webhook.png"),
+                c.screenshot().await?,
+            )?;
             let (_, stored) = app.call(Method::GET, "/v1/webhooks/1", &admin, None).await;
             ensure!(stored["events"] == json!(["label.moved", "revision.published"]), "{stored}");
             ensure!(stored["description"] == "the ops pager", "{stored}");
