@@ -21,6 +21,8 @@ pub struct Model {
     pub tenant_id: Option<String>,
     /// An agent key scoped to this agent (by name); `None` reaches every agent.
     pub agent: Option<String>,
+    /// The member whose key it is (migration 21; every key has one).
+    pub member_id: Option<i32>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
     pub revoked_at: Option<DateTimeUtc>,

@@ -41,6 +41,10 @@ pub struct Model {
     pub rollout_guard_alpha: Option<f64>,
     /// The rollout a `rollout_complete` completes.
     pub rollout_id: Option<i32>,
+    /// The members behind the request and its decision (who may not sign off is
+    /// decided by member, never by key).
+    pub requested_member_id: Option<i32>,
+    pub decided_member_id: Option<i32>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

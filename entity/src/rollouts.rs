@@ -29,6 +29,9 @@ pub struct Model {
     pub updated_at: DateTimeUtc,
     pub ended_at: Option<DateTimeUtc>,
     pub end_reason: Option<String>,
+    /// The share a sign-off allowed (basis points); raising a gated rollout
+    /// above it needs another. `None`: started without a sign-off.
+    pub signed_share_bp: Option<i32>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -24,6 +24,7 @@ mod m20261125_000017_label_promotion;
 mod m20261126_000018_rollouts;
 mod m20261126_000019_outcomes;
 mod m20261126_000020_webhooks;
+mod m20261127_000021_members;
 
 /// Every migration, oldest first.
 pub struct Migrator;
@@ -52,6 +53,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000018_rollouts::Migration),
             Box::new(m20261126_000019_outcomes::Migration),
             Box::new(m20261126_000020_webhooks::Migration),
+            Box::new(m20261127_000021_members::Migration),
         ]
     }
 }

@@ -3,5 +3,6 @@
 pub mod cache;
 pub mod failures;
 pub mod keys;
+pub mod members;
 
 pub use keys::{Principal, Role};

@@ -9,6 +9,7 @@ pub mod config;
 pub mod connectors;
 pub mod keys;
 pub mod labels;
+pub mod members;
 pub mod migrate;
 pub mod promote;
 pub mod prompt;
@@ -65,6 +66,11 @@ pub enum Command {
     Keys {
         #[command(subcommand)]
         command: keys::KeysCommand,
+    },
+    /// List members, grant or revoke sign-off power, merge two members (on the database).
+    Members {
+        #[command(subcommand)]
+        command: members::MembersCommand,
     },
     /// Sync an MCP connector's tools into the registry.
     Connectors {
@@ -156,6 +162,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Keys { command } => {
             with_db(&cli.database_url, true, |db| {
                 Box::pin(keys::run(db, command))
+            })
+            .await
+        }
+        Command::Members { command } => {
+            with_db(&cli.database_url, true, |db| {
+                Box::pin(members::run(db, command))
             })
             .await
         }

@@ -363,8 +363,8 @@ fn unknown_key(n: usize) -> String {
 
 db_test! {
     /// Bad keys from one address, on the API, MCP and the console sign-in: after
-    /// the default 20 a minute, 429 with `Retry-After`, before any lookup; a key
-    /// already known keeps working from there, and other addresses are untouched.
+    /// the default 20 a minute, 429 with `Retry-After`; a valid key (even one
+    /// never seen before) keeps working from there, and other addresses are untouched.
     async fn failed_authentications_from_one_address_are_answered_429_with_retry_after(db) {
         let served = serve(db, &[]).await;
         let (from, local) = (ip("127.0.0.5"), ip("127.0.0.1"));
@@ -398,10 +398,45 @@ db_test! {
         assert_eq!(status, 429, "{head}");
         assert!(head.contains("retry-after: "), "{head}");
 
-        let (status, _, _) = get(from, served.addr, path, Some(&served.app.agent)).await;
-        assert_eq!(status, 200, "a known key is not refused");
+        let fresh = served.app.key("fresh-agent", loadout::auth::keys::Role::Agent).await;
+        let (status, _, _) = get(from, served.addr, path, Some(&fresh)).await;
+        assert_eq!(status, 200, "a valid key, even one never seen, is not refused");
         let (status, _, _) = get(local, served.addr, path, Some(&unknown_key(23))).await;
         assert_eq!(status, 401, "another address is not limited");
+    }
+}
+
+db_test! {
+    /// A flood of 5,000 bad tokens from one address (malformed and well-formed
+    /// unknown keys, alternating) with a valid agent key sent from the same
+    /// address every tenth request, never seen before the flood: every one of
+    /// the valid key's requests is answered 200, while the flood is refused.
+    async fn a_flood_of_bad_tokens_from_one_address_leaves_a_valid_key_there_answered(db) {
+        let served = serve(db, &[]).await;
+        let from = ip("127.0.0.7");
+        let path = "/v1/agents/assistant/prompt?channel=web";
+        let good = served.app.key("behind-the-nat", loadout::auth::keys::Role::Agent).await;
+        let (mut refused, mut good_answers) = (0, Vec::new());
+        for n in 0..5_000 {
+            let bad = match n % 2 {
+                0 => unknown_key(n),
+                _ => format!("garbage-{n}"),
+            };
+            let (status, _, _) = get(from, served.addr, path, Some(&bad)).await;
+            assert!(status == 401 || status == 429, "bad token {n}: {status}");
+            refused += usize::from(status == 429);
+            if n % 10 == 9 {
+                let (status, _, _) = get(from, served.addr, path, Some(&good)).await;
+                good_answers.push(status);
+            }
+        }
+        assert!(refused > 4_000, "the flood itself is limited: {refused} 429s");
+        assert_eq!(good_answers.len(), 500);
+        assert!(
+            good_answers.iter().all(|s| *s == 200),
+            "the valid key got {:?}",
+            good_answers.iter().filter(|s| **s != 200).collect::<Vec<_>>()
+        );
     }
 }
 

@@ -15,13 +15,7 @@ use loadout_tests::{Backend, TestApp, TestDb, db_test};
 use serde_json::{Value, json};
 
 fn cli() -> Principal {
-    Principal {
-        key_id: 0,
-        key_name: "cli".to_owned(),
-        role: Role::Operator,
-        tenant_id: None,
-        agent: None,
-    }
+    Principal::database("cli")
 }
 
 /// A fresh database of the same backend, migrated, never seeded.

@@ -192,7 +192,7 @@ db_test! {
         // Two executions: one fails, one succeeds (their outcomes given as an executor would).
         let now = Utc::now();
         for (id, success) in [(proposals[1], false), (proposals[2], true)] {
-            let Approval::Run(claimed) = ledger::approve(&app.db.conn, "default", id, "approver", now, TimeDelta::minutes(1)).await.expect("approve")
+            let Approval::Run(claimed) = ledger::approve(&app.db.conn, "default", id, "approver", now, TimeDelta::minutes(1), None).await.expect("approve")
             else { panic!("the approval claims the run") };
             let outcome = match success {
                 true => Outcome { success: true, result: json!({"ok": true}) },

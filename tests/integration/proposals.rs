@@ -76,7 +76,7 @@ db_test! {
         let now = at("2026-11-21T09:00:00Z");
         let p = propose(&db, "t1", now).await;
         assert_eq!(p.state, "proposed");
-        let Approval::Run(running) = ledger::approve(&db.conn, "t1", p.id, "approver", now, LEASE).await.expect("approve") else {
+        let Approval::Run(running) = ledger::approve(&db.conn, "t1", p.id, "approver", now, LEASE, None).await.expect("approve") else {
             panic!("the first approval runs");
         };
         assert_eq!((running.state.as_str(), running.attempts), ("executing", 1));
@@ -84,7 +84,7 @@ db_test! {
         let done = ledger::finish(&db.conn, "t1", p.id, 1, Outcome { success: true, result: json!({"created": 1}) }, now).await.expect("finish");
         assert_eq!(done.state, "succeeded");
         assert_eq!(done.result, Some(json!({"created": 1})));
-        let Approval::AsItIs(again) = ledger::approve(&db.conn, "t1", p.id, "approver", now, LEASE).await.expect("approve again") else {
+        let Approval::AsItIs(again) = ledger::approve(&db.conn, "t1", p.id, "approver", now, LEASE, None).await.expect("approve again") else {
             panic!("a succeeded proposal never runs again");
         };
         assert_eq!(again.state, "succeeded");
@@ -104,16 +104,16 @@ db_test! {
         let db = seeded(db).await;
         let now = at("2026-11-21T09:00:00Z");
         let declined = propose(&db, "t1", now).await;
-        assert_eq!(ledger::decline(&db.conn, "t1", declined.id, "approver", now).await.expect("decline").state, "declined");
-        match ledger::approve(&db.conn, "t1", declined.id, "approver", now, LEASE).await {
+        assert_eq!(ledger::decline(&db.conn, "t1", declined.id, "approver", now, None).await.expect("decline").state, "declined");
+        match ledger::approve(&db.conn, "t1", declined.id, "approver", now, LEASE, None).await {
             Err(LedgerError::Conflict { state, .. }) => assert_eq!(state, "declined"),
             other => panic!("approving a declined proposal: {other:?}"),
         }
-        assert!(matches!(ledger::decline(&db.conn, "t1", declined.id, "approver", now).await, Err(LedgerError::Conflict { .. })));
+        assert!(matches!(ledger::decline(&db.conn, "t1", declined.id, "approver", now, None).await, Err(LedgerError::Conflict { .. })));
 
         let p = propose(&db, "t1", now).await;
         assert!(matches!(ledger::retry(&db.conn, "t1", p.id, "approver", now, LEASE).await, Err(LedgerError::Conflict { .. })), "retry only from failed");
-        ledger::approve(&db.conn, "t1", p.id, "approver", now, LEASE).await.expect("approve");
+        ledger::approve(&db.conn, "t1", p.id, "approver", now, LEASE, None).await.expect("approve");
         let failed = ledger::finish(&db.conn, "t1", p.id, 1, Outcome { success: false, result: json!({"error": "upstream 503", "retryable": true}) }, now).await.expect("fail");
         assert_eq!(failed.state, "failed");
         let retried = ledger::retry(&db.conn, "t1", p.id, "approver", now, LEASE).await.expect("retry");
@@ -134,8 +134,8 @@ db_test! {
         let now = at("2026-11-21T09:00:00Z");
         let p = propose(&db, "t1", now).await;
         assert!(matches!(ledger::get(&db.conn, "t2", p.id).await, Err(LedgerError::NotFound)));
-        assert!(matches!(ledger::approve(&db.conn, "t2", p.id, "x", now, LEASE).await, Err(LedgerError::NotFound)));
-        assert!(matches!(ledger::decline(&db.conn, "t2", p.id, "x", now).await, Err(LedgerError::NotFound)));
+        assert!(matches!(ledger::approve(&db.conn, "t2", p.id, "x", now, LEASE, None).await, Err(LedgerError::NotFound)));
+        assert!(matches!(ledger::decline(&db.conn, "t2", p.id, "x", now, None).await, Err(LedgerError::NotFound)));
         assert!(matches!(ledger::events(&db.conn, "t2", p.id).await, Err(LedgerError::NotFound)));
         assert_eq!(ledger::get(&db.conn, "t1", p.id).await.expect("own").state, "proposed");
     }
@@ -150,7 +150,7 @@ db_test! {
         for i in 0..50 {
             let conn = db.conn.clone();
             tasks.push(tokio::spawn(async move {
-                ledger::approve(&conn, "t1", p.id, &format!("approver-{i}"), now, LEASE).await
+                ledger::approve(&conn, "t1", p.id, &format!("approver-{i}"), now, LEASE, None).await
             }));
         }
         let mut runs = 0;
@@ -175,7 +175,7 @@ db_test! {
         let db = seeded(db).await;
         let now = at("2026-11-21T09:00:00Z");
         let dead = propose(&db, "t1", now).await;
-        ledger::approve(&db.conn, "t1", dead.id, "approver", now, LEASE).await.expect("approve");
+        ledger::approve(&db.conn, "t1", dead.id, "approver", now, LEASE, None).await.expect("approve");
         let waiting = propose(&db, "t2", now).await;
         let later = now + TimeDelta::minutes(10);
         assert_eq!(ledger::sweep(&db.conn, now + TimeDelta::minutes(1), LEASE).await.expect("early sweep"), Default::default());
@@ -209,7 +209,7 @@ db_test! {
         let db = seeded(db).await;
         let long_ago = Utc::now() - TimeDelta::hours(1);
         let p = propose(&db, "t1", long_ago).await;
-        ledger::approve(&db.conn, "t1", p.id, "approver", long_ago, LEASE).await.expect("approve");
+        ledger::approve(&db.conn, "t1", p.id, "approver", long_ago, LEASE, None).await.expect("approve");
         let state = loadout_tests::app::state(&db, &[]).await;
         let sweeper = state.spawn_proposal_sweeper();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);

@@ -125,11 +125,20 @@ impl TestDb {
         db
     }
 
-    /// A new key of `role` named `name`, in the default tenant.
+    /// A new key of `role` named `name`, in the default tenant, with a member of
+    /// its own. An operator's or approver's member is granted sign-off, as
+    /// `loadout keys create --signer` does (the power such keys had before members).
     pub async fn key(&self, name: &str, role: loadout::auth::keys::Role) -> String {
-        loadout::auth::keys::create(&self.conn, name, role)
+        use loadout::auth::keys::Role;
+        let key = loadout::auth::keys::create(&self.conn, name, role)
             .await
-            .expect("create a key")
+            .expect("create a key");
+        if matches!(role, Role::Operator | Role::Approver) {
+            loadout::auth::members::set_signer_on_database(&self.conn, "default", name, true, None)
+                .await
+                .expect("grant sign-off");
+        }
+        key
     }
 }
 

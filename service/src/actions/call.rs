@@ -263,7 +263,7 @@ pub async fn call(
         max_attempts: MAX_ATTEMPTS,
         revision_id: Some(served.id),
     };
-    let created = ledger::create(runner.db, new, &who.key_name, now)
+    let created = ledger::create(runner.db, new, &who.member, now)
         .await
         .map_err(|e| {
             // Two concurrent calls with one idempotency key: the unique index picks one.
@@ -282,7 +282,7 @@ pub async fn call(
     let (tenant, kind) = (tenant.to_owned(), tool.tool_type);
     let ran = super::decide::in_task(async move {
         let lease = executors.lease_for(&created.tool_name);
-        match ledger::approve(&db, &tenant, created.id, "auto", now, lease).await? {
+        match ledger::approve(&db, &tenant, created.id, "auto", now, lease, None).await? {
             Approval::Run(claimed) => execute(&db, &generation, &executors, claimed, &kind).await,
             Approval::AsItIs(row) => Ok(row),
         }

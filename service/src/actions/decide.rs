@@ -2,6 +2,9 @@
 //! decline, retry a failure. The tenant is always the caller's key's; another
 //! tenant's proposal is not found.
 
+use std::sync::Arc;
+
+use crate::db::idempotency::Pending;
 use chrono::Utc;
 use entity::{agent_configurations, proposals, tools};
 use sea_orm::{DatabaseConnection, EntityTrait};
@@ -224,8 +227,15 @@ pub async fn pending(db: &DatabaseConnection, who: &Principal) -> Result<u64> {
 /// answered as it is. The transition's validity is checked first, then that the
 /// tool may still run for the agent ([`ensure_runnable`]), then the tool's
 /// executor, so a decided proposal is 409 whether or not its tool is connected.
-pub async fn approve(runner: &Runner<'_>, who: &Principal, id: i32) -> Result<ProposalView> {
-    approve_as(runner, who.tenant(), &who.key_name, id).await
+/// `idempotency`: the request's `Idempotency-Key`, recorded by the claim's
+/// transaction (in the execution's own task, which outlives a dropped request).
+pub async fn approve(
+    runner: &Runner<'_>,
+    who: &Principal,
+    id: i32,
+    idempotency: Option<Arc<Pending>>,
+) -> Result<ProposalView> {
+    approve_as(runner, who.tenant(), &who.member, id, idempotency).await
 }
 
 /// [`approve`] for `actor` in `tenant`: also how the sweeper resumes a proposal a
@@ -235,6 +245,7 @@ pub async fn approve_as(
     tenant: &str,
     actor: &str,
     id: i32,
+    idempotency: Option<Arc<Pending>>,
 ) -> Result<ProposalView> {
     let now = Utc::now();
     let row = ledger::get(runner.db, tenant, id).await?;
@@ -255,7 +266,8 @@ pub async fn approve_as(
     let (tenant, actor) = (tenant.to_owned(), actor.to_owned());
     let done = in_task(async move {
         let lease = executors.lease_for(&row.tool_name);
-        match ledger::approve(&db, &tenant, id, &actor, now, lease).await? {
+        let key = idempotency.as_deref();
+        match ledger::approve(&db, &tenant, id, &actor, now, lease, key).await? {
             Approval::Run(claimed) => execute(&db, &generation, &executors, claimed, &kind).await,
             Approval::AsItIs(row) => Ok(row),
         }
@@ -263,30 +275,45 @@ pub async fn approve_as(
     Ok(done.await?.into())
 }
 
-pub async fn decline(db: &DatabaseConnection, who: &Principal, id: i32) -> Result<ProposalView> {
+pub async fn decline(
+    db: &DatabaseConnection,
+    who: &Principal,
+    id: i32,
+    idempotency: Option<Arc<Pending>>,
+) -> Result<ProposalView> {
     let now = Utc::now();
-    Ok(ledger::decline(db, who.tenant(), id, &who.key_name, now)
+    let key = idempotency.as_deref();
+    Ok(ledger::decline(db, who.tenant(), id, &who.member, now, key)
         .await?
         .into())
 }
 
 /// Runs a failed proposal again while attempts remain and its failure was
 /// retryable; validity first, then the executor's availability.
-pub async fn retry(runner: &Runner<'_>, who: &Principal, id: i32) -> Result<ProposalView> {
+pub async fn retry(
+    runner: &Runner<'_>,
+    who: &Principal,
+    id: i32,
+    idempotency: Option<Arc<Pending>>,
+) -> Result<ProposalView> {
     let row = ledger::get(runner.db, who.tenant(), id).await?;
     ledger::retryable(&row)?;
-    ensure_runnable(runner.db, &row, &who.key_name).await?;
+    ensure_runnable(runner.db, &row, &who.member).await?;
     let kind = tool_type(runner.db, row.tool_id).await?;
     let executors = runner.executors().await?;
     executors
         .runnable(&row.tool_name, &kind)
         .map_err(not_connected)?;
     let (db, generation) = (runner.db.clone(), runner.generation.clone());
-    let (tenant, actor) = (who.tenant().to_owned(), who.key_name.clone());
+    let (tenant, actor) = (who.tenant().to_owned(), who.member.clone());
     let done = in_task(async move {
         let (now, lease) = (Utc::now(), executors.lease_for(&row.tool_name));
         let seen = row.attempts;
-        let claimed = ledger::retry_attempt(&db, &tenant, id, seen, &actor, now, lease).await?;
+        let claim = ledger::Lease {
+            lease,
+            idempotency: idempotency.as_deref(),
+        };
+        let claimed = ledger::retry_attempt(&db, &tenant, id, seen, &actor, now, claim).await?;
         execute(&db, &generation, &executors, claimed, &kind).await
     });
     Ok(done.await?.into())

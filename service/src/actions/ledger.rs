@@ -20,6 +20,7 @@ mod state;
 mod sweep;
 mod transitions;
 
+use crate::db::idempotency::Pending;
 use chrono::{DateTime, TimeDelta, Utc};
 use entity::proposals;
 use sea_orm::{ActiveModelTrait, DatabaseConnection, DbErr, Set};
@@ -117,12 +118,14 @@ pub async fn decline(
     id: i32,
     actor: &str,
     now: DateTime<Utc>,
+    idempotency: Option<&Pending>,
 ) -> Result<proposals::Model, LedgerError> {
     let step = Step {
         tenant,
         id,
         actor,
         now,
+        idempotency,
     };
     apply(db, &step, Transition::decline()).await?.or_conflict()
 }
@@ -148,6 +151,7 @@ pub async fn end_unrun(
         id: seen.id,
         actor,
         now,
+        idempotency: None,
     };
     let end = Transition::end_unrun(from, seen.attempts, ended);
     apply(db, &step, end).await?.or_conflict()
@@ -175,12 +179,14 @@ pub async fn approve(
     actor: &str,
     now: DateTime<Utc>,
     lease: TimeDelta,
+    idempotency: Option<&Pending>,
 ) -> Result<Approval, LedgerError> {
     let step = Step {
         tenant,
         id,
         actor,
         now,
+        idempotency,
     };
     let row = match apply(db, &step, Transition::approve(now)).await? {
         Applied::Moved(_) => return claim(db, &step, State::Approved, lease, None).await,
@@ -229,7 +235,17 @@ pub async fn retry(
     lease: TimeDelta,
 ) -> Result<proposals::Model, LedgerError> {
     let seen = get(db, tenant, id).await?.attempts;
-    retry_attempt(db, tenant, id, seen, actor, now, lease).await
+    let claim = Lease {
+        lease,
+        idempotency: None,
+    };
+    retry_attempt(db, tenant, id, seen, actor, now, claim).await
+}
+
+/// How a retry claims its attempt: for how long, and the request's key to record.
+pub struct Lease<'a> {
+    pub lease: TimeDelta,
+    pub idempotency: Option<&'a Pending>,
 }
 
 /// A retry of attempt `seen`, the one the caller saw fail. The claim is conditional
@@ -242,7 +258,7 @@ pub async fn retry_attempt(
     seen: i32,
     actor: &str,
     now: DateTime<Utc>,
-    lease: TimeDelta,
+    Lease { lease, idempotency }: Lease<'_>,
 ) -> Result<proposals::Model, LedgerError> {
     let row = get(db, tenant, id).await?;
     retryable(&row)?;
@@ -254,6 +270,7 @@ pub async fn retry_attempt(
         id,
         actor,
         now,
+        idempotency,
     };
     match claim(db, &step, State::Failed, lease, Some(seen)).await? {
         Approval::Run(row) => Ok(row),
@@ -283,6 +300,7 @@ pub async fn check_approvable(
                 id: row.id,
                 actor,
                 now,
+                idempotency: None,
             };
             let expired = apply(db, &step, Transition::expire_due(now)).await?;
             Err(refused(expired.row(), Some(EXPIRED)))
@@ -305,6 +323,7 @@ pub async fn finish(
         id,
         actor: "executor",
         now,
+        idempotency: None,
     };
     let finish = Transition::finish(attempt, outcome);
     apply(db, &step, finish).await?.or_conflict()

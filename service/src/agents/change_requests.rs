@@ -1,22 +1,18 @@
 //! Change requests (issue 25, item 4): in `gated` mode a protected label moves only
 //! when someone entitled to sign off, who is not the request's author, approves.
 //!
-//! **Who signs off**: an operator, or an approver of the default tenant (the
-//! tenant operators act in), and never the author: the author's key id is
-//! compared, not its name. Operators write the configuration, so another operator
-//! is a peer review; an approver of the default tenant is whom operators trust to
-//! sign off without giving them write access (an approver can never author a
-//! request, so its sign-off is always a second pair of eyes). A tenant's admin or
-//! approver does not: the configuration is shared by every tenant, and one tenant
-//! must not decide what every other tenant's agents run. The author may decline
-//! (withdraw) its own request: a decline moves nothing.
+//! **Who signs off**: a member granted sign-off power (`auth::members`: granted
+//! on the database or by another signer, never minted by making a key), through
+//! an operator or approver key, and never the author: the author's *member* is
+//! compared, so no key the author made or holds can approve its own request. The
+//! author may decline (withdraw) its own request: a decline moves nothing.
 //!
 //! A request's whole life is one row (the request, then at most one decision:
 //! `approved`, `declined`, `expired`, `superseded`), so the decision is columns
 //! and the view lists the two events. A pending request expires after the
 //! `requires_approval` proposal lifetime (`--proposal-ttl`); it is shown expired as
-//! soon as it is due and stored so by the next write that touches it (lazily: no
-//! sweeper pass needed). Approving moves the label in the write guard's
+//! soon as it is due, and stored so by the sweeper's next pass ([`expire_due`]) or
+//! the next write that touches it, whichever comes first. Approving moves the label in the write guard's
 //! transaction, and only if the label still points where it did when the request
 //! was made; otherwise the request is `superseded` (409).
 
@@ -31,7 +27,6 @@ use sea_orm::{
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::auth::keys::DEFAULT_TENANT;
 use crate::auth::{Principal, Role};
 use crate::cache::Generation;
 use crate::error::{Error, Kind, Result, check_size};
@@ -67,6 +62,9 @@ crate::closed_set! {
         RolloutStart = "rollout_start",
         /// Rollout `rollout_id` completes: the label moves to its candidate.
         RolloutComplete = "rollout_complete",
+        /// Rollout `rollout_id`'s share rises to `percent`, above what was
+        /// signed off (lowering it, pausing and aborting need no sign-off).
+        RolloutShare = "rollout_share",
     }
 }
 
@@ -88,7 +86,7 @@ pub struct ChangeRequestView {
     pub kind: ChangeKind,
     pub agent: String,
     pub label: String,
-    /// A `rollout_start`'s share of subjects in percent.
+    /// A `rollout_start`'s or `rollout_share`'s share of subjects in percent.
     pub percent: Option<f64>,
     /// A `rollout_start`'s guard.
     pub guard: Option<Guard>,
@@ -136,11 +134,11 @@ pub struct Filter {
 /// The most requests one list shows.
 pub const LIST_LIMIT: u64 = 200;
 
-const SIGNERS: &str = "an operator key, or an approver key of the default tenant";
+const SIGNERS: &str = "an operator or approver key of a member granted sign-off (`loadout members grant-signoff`)";
 
 /// Whether `who` may approve or decline change requests (see the module).
 pub fn may_sign_off(who: &Principal) -> bool {
-    who.role == Role::Operator || (who.role == Role::Approver && who.tenant() == DEFAULT_TENANT)
+    who.signer && matches!(who.role, Role::Operator | Role::Approver)
 }
 
 /// Who may read change requests: whoever may sign them off, and admins (who read
@@ -353,8 +351,9 @@ pub async fn open(
         to_revision_id: Set(request.to_revision_id),
         state: Set(ChangeState::Pending.as_str().to_owned()),
         reason: Set(request.reason.map(str::to_owned)),
-        requested_by: Set(who.key_name.clone()),
+        requested_by: Set(who.member.clone()),
         requested_key_id: Set(who.key_id),
+        requested_member_id: Set(Some(who.member_id)),
         created_at: Set(now),
         expires_at: Set(request.expires_at),
         kind: Set(request.kind.as_str().to_owned()),
@@ -374,6 +373,34 @@ pub async fn open(
     let waiting = announced(db, &row).await?;
     outbox::record(db, outbox::Event::ChangeRequestWaiting(waiting)).await?;
     view(db, row, now).await
+}
+
+/// Stores every pending request past its expiry as `expired` (the sweeper's
+/// pass; reads show them expired as soon as they are due either way), so the
+/// `change_request.decided` webhook goes out without anyone reading them.
+pub async fn expire_due(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<usize> {
+    let due = change_requests::Entity::find()
+        .filter(change_requests::Column::State.eq(ChangeState::Pending.as_str()))
+        .filter(change_requests::Column::ExpiresAt.lte(now))
+        .limit(LIST_LIMIT)
+        .all(db)
+        .await?;
+    if due.is_empty() {
+        return Ok(0);
+    }
+    let txn = crate::db::begin_write(db).await?;
+    let mut expired = 0;
+    for row in due {
+        // Decided meanwhile by a request of another process: left as it is.
+        let fresh = find(&txn, row.id).await?;
+        if fresh.state == ChangeState::Pending.as_str() {
+            let at = fresh.expires_at;
+            decide(&txn, fresh, ChangeState::Expired, None, None, at).await?;
+            expired += 1;
+        }
+    }
+    txn.commit().await?;
+    Ok(expired)
 }
 
 /// Ends the label's pending request (if any) in the state `how` says (`None`:
@@ -417,8 +444,9 @@ async fn decide(
     active.decided_at = Set(Some(at));
     active.decision_reason = Set(reason.map(str::to_owned));
     if let Some(who) = by {
-        active.decided_by = Set(Some(who.key_name.clone()));
+        active.decided_by = Set(Some(who.member.clone()));
         active.decided_key_id = Set(Some(who.key_id));
+        active.decided_member_id = Set(Some(who.member_id));
     }
     let decided = active.update(db).await?;
     let event = announced(db, &decided).await?;
@@ -502,7 +530,7 @@ pub async fn approve(
     now: DateTime<Utc>,
 ) -> Result<ChangeRequestView> {
     check_decision(who, &decision)?;
-    let write = guard::begin(db).await?.by(&who.key_name);
+    let write = guard::begin(db).await?.by(&who.member);
     let row = match pending(&write, id, now).await? {
         Ok(row) => row,
         Err(refusal) => {
@@ -510,11 +538,11 @@ pub async fn approve(
             return Err(refusal);
         }
     };
-    if row.requested_key_id == who.key_id {
+    if row.requested_member_id == Some(who.member_id) {
         return Err(Error::new(
             Kind::Forbidden,
             "self_approval",
-            "the author of a change request may not approve it: another operator, or an approver of the default tenant, signs it off",
+            "the author of a change request may not approve it with any key: another signer signs it off",
         ));
     }
     let at = agent_labels::Entity::find()
@@ -575,7 +603,7 @@ async fn carry_out(
                 at: now,
             };
             let why = Why {
-                approver: Some(&who.key_name),
+                approver: Some(&who.member),
                 reason: row.reason.as_deref(),
                 change_request_id: Some(row.id),
             };
@@ -609,6 +637,21 @@ async fn carry_out(
             };
             rollouts::start(&**write, start, step).await?;
         }
+        ChangeKind::RolloutShare => {
+            let running = rollouts::running_row(&**write, row.agent_id, &row.label).await?;
+            let Some(running) = running.filter(|r| Some(r.id) == row.rollout_id) else {
+                return Ok(Err(row));
+            };
+            let share = row.rollout_share_bp.unwrap_or(running.share_bp);
+            let mut active: entity::rollouts::ActiveModel = running.into();
+            active.share_bp = Set(share);
+            active.signed_share_bp = Set(Some(share));
+            let step = rollouts::Transition {
+                kind: rollouts::EventKind::ShareChanged,
+                ..step
+            };
+            rollouts::transition(&**write, active, step).await?;
+        }
         ChangeKind::RolloutComplete => {
             let running = rollouts::running_row(&**write, row.agent_id, &row.label).await?;
             let Some(running) = running.filter(|r| Some(r.id) == row.rollout_id) else {
@@ -618,7 +661,7 @@ async fn carry_out(
                 kind: rollouts::EventKind::Completed,
                 ..step
             };
-            rollouts::complete(&**write, running, Some(&who.key_name), step).await?;
+            rollouts::complete(&**write, running, Some(&who.member), step).await?;
         }
     }
     Ok(Ok(row))
@@ -633,8 +676,10 @@ pub async fn decline(
     decision: Decision,
     now: DateTime<Utc>,
 ) -> Result<ChangeRequestView> {
-    check_decision(who, &decision)?;
-    let write = guard::begin(db).await?.by(&who.key_name);
+    if let Some(reason) = &decision.reason {
+        check_size("reason", reason, MAX_TEXT_BYTES)?;
+    }
+    let write = guard::begin(db).await?.by(&who.member);
     let row = match pending(&write, id, now).await? {
         Ok(row) => row,
         Err(refusal) => {
@@ -642,6 +687,10 @@ pub async fn decline(
             return Err(refusal);
         }
     };
+    // A signer declines; the author may withdraw its own request.
+    if !may_sign_off(who) && row.requested_member_id != Some(who.member_id) {
+        return Err(Error::forbidden(SIGNERS));
+    }
     let reason = decision.reason.as_deref();
     let declined = decide(&*write, row, ChangeState::Declined, Some(who), reason, now).await?;
     let answer = view(&*write, declined, now).await?;

@@ -164,7 +164,7 @@ async fn move_now(
         agent_id: step.agent.id,
         to_revision_id: step.to.id,
         kind: step.kind,
-        actor: Some(&who.key_name),
+        actor: Some(&who.member),
         at: now,
     };
     let why = Why {
@@ -177,7 +177,7 @@ async fn move_now(
             Some(ChangeState::Superseded)
         })
         .await?;
-        let actor = Some(who.key_name.as_str());
+        let actor = Some(who.member.as_str());
         rollouts::end_on_move(db, step.agent.id, step.label, step.kind, actor, now).await?;
     }
     let found = label_row(db, step.agent.id, step.label)
@@ -218,7 +218,7 @@ pub async fn put(
     if label == PRODUCTION && put.protected == Some(false) {
         return Err(unprotect("`production` is always protected"));
     }
-    let write = guard::begin(writing.db).await?.by(&who.key_name);
+    let write = guard::begin(writing.db).await?.by(&who.member);
     let agent = row(&*write, agent).await?;
     let to = revision(&*write, &agent, put.revision).await?;
     let found = label_row(&*write, agent.id, label).await?;
@@ -277,7 +277,7 @@ pub async fn rollback(
     body: Rollback,
 ) -> Result<LabelMoved> {
     check_label(label, body.reason.as_ref())?;
-    let write = guard::begin(writing.db).await?.by(&who.key_name);
+    let write = guard::begin(writing.db).await?.by(&who.member);
     let agent = row(&*write, agent).await?;
     let found = label_row(&*write, agent.id, label).await?.ok_or_else(|| {
         Error::not_found(format!("agent {:?} has no label {label:?}", agent.name))

@@ -5,9 +5,10 @@
 //! `latest`, every write through the registry write guard (so it bumps the
 //! generation and every process serves the new split at once). In `gated` mode a
 //! protected label's start and completion open a change request that someone
-//! else signs off ([`super::change_requests`]); the share, a pause, a resume and
-//! an abort are made at once (an abort, like a rollback, only takes traffic back
-//! to what was signed off).
+//! else signs off ([`super::change_requests`]), and so does a share raised above
+//! the one signed off (the sign-off of 1 % is a ceiling, not a key to 100 %);
+//! lowering the share, a pause, a resume and an abort are made at once (they only
+//! take traffic back towards what was signed off).
 
 use entity::rollouts as rows;
 use entity::{agent_configurations, agent_labels, agent_revisions};
@@ -125,7 +126,7 @@ pub async fn start(
     if let Some(guard) = &body.guard {
         guard.check()?;
     }
-    let write = guard::begin(writing.db).await?.by(&who.key_name);
+    let write = guard::begin(writing.db).await?.by(&who.member);
     let agent = row(&*write, agent).await?;
     let found = label_row(&*write, &agent, label).await?;
     let candidate = agent_revisions::Entity::find()
@@ -171,7 +172,7 @@ pub async fn start(
         candidate_revision_id: candidate.id,
         share_bp,
         guard: body.guard,
-        author: &who.key_name,
+        author: &who.member,
     };
     let step = step(EventKind::Started, who, reason, writing);
     let started = rollouts::start(&*write, start, step).await?;
@@ -194,7 +195,7 @@ fn step<'a>(
 ) -> Transition<'a> {
     Transition {
         kind,
-        actor: Some(&who.key_name),
+        actor: Some(&who.member),
         reason,
         change_request_id: None,
         at: writing.now,
@@ -203,29 +204,25 @@ fn step<'a>(
 
 /// Changes the running rollout's share, pauses or resumes it (one of them, or
 /// the share and the pause together); 404 `rollout_not_found` when none runs.
+/// On a gated label a share above the one signed off opens a change request
+/// (202) instead; a pause or resume in the same body is made at once.
 pub async fn patch(
     writing: &Writing<'_>,
     who: &Principal,
     agent: &str,
     label: &str,
     body: RolloutPatch,
-) -> Result<RolloutView> {
+) -> Result<Outcome> {
     check(label, body.reason.as_ref())?;
     let share = body.percent.map(basis_points).transpose()?;
     if share.is_none() && body.paused.is_none() {
         return Err(Error::invalid("give percent, paused or both"));
     }
-    let write = guard::begin(writing.db).await?.by(&who.key_name);
+    let write = guard::begin(writing.db).await?.by(&who.member);
     let agent = row(&*write, agent).await?;
-    label_row(&*write, &agent, label).await?;
+    let found = label_row(&*write, &agent, label).await?;
     let mut current = running(&*write, &agent, label).await?;
     let reason = body.reason.as_deref();
-    if let Some(bp) = share.filter(|bp| *bp != current.share_bp) {
-        let mut active: rows::ActiveModel = current.into();
-        active.share_bp = sea_orm::Set(bp);
-        let step = step(EventKind::ShareChanged, who, reason, writing);
-        current = rollouts::transition(&*write, active, step).await?;
-    }
     let paused = current.state == rollouts::RolloutState::Paused.as_str();
     if let Some(pause) = body.paused.filter(|p| *p != paused) {
         let kind = if pause {
@@ -236,9 +233,36 @@ pub async fn patch(
         current =
             rollouts::transition(&*write, current.into(), step(kind, who, reason, writing)).await?;
     }
+    let ceiling = current.signed_share_bp.unwrap_or(current.share_bp);
+    match share.filter(|bp| *bp != current.share_bp) {
+        Some(bp) if bp > ceiling && gated(&agent, &found) => {
+            let request = change_requests::Request {
+                agent_id: agent.id,
+                label,
+                from_revision_id: found.revision_id,
+                to_revision_id: current.candidate_revision_id,
+                reason,
+                expires_at: writing.now + writing.request_ttl,
+                kind: ChangeKind::RolloutShare,
+                share_bp: Some(bp),
+                guard: None,
+                rollout_id: Some(current.id),
+            };
+            let opened = change_requests::open(&*write, who, request, writing.now).await?;
+            guard::commit(write, writing.generation).await?;
+            return Ok(Outcome::Requested(opened));
+        }
+        Some(bp) => {
+            let mut active: rows::ActiveModel = current.into();
+            active.share_bp = sea_orm::Set(bp);
+            let step = step(EventKind::ShareChanged, who, reason, writing);
+            current = rollouts::transition(&*write, active, step).await?;
+        }
+        None => {}
+    }
     let view = rollouts::view(&*write, &agent.name, current).await?;
     guard::commit(write, writing.generation).await?;
-    Ok(view)
+    Ok(Outcome::Done(view))
 }
 
 /// Completes the running rollout: the label moves to the candidate (recorded as
@@ -251,7 +275,7 @@ pub async fn complete(
     body: RolloutEnd,
 ) -> Result<Outcome> {
     check(label, body.reason.as_ref())?;
-    let write = guard::begin(writing.db).await?.by(&who.key_name);
+    let write = guard::begin(writing.db).await?.by(&who.member);
     let agent = row(&*write, agent).await?;
     let found = label_row(&*write, &agent, label).await?;
     let current = running(&*write, &agent, label).await?;
@@ -290,7 +314,7 @@ pub async fn abort(
     body: RolloutEnd,
 ) -> Result<RolloutView> {
     check(label, body.reason.as_ref())?;
-    let write = guard::begin(writing.db).await?.by(&who.key_name);
+    let write = guard::begin(writing.db).await?.by(&who.member);
     let agent = row(&*write, agent).await?;
     label_row(&*write, &agent, label).await?;
     let current = running(&*write, &agent, label).await?;

@@ -48,6 +48,7 @@ impl AppState {
                                 &tenant,
                                 "sweeper",
                                 id,
+                                None,
                             )
                             .await;
                             match resumed {
@@ -63,6 +64,11 @@ impl AppState {
                         }
                     }
                     Err(e) => tracing::warn!(error = %e, "cannot sweep the proposal ledger"),
+                }
+                match crate::agents::change_requests::expire_due(&state.db, now).await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(expired = n, "change requests expired"),
+                    Err(e) => tracing::warn!(error = %e.message, "cannot expire change requests"),
                 }
             }
         })

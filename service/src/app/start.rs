@@ -98,7 +98,7 @@ impl AppState {
 /// start after migration 16, revision 1 per agent with `production` and `latest`
 /// on it. Afterwards it finds every agent published (each write publishes) and
 /// writes nothing. It takes its turn with the API's writes (the generation row).
-async fn publish_unrecorded(db: &DatabaseConnection) -> anyhow::Result<()> {
+pub(crate) async fn publish_unrecorded(db: &DatabaseConnection) -> anyhow::Result<()> {
     let txn = db::begin_write(db).await?;
     db::generation::bump(&txn).await?;
     let published = crate::releases::publish_all(&txn, Some("migration")).await?;
@@ -169,6 +169,7 @@ async fn bootstrap_operator_key(
     }
     let name = "operator".to_owned();
     let key = keys::create(&txn, &name, Role::Operator).await?;
+    crate::auth::members::grant_first(&txn, &name).await?;
     txn.commit().await?;
     Ok(Some((name, key)))
 }

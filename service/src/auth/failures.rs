@@ -91,18 +91,21 @@ impl Failures {
     }
 
     /// Runs `lookup` (a key lookup) for a request from `client` (the edge's
-    /// `web::client`; `None` when it has no address) unless that address is
-    /// limited (429); a lookup that finds no key counts as a failure.
+    /// `web::client`; `None` when it has no address). A key that authenticates is
+    /// always answered, whatever its address did before: only a lookup that finds
+    /// no key counts, and only such a request is refused (429) once its address has
+    /// no failure left. Agents behind one NAT or egress share an address, so a
+    /// flood of bad tokens must not lock out their good keys. A malformed token
+    /// never reaches the database (`keys::authenticate` refuses it first), so a
+    /// limited address costs at most one indexed lookup per well-formed token.
     pub async fn guard<T>(
         &self,
         client: Option<IpAddr>,
         lookup: impl Future<Output = Result<Option<T>, DbErr>>,
     ) -> Result<Option<T>, Error> {
-        if let Some(client) = client {
-            self.check(client).map_err(too_many)?;
-        }
         let found = lookup.await?;
         if let (None, Some(client)) = (&found, client) {
+            self.check(client).map_err(too_many)?;
             self.failed(client);
         }
         Ok(found)

@@ -41,10 +41,16 @@ pub const DEFAULT_TENANT: &str = "default";
 /// The caller behind a valid key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Principal {
-    /// The key's row id: who a key is, where a name could be reused (a change
-    /// request's author may not sign it off).
+    /// The key's row id (what a console session refers to).
     pub key_id: i32,
     pub key_name: String,
+    /// The member whose key it is: who the caller is. Sign-off, self-approval and
+    /// every recorded decision compare and show members, never keys (one person
+    /// may hold several keys).
+    pub member_id: i32,
+    pub member: String,
+    /// Whether the member may sign off change requests (granted, never minted).
+    pub signer: bool,
     pub role: Role,
     pub tenant_id: Option<String>,
     /// The one agent a scoped agent key reaches; `None` reaches every agent.
@@ -59,6 +65,22 @@ impl Role {
 }
 
 impl Principal {
+    /// Whoever holds the database, acting through the CLI as `name`: an operator
+    /// of no member (id 0, which no row has), never a signer. A change request
+    /// it makes is signed off by any signer; the database is the root of trust.
+    pub fn database(name: &str) -> Self {
+        Principal {
+            key_id: 0,
+            key_name: name.to_owned(),
+            member_id: 0,
+            member: name.to_owned(),
+            signer: false,
+            role: Role::Operator,
+            tenant_id: None,
+            agent: None,
+        }
+    }
+
     /// Whether this key reaches `agent`: always, unless it is scoped to another.
     pub fn reaches(&self, agent: &str) -> bool {
         self.agent.as_deref().is_none_or(|scope| scope == agent)
@@ -95,6 +117,12 @@ pub enum KeyError {
     InvalidTenant(String),
     #[error("a key named {0:?} already exists")]
     NameTaken(String),
+    #[error(
+        "a member named {0:?} already exists in the tenant: give the key to it (`--member {0}`) or choose another name"
+    )]
+    MemberTaken(String),
+    #[error("no member named {0:?} in the tenant")]
+    NoMember(String),
     #[error("no key named {0:?}")]
     NotFound(String),
     #[error("only agent keys are scoped to an agent (admin and approver keys reach every agent)")]
@@ -148,6 +176,23 @@ fn prefix_of(key: &str) -> Option<&str> {
     (hexish(prefix, 12) && hexish(secret, 64)).then_some(prefix)
 }
 
+/// Whose a new key is.
+#[derive(Clone, Copy, Debug)]
+pub enum Owner<'a> {
+    /// A new member named as the key: a key made on the database (`keys create`,
+    /// the first operator key), a person unless it is an agent key.
+    Own,
+    /// The member of the key that made it over the API: whoever holds a key's
+    /// secret is its maker, so a key never belongs to anyone else and never
+    /// carries power its maker's member lacks. An agent key is a service, and a
+    /// key an operator makes in another tenant is that tenant's person (how a
+    /// tenant gets its first admin): each gets a new member of its own, named as
+    /// the key, which signs off nothing until another signer grants it.
+    MadeBy(&'a Principal),
+    /// An existing member of the key's tenant, by name (`keys create --member`).
+    Member(&'a str),
+}
+
 /// Creates a key and returns it; this is the only time the whole key exists.
 pub async fn create(db: &impl ConnectionTrait, name: &str, role: Role) -> Result<String, KeyError> {
     create_for_tenant(db, name, role, None).await
@@ -163,13 +208,43 @@ pub async fn create_for_tenant(
     create_scoped(db, name, role, tenant, None).await
 }
 
-/// Creates a key; an agent key with `agent` reaches that agent only.
+/// Creates a key with a member of its own; an agent key with `agent` reaches
+/// that agent only.
 pub async fn create_scoped(
     db: &impl ConnectionTrait,
     name: &str,
     role: Role,
     tenant: Option<&str>,
     agent: Option<&str>,
+) -> Result<String, KeyError> {
+    create_owned(db, name, role, tenant, agent, Owner::Own).await
+}
+
+/// Creates a key over the API or the console for `maker` (see [`Owner::MadeBy`]),
+/// the member (if new) and the key in one write.
+pub async fn create_by(
+    db: &sea_orm::DatabaseConnection,
+    maker: &Principal,
+    name: &str,
+    role: Role,
+    tenant: Option<&str>,
+    agent: Option<&str>,
+) -> Result<String, KeyError> {
+    let txn = crate::db::begin_write(db).await?;
+    let key = create_owned(&txn, name, role, tenant, agent, Owner::MadeBy(maker)).await?;
+    txn.commit().await?;
+    Ok(key)
+}
+
+/// Creates a key owned as `owner` says. The member and the key are written on
+/// `db`: a caller that needs both or neither passes its write transaction.
+pub async fn create_owned(
+    db: &impl ConnectionTrait,
+    name: &str,
+    role: Role,
+    tenant: Option<&str>,
+    agent: Option<&str>,
+    owner: Owner<'_>,
 ) -> Result<String, KeyError> {
     if let Some(agent) = agent {
         if role != Role::Agent {
@@ -197,11 +272,33 @@ pub async fn create_scoped(
     {
         return Err(KeyError::InvalidTenant(tenant.to_owned()));
     }
+    let now = Utc::now();
+    let kind = match role {
+        Role::Agent => super::members::Kind::Service,
+        _ => super::members::Kind::Person,
+    };
+    let member_id = match owner {
+        Owner::MadeBy(maker)
+            if role != Role::Agent && maker.tenant() == tenant.unwrap_or(DEFAULT_TENANT) =>
+        {
+            maker.member_id
+        }
+        Owner::Member(member) => {
+            super::members::named(db, tenant.unwrap_or(DEFAULT_TENANT), member)
+                .await?
+                .ok_or_else(|| KeyError::NoMember(member.to_owned()))?
+                .id
+        }
+        Owner::Own | Owner::MadeBy(_) => {
+            super::members::insert(db, name, kind, tenant, now)
+                .await?
+                .id
+        }
+    };
     let mut random = [0u8; 6 + 32];
     getrandom::fill(&mut random).map_err(|e| KeyError::Random(e.to_string()))?;
     let prefix = hex(&random[..6]);
     let key = format!("lo_{prefix}_{}", hex(&random[6..]));
-    let now = Utc::now();
     api_keys::ActiveModel {
         name: Set(name.to_owned()),
         role: Set(role.as_str().to_owned()),
@@ -209,6 +306,7 @@ pub async fn create_scoped(
         key_hash: Set(hash(&key)),
         tenant_id: Set(tenant.map(str::to_owned)),
         agent: Set(agent.map(str::to_owned)),
+        member_id: Set(Some(member_id)),
         created_at: Set(now),
         updated_at: Set(now),
         revoked_at: Set(None),
@@ -352,7 +450,7 @@ pub async fn authenticate_row(
     if !constant_time_eq(hash(presented).as_bytes(), row.key_hash.as_bytes()) {
         return Ok(None);
     }
-    Ok(principal_of(row))
+    Ok(principal_of(db, row).await?.map(|who| (who.key_id, who)))
 }
 
 /// The principal of key row `id` while it is neither revoked nor deleted.
@@ -360,8 +458,10 @@ pub async fn principal_by_id(
     db: &impl ConnectionTrait,
     id: i32,
 ) -> Result<Option<Principal>, DbErr> {
-    let row = live().filter(api_keys::Column::Id.eq(id)).one(db).await?;
-    Ok(row.and_then(|row| principal_of(row).map(|(_, who)| who)))
+    let Some(row) = live().filter(api_keys::Column::Id.eq(id)).one(db).await? else {
+        return Ok(None);
+    };
+    principal_of(db, row).await
 }
 
 fn live() -> sea_orm::Select<api_keys::Entity> {
@@ -370,16 +470,31 @@ fn live() -> sea_orm::Select<api_keys::Entity> {
         .filter(api_keys::Column::DeletedAt.is_null())
 }
 
-fn principal_of(row: api_keys::Model) -> Option<(i32, Principal)> {
-    let role = row.role.parse::<Role>().ok()?;
-    let who = Principal {
+/// The principal of a live key row: `None` for an unknown role or a key whose
+/// member is gone (a key without a member authenticates no one).
+async fn principal_of(
+    db: &impl ConnectionTrait,
+    row: api_keys::Model,
+) -> Result<Option<Principal>, DbErr> {
+    let Ok(role) = row.role.parse::<Role>() else {
+        return Ok(None);
+    };
+    let Some(member_id) = row.member_id else {
+        return Ok(None);
+    };
+    let Some(member) = super::members::live_by_id(db, member_id).await? else {
+        return Ok(None);
+    };
+    Ok(Some(Principal {
         key_id: row.id,
         key_name: row.name,
+        member_id,
+        member: member.name,
+        signer: member.signer,
         role,
         tenant_id: row.tenant_id,
         agent: row.agent,
-    };
-    Some((row.id, who))
+    }))
 }
 
 /// 32 random bytes as 64 lowercase hex digits (console session and CSRF tokens).

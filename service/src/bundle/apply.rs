@@ -209,7 +209,7 @@ pub async fn apply(
             ));
         }
     }
-    let write = guard::begin(db).await?.by(&input.who.key_name);
+    let write = guard::begin(db).await?.by(&input.who.member);
     let current = read::current(&*write).await?;
     let now_state = current.bundle.state();
     let stale_objects = match &input.base {
@@ -511,7 +511,7 @@ impl Writer<'_> {
 
     async fn agent(&mut self, change: &Change, doc: &AgentDoc) -> Result<()> {
         let now = Utc::now();
-        let author = self.input.who.key_name.clone();
+        let author = self.input.who.member.clone();
         let mode: ReleaseMode = doc.release_mode.parse().unwrap_or(ReleaseMode::Gated);
         let template_changed = change.texts.iter().any(|t| t.field == "template");
         if template_changed && let Some(text) = &doc.template {
@@ -698,7 +698,7 @@ impl Writer<'_> {
     /// a change request (superseding one still pending).
     async fn gated_requests(&self) -> Result<Vec<ChangeRequestView>> {
         let published =
-            crate::releases::publish_all(self.txn(), Some(&self.input.who.key_name)).await?;
+            crate::releases::publish_all(self.txn(), Some(&self.input.who.member)).await?;
         let mut live: HashMap<&str, &agent_configurations::Model> = self
             .current
             .agents

@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use sea_orm::DatabaseConnection;
 
 use crate::actions::ProposalSettings;
-use crate::auth::{Principal, Role};
+use crate::auth::Principal;
 use crate::bundle::apply::{self, Applied, Base};
 use crate::bundle::plan::{self, Action, Change, Plan, PlanFile};
 use crate::bundle::{Bundle, HeaderValue, files, read};
@@ -191,13 +191,7 @@ pub async fn plan(database_url: &str, args: PlanArgs) -> anyhow::Result<ExitCode
 
 /// The author the command line's applies record (as `loadout promote`'s).
 fn cli() -> Principal {
-    Principal {
-        key_id: 0,
-        key_name: "cli".to_owned(),
-        role: Role::Operator,
-        tenant_id: None,
-        agent: None,
-    }
+    Principal::database("cli")
 }
 
 fn read_plan(path: &Path) -> anyhow::Result<PlanFile> {

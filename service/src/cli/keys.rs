@@ -3,6 +3,7 @@
 use sea_orm::DatabaseConnection;
 
 use crate::auth::keys::{self, Role};
+use crate::auth::members;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum KeysCommand {
@@ -21,6 +22,13 @@ pub enum KeysCommand {
         /// Without it an agent key reaches every agent.
         #[arg(long)]
         agent: Option<String>,
+        /// Give the key to this existing member of its tenant (a second key of the
+        /// same person); without it the key gets a member of its own, named as it.
+        #[arg(long)]
+        member: Option<String>,
+        /// Grant the key's member sign-off power (as `members grant-signoff`).
+        #[arg(long)]
+        signer: bool,
     },
     /// One tab-separated line per key: name, role, prefix, tenant, created, revoked,
     /// agent scope (`*` for every agent; never the key).
@@ -41,9 +49,23 @@ pub async fn run(db: &DatabaseConnection, command: KeysCommand) -> anyhow::Resul
             name,
             tenant,
             agent,
+            member,
+            signer,
         } => {
-            let key =
-                keys::create_scoped(db, &name, role, tenant.as_deref(), agent.as_deref()).await?;
+            let owner = match &member {
+                Some(member) => keys::Owner::Member(member),
+                None => keys::Owner::Own,
+            };
+            let (tenant, agent) = (tenant.as_deref(), agent.as_deref());
+            let txn = crate::db::begin_write(db).await?;
+            let key = keys::create_owned(&txn, &name, role, tenant, agent, owner).await?;
+            txn.commit().await?;
+            if signer {
+                let member = member.as_deref().unwrap_or(&name);
+                let tenant = tenant.unwrap_or(keys::DEFAULT_TENANT);
+                let reason = format!("keys create --signer ({name})");
+                members::set_signer_on_database(db, tenant, member, true, Some(&reason)).await?;
+            }
             println!("created {role} key {name:?}; it is shown once, store it now:");
             println!("{key}");
         }

@@ -10,7 +10,7 @@ use sea_orm::DatabaseConnection;
 
 use crate::actions::ProposalSettings;
 use crate::agents::labels::{self, LabelMoved, LabelPut, Outcome, Rollback, Writing};
-use crate::auth::{Principal, Role};
+use crate::auth::Principal;
 use crate::cache::Generation;
 use crate::vocab::Tier;
 
@@ -74,13 +74,7 @@ pub async fn release_mode(
 }
 
 fn cli() -> Principal {
-    Principal {
-        key_id: 0,
-        key_name: CLI.to_owned(),
-        role: Role::Operator,
-        tenant_id: None,
-        agent: None,
-    }
+    Principal::database(CLI)
 }
 
 async fn generation(db: &DatabaseConnection) -> anyhow::Result<Generation> {

@@ -10,7 +10,7 @@ use sea_orm::DatabaseConnection;
 use crate::actions::ProposalSettings;
 use crate::agents::labels::Writing;
 use crate::agents::rollouts::{self, Outcome, RolloutEnd, RolloutPatch, RolloutStart};
-use crate::auth::{Principal, Role};
+use crate::auth::Principal;
 use crate::cache::Generation;
 use crate::releases::rollouts::{Guard, RolloutView};
 use crate::vocab::Tier;
@@ -67,13 +67,7 @@ pub enum Action {
 const CLI: &str = "cli";
 
 fn cli() -> Principal {
-    Principal {
-        key_id: 0,
-        key_name: CLI.to_owned(),
-        role: Role::Operator,
-        tenant_id: None,
-        agent: None,
-    }
+    Principal::database(CLI)
 }
 
 /// What the command prints.
@@ -120,11 +114,11 @@ pub async fn run(db: &DatabaseConnection, args: RolloutArgs) -> anyhow::Result<S
         }
         Action::Set { percent } => {
             let body = patch(Some(percent), None);
-            Outcome::Done(rollouts::patch(&writing, &who, agent, label, body).await?)
+            rollouts::patch(&writing, &who, agent, label, body).await?
         }
         Action::Pause | Action::Resume => {
             let body = patch(None, Some(matches!(args.action, Action::Pause)));
-            Outcome::Done(rollouts::patch(&writing, &who, agent, label, body).await?)
+            rollouts::patch(&writing, &who, agent, label, body).await?
         }
         Action::Complete => rollouts::complete(&writing, &who, agent, label, end).await?,
         Action::Abort => Outcome::Done(rollouts::abort(&writing, &who, agent, label, end).await?),

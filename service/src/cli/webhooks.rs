@@ -6,7 +6,7 @@
 use sea_orm::DatabaseConnection;
 use serde::Serialize;
 
-use crate::auth::{Principal, Role};
+use crate::auth::Principal;
 use crate::webhooks::subscriptions::{self, NewSubscription, Sealing, SubscriptionPatch};
 
 #[derive(Debug, clap::Args)]
@@ -67,13 +67,7 @@ pub enum WebhooksCommand {
 
 /// The command line acts as an operator named `cli`.
 fn operator() -> Principal {
-    Principal {
-        key_id: 0,
-        key_name: "cli".to_owned(),
-        role: Role::Operator,
-        tenant_id: None,
-        agent: None,
-    }
+    Principal::database("cli")
 }
 
 fn show(

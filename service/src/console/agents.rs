@@ -194,7 +194,7 @@ async fn save_soul(
             expected_soul_version: form.expected_soul_version,
             ..Default::default()
         };
-        agents::update(&state.prompts(), &signed.who.key_name, &name, update).await
+        agents::update(&state.prompts(), &signed.who.member, &name, update).await
     };
     match write.await {
         Ok(_) => Redirect::to(&format!("/console/agents/{name}?saved=soul")).into_response(),
@@ -391,7 +391,7 @@ async fn save_template(
     match template::save(
         &state.prompts(),
         state.settings.max_template_bytes,
-        &signed.who.key_name,
+        &signed.who.member,
         &name,
         change,
     )
@@ -502,7 +502,7 @@ async fn restore(
     match template::restore(
         &state.prompts(),
         state.settings.max_template_bytes,
-        &signed.who.key_name,
+        &signed.who.member,
         &name,
         version,
     )

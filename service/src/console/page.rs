@@ -195,7 +195,7 @@ pub fn render(
 ) -> Response {
     let frame = Frame {
         who: signed.map(|s| Who {
-            name: &s.who.key_name,
+            name: &s.who.member,
             role: s.who.role.as_str(),
             tenant: s.who.tenant(),
             admin: s.is_admin(),

@@ -142,7 +142,8 @@ async fn create_key(
     let name = form.name.trim();
     let tenant = signed.who.tenant_id.as_deref();
     let agent = super::page::blank(&form.agent);
-    match keys::create_scoped(&state.db, name, role, tenant, agent.as_deref()).await {
+    let made = keys::create_by(&state.db, &signed.who, name, role, tenant, agent.as_deref());
+    match made.await {
         Ok(key) => {
             tracing::info!(key = name, by = %signed.who.key_name, "key created in the console");
             let created = Created { name, key: &key };
@@ -151,7 +152,7 @@ async fn create_key(
         Err(KeyError::Db(e)) => error_page(Some(&signed), &e.into()),
         Err(e) => {
             let status = match e {
-                KeyError::NameTaken(_) => StatusCode::CONFLICT,
+                KeyError::NameTaken(_) | KeyError::MemberTaken(_) => StatusCode::CONFLICT,
                 _ => StatusCode::BAD_REQUEST,
             };
             keys_page(&state, &signed, status, None, Some(e.to_string())).await

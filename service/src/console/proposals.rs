@@ -110,9 +110,9 @@ async fn decide_one(
     Checked(_): Checked<CsrfOnly>,
 ) -> Response {
     let done = match decision.as_str() {
-        "approve" => decide::approve(&state.runner(), &signed.who, id).await,
-        "decline" => decide::decline(&state.db, &signed.who, id).await,
-        "retry" => decide::retry(&state.runner(), &signed.who, id).await,
+        "approve" => decide::approve(&state.runner(), &signed.who, id, None).await,
+        "decline" => decide::decline(&state.db, &signed.who, id, None).await,
+        "retry" => decide::retry(&state.runner(), &signed.who, id, None).await,
         _ => Err(Error::not_found(
             "no such decision: approve, decline or retry",
         )),

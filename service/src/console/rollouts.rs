@@ -167,21 +167,28 @@ async fn patched(
     label: String,
     body: RolloutPatch,
 ) -> Response {
-    match rollouts::patch(&state.label_writing(), &signed.who, &name, &label, body).await {
-        Ok(r) => {
+    let notice = match rollouts::patch(&state.label_writing(), &signed.who, &name, &label, body).await
+    {
+        Ok(Outcome::Done(r)) => {
             let how = if r.state == crate::releases::rollouts::RolloutState::Paused {
                 "paused: everyone gets the base"
             } else {
                 "active"
             };
-            let notice = format!(
+            format!(
                 "The rollout on {} is {how}, at {} % for revision {}.",
                 r.label, r.percent, r.candidate_revision
-            );
-            shown(&state, &signed, &name, StatusCode::OK, notice).await
+            )
         }
-        Err(e) => again(&state, &signed, &name, e).await,
-    }
+        Ok(Outcome::Requested(request)) => format!(
+            "Change request {} waits for a sign-off: raising the rollout on {} to {} % (above the share signed off).",
+            request.id,
+            request.label,
+            request.percent.unwrap_or_default()
+        ),
+        Err(e) => return again(&state, &signed, &name, e).await,
+    };
+    shown(&state, &signed, &name, StatusCode::OK, notice).await
 }
 
 async fn complete(

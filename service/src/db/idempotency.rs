@@ -4,10 +4,17 @@
 //! ([`store`]). A retry finds the record ([`find`]) instead of writing twice, even
 //! when the process died between the commit and the answer.
 //!
-//! The request's key reaches `begin_write` through a task-local set by the HTTP
-//! layer ([`scope`]): no domain function takes it as an argument.
+//! The request's key reaches the write that records it explicitly where the
+//! write runs apart from the request's task (a proposal's approve, decline and
+//! retry, whose claim and execution run in a task of their own so a dropped
+//! connection cannot cut them short): the handler takes the [`Pending`] key from
+//! the request's extensions and hands it down to [`record`]. The other writes
+//! still find it through a task-local set by the HTTP layer ([`scope`]), which
+//! [`super::begin_write`] reads; both share one [`Pending`], so a request records
+//! its key once, whichever way it is reached.
 
-use std::sync::Mutex;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use chrono::{TimeDelta, Utc};
 use entity::idempotency_records as records;
@@ -26,56 +33,57 @@ pub struct Pending {
     pub tenant: String,
     pub key: String,
     pub fingerprint: String,
-    recorded: bool,
+    recorded: AtomicBool,
 }
 
 impl Pending {
-    pub fn new(tenant: String, key: String, fingerprint: String) -> Pending {
-        Pending {
+    pub fn new(tenant: String, key: String, fingerprint: String) -> Arc<Pending> {
+        Arc::new(Pending {
             tenant,
             key,
             fingerprint,
-            recorded: false,
-        }
+            recorded: AtomicBool::new(false),
+        })
+    }
+
+    /// Whether a write transaction recorded the key.
+    pub fn recorded(&self) -> bool {
+        self.recorded.load(Ordering::Acquire)
     }
 }
 
 tokio::task_local! {
-    static PENDING: Mutex<Pending>;
+    static PENDING: Arc<Pending>;
 }
 
-/// Runs `request` with `pending` as the key its first write transaction records;
-/// answers whether a transaction recorded it.
-pub async fn scope<F: Future>(pending: Pending, request: F) -> (F::Output, bool) {
-    let cell = Mutex::new(pending);
-    PENDING
-        .scope(cell, async {
-            let output = request.await;
-            let recorded = PENDING.with(|p| p.lock().map(|p| p.recorded).unwrap_or(false));
-            (output, recorded)
-        })
-        .await
+/// Runs `request` with `pending` as the key its first write transaction records.
+pub async fn scope<F: Future>(pending: Arc<Pending>, request: F) -> F::Output {
+    PENDING.scope(pending, request).await
 }
 
-/// Inside a write transaction: records the request's key, once per request. A row
-/// for the key that has not expired means a concurrent request with the same key:
-/// the insert then changes nothing and the write is refused (its transaction fails).
+/// Inside a write transaction: records the request's key (the task-local one),
+/// once per request.
 pub async fn record_in(txn: &impl ConnectionTrait) -> Result<(), DbErr> {
-    let Ok(Some((tenant, key, fingerprint))) = PENDING.try_with(|p| {
-        let mut p = p.lock().ok()?;
-        if p.recorded {
-            return None;
-        }
-        p.recorded = true;
-        Some((p.tenant.clone(), p.key.clone(), p.fingerprint.clone()))
-    }) else {
+    match PENDING.try_with(Arc::clone) {
+        Ok(pending) => record(txn, &pending).await,
+        Err(_) => Ok(()),
+    }
+}
+
+/// Inside a write transaction: records `pending`, once per request. A row for
+/// the key that has not expired means a concurrent request with the same key:
+/// the insert then changes nothing and the write is refused (its transaction
+/// fails). Should the transaction roll back after all, the flag stays set and the
+/// request's answer is simply not stored (its record never committed).
+pub async fn record(txn: &impl ConnectionTrait, pending: &Pending) -> Result<(), DbErr> {
+    if pending.recorded.swap(true, Ordering::AcqRel) {
         return Ok(());
-    };
+    }
     let now = Utc::now();
     let row = records::ActiveModel {
-        tenant_id: Set(tenant),
-        key: Set(key),
-        fingerprint: Set(fingerprint),
+        tenant_id: Set(pending.tenant.clone()),
+        key: Set(pending.key.clone()),
+        fingerprint: Set(pending.fingerprint.clone()),
         status: Set(None),
         body: Set(None),
         created_at: Set(now),

@@ -60,7 +60,7 @@ async fn create_agent(
     let created = config::create(
         &state.prompts(),
         state.settings.max_template_bytes,
-        &who.key_name,
+        &who.member,
         new,
     )
     .await?;
@@ -91,7 +91,7 @@ async fn update_agent(
     ApiJson(update): ApiJson<AgentUpdate>,
 ) -> ApiResult<Json<AgentView>> {
     Ok(Json(
-        config::update(&state.prompts(), &who.key_name, &name, update).await?,
+        config::update(&state.prompts(), &who.member, &name, update).await?,
     ))
 }
 
@@ -118,7 +118,7 @@ async fn put_template(
     let saved = template::save(
         &state.prompts(),
         state.settings.max_template_bytes,
-        &who.key_name,
+        &who.member,
         &name,
         put.into(),
     )
@@ -152,7 +152,7 @@ async fn delete_template(
     let saved = template::save(
         &state.prompts(),
         state.settings.max_template_bytes,
-        &who.key_name,
+        &who.member,
         &name,
         change,
     )
@@ -195,7 +195,7 @@ async fn restore_version(
         template::restore(
             &state.prompts(),
             state.settings.max_template_bytes,
-            &who.key_name,
+            &who.member,
             &name,
             version,
         )

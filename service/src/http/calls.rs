@@ -2,13 +2,14 @@
 //! decline and retry their tenant's proposals, and set users' preferences. Each
 //! handler parses the request and calls [`crate::actions`].
 
-use axum::Json;
+use axum::{Extension, Json};
 use axum::extract::State;
 use serde::Deserialize;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::idempotent::Idempotency;
 use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422, E424};
 use super::extract::{AgentKey, ApiJson, ApiPath, ApiQuery, ApproverKey};
 use crate::actions::call::{self, ToolCall};
@@ -106,8 +107,10 @@ async fn approve(
     State(state): State<AppState>,
     ApproverKey(who): ApproverKey,
     ApiPath(id): ApiPath<i32>,
+    key: Idempotency,
 ) -> ApiResult<Json<ProposalView>> {
-    Ok(Json(decide::approve(&state.runner(), &who, id).await?))
+    let key = key.map(|Extension(pending)| pending);
+    Ok(Json(decide::approve(&state.runner(), &who, id, key).await?))
 }
 
 #[utoipa::path(post, path = "/v1/proposals/{id}/decline", tag = "proposals", summary = "Decline a proposal (approver or admin)",
@@ -117,8 +120,10 @@ async fn decline(
     State(state): State<AppState>,
     ApproverKey(who): ApproverKey,
     ApiPath(id): ApiPath<i32>,
+    key: Idempotency,
 ) -> ApiResult<Json<ProposalView>> {
-    Ok(Json(decide::decline(&state.db, &who, id).await?))
+    let key = key.map(|Extension(pending)| pending);
+    Ok(Json(decide::decline(&state.db, &who, id, key).await?))
 }
 
 #[utoipa::path(post, path = "/v1/proposals/{id}/retry", tag = "proposals", summary = "Run a failed proposal again, while attempts remain (approver or admin)",
@@ -129,8 +134,10 @@ async fn retry(
     State(state): State<AppState>,
     ApproverKey(who): ApproverKey,
     ApiPath(id): ApiPath<i32>,
+    key: Idempotency,
 ) -> ApiResult<Json<ProposalView>> {
-    Ok(Json(decide::retry(&state.runner(), &who, id).await?))
+    let key = key.map(|Extension(pending)| pending);
+    Ok(Json(decide::retry(&state.runner(), &who, id, key).await?))
 }
 
 #[utoipa::path(put, path = "/v1/users/{user_id}/tools/{tool}/preference", tag = "proposals",

@@ -18,6 +18,8 @@
 //! - A request refused before it wrote (400, 401, 409, 422 ...) records nothing: a
 //!   retry runs again.
 
+use std::sync::Arc;
+
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{HeaderValue, Method, StatusCode, header};
@@ -30,6 +32,11 @@ use crate::app::AppState;
 use crate::auth::Principal;
 use crate::db::idempotency::{self, Pending};
 use crate::error::Kind;
+
+/// A handler's explicit view of the request's key: present when the request
+/// sent one and it was not replayed (a write hands it to the transaction that
+/// records it, [`crate::db::idempotency::record`]).
+pub type Idempotency = Option<axum::Extension<Arc<Pending>>>;
 
 /// The request header.
 pub const HEADER: &str = "idempotency-key";
@@ -58,8 +65,8 @@ pub async fn run(state: &AppState, request: Request, next: Next) -> Response {
         Err(answer) => return answer,
     };
     let (tenant, key) = (pending.tenant.clone(), pending.key.clone());
-    let (response, recorded) = idempotency::scope(pending, next.run(request)).await;
-    if !recorded {
+    let response = idempotency::scope(Arc::clone(&pending), next.run(request)).await;
+    if !pending.recorded() {
         return response;
     }
     keep(state, &tenant, &key, response).await
@@ -68,7 +75,7 @@ pub async fn run(state: &AppState, request: Request, next: Next) -> Response {
 enum Prepared {
     /// No caller to scope the key to: the handler answers (401, 403).
     Pass(Request),
-    Run(Request, Pending),
+    Run(Request, Arc<Pending>),
 }
 
 async fn prepare(state: &AppState, request: Request) -> Result<Prepared, Response> {
@@ -103,10 +110,13 @@ async fn prepare(state: &AppState, request: Request) -> Result<Prepared, Respons
         )
         .into_response()),
         Some(row) => Err(replay(row.status, row.body)),
-        None => Ok(Prepared::Run(
-            Request::from_parts(parts, Body::from(body)),
-            Pending::new(tenant, key, fingerprint),
-        )),
+        None => {
+            let pending = Pending::new(tenant, key, fingerprint);
+            let mut request = Request::from_parts(parts, Body::from(body));
+            // For the writes that take the key explicitly (`Idempotency`).
+            request.extensions_mut().insert(Arc::clone(&pending));
+            Ok(Prepared::Run(request, pending))
+        }
     }
 }
 

@@ -89,7 +89,9 @@ fn may_touch(who: &Principal, role: Role) -> Result<(), Error> {
 fn key_error(e: KeyError) -> Error {
     match e {
         KeyError::Db(e) => e.into(),
-        KeyError::NameTaken(_) => Error::new(Kind::Conflict, "name_taken", e.to_string()),
+        KeyError::NameTaken(_) | KeyError::MemberTaken(_) => {
+            Error::new(Kind::Conflict, "name_taken", e.to_string())
+        }
         KeyError::NotFound(_) => Error::not_found(e.to_string()),
         KeyError::Random(_) => Error::internal(e.to_string()),
         _ => Error::refused("invalid_key", e.to_string()),
@@ -126,7 +128,7 @@ async fn create_key(
     may_touch(&who, role)?;
     let tenant = tenant_for(&who, new.tenant.as_deref())?;
     let agent = new.agent.as_deref();
-    let key = keys::create_scoped(&state.db, &new.name, role, Some(tenant), agent)
+    let key = keys::create_by(&state.db, &who, &new.name, role, Some(tenant), agent)
         .await
         .map_err(key_error)?;
     tracing::info!(key = %new.name, by = %who.key_name, "key created");

@@ -15,6 +15,7 @@ use super::error::{ApiResult, E400, E401, E403, E404, E413};
 use super::extract::{AdminKey, AgentKey, ApiJson, ApiPath, ApiQuery, reach};
 use crate::app::AppState;
 use crate::auth::Role;
+use crate::error::Error;
 use crate::releases::outcomes::{self, NewOutcome, OutcomeReport, OutcomeView};
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -22,7 +23,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
 }
 
 #[utoipa::path(post, path = "/v1/agents/{agent}/outcomes", tag = "outcomes",
-    summary = "Report how a conversation served by a revision went; the latest report per conversation counts (agent key)",
+    summary = "Report how a conversation served by a revision went; the latest report per conversation counts (agent keys only)",
     params(("agent" = String, Path)), request_body = NewOutcome,
     responses((status = 201, body = OutcomeView, description = "Stored (a repeated report for the conversation replaces the earlier one)"), E400, E401, E403, E404, E413))]
 async fn report_outcome(
@@ -32,6 +33,11 @@ async fn report_outcome(
     ApiJson(report): ApiJson<NewOutcome>,
 ) -> ApiResult<(StatusCode, Json<OutcomeView>)> {
     reach(&who, &agent)?;
+    // Outcomes judge shared rollouts: only an agent (a service of a tenant)
+    // reports them, never an admin or operator typing numbers in.
+    if who.role != Role::Agent {
+        return Err(Error::forbidden("an agent key (outcomes come from agents)").into());
+    }
     let view = outcomes::submit(
         &state.db,
         &state.generation,

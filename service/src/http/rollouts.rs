@@ -62,15 +62,17 @@ async fn get_rollout(
 #[utoipa::path(patch, path = "/v1/agents/{agent}/labels/{label}/rollout", tag = "admin", summary = "Change the running rollout's share, pause or resume it (operator)",
     description = "A pause serves the base to everyone and keeps the rollout; a resume brings the same users back to the candidate. 404 `rollout_not_found`: none runs.",
     params(("agent" = String, Path), ("label" = String, Path)), request_body = RolloutPatch,
-    responses((status = 200, body = RolloutView, description = "The rollout as changed"), E400, E401, E403, E404, E409, E413, E422))]
+    responses((status = 200, body = RolloutView, description = "The rollout as changed"),
+        (status = 202, body = ChangeRequestView, description = "A share above the one signed off, on a protected label of a gated agent: a change request waits for a sign-off"),
+        E400, E401, E403, E404, E409, E413, E422))]
 async fn patch_rollout(
     State(state): State<AppState>,
     OperatorKey(who): OperatorKey,
     ApiPath((agent, label)): ApiPath<(String, String)>,
     ApiJson(body): ApiJson<RolloutPatch>,
-) -> ApiResult<Json<RolloutView>> {
-    let view = rollouts::patch(&state.label_writing(), &who, &agent, &label, body).await?;
-    Ok(Json(view))
+) -> ApiResult<Response> {
+    let outcome = rollouts::patch(&state.label_writing(), &who, &agent, &label, body).await?;
+    Ok(answer(outcome, StatusCode::OK))
 }
 
 #[utoipa::path(post, path = "/v1/agents/{agent}/labels/{label}/rollout/complete", tag = "admin", summary = "Complete the running rollout: the label moves to the candidate (operator); a protected label of a gated agent waits for a sign-off",

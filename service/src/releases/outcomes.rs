@@ -194,12 +194,21 @@ pub struct Aborted {
 
 /// Judges every `active` rollout of the agent with a guard whose base or
 /// candidate is `revision_id`, on the outcomes reported for each side since the
-/// rollout started (in every tenant: a rollout splits a label every tenant is
-/// served). A regression aborts the rollout through [`rollouts::transition`]
-/// (actor `guard`, the statistic as the reason), so the label's traffic goes back
-/// to the base. Only reported outcomes are judged: loadout's own signals count
-/// other things (tool calls, decisions) with other denominators, so they are
-/// shown beside the outcomes and never mixed into the test.
+/// rollout started. A regression aborts the rollout through
+/// [`rollouts::transition`] (actor `guard`, the statistic as the reason), so the
+/// label's traffic goes back to the base. Only reported outcomes are judged:
+/// loadout's own signals count other things (tool calls, decisions) with other
+/// denominators, so they are shown beside the outcomes and never mixed in.
+///
+/// **A shared rollout is judged by the population, never by one tenant.** A
+/// rollout splits a label every tenant is served, so each tenant's outcomes are
+/// judged by a guard of their own (at `alpha / k`, `k` the tenants that have
+/// agent keys, so that any guard tripping by chance stays within `alpha`), and
+/// the rollout aborts only when the guards of two tenants agree — or of the one
+/// tenant, on an instance where one tenant alone has agent keys (it is the
+/// whole population). One tenant's planted failures trip its own guard only;
+/// its planted successes enter its own guard only, so they cannot hide what
+/// the others' outcomes show.
 pub async fn judge(
     txn: &DatabaseTransaction,
     agent_id: i32,
@@ -218,6 +227,11 @@ pub async fn judge(
         )
         .all(txn)
         .await?;
+    if guarded.is_empty() {
+        return Ok(Vec::new());
+    }
+    let population = tenants_with_agent_keys(txn).await?.max(1);
+    let quorum = population.min(2);
     let mut aborted = Vec::new();
     for row in guarded {
         let (Some(min_outcomes), Some(alpha)) = (row.guard_min_outcomes, row.guard_alpha) else {
@@ -225,15 +239,27 @@ pub async fn judge(
         };
         let guard = Guard {
             min_outcomes: u64::try_from(min_outcomes).unwrap_or(1),
-            alpha,
+            alpha: alpha / population as f64,
         };
-        let base = counts(txn, row.base_revision_id, Some(row.created_at)).await?;
-        let candidate = counts(txn, row.candidate_revision_id, Some(row.created_at)).await?;
-        let decision = guard::check(guard, base, candidate);
-        if decision.verdict != Verdict::Regression || !claim(txn, row.id, now).await? {
+        let base = counts_by_tenant(txn, row.base_revision_id, row.created_at).await?;
+        let candidate = counts_by_tenant(txn, row.candidate_revision_id, row.created_at).await?;
+        let tripped: Vec<(&String, Decision)> = candidate
+            .iter()
+            .map(|(tenant, c)| {
+                let b = base.get(tenant).copied().unwrap_or_default();
+                (tenant, guard::check(guard, b, *c))
+            })
+            .filter(|(_, decision)| decision.verdict == Verdict::Regression)
+            .collect();
+        let Some((_, decision)) = tripped.first() else {
+            continue;
+        };
+        if tripped.len() < quorum || !claim(txn, row.id, now).await? {
             continue;
         }
-        let reason = decision.reason();
+        let decision = *decision;
+        let tenants: Vec<&str> = tripped.iter().map(|(t, _)| t.as_str()).collect();
+        let reason = format!("{} (tenants {})", decision.reason(), tenants.join(", "));
         let step = Transition {
             kind: EventKind::Aborted,
             actor: Some(GUARD_ACTOR),
@@ -249,6 +275,61 @@ pub async fn judge(
         });
     }
     Ok(aborted)
+}
+
+/// How many tenants hold a live agent key: the population a shared rollout serves.
+async fn tenants_with_agent_keys(db: &impl ConnectionTrait) -> Result<usize> {
+    let tenants: Vec<Option<String>> = entity::api_keys::Entity::find()
+        .select_only()
+        .column(entity::api_keys::Column::TenantId)
+        .distinct()
+        .filter(entity::api_keys::Column::Role.eq(crate::auth::Role::Agent.as_str()))
+        .filter(entity::api_keys::Column::RevokedAt.is_null())
+        .filter(entity::api_keys::Column::DeletedAt.is_null())
+        .into_tuple()
+        .all(db)
+        .await?;
+    // The default tenant is stored as NULL and, on older rows, by name.
+    let named: std::collections::BTreeSet<&str> = tenants
+        .iter()
+        .map(|t| t.as_deref().unwrap_or(crate::auth::keys::DEFAULT_TENANT))
+        .collect();
+    Ok(named.len())
+}
+
+/// Successes and failures of one revision per tenant, of the conversations last
+/// reported at or after `since`.
+async fn counts_by_tenant(
+    db: &impl ConnectionTrait,
+    revision_id: i32,
+    since: DateTime<Utc>,
+) -> Result<BTreeMap<String, Counts>> {
+    let rows: Vec<(String, String, i64)> = outcomes::Entity::find()
+        .select_only()
+        .column(outcomes::Column::TenantId)
+        .column(outcomes::Column::Outcome)
+        .column_as(
+            SimpleExpr::from(Func::count(Expr::col(outcomes::Column::Id))),
+            "n",
+        )
+        .filter(outcomes::Column::RevisionId.eq(revision_id))
+        .filter(outcomes::Column::UpdatedAt.gte(since))
+        .group_by(outcomes::Column::TenantId)
+        .group_by(outcomes::Column::Outcome)
+        .into_tuple()
+        .all(db)
+        .await?;
+    let mut counts: BTreeMap<String, Counts> = BTreeMap::new();
+    for (tenant, outcome, n) in rows {
+        let n = u64::try_from(n).unwrap_or(0);
+        let side = counts.entry(tenant).or_default();
+        match outcome.parse() {
+            Ok(OutcomeKind::Success) => side.successes += n,
+            Ok(OutcomeKind::Failure) => side.failures += n,
+            Err(_) => {}
+        }
+    }
+    Ok(counts)
 }
 
 /// Who the rollout's history names for an abort by the guard.

@@ -312,6 +312,8 @@ pub async fn start(
         guard_alpha: Set(start.guard.map(|g| g.alpha)),
         author: Set(start.author.to_owned()),
         created_at: Set(step.at),
+        // A start a change request carried out is a sign-off of its share.
+        signed_share_bp: Set(step.change_request_id.map(|_| start.share_bp)),
         ..Default::default()
     };
     transition(db, row, step).await

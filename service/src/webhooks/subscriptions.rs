@@ -241,7 +241,7 @@ pub async fn create(
         state: Set(ACTIVE.to_owned()),
         disabled_reason: Set(None),
         failures: Set(0),
-        created_by: Set(who.key_name.clone()),
+        created_by: Set(who.member.clone()),
         created_at: Set(now),
         updated_at: Set(now),
         deleted_at: Set(None),
@@ -351,7 +351,7 @@ pub async fn update(
         }
         Some(false) => {
             active.state = Set(DISABLED.to_owned());
-            active.disabled_reason = Set(Some(format!("switched off by {}", who.key_name)));
+            active.disabled_reason = Set(Some(format!("switched off by {}", who.member)));
         }
         None => {}
     }

@@ -100,6 +100,7 @@ async fn each(
             id: row.id,
             actor: "sweeper",
             now,
+            idempotency: None,
         };
         if let Applied::Moved(_) = apply(db, &step, transition()).await? {
             moved.push(row.id);

@@ -8,6 +8,7 @@
 //! The UPDATE comes first, so on SQLite the write lock is taken up front and
 //! concurrent callers queue instead of failing to upgrade a read lock.
 
+use crate::db::idempotency::Pending;
 use chrono::{DateTime, Utc};
 use entity::{proposal_events, proposals};
 use sea_orm::sea_query::{Expr, ExprTrait, SimpleExpr};
@@ -153,6 +154,8 @@ pub(super) struct Step<'a> {
     pub id: i32,
     pub actor: &'a str,
     pub now: DateTime<Utc>,
+    /// The request's `Idempotency-Key`, recorded by the first transaction that writes.
+    pub idempotency: Option<&'a Pending>,
 }
 
 /// What [`apply`] did, with the row as it is now.
@@ -195,6 +198,9 @@ pub(super) async fn apply(
         detail,
     } = transition;
     let txn = crate::db::begin_write(db).await?;
+    if let Some(pending) = step.idempotency {
+        crate::db::idempotency::record(&txn, pending).await?;
+    }
     let mut update = proposals::Entity::update_many()
         .col_expr(proposals::Column::State, Expr::value(to.as_str()))
         .col_expr(proposals::Column::UpdatedAt, Expr::value(step.now));

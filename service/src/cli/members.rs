@@ -1,0 +1,72 @@
+//! `loadout members list|grant-signoff|revoke-signoff|merge`, directly on the
+//! database (whoever holds it decides; recorded as by `database`).
+
+use sea_orm::DatabaseConnection;
+
+use crate::auth::keys::DEFAULT_TENANT;
+use crate::auth::members;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum MembersCommand {
+    /// One tab-separated line per member: name, kind, tenant, signer (`signer` or
+    /// `-`), its keys (comma-separated).
+    List,
+    /// Let a member sign off change requests (through its operator or approver keys).
+    GrantSignoff {
+        name: String,
+        #[arg(long, default_value = DEFAULT_TENANT)]
+        tenant: String,
+        /// Why, kept in the history of grants.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Take sign-off power away from a member.
+    RevokeSignoff {
+        name: String,
+        #[arg(long, default_value = DEFAULT_TENANT)]
+        tenant: String,
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Join member FROM into INTO (one person with two members): FROM's keys
+    /// become INTO's and FROM is removed. INTO signs off if either did.
+    Merge {
+        into: String,
+        from: String,
+        #[arg(long, default_value = DEFAULT_TENANT)]
+        tenant: String,
+    },
+}
+
+pub async fn run(db: &DatabaseConnection, command: MembersCommand) -> anyhow::Result<()> {
+    match command {
+        MembersCommand::List => {
+            for m in members::list(db, None).await? {
+                let signer = if m.signer { "signer" } else { "-" };
+                let keys = m.keys.join(",");
+                println!("{}\t{}\t{}\t{signer}\t{keys}", m.name, m.kind, m.tenant);
+            }
+        }
+        MembersCommand::GrantSignoff {
+            name,
+            tenant,
+            reason,
+        } => {
+            members::set_signer_on_database(db, &tenant, &name, true, reason.as_deref()).await?;
+            println!("{name:?} may sign off");
+        }
+        MembersCommand::RevokeSignoff {
+            name,
+            tenant,
+            reason,
+        } => {
+            members::set_signer_on_database(db, &tenant, &name, false, reason.as_deref()).await?;
+            println!("{name:?} no longer signs off");
+        }
+        MembersCommand::Merge { into, from, tenant } => {
+            let moved = members::merge(db, &tenant, &into, &from).await?;
+            println!("merged {from:?} into {into:?} ({moved} keys moved)");
+        }
+    }
+    Ok(())
+}
