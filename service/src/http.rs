@@ -18,6 +18,7 @@ pub mod idempotent;
 pub mod keys;
 pub mod limits;
 pub mod mcp;
+pub mod members;
 pub mod openapi;
 pub mod ops;
 pub mod outcomes;

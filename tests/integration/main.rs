@@ -15,6 +15,7 @@ mod https;
 mod idempotency;
 mod limits;
 mod mcp_connectors;
+mod members;
 mod mcp_server;
 mod migrate;
 mod operator;

@@ -15,7 +15,7 @@ use utoipa_axum::routes;
 use super::error::ApiError;
 use super::extract::MAX_BODY_BYTES;
 use super::{
-    agents, calls, config, connectors, fetch, keys, ops, outcomes, promotion, registry, releases,
+    agents, calls, config, connectors, fetch, keys, members, ops, outcomes, promotion, registry, releases,
     rollouts, trace, webhooks,
 };
 use crate::app::AppState;
@@ -83,6 +83,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(calls::routes())
         .merge(connectors::routes())
         .merge(keys::routes())
+        .merge(members::routes())
         .merge(webhooks::routes())
         .merge(config::routes())
 }
