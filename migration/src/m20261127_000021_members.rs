@@ -164,7 +164,11 @@ impl MigrationTrait for Migration {
                     .col(ColumnDef::new(SignerGrants::Grant).boolean().not_null())
                     .col(ColumnDef::new(SignerGrants::State).string().not_null())
                     .col(ColumnDef::new(SignerGrants::Reason).text().null())
-                    .col(ColumnDef::new(SignerGrants::RequestedBy).string().not_null())
+                    .col(
+                        ColumnDef::new(SignerGrants::RequestedBy)
+                            .string()
+                            .not_null(),
+                    )
                     .col(
                         ColumnDef::new(SignerGrants::RequestedMemberId)
                             .integer()

@@ -358,18 +358,19 @@ fn main() {
         );
     }
     let above = ABOVE_GLR.load(Ordering::Relaxed);
+    let every = EVERY.load(Ordering::Relaxed);
     println!(
         "\n{:.0} s; check after every outcome: {}; statistics above the GLR bound: {above}{}",
         started.elapsed().as_secs_f64(),
-        if EVERY.load(Ordering::Relaxed) {
+        if every {
             "yes"
         } else {
-            "when the GLR allows an abort"
+            "whenever the GLR allows an abort"
         },
-        if above == 0 {
+        if above == 0 || every {
             ""
         } else {
-            " (THE SHORTCUT IS NOT VALID: rerun with `every`)"
+            " (the shortcut is not valid for this guard: rerun with `every`)"
         }
     );
 }

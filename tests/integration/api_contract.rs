@@ -80,6 +80,7 @@ fn exactly_the_operations_that_take_a_body_document_its_schema() {
         "POST /v1/connectors",
         "POST /v1/connectors/{connector}/sync",
         "POST /v1/keys",
+        "POST /v1/members/{member}/signer-grants",
         "POST /v1/tools",
         "PUT /v1/agents/{agent}/labels/{label}",
         "PUT /v1/agents/{agent}/prompt-template",
@@ -96,10 +97,12 @@ fn exactly_the_operations_that_take_a_body_document_its_schema() {
 
 /// Operations with more than one success: a label's PUT moves it (200) or, for a
 /// protected label of a gated agent, answers the change request it opened (202).
-/// A rollout's start (201) and completion (200) likewise (202).
+/// A rollout's start (201), completion (200) and change of share (200) likewise
+/// (202: a share above the one signed off).
 const SEVERAL_SUCCESSES: &[(&str, usize)] = &[
     ("PUT /v1/agents/{agent}/labels/{label}", 2),
     ("POST /v1/agents/{agent}/labels/{label}/rollout", 2),
+    ("PATCH /v1/agents/{agent}/labels/{label}/rollout", 2),
     ("POST /v1/agents/{agent}/labels/{label}/rollout/complete", 2),
 ];
 

@@ -441,3 +441,50 @@ db_test! {
         assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("invalid_timeout")), "{body}");
     }
 }
+
+/// `POST path` with `Idempotency-Key: key`: the status, whether it was replayed, the body.
+async fn keyed(api: &TestApp, path: &str, key: &str) -> (StatusCode, bool, Value) {
+    let request = Request::post(path)
+        .header(header::AUTHORIZATION, format!("Bearer {}", api.operator))
+        .header("idempotency-key", key)
+        .body(Body::empty())
+        .expect("request");
+    let reply = api.request(request).await;
+    let replayed = reply.headers.get("idempotent-replayed").is_some();
+    (reply.status, replayed, reply.body)
+}
+
+db_test! {
+    /// Approve, retry and decline sent twice with one `Idempotency-Key`: the
+    /// second answers the first answer (`Idempotent-Replayed`), and the connector
+    /// is reached once per decision, not once per request.
+    async fn approve_retry_and_decline_replay_their_first_answer_and_act_once(db) {
+        let (url, received) = target().await;
+        let api = app(db, true).await;
+        api.connect("backend", &format!("{url}/boom"), 5_000).await;
+        let id = api.propose().await;
+        let approve = format!("/v1/proposals/{id}/approve");
+        let (status, replayed, first) = keyed(&api, &approve, "approve-1").await;
+        assert_eq!((status, replayed, first["state"].as_str()), (StatusCode::OK, false, Some("failed")), "{first}");
+        let (status, replayed, again) = keyed(&api, &approve, "approve-1").await;
+        assert_eq!((status, replayed), (StatusCode::OK, true), "{again}");
+        assert_eq!(again, first);
+        assert_eq!(received.lock().expect("log").len(), 1, "approved once");
+
+        let retry = format!("/v1/proposals/{id}/retry");
+        let (status, replayed, first) = keyed(&api, &retry, "retry-1").await;
+        assert_eq!((status, replayed, first["attempts"].as_i64()), (StatusCode::OK, false, Some(2)), "{first}");
+        let (status, replayed, again) = keyed(&api, &retry, "retry-1").await;
+        assert_eq!((status, replayed), (StatusCode::OK, true), "{again}");
+        assert_eq!(again, first);
+        assert_eq!(received.lock().expect("log").len(), 2, "retried once");
+
+        let other = api.propose().await;
+        let decline = format!("/v1/proposals/{other}/decline");
+        let (status, replayed, first) = keyed(&api, &decline, "decline-1").await;
+        assert_eq!((status, replayed, first["state"].as_str()), (StatusCode::OK, false, Some("declined")), "{first}");
+        let (status, replayed, again) = keyed(&api, &decline, "decline-1").await;
+        assert_eq!((status, replayed), (StatusCode::OK, true), "a second decline would be 409: {again}");
+        assert_eq!(again, first);
+    }
+}

@@ -622,6 +622,8 @@ db_test! {
             "PATCH /v1/connectors/{connector}", "DELETE /v1/connectors/{connector}", "POST /v1/connectors/{connector}/sync",
             "PUT /v1/tools/{tool}/connector",
             "GET /v1/keys", "POST /v1/keys", "DELETE /v1/keys/{key}",
+            "GET /v1/members", "POST /v1/members/{member}/signer-grants", "GET /v1/signer-grants",
+            "POST /v1/signer-grants/{id}/approve", "POST /v1/signer-grants/{id}/decline",
             "GET /v1/config", "POST /v1/config/plan", "POST /v1/config/apply",
             "GET /v1/webhooks", "POST /v1/webhooks", "GET /v1/webhooks/{id}", "PATCH /v1/webhooks/{id}",
             "DELETE /v1/webhooks/{id}", "POST /v1/webhooks/{id}/rotate-secret",

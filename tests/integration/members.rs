@@ -28,10 +28,19 @@ async fn gated(app: &TestApp) {
 }
 
 async fn production(app: &TestApp) -> i64 {
-    let body = ok(app, Method::GET, &format!("{AGENT}/labels"), &app.operator, None).await;
+    let body = ok(
+        app,
+        Method::GET,
+        &format!("{AGENT}/labels"),
+        &app.operator,
+        None,
+    )
+    .await;
     let labels = body["labels"].as_array().expect("labels");
     let production = labels.iter().find(|l| l["name"] == "production");
-    production.and_then(|l| l["revision"].as_i64()).expect("production")
+    production
+        .and_then(|l| l["revision"].as_i64())
+        .expect("production")
 }
 
 /// `key` asks to move `production` to revision 2: the pending request's id.
@@ -48,7 +57,13 @@ async fn approve(app: &TestApp, id: i64, key: &str) -> (StatusCode, Value) {
 }
 
 /// A key `maker` makes over the API.
-async fn made_by(app: &TestApp, maker: &str, name: &str, role: &str, tenant: Option<&str>) -> String {
+async fn made_by(
+    app: &TestApp,
+    maker: &str,
+    name: &str,
+    role: &str,
+    tenant: Option<&str>,
+) -> String {
     let mut body = json!({"name": name, "role": role});
     if let Some(tenant) = tenant {
         body["tenant"] = json!(tenant);
@@ -158,7 +173,8 @@ db_test! {
 
 /// The body of a console page, as text.
 fn text(body: &Value) -> String {
-    body.as_str().map_or_else(|| body.to_string(), str::to_owned)
+    body.as_str()
+        .map_or_else(|| body.to_string(), str::to_owned)
 }
 
 db_test! {

@@ -29,6 +29,7 @@ db_test! {
             ("m20261126_000018_rollouts", true),
             ("m20261126_000019_outcomes", true),
             ("m20261126_000020_webhooks", true),
+            ("m20261127_000021_members", true),
         ]);
     }
 }

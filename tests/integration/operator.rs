@@ -29,8 +29,8 @@ async fn call(
 /// What only an operator may do: every write under agents, tools and channels but
 /// the tenant's own (users' instructions, renders, previews, tool calls, outcomes), every
 /// connector route, and the instance's metrics. Signing off a change request (a
-/// label's move) is refused to a tenant's admin too: an operator, or an approver of
-/// the default tenant, decides it. Applying a configuration is a configuration
+/// label's move) is refused to a tenant's admin too, and so is everything about
+/// sign-off power: a signer's operator or approver key decides it. Applying a configuration is a configuration
 /// write; planning one only reads.
 fn operator_only(method: &str, path: &str) -> bool {
     let tenant_data = [
@@ -46,6 +46,8 @@ fn operator_only(method: &str, path: &str) -> bool {
         && configuration.iter().any(|p| path.starts_with(p))
         && !tenant_data.iter().any(|t| path.ends_with(t)))
         || (write && path.starts_with("/v1/change-requests"))
+        || path.starts_with("/v1/signer-grants")
+        || path.ends_with("/signer-grants")
         || path.starts_with("/v1/connectors")
         || path.ends_with("/connector")
         || (write && path == "/v1/config/apply")
@@ -91,7 +93,9 @@ db_test! {
         let mut operations = Vec::new();
         for (template, item) in paths {
             for method in ["get", "post", "put", "patch", "delete"] {
-                if item.get(method).is_none() || template == "/mcp" {
+                // Outcomes take agent keys only (`rollout_guard`): no admin or operator.
+                let agents_only = method == "post" && template.ends_with("/outcomes");
+                if item.get(method).is_none() || template == "/mcp" || agents_only {
                     continue;
                 }
                 let path = concrete(template);
@@ -205,9 +209,9 @@ db_test! {
         use migration::{Migrator, MigratorTrait};
         let db = db.seeded().await;
         loadout_tests::migrate_down_to(&db.conn, "m20261125_000013_idempotency_records").await;
-        let old_admin = keys::create_for_tenant(&db.conn, "admin", Role::Admin, None).await.expect("key");
-        let named_default = keys::create_for_tenant(&db.conn, "admin-2", Role::Admin, Some("default")).await.expect("key");
-        let acme_admin = keys::create_for_tenant(&db.conn, "acme-admin", Role::Admin, Some("acme")).await.expect("key");
+        let old_admin = loadout_tests::legacy::key(&db.conn, "admin", "admin", None).await;
+        let named_default = loadout_tests::legacy::key(&db.conn, "admin-2", "admin", None).await;
+        let acme_admin = loadout_tests::legacy::key(&db.conn, "acme-admin", "admin", Some("acme")).await;
         Migrator::up(&db.conn, None).await.expect("up");
 
         let roles: Vec<(String, String, String)> = keys::list(&db.conn).await.expect("list").into_iter()
@@ -231,11 +235,10 @@ db_test! {
         loadout_tests::migrate_down_to(&db.conn, "m20261125_000015_key_names_per_tenant").await;
         let err = Migrator::down(&db.conn, Some(1)).await.expect_err("a shared name blocks the down");
         assert!(err.to_string().contains("\"admin\""), "{err}");
-        keys::revoke(&db.conn, "acme", "admin").await.expect("revoke");
         loadout_tests::sea_orm::ConnectionTrait::execute_unprepared(&db.conn,
-            "UPDATE api_keys SET name = 'acme-agent' WHERE tenant_id = 'acme' AND name = 'admin'").await.expect("rename");
+            "UPDATE api_keys SET name = 'acme-agent', revoked_at = updated_at WHERE tenant_id = 'acme' AND name = 'admin'").await.expect("revoke and rename");
         loadout_tests::migrate_down_to(&db.conn, "m20261125_000013_idempotency_records").await;
-        let roles: Vec<String> = keys::list(&db.conn).await.expect("list").into_iter().map(|k| k.role).collect();
+        let roles: Vec<String> = loadout_tests::legacy::keys(&db.conn).await.into_iter().map(|(_, role, _)| role).collect();
         assert!(!roles.contains(&"operator".to_owned()), "{roles:?}");
         Migrator::up(&db.conn, None).await.expect("up again");
     }

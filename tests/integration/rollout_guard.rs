@@ -113,3 +113,86 @@ db_test! {
         assert_eq!(status["current"]["state"], "active", "{status}");
     }
 }
+
+/// Reports `per_side` conversations for each side with `key` (its tenant's),
+/// alternating; the sides fail as `base_fails` and `candidate_fails` say.
+async fn report_as(
+    app: &TestApp,
+    key: &str,
+    per_side: usize,
+    base_fails: fn(usize) -> bool,
+    candidate_fails: fn(usize) -> bool,
+) {
+    for i in 0..per_side {
+        for (revision, fails) in [(1, base_fails(i)), (2, candidate_fails(i))] {
+            let outcome = if fails { "failure" } else { "success" };
+            let body = json!({"revision": revision, "conversation_id": format!("r{revision}-{i}"), "outcome": outcome});
+            let (status, answer) = app
+                .call(
+                    Method::POST,
+                    "/v1/agents/assistant/outcomes",
+                    key,
+                    Some(body),
+                )
+                .await;
+            assert_eq!(status, StatusCode::CREATED, "{answer}");
+        }
+    }
+}
+
+async fn agent_of(app: &TestApp, name: &str, tenant: &str) -> String {
+    loadout::auth::keys::create_for_tenant(
+        &app.db.conn,
+        name,
+        loadout::auth::keys::Role::Agent,
+        Some(tenant),
+    )
+    .await
+    .expect("agent key")
+}
+
+db_test! {
+    /// Tenant tb's agent plants failures on the candidate (every one of its
+    /// conversations), the default tenant's outcomes are equal on both sides:
+    /// one tenant's guard trips, the population's does not, and the rollout runs on.
+    async fn one_tenants_planted_failures_do_not_abort_a_shared_rollout(db) {
+        let app = TestApp::new(db.seeded().await).await;
+        let planter = agent_of(&app, "planter", "tb").await;
+        guarded_rollout(&app, 30).await;
+        report_as(&app, &app.agent, 150, |i| i % 10 == 0, |i| i % 10 == 5).await;
+        report_as(&app, &planter, 60, |_| false, |_| true).await;
+        let status = rollout_status(&app).await;
+        assert_eq!(status["current"]["state"], "active", "{status}");
+    }
+}
+
+db_test! {
+    /// Two tenants see the candidate fail three times as often; a third plants
+    /// successes on the candidate and failures on the base. Its outcomes enter
+    /// its own guard only, so they cannot hide the regression: the rollout aborts.
+    async fn one_tenants_planted_successes_do_not_mask_a_regression(db) {
+        let app = TestApp::new(db.seeded().await).await;
+        let honest = agent_of(&app, "honest", "tc").await;
+        let masker = agent_of(&app, "masker", "tb").await;
+        guarded_rollout(&app, 30).await;
+        report_as(&app, &masker, 400, |_| true, |_| false).await;
+        report_as(&app, &app.agent, 200, |i| i % 10 == 0, |i| i % 10 < 3).await;
+        report_as(&app, &honest, 200, |i| i % 10 == 0, |i| i % 10 < 3).await;
+        let status = rollout_status(&app).await;
+        assert!(status["current"].is_null(), "aborted: {status}");
+        let reason = status["past"][0]["end_reason"].as_str().expect("reason");
+        assert!(reason.contains("default") && reason.contains("tc") && !reason.contains("tb"), "{reason}");
+    }
+}
+
+db_test! {
+    async fn only_agent_keys_report_outcomes(db) {
+        let app = TestApp::new(db.seeded().await).await;
+        let body = json!({"revision": 1, "conversation_id": "c-1", "outcome": "failure"});
+        let (status, refused) = app.call(Method::POST, "/v1/agents/assistant/outcomes", &app.operator, Some(body.clone())).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
+        let admin = loadout::auth::keys::create_for_tenant(&app.db.conn, "tb-admin", loadout::auth::keys::Role::Admin, Some("tb")).await.expect("key");
+        let (status, _) = app.call(Method::POST, "/v1/agents/assistant/outcomes", &admin, Some(body)).await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+    }
+}

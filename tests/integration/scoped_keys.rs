@@ -60,7 +60,7 @@ db_test! {
         loadout_tests::migrate_down_to(&db.conn, "m20261124_000011_agent_scoped_keys").await;
         let err = Migrator::down(&db.conn, Some(1)).await.expect_err("a live scoped key blocks the down");
         assert!(err.to_string().contains("agent-scoped key"), "{err}");
-        keys::revoke(&db.conn, "default", "assistant-only").await.expect("revoke");
+        loadout_tests::legacy::revoke(&db.conn, "assistant-only").await;
         Migrator::down(&db.conn, Some(1)).await.expect("down once the scoped key is revoked");
     }
 }

@@ -169,3 +169,52 @@ pub async fn link_assistant_to_every_predecessor(db: &DatabaseConnection) {
             .unwrap_or_else(|e| panic!("legacy fixture: {e}\n{statement}"));
     }
 }
+
+/// A key as loadout wrote it before members (migration 21), on an older schema:
+/// the same format and hash, no member. For upgrade tests that roll back first.
+pub async fn key(db: &DatabaseConnection, name: &str, role: &str, tenant: Option<&str>) -> String {
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let prefix = format!("{:012x}", n % (1 << 48));
+    let key = format!("lo_{prefix}_{:064x}", n ^ 0x5eed);
+    let tenant = tenant.map_or("NULL".to_owned(), |t| format!("'{t}'"));
+    let hash = loadout::auth::keys::hash(&key);
+    db.execute_unprepared(&format!(
+        "INSERT INTO api_keys (name, role, prefix, key_hash, tenant_id, created_at, updated_at) \
+         VALUES ('{name}', '{role}', '{prefix}', '{hash}', {tenant}, {STAMP}, {STAMP})"
+    ))
+    .await
+    .expect("an old key");
+    key
+}
+
+/// Revokes keys named `name` in the default tenant, as SQL on any schema.
+pub async fn revoke(db: &DatabaseConnection, name: &str) {
+    db.execute_unprepared(&format!(
+        "UPDATE api_keys SET revoked_at = {STAMP} WHERE name = '{name}' AND tenant_id IS NULL"
+    ))
+    .await
+    .expect("revoke");
+}
+
+/// `(name, role, tenant)` of every key, oldest first, as SQL on any schema.
+pub async fn keys(db: &DatabaseConnection) -> Vec<(String, String, String)> {
+    let rows = db
+        .query_all_raw(sea_orm::Statement::from_string(
+            db.get_database_backend(),
+            "SELECT name, role, tenant_id FROM api_keys ORDER BY id",
+        ))
+        .await
+        .expect("keys");
+    rows.iter()
+        .map(|r| {
+            let tenant: Option<String> = r.try_get("", "tenant_id").expect("tenant");
+            (
+                r.try_get("", "name").expect("name"),
+                r.try_get("", "role").expect("role"),
+                tenant.unwrap_or_else(|| "default".to_owned()),
+            )
+        })
+        .collect()
+}

@@ -134,7 +134,7 @@ pub struct Filter {
 /// The most requests one list shows.
 pub const LIST_LIMIT: u64 = 200;
 
-const SIGNERS: &str = "an operator or approver key of a member granted sign-off (`loadout members grant-signoff`)";
+const SIGNERS: &str = "an operator key or approver key of a member granted sign-off (`loadout members grant-signoff`)";
 
 /// Whether `who` may approve or decline change requests (see the module).
 pub fn may_sign_off(who: &Principal) -> bool {
@@ -676,6 +676,10 @@ pub async fn decline(
     decision: Decision,
     now: DateTime<Utc>,
 ) -> Result<ChangeRequestView> {
+    // A signer declines; the author (always an operator) may withdraw its own.
+    if !may_sign_off(who) && who.role != Role::Operator {
+        return Err(Error::forbidden(SIGNERS));
+    }
     if let Some(reason) = &decision.reason {
         check_size("reason", reason, MAX_TEXT_BYTES)?;
     }
@@ -687,7 +691,6 @@ pub async fn decline(
             return Err(refusal);
         }
     };
-    // A signer declines; the author may withdraw its own request.
     if !may_sign_off(who) && row.requested_member_id != Some(who.member_id) {
         return Err(Error::forbidden(SIGNERS));
     }

@@ -115,7 +115,7 @@ pub enum KeyError {
         "tenant {0:?} is not valid: use 1 to 64 of a-z, 0-9, '-', '_' and '.', starting with a letter or digit"
     )]
     InvalidTenant(String),
-    #[error("a key named {0:?} already exists")]
+    #[error("a key or member named {0:?} already exists in the tenant")]
     NameTaken(String),
     #[error(
         "a member named {0:?} already exists in the tenant: give the key to it (`--member {0}`) or choose another name"
@@ -274,8 +274,8 @@ pub async fn create_owned(
     }
     let now = Utc::now();
     let kind = match role {
-        Role::Agent => super::members::Kind::Service,
-        _ => super::members::Kind::Person,
+        Role::Agent => super::members::MemberKind::Service,
+        _ => super::members::MemberKind::Person,
     };
     let member_id = match owner {
         Owner::MadeBy(maker)
@@ -289,10 +289,13 @@ pub async fn create_owned(
                 .ok_or_else(|| KeyError::NoMember(member.to_owned()))?
                 .id
         }
+        // The new member is named as the key: a name taken by either is taken.
         Owner::Own | Owner::MadeBy(_) => {
-            super::members::insert(db, name, kind, tenant, now)
-                .await?
-                .id
+            match super::members::insert(db, name, kind, tenant, now).await {
+                Ok(member) => member.id,
+                Err(KeyError::MemberTaken(_)) => return Err(KeyError::NameTaken(name.to_owned())),
+                Err(e) => return Err(e),
+            }
         }
     };
     let mut random = [0u8; 6 + 32];

@@ -22,14 +22,14 @@ use sea_orm::{
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::keys::{DEFAULT_TENANT, KeyError, Role};
 use super::Principal;
+use super::keys::{DEFAULT_TENANT, KeyError, Role};
 use crate::error::{Error, Kind as ErrorKind, Result, check_size};
 use crate::vocab::MAX_TEXT_BYTES;
 
 crate::closed_set! {
     /// What a member is.
-    pub enum Kind as "member kind" {
+    pub enum MemberKind as "member kind" {
         /// A named person: signs in, asks, approves.
         Person = "person",
         /// A service account (an agent's key): acts, never signs off.
@@ -61,7 +61,7 @@ pub const GRANT_LIFETIME: chrono::Duration = chrono::Duration::days(7);
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct MemberView {
     pub name: String,
-    pub kind: Kind,
+    pub kind: MemberKind,
     pub tenant: String,
     pub signer: bool,
     /// The single sign-on identity it signs in as, if bound.
@@ -123,7 +123,7 @@ fn in_tenant(tenant: &str) -> Condition {
 pub async fn insert(
     db: &impl ConnectionTrait,
     name: &str,
-    kind: Kind,
+    kind: MemberKind,
     tenant: Option<&str>,
     now: DateTime<Utc>,
 ) -> std::result::Result<members::Model, KeyError> {
@@ -200,7 +200,7 @@ pub async fn list(
                 .filter(|(owner, _)| *owner == Some(m.id))
                 .map(|(_, name)| name.clone())
                 .collect(),
-            kind: m.kind.parse().unwrap_or(Kind::Person),
+            kind: m.kind.parse().unwrap_or(MemberKind::Person),
             tenant: m.tenant_id.unwrap_or_else(|| DEFAULT_TENANT.to_owned()),
             signer: m.signer,
             oidc_subject: m.oidc_subject,
@@ -353,7 +353,7 @@ fn may_decide(who: &Principal) -> Result<()> {
     match who.signer && matches!(who.role, Role::Operator | Role::Approver) {
         true => Ok(()),
         false => Err(Error::forbidden(
-            "a signer's operator or approver key (sign-off power is granted by another signer)",
+            "an operator key or approver key of a signer (sign-off power is granted by another signer)",
         )),
     }
 }
@@ -407,7 +407,7 @@ pub async fn request_grant(
     let member = named(&txn, tenant, name)
         .await?
         .ok_or_else(|| Error::not_found(format!("no member named {name:?}")))?;
-    if member.kind != Kind::Person.as_str() {
+    if member.kind != MemberKind::Person.as_str() {
         return Err(Error::refused(
             "not_a_person",
             format!("{name:?} is a service: only people sign off"),

@@ -9,7 +9,10 @@ pub async fn run(db: &DatabaseConnection, command: MigrateCommand) -> anyhow::Re
     // A database migrated to the end serves its agents as revisions at once, as
     // after `serve`: revision 1 with `production` and `latest` for every agent
     // that has none (nothing for an agent already published).
-    let changed = !matches!(command, MigrateCommand::Status | MigrateCommand::Down { .. });
+    let changed = !matches!(
+        command,
+        MigrateCommand::Status | MigrateCommand::Down { .. }
+    );
     if changed && migrate::status(db).await?.iter().all(|m| m.applied) {
         crate::app::start::publish_unrecorded(db).await?;
     }

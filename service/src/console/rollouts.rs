@@ -167,7 +167,8 @@ async fn patched(
     label: String,
     body: RolloutPatch,
 ) -> Response {
-    let notice = match rollouts::patch(&state.label_writing(), &signed.who, &name, &label, body).await
+    let notice = match rollouts::patch(&state.label_writing(), &signed.who, &name, &label, body)
+        .await
     {
         Ok(Outcome::Done(r)) => {
             let how = if r.state == crate::releases::rollouts::RolloutState::Paused {

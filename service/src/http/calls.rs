@@ -2,16 +2,16 @@
 //! decline and retry their tenant's proposals, and set users' preferences. Each
 //! handler parses the request and calls [`crate::actions`].
 
-use axum::{Extension, Json};
 use axum::extract::State;
+use axum::{Extension, Json};
 use serde::Deserialize;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::idempotent::Idempotency;
 use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422, E424};
 use super::extract::{AgentKey, ApiJson, ApiPath, ApiQuery, ApproverKey};
+use super::idempotent::Idempotency;
 use crate::actions::call::{self, ToolCall};
 use crate::actions::decide;
 use crate::actions::preferences::{self, Preference};

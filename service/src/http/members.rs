@@ -71,9 +71,16 @@ async fn list_grants(
 ) -> ApiResult<Json<GrantList>> {
     let member = match &query.member {
         Some(name) => {
-            let tenant = query.tenant.as_deref().unwrap_or(crate::auth::keys::DEFAULT_TENANT);
+            let tenant = query
+                .tenant
+                .as_deref()
+                .unwrap_or(crate::auth::keys::DEFAULT_TENANT);
             let found = members::named(&state.db, tenant, name).await?;
-            Some(found.ok_or_else(|| Error::not_found(format!("no member named {name:?}")))?.id)
+            Some(
+                found
+                    .ok_or_else(|| Error::not_found(format!("no member named {name:?}")))?
+                    .id,
+            )
         }
         None => None,
     };
