@@ -14,6 +14,7 @@ pub mod idempotency_records;
 pub mod label_moves;
 pub mod loadout_state;
 pub mod members;
+pub mod oidc_logins;
 pub mod outcomes;
 pub mod prompt_versions;
 pub mod proposal_events;

@@ -16,6 +16,8 @@
 //! - `change_requests.requested_member_id` and `decided_member_id`,
 //!   `agent_revisions.author_member_id`: the members behind a request, its
 //!   decision and a revision (filled from the keys for existing requests).
+//! - `oidc_logins`: console single sign-ons in flight (state hash, nonce, PKCE
+//!   verifier), each used once.
 //! - `rollouts.signed_share_bp`: the share a sign-off allowed; raising a gated
 //!   rollout above it is a new change request.
 //!
@@ -62,6 +64,17 @@ enum SignerGrants {
     DecidedBy,
     DecidedMemberId,
     DecidedAt,
+}
+
+#[derive(DeriveIden)]
+enum OidcLogins {
+    Table,
+    Id,
+    StateHash,
+    Nonce,
+    PkceVerifier,
+    CreatedAt,
+    UsedAt,
 }
 
 #[derive(DeriveIden)]
@@ -192,6 +205,24 @@ impl MigrationTrait for Migration {
             )
             .await?;
         manager
+            .create_table(
+                Table::create()
+                    .table(OidcLogins::Table)
+                    .col(id(OidcLogins::Id))
+                    .col(
+                        ColumnDef::new(OidcLogins::StateHash)
+                            .string()
+                            .not_null()
+                            .unique_key(),
+                    )
+                    .col(ColumnDef::new(OidcLogins::Nonce).string().not_null())
+                    .col(ColumnDef::new(OidcLogins::PkceVerifier).string().not_null())
+                    .col(stamp(OidcLogins::CreatedAt, false))
+                    .col(stamp(OidcLogins::UsedAt, true))
+                    .to_owned(),
+            )
+            .await?;
+        manager
             .alter_table(add_int(ApiKeys::Table, ApiKeys::MemberId))
             .await?;
         for column in [
@@ -240,6 +271,9 @@ impl MigrationTrait for Migration {
             .await?;
         manager
             .alter_table(drop_column(Rollouts::Table, Rollouts::SignedShareBp))
+            .await?;
+        manager
+            .drop_table(Table::drop().table(OidcLogins::Table).to_owned())
             .await?;
         manager
             .drop_table(Table::drop().table(SignerGrants::Table).to_owned())

@@ -74,6 +74,8 @@ pub struct Inner {
     pub draining: std::sync::atomic::AtomicBool,
     /// Failed authentications per client address (`--max-auth-failures`).
     pub auth_failures: crate::auth::failures::Failures,
+    /// The console's single sign-on (`--oidc-*`), off unless configured.
+    pub sso: crate::auth::sso::Sso,
 }
 
 impl std::ops::Deref for AppState {
@@ -97,6 +99,7 @@ impl AppState {
     ) -> anyhow::Result<Self> {
         use anyhow::Context;
         let outbound = settings.connectors.outbound()?;
+        let sso = crate::auth::sso::Sso::new(&settings.sso)?;
         let current = crate::db::generation::current(&db)
             .await
             .context("cannot read the configuration generation")?;
@@ -121,6 +124,7 @@ impl AppState {
             auth_failures: crate::auth::failures::Failures::new(
                 settings.connections.max_auth_failures,
             ),
+            sso,
             settings,
         })))
     }

@@ -4,5 +4,6 @@ pub mod cache;
 pub mod failures;
 pub mod keys;
 pub mod members;
+pub mod sso;
 
 pub use keys::{Principal, Role};

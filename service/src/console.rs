@@ -40,6 +40,8 @@ pub fn router() -> Router<AppState> {
                 .layer(DefaultBodyLimit::max(session::MAX_FORM_BYTES)),
         )
         .route("/console/sign-out", post(session::sign_out))
+        .route("/console/sso/start", get(session::sso_start))
+        .route("/console/sso/callback", get(session::sso_callback))
         .merge(pages::routes())
         .merge(agents::routes())
         .merge(releases::routes())

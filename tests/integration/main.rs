@@ -33,5 +33,6 @@ mod rollouts;
 mod scoped_keys;
 mod sealed_secrets;
 mod seed;
+mod sso;
 mod template_parity;
 mod webhooks;

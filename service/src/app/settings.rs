@@ -68,6 +68,8 @@ pub struct Settings {
     pub webhooks: crate::webhooks::WebhookSettings,
     #[command(flatten)]
     pub secrets: crate::secrets::flags::SecretsArgs,
+    #[command(flatten)]
+    pub sso: crate::auth::sso::SsoSettings,
 }
 
 /// Running beside other processes on one database.

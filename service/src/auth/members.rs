@@ -158,6 +158,20 @@ pub async fn named(
         .await
 }
 
+/// The live member bound to a single sign-on identity.
+pub async fn bound(
+    db: &impl ConnectionTrait,
+    issuer: &str,
+    subject: &str,
+) -> std::result::Result<Option<members::Model>, DbErr> {
+    members::Entity::find()
+        .filter(members::Column::OidcIssuer.eq(issuer))
+        .filter(members::Column::OidcSubject.eq(subject))
+        .filter(members::Column::DeletedAt.is_null())
+        .one(db)
+        .await
+}
+
 /// The live member with row id `id`.
 pub async fn live_by_id(
     db: &impl ConnectionTrait,

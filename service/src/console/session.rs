@@ -206,6 +206,8 @@ fn set_cookie(headers: &HeaderMap, token: &str, max_age: i64) -> HeaderValue {
 struct SignInPage<'a> {
     title: &'static str,
     error: Option<&'a str>,
+    /// Whether single sign-on is offered.
+    sso: bool,
 }
 
 pub async fn sign_in_page(State(state): State<AppState>, headers: HeaderMap) -> Response {
@@ -215,6 +217,7 @@ pub async fn sign_in_page(State(state): State<AppState>, headers: HeaderMap) -> 
     let page = SignInPage {
         title: "Sign in",
         error: None,
+        sso: state.sso.enabled(),
     };
     render(None, StatusCode::OK, "sign_in.html", page)
 }
@@ -235,6 +238,7 @@ pub async fn sign_in(
         let page = SignInPage {
             title: "Sign in",
             error: Some(error),
+            sso: state.sso.enabled(),
         };
         render(None, status, "sign_in.html", page)
     };
@@ -284,6 +288,84 @@ fn too_many_or_error(error: &Error) -> Response {
         page.headers_mut().insert(header::RETRY_AFTER, seconds);
     }
     page
+}
+
+/// Where the single sign-on flow leaves off: `GET /console/sso/start` sends the
+/// browser to the identity provider.
+pub async fn sso_start(State(state): State<AppState>) -> Response {
+    match state.sso.start(&state.db, state.clock.now()).await {
+        Ok(url) => Redirect::to(&url).into_response(),
+        Err(e) => error_page(None, &e),
+    }
+}
+
+/// What the identity provider sends back.
+#[derive(Deserialize)]
+pub struct Callback {
+    code: Option<String>,
+    state: Option<String>,
+    error: Option<String>,
+    error_description: Option<String>,
+}
+
+/// `GET /console/sso/callback`: verifies the sign-in (`auth::sso`), finds or
+/// makes the member, and opens a session as its most powerful key. The answer is
+/// a page that continues to the console rather than a redirect: the session
+/// cookie is `SameSite=Strict`, which a browser would not send on a redirect
+/// that started at the identity provider.
+pub async fn sso_callback(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    axum::extract::Query(back): axum::extract::Query<Callback>,
+) -> Response {
+    let refused = |status, error: &str| {
+        let page = SignInPage {
+            title: "Sign in",
+            error: Some(error),
+            sso: state.sso.enabled(),
+        };
+        render(None, status, "sign_in.html", page)
+    };
+    let (Some(code), Some(login)) = (back.code, back.state) else {
+        let why = back.error_description.or(back.error);
+        let why = why.unwrap_or_else(|| "no code".to_owned());
+        let shown = format!("The identity provider did not sign you in ({why}).");
+        return refused(StatusCode::UNAUTHORIZED, &shown);
+    };
+    let now = state.clock.now();
+    let who = match state.sso.finish(&state.db, &code, &login, now).await {
+        Ok(who) => who,
+        Err(e) => return refused(StatusCode::UNAUTHORIZED, &e.message),
+    };
+    let member = match crate::auth::sso::member_for(&state.db, &who, now).await {
+        Ok(member) => member,
+        Err(e) => return error_page(None, &e),
+    };
+    let key = match crate::auth::sso::session_key(&state.db, member.id).await {
+        Ok(Some(key)) => key,
+        Ok(None) => {
+            let shown = format!(
+                "Signed in as {:?}, who has no role here yet: an operator gives you one with `loadout keys create --member {} --role admin --name NAME`.",
+                member.name, member.name
+            );
+            return refused(StatusCode::FORBIDDEN, &shown);
+        }
+        Err(e) => return error_page(None, &e),
+    };
+    let token = match open(&state, key.id).await {
+        Ok(token) => token,
+        Err(e) => return error_page(None, &e),
+    };
+    tracing::info!(member = %member.name, key = %key.name, "console sign-in by single sign-on");
+    let page = axum::response::Html(
+        "<!doctype html><meta charset=\"utf-8\"><meta http-equiv=\"refresh\" content=\"0; url=/console/\"><title>Signed in</title><p>Signed in. <a href=\"/console/\">Continue to the console</a>.</p>",
+    );
+    let mut response = page.into_response();
+    let max_age = LIFETIME.num_seconds();
+    response
+        .headers_mut()
+        .insert(header::SET_COOKIE, set_cookie(&headers, &token, max_age));
+    response
 }
 
 /// Stores a new session for key row `key_id`; returns the cookie's token.

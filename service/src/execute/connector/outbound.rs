@@ -163,7 +163,7 @@ pub fn refused_by_check<'a>(
 }
 
 /// rustls with the `ring` provider, the Mozilla roots, and `extra_ca`'s certificates.
-fn tls(extra_ca: Option<&[u8]>) -> Result<rustls::ClientConfig, ClientError> {
+pub fn tls(extra_ca: Option<&[u8]>) -> Result<rustls::ClientConfig, ClientError> {
     use rustls::pki_types::CertificateDer;
     use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore {
