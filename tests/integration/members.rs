@@ -257,7 +257,7 @@ db_test! {
         let labels = entity::agent_labels::Entity::find().all(&db.conn).await.expect("labels");
         let mut names: Vec<&str> = labels.iter().map(|l| l.name.as_str()).collect();
         names.sort_unstable();
-        assert!(!names.is_empty() && names.len() % 2 == 0, "{names:?}");
+        assert!(!names.is_empty() && names.len().is_multiple_of(2), "{names:?}");
         assert!(names.contains(&"production") && names.contains(&"latest"), "{names:?}");
         let revisions = entity::agent_revisions::Entity::find().all(&db.conn).await.expect("revisions");
         assert!(revisions.iter().all(|r| r.number == 1), "{revisions:?}");

@@ -36,7 +36,7 @@ async fn report_outcome(
     // Outcomes judge shared rollouts: only an agent (a service of a tenant)
     // reports them, never an admin or operator typing numbers in.
     if who.role != Role::Agent {
-        return Err(Error::forbidden("an agent key (outcomes come from agents)").into());
+        return Err(Error::forbidden("an agent key (outcomes come from agents)"));
     }
     let view = outcomes::submit(
         &state.db,
