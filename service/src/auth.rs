@@ -4,6 +4,7 @@ pub mod cache;
 pub mod failures;
 pub mod keys;
 pub mod members;
+pub mod signers;
 pub mod sso;
 
 pub use keys::{Principal, Role};

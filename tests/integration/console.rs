@@ -122,9 +122,7 @@ impl Site {
         let db = db.seeded().await;
         let admin = db.key("admin", Role::Operator).await;
         let agent = db.key("agent", Role::Agent).await;
-        let approver = keys::create(&db.conn, "approver", Role::Approver)
-            .await
-            .expect("key");
+        let approver = db.key("approver", Role::Approver).await;
         let state = loadout_tests::app::state(&db, &["--connector-allow=127.0.0.1"]).await;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await

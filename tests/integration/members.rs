@@ -163,7 +163,7 @@ db_test! {
         let id = ask(&app, &app.operator).await;
         let (status, _) = approve(&app, id, &two).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "a member of its own, and no signer");
-        members::merge(&app.db.conn, "default", "operator", "operator-laptop").await.expect("merge");
+        loadout::auth::signers::merge(&app.db.conn, "default", "operator", "operator-laptop").await.expect("merge");
         app.publish().await;
         let (status, refused) = approve(&app, id, &two).await;
         assert_eq!((status, refused["error"]["code"].as_str()), (StatusCode::FORBIDDEN, Some("self_approval")), "merged: the same person now {refused}");

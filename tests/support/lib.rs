@@ -134,7 +134,7 @@ impl TestDb {
             .await
             .expect("create a key");
         if matches!(role, Role::Operator | Role::Approver) {
-            loadout::auth::members::set_signer_on_database(&self.conn, "default", name, true, None)
+            loadout::auth::signers::set_signer_on_database(&self.conn, "default", name, true, None)
                 .await
                 .expect("grant sign-off");
         }

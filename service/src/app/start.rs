@@ -169,7 +169,7 @@ async fn bootstrap_operator_key(
     }
     let name = "operator".to_owned();
     let key = keys::create(&txn, &name, Role::Operator).await?;
-    crate::auth::members::grant_first(&txn, &name).await?;
+    crate::auth::signers::grant_first(&txn, &name).await?;
     txn.commit().await?;
     Ok(Some((name, key)))
 }

@@ -35,8 +35,7 @@ crate::closed_set! {
     }
 }
 
-/// The tenant of a key created without one.
-pub const DEFAULT_TENANT: &str = "default";
+pub use super::members::DEFAULT_TENANT;
 
 /// The caller behind a valid key.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -293,8 +292,10 @@ pub async fn create_owned(
         Owner::Own | Owner::MadeBy(_) => {
             match super::members::insert(db, name, kind, tenant, now).await {
                 Ok(member) => member.id,
-                Err(KeyError::MemberTaken(_)) => return Err(KeyError::NameTaken(name.to_owned())),
-                Err(e) => return Err(e),
+                Err(super::members::MemberError::Taken(_)) => {
+                    return Err(KeyError::NameTaken(name.to_owned()));
+                }
+                Err(super::members::MemberError::Db(e)) => return Err(KeyError::Db(e)),
             }
         }
     };

@@ -7,25 +7,28 @@
 //! member (`keys::Owner::MadeBy`). Agent keys are services with members of their
 //! own; they never sign off.
 //!
-//! **Sign-off power is granted, never minted.** `signer` is set on the database
-//! (`loadout members grant-signoff`, and the first operator key `serve` makes),
-//! or over the API by a grant one signer requests and *another* signer approves
-//! (never the member it grants, never the requester). Every grant and revocation
-//! is a `signer_grants` row: the history of who may sign off.
+//! Sign-off power (`signer`) is granted in [`super::signers`].
 
 use chrono::{DateTime, Utc};
-use entity::{api_keys, members, signer_grants};
+use entity::{api_keys, members};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DbErr,
-    EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter,
+    QueryOrder, QuerySelect, Set,
 };
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::Principal;
-use super::keys::{DEFAULT_TENANT, KeyError, Role};
-use crate::error::{Error, Kind as ErrorKind, Result, check_size};
-use crate::vocab::MAX_TEXT_BYTES;
+/// The tenant of a key or member created without one.
+pub const DEFAULT_TENANT: &str = "default";
+
+/// Why a member could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum MemberError {
+    #[error("a member named {0:?} already exists in the tenant")]
+    Taken(String),
+    #[error(transparent)]
+    Db(#[from] DbErr),
+}
 
 crate::closed_set! {
     /// What a member is.
@@ -36,26 +39,6 @@ crate::closed_set! {
         Service = "service",
     }
 }
-
-crate::closed_set! {
-    /// Where a signer grant is.
-    pub enum GrantState as "signer grant state" {
-        /// Waiting for another signer.
-        Pending = "pending",
-        /// Decided: the member's power changed.
-        Approved = "approved",
-        /// Declined (or withdrawn by its requester); nothing changed.
-        Declined = "declined",
-        /// Nobody decided within its lifetime.
-        Expired = "expired",
-    }
-}
-
-/// Who decides on the database: the CLI's name in every history.
-pub const DATABASE: &str = "database";
-
-/// How long a signer grant waits for a decision.
-pub const GRANT_LIFETIME: chrono::Duration = chrono::Duration::days(7);
 
 /// One member as lists show it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
@@ -77,38 +60,6 @@ pub struct MemberList {
     pub members: Vec<MemberView>,
 }
 
-/// One grant or revocation of sign-off power.
-#[derive(Debug, Clone, Serialize, ToSchema)]
-pub struct GrantView {
-    pub id: i32,
-    pub member: String,
-    /// `true` grants, `false` revokes.
-    pub grant: bool,
-    pub state: GrantState,
-    pub reason: Option<String>,
-    pub requested_by: String,
-    pub created_at: DateTime<Utc>,
-    pub expires_at: DateTime<Utc>,
-    pub decided_by: Option<String>,
-    pub decided_at: Option<DateTime<Utc>>,
-}
-
-/// Grants, newest first.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct GrantList {
-    pub grants: Vec<GrantView>,
-}
-
-/// The body of a grant request.
-#[derive(Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct GrantRequest {
-    /// Why, kept with the grant.
-    pub reason: Option<String>,
-    /// The member's tenant (`default` if absent).
-    pub tenant: Option<String>,
-}
-
 fn in_tenant(tenant: &str) -> Condition {
     if tenant == DEFAULT_TENANT {
         Condition::any()
@@ -126,7 +77,7 @@ pub async fn insert(
     kind: MemberKind,
     tenant: Option<&str>,
     now: DateTime<Utc>,
-) -> std::result::Result<members::Model, KeyError> {
+) -> Result<members::Model, MemberError> {
     let tenant = tenant.filter(|t| *t != DEFAULT_TENANT);
     members::ActiveModel {
         name: Set(name.to_owned()),
@@ -139,8 +90,8 @@ pub async fn insert(
     .insert(db)
     .await
     .map_err(|e| match crate::db::classify(&e) {
-        crate::db::DbFailure::Taken => KeyError::MemberTaken(name.to_owned()),
-        _ => KeyError::Db(e),
+        crate::db::DbFailure::Taken => MemberError::Taken(name.to_owned()),
+        _ => MemberError::Db(e),
     })
 }
 
@@ -149,7 +100,7 @@ pub async fn named(
     db: &impl ConnectionTrait,
     tenant: &str,
     name: &str,
-) -> std::result::Result<Option<members::Model>, DbErr> {
+) -> Result<Option<members::Model>, DbErr> {
     members::Entity::find()
         .filter(members::Column::Name.eq(name))
         .filter(in_tenant(tenant))
@@ -163,7 +114,7 @@ pub async fn bound(
     db: &impl ConnectionTrait,
     issuer: &str,
     subject: &str,
-) -> std::result::Result<Option<members::Model>, DbErr> {
+) -> Result<Option<members::Model>, DbErr> {
     members::Entity::find()
         .filter(members::Column::OidcIssuer.eq(issuer))
         .filter(members::Column::OidcSubject.eq(subject))
@@ -176,7 +127,7 @@ pub async fn bound(
 pub async fn live_by_id(
     db: &impl ConnectionTrait,
     id: i32,
-) -> std::result::Result<Option<members::Model>, DbErr> {
+) -> Result<Option<members::Model>, DbErr> {
     members::Entity::find_by_id(id)
         .filter(members::Column::DeletedAt.is_null())
         .one(db)
@@ -187,7 +138,7 @@ pub async fn live_by_id(
 pub async fn list(
     db: &impl ConnectionTrait,
     tenant: Option<&str>,
-) -> std::result::Result<Vec<MemberView>, DbErr> {
+) -> Result<Vec<MemberView>, DbErr> {
     let mut query = members::Entity::find()
         .filter(members::Column::DeletedAt.is_null())
         .order_by_asc(members::Column::Id);
@@ -222,312 +173,4 @@ pub async fn list(
             created_at: m.created_at,
         })
         .collect())
-}
-
-/// Sets a member's power and records the decision, inside `db`'s write.
-async fn set_signer(
-    db: &impl ConnectionTrait,
-    member: members::Model,
-    grant: bool,
-) -> std::result::Result<(), DbErr> {
-    if member.signer != grant {
-        let mut active: members::ActiveModel = member.into();
-        active.signer = Set(grant);
-        active.update(db).await?;
-    }
-    Ok(())
-}
-
-/// Grants (or with `grant` false, revokes) sign-off power on the database: the
-/// CLI's `members grant-signoff` and `revoke-signoff`, decided at once and
-/// recorded as by `database`.
-pub async fn set_signer_on_database(
-    db: &DatabaseConnection,
-    tenant: &str,
-    name: &str,
-    grant: bool,
-    reason: Option<&str>,
-) -> anyhow::Result<()> {
-    let txn = crate::db::begin_write(db).await?;
-    let member = named(&txn, tenant, name)
-        .await?
-        .ok_or_else(|| KeyError::NoMember(name.to_owned()))?;
-    let now = Utc::now();
-    signer_grants::ActiveModel {
-        member_id: Set(member.id),
-        grant: Set(grant),
-        state: Set(GrantState::Approved.as_str().to_owned()),
-        reason: Set(reason.map(str::to_owned)),
-        requested_by: Set(DATABASE.to_owned()),
-        created_at: Set(now),
-        expires_at: Set(now),
-        decided_by: Set(Some(DATABASE.to_owned())),
-        decided_at: Set(Some(now)),
-        ..Default::default()
-    }
-    .insert(&txn)
-    .await?;
-    set_signer(&txn, member, grant).await?;
-    // Cached principals carry `signer`: the generation makes every process re-read.
-    crate::db::generation::bump(&txn).await?;
-    txn.commit().await?;
-    Ok(())
-}
-
-/// The first operator key's member may sign off: granted inside the bootstrap's
-/// write, as the key is made.
-pub async fn grant_first(
-    db: &impl ConnectionTrait,
-    key_name: &str,
-) -> std::result::Result<(), KeyError> {
-    let member = named(db, DEFAULT_TENANT, key_name)
-        .await?
-        .ok_or_else(|| KeyError::NoMember(key_name.to_owned()))?;
-    let now = Utc::now();
-    signer_grants::ActiveModel {
-        member_id: Set(member.id),
-        grant: Set(true),
-        state: Set(GrantState::Approved.as_str().to_owned()),
-        reason: Set(Some("the first operator key".to_owned())),
-        requested_by: Set(DATABASE.to_owned()),
-        created_at: Set(now),
-        expires_at: Set(now),
-        decided_by: Set(Some(DATABASE.to_owned())),
-        decided_at: Set(Some(now)),
-        ..Default::default()
-    }
-    .insert(db)
-    .await?;
-    set_signer(db, member, true).await?;
-    Ok(())
-}
-
-/// Joins member `from` into `into` (both of `tenant`): `from`'s keys become
-/// `into`'s, `from` is soft-deleted, and `into` keeps sign-off power if either
-/// had it (recorded as a grant by `database`). On the database only.
-pub async fn merge(
-    db: &DatabaseConnection,
-    tenant: &str,
-    into: &str,
-    from: &str,
-) -> anyhow::Result<usize> {
-    anyhow::ensure!(into != from, "a member cannot be merged into itself");
-    let txn = crate::db::begin_write(db).await?;
-    let target = named(&txn, tenant, into)
-        .await?
-        .ok_or_else(|| KeyError::NoMember(into.to_owned()))?;
-    let source = named(&txn, tenant, from)
-        .await?
-        .ok_or_else(|| KeyError::NoMember(from.to_owned()))?;
-    let moved = api_keys::Entity::update_many()
-        .col_expr(
-            api_keys::Column::MemberId,
-            sea_orm::sea_query::Expr::value(target.id),
-        )
-        .filter(api_keys::Column::MemberId.eq(source.id))
-        .exec(&txn)
-        .await?
-        .rows_affected;
-    let now = Utc::now();
-    if source.signer && !target.signer {
-        signer_grants::ActiveModel {
-            member_id: Set(target.id),
-            grant: Set(true),
-            state: Set(GrantState::Approved.as_str().to_owned()),
-            reason: Set(Some(format!("merged with {from:?}, a signer"))),
-            requested_by: Set(DATABASE.to_owned()),
-            created_at: Set(now),
-            expires_at: Set(now),
-            decided_by: Set(Some(DATABASE.to_owned())),
-            decided_at: Set(Some(now)),
-            ..Default::default()
-        }
-        .insert(&txn)
-        .await?;
-        set_signer(&txn, target.clone(), true).await?;
-    }
-    let mut gone: members::ActiveModel = source.into();
-    gone.deleted_at = Set(Some(now));
-    gone.update(&txn).await?;
-    crate::db::generation::bump(&txn).await?;
-    txn.commit().await?;
-    Ok(usize::try_from(moved).unwrap_or(usize::MAX))
-}
-
-/// Who may request a grant over the API: an operator.
-fn may_request(who: &Principal) -> Result<()> {
-    match who.role {
-        Role::Operator => Ok(()),
-        _ => Err(Error::forbidden("an operator key")),
-    }
-}
-
-/// Who may decide a grant: a signer's operator or approver key.
-fn may_decide(who: &Principal) -> Result<()> {
-    match who.signer && matches!(who.role, Role::Operator | Role::Approver) {
-        true => Ok(()),
-        false => Err(Error::forbidden(
-            "an operator key or approver key of a signer (sign-off power is granted by another signer)",
-        )),
-    }
-}
-
-fn grant_state(row: &signer_grants::Model, now: DateTime<Utc>) -> GrantState {
-    let stored = row.state.parse().unwrap_or(GrantState::Expired);
-    match stored == GrantState::Pending && row.expires_at <= now {
-        true => GrantState::Expired,
-        false => stored,
-    }
-}
-
-async fn grant_view(
-    db: &impl ConnectionTrait,
-    row: signer_grants::Model,
-    now: DateTime<Utc>,
-) -> Result<GrantView> {
-    let member = members::Entity::find_by_id(row.member_id)
-        .one(db)
-        .await?
-        .map(|m| m.name)
-        .unwrap_or_default();
-    Ok(GrantView {
-        state: grant_state(&row, now),
-        id: row.id,
-        member,
-        grant: row.grant,
-        reason: row.reason,
-        requested_by: row.requested_by,
-        created_at: row.created_at,
-        expires_at: row.expires_at,
-        decided_by: row.decided_by,
-        decided_at: row.decided_at,
-    })
-}
-
-/// Asks that member `name` may sign off; pending until another signer approves.
-pub async fn request_grant(
-    db: &DatabaseConnection,
-    who: &Principal,
-    name: &str,
-    request: GrantRequest,
-    now: DateTime<Utc>,
-) -> Result<GrantView> {
-    may_request(who)?;
-    if let Some(reason) = &request.reason {
-        check_size("reason", reason, MAX_TEXT_BYTES)?;
-    }
-    let tenant = request.tenant.as_deref().unwrap_or(DEFAULT_TENANT);
-    let txn = crate::db::begin_write(db).await?;
-    let member = named(&txn, tenant, name)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("no member named {name:?}")))?;
-    if member.kind != MemberKind::Person.as_str() {
-        return Err(Error::refused(
-            "not_a_person",
-            format!("{name:?} is a service: only people sign off"),
-        ));
-    }
-    if member.signer {
-        return Err(Error::conflict(format!("{name:?} already signs off")));
-    }
-    let row = signer_grants::ActiveModel {
-        member_id: Set(member.id),
-        grant: Set(true),
-        state: Set(GrantState::Pending.as_str().to_owned()),
-        reason: Set(request.reason),
-        requested_by: Set(who.member.clone()),
-        requested_member_id: Set(Some(who.member_id)),
-        created_at: Set(now),
-        expires_at: Set(now + GRANT_LIFETIME),
-        ..Default::default()
-    }
-    .insert(&txn)
-    .await?;
-    let view = grant_view(&txn, row, now).await?;
-    txn.commit().await?;
-    Ok(view)
-}
-
-/// Approves (`approve` true) or declines a pending grant. Approving needs a
-/// signer who is neither the requester nor the member it grants; the requester
-/// may decline (withdraw) it.
-pub async fn decide_grant(
-    db: &DatabaseConnection,
-    generation: &crate::cache::Generation,
-    who: &Principal,
-    id: i32,
-    approve: bool,
-    now: DateTime<Utc>,
-) -> Result<GrantView> {
-    let txn = crate::db::begin_write(db).await?;
-    let row = signer_grants::Entity::find_by_id(id)
-        .one(&txn)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("no signer grant {id}")))?;
-    let withdrawing = !approve && row.requested_member_id == Some(who.member_id);
-    if !withdrawing {
-        may_decide(who)?;
-    }
-    match grant_state(&row, now) {
-        GrantState::Pending => {}
-        state => {
-            return Err(Error::conflict(format!(
-                "signer grant {id} is already {state}"
-            )));
-        }
-    }
-    if approve && (row.requested_member_id == Some(who.member_id) || row.member_id == who.member_id)
-    {
-        return Err(Error::new(
-            ErrorKind::Forbidden,
-            "self_approval",
-            "a signer grant is approved by another signer: neither its requester nor the member it grants",
-        ));
-    }
-    let member = members::Entity::find_by_id(row.member_id)
-        .one(&txn)
-        .await?
-        .ok_or_else(|| Error::internal("a signer grant without its member"))?;
-    let state = if approve {
-        GrantState::Approved
-    } else {
-        GrantState::Declined
-    };
-    let mut active: signer_grants::ActiveModel = row.into();
-    active.state = Set(state.as_str().to_owned());
-    active.decided_by = Set(Some(who.member.clone()));
-    active.decided_member_id = Set(Some(who.member_id));
-    active.decided_at = Set(Some(now));
-    let decided = active.update(&txn).await?;
-    if approve {
-        let grant = decided.grant;
-        set_signer(&txn, member, grant).await?;
-        let bumped = crate::db::generation::bump(&txn).await?;
-        let view = grant_view(&txn, decided, now).await?;
-        txn.commit().await?;
-        generation.observe(bumped);
-        return Ok(view);
-    }
-    let view = grant_view(&txn, decided, now).await?;
-    txn.commit().await?;
-    Ok(view)
-}
-
-/// Grants and revocations, newest first (at most 200), of one member if named.
-pub async fn grants(
-    db: &impl ConnectionTrait,
-    member: Option<i32>,
-    now: DateTime<Utc>,
-) -> Result<Vec<GrantView>> {
-    let mut query = signer_grants::Entity::find()
-        .order_by_desc(signer_grants::Column::Id)
-        .limit(200);
-    if let Some(member) = member {
-        query = query.filter(signer_grants::Column::MemberId.eq(member));
-    }
-    let mut views = Vec::new();
-    for row in query.all(db).await? {
-        views.push(grant_view(db, row, now).await?);
-    }
-    Ok(views)
 }

@@ -366,8 +366,8 @@ pub async fn member_for(
                     })
                 });
             }
-            Err(keys::KeyError::MemberTaken(_)) => continue,
-            Err(e) => return Err(Error::internal(e.to_string())),
+            Err(members::MemberError::Taken(_)) => continue,
+            Err(members::MemberError::Db(e)) => return Err(e.into()),
         }
     }
     Err(Error::conflict("no free member name for this identity"))

@@ -3,7 +3,7 @@
 use sea_orm::DatabaseConnection;
 
 use crate::auth::keys::{self, Role};
-use crate::auth::members;
+use crate::auth::signers;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum KeysCommand {
@@ -64,7 +64,7 @@ pub async fn run(db: &DatabaseConnection, command: KeysCommand) -> anyhow::Resul
                 let member = member.as_deref().unwrap_or(&name);
                 let tenant = tenant.unwrap_or(keys::DEFAULT_TENANT);
                 let reason = format!("keys create --signer ({name})");
-                members::set_signer_on_database(db, tenant, member, true, Some(&reason)).await?;
+                signers::set_signer_on_database(db, tenant, member, true, Some(&reason)).await?;
             }
             println!("created {role} key {name:?}; it is shown once, store it now:");
             println!("{key}");

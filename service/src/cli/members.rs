@@ -4,7 +4,7 @@
 use sea_orm::DatabaseConnection;
 
 use crate::auth::keys::DEFAULT_TENANT;
-use crate::auth::members;
+use crate::auth::{members, signers};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum MembersCommand {
@@ -52,7 +52,7 @@ pub async fn run(db: &DatabaseConnection, command: MembersCommand) -> anyhow::Re
             tenant,
             reason,
         } => {
-            members::set_signer_on_database(db, &tenant, &name, true, reason.as_deref()).await?;
+            signers::set_signer_on_database(db, &tenant, &name, true, reason.as_deref()).await?;
             println!("{name:?} may sign off");
         }
         MembersCommand::RevokeSignoff {
@@ -60,11 +60,11 @@ pub async fn run(db: &DatabaseConnection, command: MembersCommand) -> anyhow::Re
             tenant,
             reason,
         } => {
-            members::set_signer_on_database(db, &tenant, &name, false, reason.as_deref()).await?;
+            signers::set_signer_on_database(db, &tenant, &name, false, reason.as_deref()).await?;
             println!("{name:?} no longer signs off");
         }
         MembersCommand::Merge { into, from, tenant } => {
-            let moved = members::merge(db, &tenant, &into, &from).await?;
+            let moved = signers::merge(db, &tenant, &into, &from).await?;
             println!("merged {from:?} into {into:?} ({moved} keys moved)");
         }
     }

@@ -14,7 +14,8 @@ use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422};
 use super::extract::{AdminKey, ApiJson, ApiPath, ApiQuery, ApproverKey, OperatorKey};
 use crate::app::AppState;
 use crate::auth::Role;
-use crate::auth::members::{self, GrantList, GrantRequest, GrantView, MemberList};
+use crate::auth::members::{self, MemberList};
+use crate::auth::signers::{self, GrantList, GrantRequest, GrantView};
 use crate::error::Error;
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -47,7 +48,7 @@ async fn request_grant(
     ApiJson(body): ApiJson<GrantRequest>,
 ) -> ApiResult<(StatusCode, Json<GrantView>)> {
     let now = state.clock.now();
-    let grant = members::request_grant(&state.db, &who, &member, body, now).await?;
+    let grant = signers::request_grant(&state.db, &who, &member, body, now).await?;
     Ok((StatusCode::ACCEPTED, Json(grant)))
 }
 
@@ -84,7 +85,7 @@ async fn list_grants(
         }
         None => None,
     };
-    let grants = members::grants(&state.db, member, state.clock.now()).await?;
+    let grants = signers::grants(&state.db, member, state.clock.now()).await?;
     Ok(Json(GrantList { grants }))
 }
 
@@ -98,7 +99,7 @@ async fn approve_grant(
     ApiPath(id): ApiPath<i32>,
 ) -> ApiResult<Json<GrantView>> {
     let now = state.clock.now();
-    let grant = members::decide_grant(&state.db, &state.generation, &who, id, true, now).await?;
+    let grant = signers::decide_grant(&state.db, &state.generation, &who, id, true, now).await?;
     Ok(Json(grant))
 }
 
@@ -111,6 +112,6 @@ async fn decline_grant(
     ApiPath(id): ApiPath<i32>,
 ) -> ApiResult<Json<GrantView>> {
     let now = state.clock.now();
-    let grant = members::decide_grant(&state.db, &state.generation, &who, id, false, now).await?;
+    let grant = signers::decide_grant(&state.db, &state.generation, &who, id, false, now).await?;
     Ok(Json(grant))
 }
