@@ -19,8 +19,6 @@ pub struct Model {
     /// The API key name (or `seed`, `migration`) that first published it; `None`
     /// for writes that name nobody.
     pub author: Option<String>,
-    /// The member whose write published it (migration 21).
-    pub author_member_id: Option<i32>,
     pub created_at: DateTimeUtc,
 }
 

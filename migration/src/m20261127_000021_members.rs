@@ -13,9 +13,8 @@
 //!   no power away and gives none.
 //! - `signer_grants`: every grant and revocation of sign-off power, requested and
 //!   decided (by whom, when, why): the history of who may sign off.
-//! - `change_requests.requested_member_id` and `decided_member_id`,
-//!   `agent_revisions.author_member_id`: the members behind a request, its
-//!   decision and a revision (filled from the keys for existing requests).
+//! - `change_requests.requested_member_id` and `decided_member_id`: the members
+//!   behind a request and its decision (filled from the keys for existing ones).
 //! - `oidc_logins`: console single sign-ons in flight (state hash, nonce, PKCE
 //!   verifier), each used once.
 //! - `rollouts.signed_share_bp`: the share a sign-off allowed; raising a gated
@@ -88,12 +87,6 @@ enum ChangeRequests {
     Table,
     RequestedMemberId,
     DecidedMemberId,
-}
-
-#[derive(DeriveIden)]
-enum AgentRevisions {
-    Table,
-    AuthorMemberId,
 }
 
 #[derive(DeriveIden)]
@@ -234,12 +227,6 @@ impl MigrationTrait for Migration {
                 .await?;
         }
         manager
-            .alter_table(add_int(
-                AgentRevisions::Table,
-                AgentRevisions::AuthorMemberId,
-            ))
-            .await?;
-        manager
             .alter_table(add_int(Rollouts::Table, Rollouts::SignedShareBp))
             .await?;
         let db = manager.get_connection();
@@ -263,12 +250,6 @@ impl MigrationTrait for Migration {
                 .alter_table(drop_column(ChangeRequests::Table, column))
                 .await?;
         }
-        manager
-            .alter_table(drop_column(
-                AgentRevisions::Table,
-                AgentRevisions::AuthorMemberId,
-            ))
-            .await?;
         manager
             .alter_table(drop_column(Rollouts::Table, Rollouts::SignedShareBp))
             .await?;

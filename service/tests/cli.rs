@@ -770,7 +770,7 @@ async fn keys_create_prints_the_key_alone_on_the_last_line_and_revoke_disables_i
     );
     assert_eq!(
         stderr(&again),
-        "error: a key named \"bot\" already exists\n"
+        "error: a key or member named \"bot\" already exists in the tenant\n"
     );
     assert!(
         loadout(&db.url, &["keys", "revoke", "bot"])

@@ -149,6 +149,7 @@ class ChangeKind(Enum):
     move = 'move'
     rollout_start = 'rollout_start'
     rollout_complete = 'rollout_complete'
+    rollout_share = 'rollout_share'
 
 
 class ChangeState(Enum):
@@ -391,6 +392,55 @@ class Format(Enum):
     openai = 'openai'
     anthropic = 'anthropic'
     mcp = 'mcp'
+
+
+class GrantRequest(BaseModel):
+    """
+    The body of a grant request.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    reason: str | None = None
+    """
+    Why, kept with the grant.
+    """
+    tenant: str | None = None
+    """
+    The member's tenant (`default` if absent).
+    """
+
+
+class GrantState(Enum):
+    """
+    Where a signer grant is.
+    """
+
+    pending = 'pending'
+    approved = 'approved'
+    declined = 'declined'
+    expired = 'expired'
+
+
+class GrantView(BaseModel):
+    """
+    One grant or revocation of sign-off power.
+    """
+
+    created_at: AwareDatetime
+    decided_at: AwareDatetime | None = None
+    decided_by: str | None = None
+    expires_at: AwareDatetime
+    grant: bool
+    """
+    `true` grants, `false` revokes.
+    """
+    id: int
+    member: str
+    reason: str | None = None
+    requested_by: str
+    state: GrantState
 
 
 class Guard(BaseModel):
@@ -652,6 +702,35 @@ class McpTool(BaseModel):
     """
     For people: the name with `_` as spaces, capitalised (`Get tasks`).
     """
+
+
+class MemberKind(Enum):
+    """
+    What a member is.
+    """
+
+    person = 'person'
+    service = 'service'
+
+
+class MemberView(BaseModel):
+    """
+    One member as lists show it.
+    """
+
+    created_at: AwareDatetime
+    keys: list[str]
+    """
+    Its keys' names (revoked ones included).
+    """
+    kind: MemberKind
+    name: str
+    oidc_subject: str | None = None
+    """
+    The single sign-on identity it signs in as, if bound.
+    """
+    signer: bool
+    tenant: str
 
 
 class MoveView(BaseModel):
@@ -1755,7 +1834,7 @@ class ChangeRequestView(BaseModel):
     label: str
     percent: float | None = None
     """
-    A `rollout_start`'s share of subjects in percent.
+    A `rollout_start`'s or `rollout_share`'s share of subjects in percent.
     """
     reason: str | None = None
     """
@@ -1926,6 +2005,14 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
+class GrantList(BaseModel):
+    """
+    Grants, newest first.
+    """
+
+    grants: list[GrantView]
+
+
 class LabelHistory(BaseModel):
     """
     A label's moves, newest first.
@@ -1973,6 +2060,14 @@ class LintProblem(BaseModel):
     line: int = Field(..., ge=0)
     message: str
     severity: LintSeverity
+
+
+class MemberList(BaseModel):
+    """
+    Members, oldest first.
+    """
+
+    members: list[MemberView]
 
 
 class NewOutcome(BaseModel):
