@@ -16,6 +16,9 @@
 #   ROUNDS=4 LOG=unset bench/cached_ab.sh 6 bare /tmp/loadout-new /tmp/loadout-old
 # LOG is RUST_LOG for the servers (default warn); `unset` starts them without it
 # (the default level, one `served` line per request, stderr to a file).
+# USERS=1 asks with a new `user_id` on every request instead (bench/users.lua): the
+# miss path, where the response cache never answers (skip `bare` there: it caches
+# nothing to miss).
 # Needs: wrk, curl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,7 +47,12 @@ for _ in $(seq 1 "${ROUNDS:-2}"); do
       curl -sf -o /dev/null -H "Authorization: Bearer $KEY" "$URL"
     fi
     printf "%-24s " "$(basename "$BIN")"
-    wrk -t2 -c64 -d"${SECONDS_EACH}s" --latency -H "Authorization: Bearer $KEY" "$URL" \
+    if [ "${USERS:-0}" = 1 ]; then
+      LOAD=(-s bench/users.lua "http://127.0.0.1:$PORT" -- "$KEY" users "r$RANDOM")
+    else
+      LOAD=(-H "Authorization: Bearer $KEY" "$URL")
+    fi
+    wrk -t2 -c64 -d"${SECONDS_EACH}s" --latency "${LOAD[@]}" \
       | awk '/Requests\/sec/ {rps=$2} /^ +99%/ {p99=$2} END {printf "%10.0f req/s  p99 %s\n", rps, p99}'
     kill "$PID"; wait "$PID" 2>/dev/null || true
     rm -rf "$D"

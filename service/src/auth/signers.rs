@@ -85,6 +85,32 @@ async fn set_signer(
     Ok(())
 }
 
+/// Grants (`grant`) or revokes `member`'s power on the database, decided at once
+/// by `database`, and records why: inside the caller's write.
+async fn decide_on_database(
+    db: &impl ConnectionTrait,
+    member: members::Model,
+    grant: bool,
+    reason: Option<String>,
+) -> std::result::Result<(), DbErr> {
+    let now = Utc::now();
+    signer_grants::ActiveModel {
+        member_id: Set(member.id),
+        grant: Set(grant),
+        state: Set(GrantState::Approved.as_str().to_owned()),
+        reason: Set(reason),
+        requested_by: Set(DATABASE.to_owned()),
+        created_at: Set(now),
+        expires_at: Set(now),
+        decided_by: Set(Some(DATABASE.to_owned())),
+        decided_at: Set(Some(now)),
+        ..Default::default()
+    }
+    .insert(db)
+    .await?;
+    set_signer(db, member, grant).await
+}
+
 /// Grants (or with `grant` false, revokes) sign-off power on the database: the
 /// CLI's `members grant-signoff` and `revoke-signoff`, decided at once and
 /// recorded as by `database`.
@@ -99,22 +125,7 @@ pub async fn set_signer_on_database(
     let member = named(&txn, tenant, name)
         .await?
         .ok_or_else(|| KeyError::NoMember(name.to_owned()))?;
-    let now = Utc::now();
-    signer_grants::ActiveModel {
-        member_id: Set(member.id),
-        grant: Set(grant),
-        state: Set(GrantState::Approved.as_str().to_owned()),
-        reason: Set(reason.map(str::to_owned)),
-        requested_by: Set(DATABASE.to_owned()),
-        created_at: Set(now),
-        expires_at: Set(now),
-        decided_by: Set(Some(DATABASE.to_owned())),
-        decided_at: Set(Some(now)),
-        ..Default::default()
-    }
-    .insert(&txn)
-    .await?;
-    set_signer(&txn, member, grant).await?;
+    decide_on_database(&txn, member, grant, reason.map(str::to_owned)).await?;
     // Cached principals carry `signer`: the generation makes every process re-read.
     crate::db::generation::bump(&txn).await?;
     txn.commit().await?;
@@ -130,23 +141,8 @@ pub async fn grant_first(
     let member = named(db, DEFAULT_TENANT, key_name)
         .await?
         .ok_or_else(|| KeyError::NoMember(key_name.to_owned()))?;
-    let now = Utc::now();
-    signer_grants::ActiveModel {
-        member_id: Set(member.id),
-        grant: Set(true),
-        state: Set(GrantState::Approved.as_str().to_owned()),
-        reason: Set(Some("the first operator key".to_owned())),
-        requested_by: Set(DATABASE.to_owned()),
-        created_at: Set(now),
-        expires_at: Set(now),
-        decided_by: Set(Some(DATABASE.to_owned())),
-        decided_at: Set(Some(now)),
-        ..Default::default()
-    }
-    .insert(db)
-    .await?;
-    set_signer(db, member, true).await?;
-    Ok(())
+    let reason = Some("the first operator key".to_owned());
+    Ok(decide_on_database(db, member, true, reason).await?)
 }
 
 /// Joins member `from` into `into` (both of `tenant`): `from`'s keys become
@@ -177,21 +173,8 @@ pub async fn merge(
         .rows_affected;
     let now = Utc::now();
     if source.signer && !target.signer {
-        signer_grants::ActiveModel {
-            member_id: Set(target.id),
-            grant: Set(true),
-            state: Set(GrantState::Approved.as_str().to_owned()),
-            reason: Set(Some(format!("merged with {from:?}, a signer"))),
-            requested_by: Set(DATABASE.to_owned()),
-            created_at: Set(now),
-            expires_at: Set(now),
-            decided_by: Set(Some(DATABASE.to_owned())),
-            decided_at: Set(Some(now)),
-            ..Default::default()
-        }
-        .insert(&txn)
-        .await?;
-        set_signer(&txn, target.clone(), true).await?;
+        let reason = Some(format!("merged with {from:?}, a signer"));
+        decide_on_database(&txn, target, true, reason).await?;
     }
     let mut gone: members::ActiveModel = source.into();
     gone.deleted_at = Set(Some(now));
