@@ -230,9 +230,17 @@ pub async fn create_by(
     agent: Option<&str>,
 ) -> Result<String, KeyError> {
     let txn = crate::db::begin_write(db).await?;
-    let key = create_owned(&txn, name, role, tenant, agent, Owner::MadeBy(maker)).await?;
-    txn.commit().await?;
-    Ok(key)
+    match create_owned(&txn, name, role, tenant, agent, Owner::MadeBy(maker)).await {
+        Ok(key) => {
+            txn.commit().await?;
+            Ok(key)
+        }
+        Err(e) => {
+            // Ended here, not left for the pool to find open.
+            txn.rollback().await.ok();
+            Err(e)
+        }
+    }
 }
 
 /// Creates a key owned as `owner` says. The member and the key are written on

@@ -58,7 +58,15 @@ pub async fn run(db: &DatabaseConnection, command: KeysCommand) -> anyhow::Resul
             };
             let (tenant, agent) = (tenant.as_deref(), agent.as_deref());
             let txn = crate::db::begin_write(db).await?;
-            let key = keys::create_owned(&txn, &name, role, tenant, agent, owner).await?;
+            let made = keys::create_owned(&txn, &name, role, tenant, agent, owner).await;
+            let key = match made {
+                Ok(key) => key,
+                Err(e) => {
+                    // Ended here, not left for the pool to find open.
+                    txn.rollback().await.ok();
+                    return Err(e.into());
+                }
+            };
             txn.commit().await?;
             if signer {
                 let member = member.as_deref().unwrap_or(&name);
