@@ -116,10 +116,6 @@ pub enum KeyError {
     InvalidTenant(String),
     #[error("a key or member named {0:?} already exists in the tenant")]
     NameTaken(String),
-    #[error(
-        "a member named {0:?} already exists in the tenant: give the key to it (`--member {0}`) or choose another name"
-    )]
-    MemberTaken(String),
     #[error("no member named {0:?} in the tenant")]
     NoMember(String),
     #[error("no key named {0:?}")]

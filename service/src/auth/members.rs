@@ -70,7 +70,7 @@ fn in_tenant(tenant: &str) -> Condition {
     }
 }
 
-/// A new member; `MemberTaken` if the name is used in the tenant.
+/// A new member; `MemberError::Taken` if the name is used in the tenant.
 pub async fn insert(
     db: &impl ConnectionTrait,
     name: &str,

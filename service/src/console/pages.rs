@@ -152,7 +152,7 @@ async fn create_key(
         Err(KeyError::Db(e)) => error_page(Some(&signed), &e.into()),
         Err(e) => {
             let status = match e {
-                KeyError::NameTaken(_) | KeyError::MemberTaken(_) => StatusCode::CONFLICT,
+                KeyError::NameTaken(_) => StatusCode::CONFLICT,
                 _ => StatusCode::BAD_REQUEST,
             };
             keys_page(&state, &signed, status, None, Some(e.to_string())).await

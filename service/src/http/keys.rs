@@ -89,9 +89,7 @@ fn may_touch(who: &Principal, role: Role) -> Result<(), Error> {
 fn key_error(e: KeyError) -> Error {
     match e {
         KeyError::Db(e) => e.into(),
-        KeyError::NameTaken(_) | KeyError::MemberTaken(_) => {
-            Error::new(Kind::Conflict, "name_taken", e.to_string())
-        }
+        KeyError::NameTaken(_) => Error::new(Kind::Conflict, "name_taken", e.to_string()),
         KeyError::NotFound(_) => Error::not_found(e.to_string()),
         KeyError::Random(_) => Error::internal(e.to_string()),
         _ => Error::refused("invalid_key", e.to_string()),
