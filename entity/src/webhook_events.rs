@@ -1,5 +1,5 @@
-//! `webhook_events`: the outbox; one row per event some subscription wanted,
-//! written in the change's transaction, never updated.
+//! `webhook_events`: the outbox; one row per event, written in the change's
+//! transaction; the delivery job derives its deliveries and stamps `fanned_out_at`.
 
 use sea_orm::entity::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -17,6 +17,8 @@ pub struct Model {
     /// The exact JSON body that is signed and sent.
     pub body: String,
     pub created_at: DateTimeUtc,
+    /// When its deliveries were derived (`None`: the delivery job has yet to).
+    pub fanned_out_at: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -25,6 +25,7 @@ mod m20261126_000018_rollouts;
 mod m20261126_000019_outcomes;
 mod m20261126_000020_webhooks;
 mod m20261127_000021_members;
+mod m20261127_000022_tenant_bounds;
 
 /// Every migration, oldest first.
 pub struct Migrator;
@@ -54,6 +55,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000019_outcomes::Migration),
             Box::new(m20261126_000020_webhooks::Migration),
             Box::new(m20261127_000021_members::Migration),
+            Box::new(m20261127_000022_tenant_bounds::Migration),
         ]
     }
 }

@@ -1,5 +1,6 @@
 //! Connecting to the database: SQLite (the embedded default) or Postgres.
 
+pub mod bounds;
 pub mod generation;
 pub mod idempotency;
 pub mod migrate;

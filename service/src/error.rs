@@ -33,6 +33,9 @@ pub enum Kind {
     Internal,
 }
 
+/// The code of [`Error::limit_reached`].
+pub const LIMIT_REACHED: &str = "limit_reached";
+
 /// A failure with a stable code, a sentence for people and structured details.
 #[derive(Debug, thiserror::Error)]
 #[error("{message}")]
@@ -86,6 +89,23 @@ impl Error {
 
     pub fn too_large(code: &'static str, message: impl Into<String>) -> Self {
         Self::new(Kind::TooLarge, code, message)
+    }
+
+    /// A tenant holds the most `what` it may (`most`): 422 `limit_reached`, until
+    /// it gives one up (a retry alone never helps, so not a 429).
+    pub fn limit_reached(what: &str, most: u64, flag: &str) -> Self {
+        #[derive(Serialize)]
+        struct Limit {
+            limit: u64,
+        }
+        Self::new(
+            Kind::Refused,
+            LIMIT_REACHED,
+            format!(
+                "this tenant holds {most} {what}, the most it may (`{flag}`); remove one first"
+            ),
+        )
+        .with_details(Limit { limit: most })
     }
 
     pub fn unauthorized() -> Self {

@@ -1,29 +1,21 @@
 //! What changed, for the outside world: the typed [`Event`]s and the outbox they
 //! are written to ([`record`]), inside the transaction of the change itself.
 //!
-//! Fan-out happens here, at write time: [`record`] finds the subscriptions that
-//! want the event (active, not deleted, the type among theirs, and for a tenant's
-//! event the same tenant) and writes the event once (`webhook_events`, its exact
-//! body and `webhook-id`) and one pending delivery per subscription
-//! (`webhook_deliveries`). At write time because each subscription's delivery has
-//! its own attempts, schedule and log, and because an event nobody wants then costs
-//! one indexed read and no row; the price is that a subscription made after an
-//! event does not receive it. Since the rows commit with the change or not at all,
-//! a change that committed always has its deliveries, and a crash after the commit
-//! loses nothing: the delivery job (`webhooks::deliver`) finds them pending.
+//! A write records its event and nothing more: one row (`webhook_events`, its
+//! exact body and `webhook-id`) in the change's own transaction, so no number of
+//! subscriptions changes a write's cost or the size of its SQL. The delivery job
+//! derives the deliveries after the commit (`webhooks::fan_out`): one pending
+//! delivery per subscription that wanted the event when it was recorded. Since the
+//! row commits with the change or not at all, a change that committed always has
+//! its event, and a crash after the commit loses nothing.
 //!
 //! Layer 2: it uses `entity`, `error` and the random source only, so `releases`,
 //! `agents` and `actions` can all call it. Payloads hold names, numbers, ids and
 //! reasons: never a secret, a header value or a prompt's text.
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use entity::{
-    agent_configurations, agent_revisions, webhook_deliveries, webhook_events,
-    webhook_subscriptions,
-};
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set,
-};
+use entity::{agent_configurations, agent_revisions, webhook_events};
+use sea_orm::{ActiveModelTrait, ConnectionTrait, DbErr, EntityTrait, Set};
 use serde::Serialize;
 
 /// A subscription's `events` that takes every type.
@@ -191,57 +183,24 @@ pub fn wants(events: &str, kind: &str) -> bool {
     events == ALL || events.split(',').any(|e| e.trim() == kind)
 }
 
-/// Writes `event` to the outbox inside the caller's transaction `db`: once, with
-/// one pending delivery per subscription that wants it; nothing when none does.
-/// See the module for why at write time.
+/// Writes `event` to the outbox inside the caller's transaction `db`: one row,
+/// whatever subscribes to it (see the module).
 pub async fn record(db: &impl ConnectionTrait, event: Event) -> Result<(), DbErr> {
-    let kind = event.kind();
-    let mut query = webhook_subscriptions::Entity::find()
-        .filter(webhook_subscriptions::Column::DeletedAt.is_null())
-        .filter(webhook_subscriptions::Column::State.eq("active"));
-    if let Some(tenant) = event.tenant() {
-        query = query.filter(webhook_subscriptions::Column::TenantId.eq(tenant));
-    }
-    let wanting: Vec<i32> = query
-        .all(db)
-        .await?
-        .into_iter()
-        .filter(|s| wants(&s.events, kind))
-        .map(|s| s.id)
-        .collect();
-    if wanting.is_empty() {
-        return Ok(());
-    }
     let now = Utc::now();
     let body = event
         .body(now)
         .map_err(|e| DbErr::Custom(format!("an event could not be encoded: {e}")))?;
-    let row = webhook_events::ActiveModel {
+    webhook_events::ActiveModel {
         message_id: Set(message_id()?),
-        event_type: Set(kind.to_owned()),
+        event_type: Set(event.kind().to_owned()),
         tenant_id: Set(event.tenant().map(str::to_owned)),
         body: Set(body),
         created_at: Set(now),
+        fanned_out_at: Set(None),
         ..Default::default()
     }
     .insert(db)
     .await?;
-    let deliveries = wanting
-        .into_iter()
-        .map(|subscription| webhook_deliveries::ActiveModel {
-            event_id: Set(row.id),
-            subscription_id: Set(subscription),
-            state: Set("pending".to_owned()),
-            attempts: Set(0),
-            next_attempt_at: Set(now),
-            lease_until: Set(None),
-            created_at: Set(now),
-            updated_at: Set(now),
-            ..Default::default()
-        });
-    webhook_deliveries::Entity::insert_many(deliveries)
-        .exec(db)
-        .await?;
     RECORDED.notify_one();
     Ok(())
 }

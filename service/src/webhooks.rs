@@ -14,8 +14,17 @@
 //! `failed`. A subscription whose attempts fail `--webhook-disable-after` times in a
 //! row (20 by default), across its deliveries, is switched off with the reason;
 //! enabling it again resets the run and its pending deliveries resume.
+//!
+//! **Fan-out** happens after the write: the write records one event
+//! ([`crate::events::record`]) and the delivery job derives its deliveries
+//! ([`fan_out`]). **Isolation:** a process has at most one attempt in flight per
+//! subscription and `--webhook-concurrency-per-tenant` per tenant, and starts each
+//! attempt as a slot frees, never waiting for a batch; tenants take turns
+//! ([`deliver::pick`]). A silent receiver holds one slot for the timeout, and the
+//! attempt is recorded as failed.
 
 pub mod deliver;
+pub mod fan_out;
 pub mod sign;
 pub mod subscriptions;
 
@@ -36,8 +45,32 @@ pub struct WebhookSettings {
     /// subscription off.
     #[arg(long, env = "LOADOUT_WEBHOOK_DISABLE_AFTER", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub webhook_disable_after: u32,
+    /// Deliveries this process attempts at once, in all (one per subscription at most).
+    #[arg(long, env = "LOADOUT_WEBHOOK_CONCURRENCY", default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub webhook_concurrency: u32,
+    /// Deliveries this process attempts at once for one tenant's subscriptions, so a
+    /// tenant's slow receivers never hold every slot.
+    #[arg(long, env = "LOADOUT_WEBHOOK_CONCURRENCY_PER_TENANT", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub webhook_concurrency_per_tenant: u32,
+    /// Subscriptions one tenant may hold (deleted ones not counted).
+    #[arg(long, env = "LOADOUT_WEBHOOK_MAX_SUBSCRIPTIONS", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub webhook_max_subscriptions: u32,
+    /// Pending deliveries one tenant's subscriptions may hold; past it, a new event's
+    /// deliveries to that tenant are recorded as failed, unattempted.
+    #[arg(long, env = "LOADOUT_WEBHOOK_MAX_PENDING", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    pub webhook_max_pending: u64,
     /// Do not deliver webhooks from this process (another replica does); events are
     /// still written to the outbox.
     #[arg(long, env = "LOADOUT_NO_WEBHOOK_DELIVERY", value_parser = clap::builder::BoolishValueParser::new())]
     pub no_webhook_delivery: bool,
+}
+
+impl WebhookSettings {
+    /// How many deliveries this process attempts at once.
+    pub fn concurrency(&self) -> deliver::Concurrency {
+        deliver::Concurrency {
+            total: self.webhook_concurrency as usize,
+            per_tenant: self.webhook_concurrency_per_tenant as usize,
+        }
+    }
 }

@@ -74,30 +74,77 @@ impl AppState {
         })
     }
 
-    /// Delivers webhooks: every [`WEBHOOK_POLL_INTERVAL`], and
-    /// [`WEBHOOK_NUDGE_DELAY`] after an event is recorded in this process, claims due
-    /// deliveries and attempts them (again at once while a pass fills its batch).
+    /// Delivers webhooks: every [`WEBHOOK_POLL_INTERVAL`], [`WEBHOOK_NUDGE_DELAY`]
+    /// after an event is recorded in this process, and whenever an attempt ends, it
+    /// fans out recorded events and starts due deliveries into the free slots
+    /// (`webhooks::deliver::pick`); attempts run side by side and none waits for
+    /// another.
     pub fn spawn_webhook_deliverer(&self) -> tokio::task::JoinHandle<()> {
+        use crate::webhooks::deliver::{self, Due, InFlight};
         let weak = Arc::downgrade(&self.0);
         tokio::spawn(async move {
+            let mut running: tokio::task::JoinSet<()> = tokio::task::JoinSet::new();
+            let mut started: std::collections::HashMap<tokio::task::Id, Due> = Default::default();
+            let mut in_flight = InFlight::default();
             loop {
                 tokio::select! {
                     _ = tokio::time::sleep(WEBHOOK_POLL_INTERVAL) => {}
                     _ = crate::events::recorded().notified() => {
                         tokio::time::sleep(WEBHOOK_NUDGE_DELAY).await;
                     }
+                    Some(ended) = running.join_next_with_id(), if !running.is_empty() => {
+                        let id = match &ended {
+                            Ok((id, _)) => *id,
+                            Err(e) => e.id(),
+                        };
+                        if let Some(due) = started.remove(&id) {
+                            in_flight.finish(&due);
+                        }
+                    }
                 }
                 let Some(state) = weak.upgrade() else { return };
                 let app = AppState(state);
+                let settings = &app.settings.webhooks;
                 loop {
-                    match crate::webhooks::deliver::run_due(&app.deliverer()).await {
-                        Ok(n) if n as u64 == crate::webhooks::deliver::BATCH => continue,
+                    match crate::webhooks::fan_out::run(&app.db, settings.webhook_max_pending).await
+                    {
+                        Ok(n) if n as u64 == crate::webhooks::fan_out::EVENTS_PER_PASS => continue,
                         Ok(_) => break,
                         Err(e) => {
-                            tracing::warn!(error = %e.chain(), "cannot deliver webhooks");
+                            tracing::warn!(error = %e.chain(), "cannot fan out webhook events");
                             break;
                         }
                     }
+                }
+                let limits = settings.concurrency();
+                if in_flight.len() >= limits.total {
+                    continue;
+                }
+                let now = chrono::Utc::now();
+                let due = match deliver::due(&app.db, now).await {
+                    Ok(due) => due,
+                    Err(e) => {
+                        tracing::warn!(error = %e.chain(), "cannot read due webhook deliveries");
+                        continue;
+                    }
+                };
+                for due in deliver::pick(due, &in_flight, limits) {
+                    let claimed = match deliver::claim(&app.deliverer(), due.id, now).await {
+                        Ok(Some(row)) => row,
+                        Ok(None) => continue,
+                        Err(e) => {
+                            tracing::warn!(error = %e.chain(), "cannot claim a webhook delivery");
+                            break;
+                        }
+                    };
+                    in_flight.start(&due);
+                    let app = app.clone();
+                    let handle = running.spawn(async move {
+                        if let Err(e) = deliver::attempt(&app.deliverer(), claimed).await {
+                            tracing::warn!(error = %e.chain(), "a webhook delivery could not be recorded");
+                        }
+                    });
+                    started.insert(handle.id(), due);
                 }
             }
         })

@@ -18,6 +18,8 @@ pub const DEFAULT_MCP_SESSIONS_PER_KEY: usize = 16;
 /// MCP sessions a process holds open, by default (each is a task, a few
 /// channels and at most 8 KiB of the client's `initialize`).
 pub const DEFAULT_MCP_SESSIONS: usize = 4096;
+/// MCP sessions one tenant may hold, unless configured: a quarter of the process's.
+pub const DEFAULT_MCP_SESSIONS_PER_TENANT: usize = DEFAULT_MCP_SESSIONS / 4;
 
 /// Everything `loadout serve` is configured with.
 #[derive(Clone, Debug, clap::Args)]
@@ -65,11 +67,31 @@ pub struct Settings {
     #[command(flatten)]
     pub mcp: Mcp,
     #[command(flatten)]
+    pub tenants: Tenants,
+    #[command(flatten)]
     pub webhooks: crate::webhooks::WebhookSettings,
     #[command(flatten)]
     pub secrets: crate::secrets::flags::SecretsArgs,
     #[command(flatten)]
     pub sso: crate::auth::sso::SsoSettings,
+}
+
+/// What one tenant may hold or do, so that no tenant exhausts what all share
+/// (webhook subscriptions: `--webhook-max-subscriptions`; MCP sessions:
+/// `--mcp-max-sessions-per-tenant`).
+#[derive(Clone, Debug, clap::Args)]
+pub struct Tenants {
+    /// Live keys (not revoked) one tenant may hold; keys made on the database
+    /// (`loadout keys create`) are not refused.
+    #[arg(long, env = "LOADOUT_MAX_KEYS_PER_TENANT", default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub max_keys_per_tenant: u64,
+    /// Outcomes (conversations) one tenant may report for one user on one revision.
+    #[arg(long, env = "LOADOUT_MAX_OUTCOMES_PER_SUBJECT", default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub max_outcomes_per_subject: u64,
+    /// Configuration plans (`POST /v1/config/plan`) one key may ask for per minute
+    /// (a burst of this many, then one every 60/N s).
+    #[arg(long, env = "LOADOUT_PLANS_PER_MINUTE", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub plans_per_minute: u32,
 }
 
 /// Running beside other processes on one database.
@@ -199,6 +221,10 @@ pub struct Mcp {
     /// MCP sessions one key may hold open at once; an `initialize` over it is 429.
     #[arg(long = "mcp-max-sessions-per-key", env = "LOADOUT_MCP_MAX_SESSIONS_PER_KEY", default_value_t = DEFAULT_MCP_SESSIONS_PER_KEY, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub max_sessions_per_key: usize,
+    /// MCP sessions one tenant's keys may hold open at once in this process, so a
+    /// tenant never takes another's share; an `initialize` over it is 429.
+    #[arg(long = "mcp-max-sessions-per-tenant", env = "LOADOUT_MCP_MAX_SESSIONS_PER_TENANT", default_value_t = DEFAULT_MCP_SESSIONS_PER_TENANT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    pub max_sessions_per_tenant: usize,
     /// MCP sessions this process holds open at once; an `initialize` over it is 503.
     #[arg(long = "mcp-max-sessions", env = "LOADOUT_MCP_MAX_SESSIONS", default_value_t = DEFAULT_MCP_SESSIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub max_sessions: usize,

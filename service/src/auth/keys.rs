@@ -126,6 +126,10 @@ pub enum KeyError {
     OperatorHasNoTenant,
     #[error("no agent named {0:?} to scope the key to")]
     UnknownAgent(String),
+    #[error(
+        "this tenant holds {0} live keys, the most it may (`--max-keys-per-tenant`): revoke one first"
+    )]
+    LimitReached(u64),
     #[error("the system random number generator failed: {0}")]
     Random(String),
     #[error(transparent)]
@@ -216,17 +220,30 @@ pub async fn create_scoped(
 }
 
 /// Creates a key over the API or the console for `maker` (see [`Owner::MadeBy`]),
-/// the member (if new) and the key in one write.
+/// the member (if new) and the key in one write; refused when the key's tenant
+/// already holds `most` live keys.
 pub async fn create_by(
     db: &sea_orm::DatabaseConnection,
     maker: &Principal,
-    name: &str,
-    role: Role,
+    new: (&str, Role),
     tenant: Option<&str>,
     agent: Option<&str>,
+    most: u64,
 ) -> Result<String, KeyError> {
+    let (name, role) = new;
     let txn = crate::db::begin_write(db).await?;
-    match create_owned(&txn, name, role, tenant, agent, Owner::MadeBy(maker)).await {
+    let made = async {
+        let counted = match role {
+            Role::Operator => DEFAULT_TENANT,
+            _ => tenant.unwrap_or(DEFAULT_TENANT),
+        };
+        crate::db::bounds::serialize(&txn, "api_keys", counted).await?;
+        if live_in_tenant(&txn, counted).await? >= most {
+            return Err(KeyError::LimitReached(most));
+        }
+        create_owned(&txn, name, role, tenant, agent, Owner::MadeBy(maker)).await
+    };
+    match made.await {
         Ok(key) => {
             txn.commit().await?;
             Ok(key)
@@ -237,6 +254,23 @@ pub async fn create_by(
             Err(e)
         }
     }
+}
+
+/// The live (not revoked, not deleted) keys of `tenant`.
+async fn live_in_tenant(db: &impl ConnectionTrait, tenant: &str) -> Result<u64, DbErr> {
+    use sea_orm::PaginatorTrait;
+    let in_tenant = match tenant {
+        DEFAULT_TENANT => sea_orm::Condition::any()
+            .add(api_keys::Column::TenantId.is_null())
+            .add(api_keys::Column::TenantId.eq(tenant)),
+        _ => sea_orm::Condition::all().add(api_keys::Column::TenantId.eq(tenant)),
+    };
+    api_keys::Entity::find()
+        .filter(in_tenant)
+        .filter(api_keys::Column::RevokedAt.is_null())
+        .filter(api_keys::Column::DeletedAt.is_null())
+        .count(db)
+        .await
 }
 
 /// Creates a key owned as `owner` says. The member and the key are written on

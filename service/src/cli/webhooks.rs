@@ -132,9 +132,11 @@ pub async fn output(
                 description,
                 tenant,
             };
+            // The database's operator is not bounded, as with `keys create`.
             let sealing = Sealing {
                 outbound: &outbound,
                 keyring: &keyring,
+                most: u32::MAX,
             };
             let created = subscriptions::create(db, &sealing, &who, new, now)
                 .await

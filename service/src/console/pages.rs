@@ -142,7 +142,15 @@ async fn create_key(
     let name = form.name.trim();
     let tenant = signed.who.tenant_id.as_deref();
     let agent = super::page::blank(&form.agent);
-    let made = keys::create_by(&state.db, &signed.who, name, role, tenant, agent.as_deref());
+    let most = state.settings.tenants.max_keys_per_tenant;
+    let made = keys::create_by(
+        &state.db,
+        &signed.who,
+        (name, role),
+        tenant,
+        agent.as_deref(),
+        most,
+    );
     match made.await {
         Ok(key) => {
             tracing::info!(key = name, by = %signed.who.key_name, "key created in the console");
@@ -153,6 +161,7 @@ async fn create_key(
         Err(e) => {
             let status = match e {
                 KeyError::NameTaken(_) => StatusCode::CONFLICT,
+                KeyError::LimitReached(_) => StatusCode::UNPROCESSABLE_ENTITY,
                 _ => StatusCode::BAD_REQUEST,
             };
             keys_page(&state, &signed, status, None, Some(e.to_string())).await

@@ -137,6 +137,7 @@ async fn create(
     let sealing = Sealing {
         outbound: &state.outbound,
         keyring: &state.secrets,
+        most: state.settings.webhooks.webhook_max_subscriptions,
     };
     let now = state.clock.now();
     match subscriptions::create(&state.db, &sealing, &signed.who, new, now).await {

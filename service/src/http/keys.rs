@@ -92,6 +92,9 @@ fn key_error(e: KeyError) -> Error {
         KeyError::NameTaken(_) => Error::new(Kind::Conflict, "name_taken", e.to_string()),
         KeyError::NotFound(_) => Error::not_found(e.to_string()),
         KeyError::Random(_) => Error::internal(e.to_string()),
+        KeyError::LimitReached(most) => {
+            Error::limit_reached("live keys", most, "--max-keys-per-tenant")
+        }
         _ => Error::refused("invalid_key", e.to_string()),
     }
 }
@@ -126,9 +129,17 @@ async fn create_key(
     may_touch(&who, role)?;
     let tenant = tenant_for(&who, new.tenant.as_deref())?;
     let agent = new.agent.as_deref();
-    let key = keys::create_by(&state.db, &who, &new.name, role, Some(tenant), agent)
-        .await
-        .map_err(key_error)?;
+    let most = state.settings.tenants.max_keys_per_tenant;
+    let key = keys::create_by(
+        &state.db,
+        &who,
+        (&new.name, role),
+        Some(tenant),
+        agent,
+        most,
+    )
+    .await
+    .map_err(key_error)?;
     tracing::info!(key = %new.name, by = %who.key_name, "key created");
     let tenant = if role == Role::Operator {
         keys::DEFAULT_TENANT

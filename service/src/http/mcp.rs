@@ -99,6 +99,7 @@ struct PromptQuery {
 pub fn routes(state: &AppState) -> Router<AppState> {
     let sessions = Sessions::new(
         state.settings.mcp.max_sessions_per_key,
+        state.settings.mcp.max_sessions_per_tenant,
         state.settings.mcp.max_sessions,
     );
     let (alive, gone) = tokio::sync::oneshot::channel();
@@ -206,7 +207,10 @@ async fn opening(
         let limit = format!("an initialize request is limited to {MAX_INITIALIZE_BYTES} bytes");
         return Err(Error::too_large("initialize_too_large", limit).into_response());
     }
-    match gate.sessions.reserve(caller.owner()) {
+    match gate
+        .sessions
+        .reserve(caller.owner(), caller.who.tenant().into())
+    {
         Ok(ticket) => Ok((request, Some(ticket))),
         Err(full) => Err(sessions_full(full)),
     }
@@ -230,6 +234,12 @@ fn sessions_full(full: Full) -> Response {
                 "this key holds {most} open MCP sessions, the most one key may: close one (DELETE with its Mcp-Session-Id) or let one expire (5 minutes idle) before opening another"
             );
             // No Retry-After: a slot frees when this key closes a session, not at a time.
+            Error::new(Kind::TooManyRequests, "too_many_sessions", message).into_response()
+        }
+        Full::Tenant(most) => {
+            let message = format!(
+                "this tenant's keys hold {most} open MCP sessions, the most one tenant may (`--mcp-max-sessions-per-tenant`): close one or let one expire (5 minutes idle) before opening another"
+            );
             Error::new(Kind::TooManyRequests, "too_many_sessions", message).into_response()
         }
         Full::Process(most) => {

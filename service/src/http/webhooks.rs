@@ -84,6 +84,7 @@ async fn create_webhook(
     let sealing = Sealing {
         outbound: &state.outbound,
         keyring: &state.secrets,
+        most: state.settings.webhooks.webhook_max_subscriptions,
     };
     let created = subscriptions::create(&state.db, &sealing, &who, new, state.clock.now()).await?;
     Ok((StatusCode::CREATED, Json(created)))

@@ -1,14 +1,16 @@
 //! Delivering the outbox: claim due deliveries, post each once, record the attempt
 //! (see the parent module for the schedule and the switch-off).
 
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use entity::{webhook_attempts, webhook_deliveries, webhook_events, webhook_subscriptions};
-use sea_orm::sea_query::{Expr, ExprTrait, Query};
+
+use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, Condition, DatabaseConnection, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DbBackend,
+    EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set, Statement,
 };
 
 use super::subscriptions::{ACTIVE, DISABLED, context};
@@ -25,8 +27,8 @@ pub const LOG_ROWS: u64 = 200;
 /// (the connection is dropped).
 pub const EXCERPT_BYTES: usize = 256;
 
-/// Deliveries claimed in one pass.
-pub const BATCH: u64 = 16;
+/// Due deliveries read in one pass (at most one per subscription).
+pub const WINDOW: u64 = 2_000;
 
 /// A delivery waiting for its next attempt.
 pub const PENDING: &str = "pending";
@@ -90,47 +92,133 @@ struct Attempted {
 }
 
 impl Attempted {
+    /// A 2xx whose answer arrived in time: a timeout or a broken answer after a 2xx
+    /// status is a failed attempt.
     fn ok(&self) -> bool {
-        self.status.is_some_and(|s| (200..300).contains(&s))
+        self.status.is_some_and(|s| (200..300).contains(&s)) && self.error.is_none()
     }
 }
 
-/// Claims the due deliveries of active subscriptions (at most [`BATCH`]) and
-/// attempts each once, at the same time; how many were attempted.
-pub async fn run_due(deliverer: &Deliverer<'_>) -> Result<usize> {
-    let now = Utc::now();
-    let active = Query::select()
-        .column(webhook_subscriptions::Column::Id)
-        .from(webhook_subscriptions::Entity)
-        .and_where(webhook_subscriptions::Column::State.eq(ACTIVE))
-        .and_where(webhook_subscriptions::Column::DeletedAt.is_null())
-        .to_owned();
-    let due: Vec<i32> = webhook_deliveries::Entity::find()
-        .select_only()
-        .column(webhook_deliveries::Column::Id)
-        .filter(webhook_deliveries::Column::State.eq(PENDING))
-        .filter(webhook_deliveries::Column::NextAttemptAt.lte(now))
-        .filter(unleased(now))
-        .filter(webhook_deliveries::Column::SubscriptionId.in_subquery(active))
-        .order_by_asc(webhook_deliveries::Column::NextAttemptAt)
-        .limit(BATCH)
-        .into_tuple()
-        .all(deliverer.db)
-        .await?;
-    let mut claimed = Vec::new();
-    for id in due {
-        if let Some(row) = claim(deliverer, id, now).await? {
-            claimed.push(row);
+/// How many deliveries one process attempts at once: in all, and per tenant.
+#[derive(Clone, Copy, Debug)]
+pub struct Concurrency {
+    pub total: usize,
+    pub per_tenant: usize,
+}
+
+/// A due delivery: its subscription and that subscription's tenant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Due {
+    pub id: i32,
+    pub subscription: i32,
+    pub tenant: String,
+}
+
+/// What this process has in flight: at most one delivery per subscription, so a
+/// slow or silent receiver holds up only itself, and at most
+/// [`Concurrency::per_tenant`] per tenant, so one tenant's receivers never take
+/// every slot.
+#[derive(Default, Debug)]
+pub struct InFlight {
+    subscriptions: HashSet<i32>,
+    tenants: HashMap<String, usize>,
+}
+
+impl InFlight {
+    pub fn len(&self) -> usize {
+        self.subscriptions.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.subscriptions.is_empty()
+    }
+
+    pub fn start(&mut self, due: &Due) {
+        self.subscriptions.insert(due.subscription);
+        *self.tenants.entry(due.tenant.clone()).or_default() += 1;
+    }
+
+    pub fn finish(&mut self, due: &Due) {
+        self.subscriptions.remove(&due.subscription);
+        if let Some(n) = self.tenants.get_mut(&due.tenant) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.tenants.remove(&due.tenant);
+            }
         }
     }
-    let count = claimed.len();
-    let runs = claimed.into_iter().map(|row| attempt(deliverer, row));
-    for result in futures_util::future::join_all(runs).await {
-        if let Err(e) = result {
-            tracing::warn!(error = %e.chain(), "a webhook delivery could not be recorded");
+}
+
+/// The oldest due delivery of each active subscription that has one (at most
+/// [`WINDOW`]), oldest first. One per subscription, so a subscription with a
+/// backlog of thousands takes one place in the window, not the window.
+pub async fn due(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<Vec<Due>> {
+    let backend = db.get_database_backend();
+    let (at, lease) = match backend {
+        DbBackend::Postgres => ("$1", "$2"),
+        _ => ("?", "?"),
+    };
+    let sql = format!(
+        "SELECT d.id, d.subscription_id, s.tenant_id FROM ( \
+           SELECT id, subscription_id, next_attempt_at, \
+             ROW_NUMBER() OVER (PARTITION BY subscription_id ORDER BY next_attempt_at, id) AS n \
+           FROM webhook_deliveries \
+           WHERE state = '{PENDING}' AND next_attempt_at <= {at} \
+             AND (lease_until IS NULL OR lease_until < {lease}) \
+         ) d JOIN webhook_subscriptions s ON s.id = d.subscription_id \
+         WHERE d.n = 1 AND s.state = '{ACTIVE}' AND s.deleted_at IS NULL \
+         ORDER BY d.next_attempt_at, d.id LIMIT {WINDOW}"
+    );
+    let statement = Statement::from_sql_and_values(backend, sql, [now.into(), now.into()]);
+    let rows = db.query_all_raw(statement).await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        out.push(Due {
+            id: row.try_get_by_index(0)?,
+            subscription: row.try_get_by_index(1)?,
+            tenant: row.try_get_by_index(2)?,
+        });
+    }
+    Ok(out)
+}
+
+/// Which of `due` (oldest first) to start now: none of a subscription in flight,
+/// within the caps, the tenants taken in turns (each tenant's oldest first), so a
+/// tenant with many due deliveries waits its turn behind one with a few.
+pub fn pick(due: Vec<Due>, in_flight: &InFlight, limits: Concurrency) -> Vec<Due> {
+    let mut free = limits.total.saturating_sub(in_flight.len());
+    let mut queues: Vec<(String, VecDeque<Due>)> = Vec::new();
+    for d in due {
+        if in_flight.subscriptions.contains(&d.subscription) {
+            continue;
+        }
+        match queues.iter_mut().find(|(t, _)| *t == d.tenant) {
+            Some((_, q)) => q.push_back(d),
+            None => queues.push((d.tenant.clone(), VecDeque::from([d]))),
         }
     }
-    Ok(count)
+    let mut out = Vec::new();
+    let mut taken: HashMap<String, usize> = HashMap::new();
+    while free > 0 {
+        let mut progressed = false;
+        for (tenant, queue) in &mut queues {
+            let running = in_flight.tenants.get(tenant).copied().unwrap_or(0);
+            let mine = taken.entry(tenant.clone()).or_default();
+            if free == 0 || running + *mine >= limits.per_tenant {
+                continue;
+            }
+            if let Some(d) = queue.pop_front() {
+                *mine += 1;
+                free -= 1;
+                progressed = true;
+                out.push(d);
+            }
+        }
+        if !progressed {
+            break;
+        }
+    }
+    out
 }
 
 fn unleased(now: DateTime<Utc>) -> Condition {
@@ -141,7 +229,7 @@ fn unleased(now: DateTime<Utc>) -> Condition {
 
 /// Takes delivery `id` for this process: one conditional UPDATE, so of several
 /// processes exactly one wins; `None` if another did.
-async fn claim(
+pub async fn claim(
     deliverer: &Deliverer<'_>,
     id: i32,
     now: DateTime<Utc>,
@@ -167,7 +255,7 @@ async fn claim(
 }
 
 /// Posts a claimed delivery once and records what came of it.
-async fn attempt(deliverer: &Deliverer<'_>, delivery: webhook_deliveries::Model) -> Result<()> {
+pub async fn attempt(deliverer: &Deliverer<'_>, delivery: webhook_deliveries::Model) -> Result<()> {
     let db = deliverer.db;
     let (Some(event), Some(sub)) = (
         webhook_events::Entity::find_by_id(delivery.event_id)
@@ -240,7 +328,11 @@ async fn post(
                 body.extend_from_slice(
                     &chunk[..chunk.len().min(EXCERPT_BYTES.saturating_sub(body.len()))],
                 );
-                if body.len() >= EXCERPT_BYTES || started.elapsed() > deliverer.policy.timeout {
+                if body.len() >= EXCERPT_BYTES {
+                    break;
+                }
+                if started.elapsed() > deliverer.policy.timeout {
+                    error = Some("the receiver did not finish its answer in time".into());
                     break;
                 }
             }
@@ -387,6 +479,35 @@ fn jitter() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn due(id: i32, subscription: i32, tenant: &str) -> Due {
+        Due {
+            id,
+            subscription,
+            tenant: tenant.to_owned(),
+        }
+    }
+
+    #[test]
+    fn tenants_take_turns_within_their_cap_and_a_busy_subscription_waits() {
+        let limits = Concurrency {
+            total: 6,
+            per_tenant: 3,
+        };
+        let mut in_flight = InFlight::default();
+        in_flight.start(&due(100, 9, "acme"));
+        // 16 of tb's subscriptions are due before the default tenant's one.
+        let mut waiting: Vec<Due> = (1..=16).map(|i| due(i, i, "tb")).collect();
+        waiting.push(due(50, 50, "default"));
+        waiting.push(due(51, 9, "acme"));
+        let picked = pick(waiting, &in_flight, limits);
+        let ids: Vec<i32> = picked.iter().map(|d| d.id).collect();
+        assert_eq!(
+            ids,
+            vec![1, 50, 2, 3],
+            "tb capped at 3, default served, acme's busy one waits"
+        );
+    }
 
     #[test]
     fn the_backoff_grows_fourfold_to_its_cap_with_jitter() {

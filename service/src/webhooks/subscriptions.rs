@@ -12,8 +12,8 @@
 use chrono::{DateTime, Utc};
 use entity::{webhook_attempts, webhook_deliveries, webhook_events, webhook_subscriptions};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -202,6 +202,8 @@ async fn allow_listed(url: &reqwest::Url, allow: &[std::net::IpAddr]) -> bool {
 pub struct Sealing<'a> {
     pub outbound: &'a Outbound,
     pub keyring: &'a Keyring,
+    /// Subscriptions a tenant may hold (`--webhook-max-subscriptions`).
+    pub most: u32,
 }
 
 /// Makes a subscription; the answer holds its secret, once.
@@ -232,6 +234,20 @@ pub async fn create(
         return Err(no_key());
     }
     let txn = crate::db::begin_write(db).await?;
+    crate::db::bounds::serialize(&txn, "webhook_subscriptions", &tenant).await?;
+    let held = webhook_subscriptions::Entity::find()
+        .filter(webhook_subscriptions::Column::TenantId.eq(&tenant))
+        .filter(webhook_subscriptions::Column::DeletedAt.is_null())
+        .count(&txn)
+        .await?;
+    if held >= u64::from(sealing.most) {
+        txn.rollback().await?;
+        return Err(Error::limit_reached(
+            "webhook subscriptions",
+            u64::from(sealing.most),
+            "--webhook-max-subscriptions",
+        ));
+    }
     let row = webhook_subscriptions::ActiveModel {
         tenant_id: Set(tenant),
         url: Set(url),

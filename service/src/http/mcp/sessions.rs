@@ -1,4 +1,4 @@
-//! The MCP sessions this process holds, bounded per key and in all.
+//! The MCP sessions this process holds, bounded per key, per tenant and in all.
 //!
 //! rmcp keeps each session (its worker, its channels and the client's
 //! `initialize` parameters) until the client DELETEs it or it sits idle for five
@@ -32,12 +32,16 @@ use rmcp::transport::streamable_http_server::session::{
 /// Who opened a session: the key's tenant and name.
 pub type Owner = Arc<str>;
 
+/// The opener's tenant.
+pub type Tenant = Arc<str>;
+
 /// Where the `initialize` handler leaves its session's peer for the notifier.
 pub type PeerSlot = Arc<OnceLock<Peer<RoleServer>>>;
 
 /// The book of open sessions and reserved slots.
 pub struct Sessions {
     per_key: usize,
+    per_tenant: usize,
     total: usize,
     book: Mutex<Book>,
 }
@@ -46,6 +50,8 @@ pub struct Sessions {
 struct Book {
     /// Open sessions and reserved slots, per owner (no entry at zero).
     held: HashMap<Owner, usize>,
+    /// The same per tenant.
+    tenants: HashMap<Tenant, usize>,
     /// Open sessions and reserved slots in all.
     total: usize,
     open: HashMap<SessionId, Open>,
@@ -53,6 +59,7 @@ struct Book {
 
 struct Open {
     owner: Owner,
+    tenant: Tenant,
     peer: PeerSlot,
 }
 
@@ -61,6 +68,8 @@ struct Open {
 pub enum Full {
     /// This key holds its maximum.
     Key(usize),
+    /// This key's tenant holds its maximum.
+    Tenant(usize),
     /// The process holds its maximum.
     Process(usize),
 }
@@ -70,6 +79,7 @@ pub enum Full {
 pub struct Ticket {
     sessions: Arc<Sessions>,
     owner: Owner,
+    tenant: Tenant,
     peer: PeerSlot,
     bound: bool,
 }
@@ -84,7 +94,7 @@ impl Ticket {
 impl Drop for Ticket {
     fn drop(&mut self) {
         if !self.bound {
-            self.sessions.give_back(&self.owner);
+            self.sessions.give_back(&self.owner, &self.tenant);
         }
     }
 }
@@ -100,9 +110,10 @@ pub async fn opening<F: Future>(ticket: Ticket, request: F) -> F::Output {
 }
 
 impl Sessions {
-    pub fn new(per_key: usize, total: usize) -> Arc<Sessions> {
+    pub fn new(per_key: usize, per_tenant: usize, total: usize) -> Arc<Sessions> {
         Arc::new(Sessions {
             per_key: per_key.max(1),
+            per_tenant: per_tenant.max(1),
             total: total.max(1),
             book: Mutex::new(Book::default()),
         })
@@ -116,21 +127,28 @@ impl Sessions {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// A slot for a new session of `owner`, unless it or the process is full.
-    pub fn reserve(self: &Arc<Self>, owner: Owner) -> Result<Ticket, Full> {
+    /// A slot for a new session of `owner` in `tenant`, unless it, its tenant or
+    /// the process is full.
+    pub fn reserve(self: &Arc<Self>, owner: Owner, tenant: Tenant) -> Result<Ticket, Full> {
         let mut book = self.book();
         let held = book.held.get(&owner).copied().unwrap_or(0);
         if held >= self.per_key {
             return Err(Full::Key(self.per_key));
         }
+        let by_tenant = book.tenants.get(&tenant).copied().unwrap_or(0);
+        if by_tenant >= self.per_tenant {
+            return Err(Full::Tenant(self.per_tenant));
+        }
         if book.total >= self.total {
             return Err(Full::Process(self.total));
         }
         book.held.insert(owner.clone(), held + 1);
+        book.tenants.insert(tenant.clone(), by_tenant + 1);
         book.total += 1;
         Ok(Ticket {
             sessions: self.clone(),
             owner,
+            tenant,
             peer: PeerSlot::default(),
             bound: false,
         })
@@ -145,13 +163,19 @@ impl Sessions {
             .is_some_and(|open| open.owner != *owner)
     }
 
-    fn give_back(&self, owner: &Owner) {
+    fn give_back(&self, owner: &Owner, tenant: &Tenant) {
         let mut book = self.book();
         book.total = book.total.saturating_sub(1);
         if let Some(held) = book.held.get_mut(owner) {
             *held = held.saturating_sub(1);
             if *held == 0 {
                 book.held.remove(owner);
+            }
+        }
+        if let Some(held) = book.tenants.get_mut(tenant) {
+            *held = held.saturating_sub(1);
+            if *held == 0 {
+                book.tenants.remove(tenant);
             }
         }
     }
@@ -161,6 +185,7 @@ impl Sessions {
         ticket.bound = true;
         let open = Open {
             owner: ticket.owner.clone(),
+            tenant: ticket.tenant.clone(),
             peer: ticket.peer.clone(),
         };
         self.book().open.insert(id.clone(), open);
@@ -173,6 +198,7 @@ impl Sessions {
         book.total += 1;
         let open = Open {
             owner: Owner::from(""),
+            tenant: Tenant::from(""),
             peer: PeerSlot::default(),
         };
         book.open.insert(id.clone(), open);
@@ -182,7 +208,7 @@ impl Sessions {
     fn close(&self, id: &SessionId) {
         let gone = self.book().open.remove(id);
         if let Some(gone) = gone {
-            self.give_back(&gone.owner);
+            self.give_back(&gone.owner, &gone.tenant);
         }
     }
 
