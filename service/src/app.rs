@@ -74,6 +74,8 @@ pub struct Inner {
     pub draining: std::sync::atomic::AtomicBool,
     /// Failed authentications per client address (`--max-auth-failures`).
     pub auth_failures: crate::auth::failures::Failures,
+    /// Configuration plans per key (`--plans-per-minute`).
+    pub plans: crate::auth::failures::Failures<i32>,
     /// The console's single sign-on (`--oidc-*`), off unless configured.
     pub sso: crate::auth::sso::Sso,
 }
@@ -124,6 +126,7 @@ impl AppState {
             auth_failures: crate::auth::failures::Failures::new(
                 settings.connections.max_auth_failures,
             ),
+            plans: crate::auth::failures::Failures::new(settings.tenants.plans_per_minute),
             sso,
             settings,
         })))

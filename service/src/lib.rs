@@ -13,6 +13,7 @@ pub mod cache;
 pub mod cli;
 pub mod closed;
 pub mod console;
+pub mod cpu;
 pub mod db;
 pub mod error;
 pub mod events;

@@ -22,11 +22,12 @@ pub const MAX_TRACKED: u64 = 65_536;
 /// Failed authentications allowed per client address per minute, unless configured.
 pub const DEFAULT_FAILURES_PER_MINUTE: u32 = 20;
 
-/// Failed authentications per client address (see the module's notes).
-pub struct Failures {
+/// Failed authentications per client address (see the module's notes); the same
+/// count keyed otherwise (`Failures<i32>`: plans per key) limits other costly asks.
+pub struct Failures<K = IpAddr> {
     /// Per address: when its next failure is due, in ms since `epoch` (GCRA's
     /// theoretical arrival time).
-    due: moka::sync::Cache<IpAddr, Arc<AtomicU64>>,
+    due: moka::sync::Cache<K, Arc<AtomicU64>>,
     /// The sustained rate: one failure per this many ms.
     interval_ms: u64,
     /// How far ahead of now the due time may run: the burst, less one.
@@ -46,7 +47,7 @@ impl Default for Failures {
     }
 }
 
-impl Failures {
+impl<K: std::hash::Hash + Eq + Copy + Send + Sync + 'static> Failures<K> {
     /// A burst of `per_minute` failures per address, then one every `60 / per_minute` s.
     pub fn new(per_minute: u32) -> Self {
         let per_minute = u64::from(per_minute.max(1));
@@ -68,7 +69,7 @@ impl Failures {
     }
 
     /// `Err(seconds to wait)` when `client` has no failure left to make.
-    pub fn check(&self, client: IpAddr) -> Result<(), u64> {
+    pub fn check(&self, client: K) -> Result<(), u64> {
         let Some(due) = self.due.get(&client) else {
             return Ok(());
         };
@@ -80,7 +81,7 @@ impl Failures {
     }
 
     /// Notes one failed authentication from `client`.
-    pub fn failed(&self, client: IpAddr) {
+    pub fn failed(&self, client: K) {
         let now = self.now_ms();
         let due = self.due.get_with(client, || Arc::new(AtomicU64::new(0)));
         let interval = self.interval_ms;
@@ -88,6 +89,14 @@ impl Failures {
             Some(due.max(now).saturating_add(interval))
         })
         .ok();
+    }
+
+    /// Takes one ask of `client` (a plan, say): `Err(seconds to wait)` when it
+    /// has none left, and then nothing is counted.
+    pub fn take(&self, client: K) -> Result<(), u64> {
+        self.check(client)?;
+        self.failed(client);
+        Ok(())
     }
 
     /// Runs `lookup` (a key lookup) for a request from `client` (the edge's
@@ -100,7 +109,7 @@ impl Failures {
     /// limited address costs at most one indexed lookup per well-formed token.
     pub async fn guard<T>(
         &self,
-        client: Option<IpAddr>,
+        client: Option<K>,
         lookup: impl Future<Output = Result<Option<T>, DbErr>>,
     ) -> Result<Option<T>, Error> {
         let found = lookup.await?;
@@ -118,6 +127,19 @@ pub fn too_many(seconds: u64) -> Error {
         Kind::TooManyRequests,
         TOO_MANY_FAILURES,
         format!("too many failed authentications from this address; retry in {seconds} s"),
+    )
+    .with_details(Wait {
+        retry_after_seconds: seconds,
+    })
+}
+
+/// The 429 for a key out of `what` (`code`, say `too_many_plans`); `Retry-After`
+/// is `seconds`.
+pub fn too_many_asks(code: &'static str, what: &str, seconds: u64) -> Error {
+    Error::new(
+        Kind::TooManyRequests,
+        code,
+        format!("too many {what} from this key; retry in {seconds} s"),
     )
     .with_details(Wait {
         retry_after_seconds: seconds,

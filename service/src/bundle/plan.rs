@@ -132,7 +132,7 @@ pub fn compute(current: &Current, target: &Bundle, prune: bool, keyring: Option<
     let state = before.state();
     let mut changes = Vec::new();
     let mut unchanged = 0;
-    let mut warnings = Vec::new();
+    let warnings = Vec::new();
     let mut tally = |change: Option<Change>| match change {
         Some(c) => changes.push(c),
         None => unchanged += 1,
@@ -148,7 +148,7 @@ pub fn compute(current: &Current, target: &Bundle, prune: bool, keyring: Option<
     for (name, (old, new)) in pair(&before.connectors, &target.connectors, |c| &c.name) {
         let change = object("connector", name, old, new, prune, connector);
         let values = match (old, new) {
-            (Some(old), Some(new)) => header_values(current, old, new, keyring, &mut warnings),
+            (Some(old), Some(new)) => header_values(current, old, new, keyring),
             _ => None,
         };
         tally(match (change, values) {
@@ -359,13 +359,13 @@ fn connector(c: &mut Change, old: Option<&ConnectorDoc>, new: &ConnectorDoc) {
 }
 
 /// The headers whose given value differs from the stored one (never the values:
-/// `before` and `after` say only "stored" and "changed").
+/// `before` and `after` say only "stored" and "changed"). Without `keyring`
+/// nothing is compared and every value given is "replaced".
 fn header_values(
     current: &Current,
     old: &ConnectorDoc,
     new: &ConnectorDoc,
     keyring: Option<&Keyring>,
-    warnings: &mut Vec<String>,
 ) -> Option<Change> {
     let row = current.connectors.get(&new.name)?;
     let stored = sealing::stored(row);
@@ -378,10 +378,9 @@ fn header_values(
             continue;
         }
         let Some(keyring) = keyring else {
-            warnings.push(format!(
-                "connector/{}: the value of header {name} was not compared (no secrets key)",
-                new.name
-            ));
+            // Not compared: a plan over the API must not tell a right guess of a
+            // stored secret from a wrong one, so any value given is "replaced".
+            change.field(&format!("header {name} value"), v("stored"), v("replaced"));
             continue;
         };
         let same = stored

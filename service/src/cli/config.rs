@@ -282,6 +282,13 @@ fn change_text(out: &mut String, change: &Change) {
 }
 
 fn hunks(out: &mut String, change: &TextChange) {
+    if change.too_large {
+        let _ = writeln!(
+            out,
+            "      (too large to compare line by line: {} lines before, {} after)",
+            change.deleted, change.inserted
+        );
+    }
     for h in &change.hunks {
         let _ = writeln!(
             out,

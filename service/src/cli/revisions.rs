@@ -248,6 +248,13 @@ fn compact(value: &Value) -> String {
 }
 
 fn hunks(out: &mut String, change: &TextChange, indent: &str) {
+    if change.too_large {
+        let _ = writeln!(
+            out,
+            "{indent}(too large to compare line by line: {} lines before, {} after)",
+            change.deleted, change.inserted
+        );
+    }
     for h in &change.hunks {
         let _ = writeln!(
             out,

@@ -10,7 +10,6 @@ use axum::routing::{get, post};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use similar::{ChangeTag, TextDiff};
 
 use super::page::{
     CsrfOnly, Path, Query, Signed, blank, error_page, refusal, render, wants_partial,
@@ -72,27 +71,32 @@ pub struct DiffLine {
     text: String,
 }
 
-/// A line diff with three lines of context around each change.
+/// A line diff with three lines of context around each change (the revision
+/// diff's, so within its caps).
 pub fn diff(old: &str, new: &str) -> Vec<DiffLine> {
-    let diff = TextDiff::from_lines(old, new);
+    let change = crate::releases::diff::lines(old, new);
     let mut lines = Vec::new();
-    for (i, group) in diff.grouped_ops(3).iter().enumerate() {
+    if change.too_large {
+        lines.push(DiffLine {
+            kind: "gap",
+            text: format!(
+                "too large to compare line by line: {} lines before, {} after",
+                change.deleted, change.inserted
+            ),
+        });
+    }
+    for (i, hunk) in change.hunks.into_iter().enumerate() {
         if i > 0 {
             lines.push(DiffLine {
                 kind: "gap",
                 text: "…".to_owned(),
             });
         }
-        for op in group {
-            for change in diff.iter_changes(op) {
-                let kind = match change.tag() {
-                    ChangeTag::Equal => "equal",
-                    ChangeTag::Delete => "delete",
-                    ChangeTag::Insert => "insert",
-                };
-                let text = change.value().trim_end_matches('\n').to_owned();
-                lines.push(DiffLine { kind, text });
-            }
+        for line in hunk.lines {
+            lines.push(DiffLine {
+                kind: line.kind.as_str(),
+                text: line.text,
+            });
         }
     }
     lines

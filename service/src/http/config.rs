@@ -14,6 +14,7 @@ use utoipa_axum::routes;
 use super::error::{ApiResult, E400, E401, E403, E409, E413, E422};
 use super::extract::{AdminKey, ApiJson, OperatorKey};
 use crate::app::AppState;
+use crate::auth::failures::too_many_asks;
 use crate::bundle::apply::{self, Applied, Base};
 use crate::bundle::plan::{self, Plan, PlanFile};
 use crate::bundle::{Bundle, read};
@@ -71,16 +72,19 @@ async fn get_config(State(state): State<AppState>, _key: AdminKey) -> ApiResult<
     responses((status = 200, body = Plan, description = "The plan"), E400, E401, E403, E413, E422))]
 async fn plan_config(
     State(state): State<AppState>,
-    _key: AdminKey,
+    AdminKey(who): AdminKey,
     ApiJson(body): ApiJson<ConfigRequest>,
 ) -> ApiResult<Json<Plan>> {
+    state
+        .plans
+        .take(who.key_id)
+        .map_err(|wait| too_many_asks("too_many_plans", "configuration plans", wait))?;
     let current = read::current(&state.db).await?;
-    Ok(Json(plan::compute(
-        &current,
-        &body.configuration,
-        body.prune,
-        Some(&state.secrets),
-    )))
+    // No keyring: a plan never compares a given header value with the stored one.
+    let plan =
+        crate::cpu::run(move || plan::compute(&current, &body.configuration, body.prune, None))
+            .await?;
+    Ok(Json(plan))
 }
 
 #[utoipa::path(post, path = "/v1/config/apply", tag = "config", summary = "Apply a configuration in one guarded transaction (operator)",

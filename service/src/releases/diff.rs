@@ -17,6 +17,15 @@ use crate::error::Result;
 /// Lines of unchanged text kept around each change.
 const CONTEXT: usize = 3;
 
+/// The most lines (of both texts together) compared line by line; past it a text
+/// change says `too_large` and is not computed (a line diff's cost grows with the
+/// product of the lines in the worst case).
+pub const MAX_DIFF_LINES: usize = 20_000;
+
+/// How long one line diff may search for the shortest edit; past it the diff is
+/// still correct but may be longer than the shortest.
+pub const DIFF_DEADLINE: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Two revisions of an agent and what changed from the first to the second.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct RevisionDiff {
@@ -54,6 +63,10 @@ pub struct TextChange {
     pub deleted: usize,
     /// The changed regions with up to 3 unchanged lines around each, in order.
     pub hunks: Vec<Hunk>,
+    /// The texts have more than 20,000 lines together: not compared, no hunks;
+    /// `deleted` and `inserted` count every line of each.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub too_large: bool,
 }
 
 /// One changed region, as a unified diff's `@@ -old_start,old_lines +new_start,new_lines @@`.
@@ -159,9 +172,11 @@ pub async fn between(
 ) -> Result<RevisionDiff> {
     let old = read::revision(db, name, from).await?;
     let new = read::revision(db, name, to).await?;
+    let agent = new.agent;
+    let diff = crate::cpu::run(move || diff(&old.content, &new.content)).await?;
     Ok(RevisionDiff {
-        diff: diff(&old.content, &new.content),
-        agent: new.agent,
+        diff,
+        agent,
         from,
         to,
     })
@@ -193,13 +208,27 @@ fn text(old: &str, new: &str) -> Option<TextChange> {
     (old != new).then(|| lines(old, new))
 }
 
-/// The line diff of two texts (which may be equal: then no hunks).
+/// The line diff of two texts (which may be equal: then no hunks), within
+/// [`MAX_DIFF_LINES`] and [`DIFF_DEADLINE`]. CPU-bound: callers on the async
+/// workers go through `crate::cpu::run`.
 pub fn lines(old: &str, new: &str) -> TextChange {
-    let diff = TextDiff::from_lines(old, new);
+    let (old_count, new_count) = (old.lines().count(), new.lines().count());
+    if old != new && old_count + new_count > MAX_DIFF_LINES {
+        return TextChange {
+            inserted: new_count,
+            deleted: old_count,
+            hunks: Vec::new(),
+            too_large: true,
+        };
+    }
+    let diff = TextDiff::configure()
+        .deadline(std::time::Instant::now() + DIFF_DEADLINE)
+        .diff_lines(old, new);
     let mut change = TextChange {
         inserted: 0,
         deleted: 0,
         hunks: Vec::new(),
+        too_large: false,
     };
     for group in diff.grouped_ops(CONTEXT) {
         let (Some(first), Some(last)) = (group.first(), group.last()) else {
