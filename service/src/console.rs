@@ -50,6 +50,22 @@ pub fn router() -> Router<AppState> {
         .merge(registry::routes())
         .merge(connectors::routes())
         .merge(webhooks::routes())
+        .layer(axum::middleware::map_response(no_framing))
+}
+
+/// No other site may frame a console page (clickjacking): `frame-ancestors
+/// 'none'`, and `X-Frame-Options: DENY` for browsers that predate it.
+async fn no_framing(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        header::HeaderValue::from_static("frame-ancestors 'none'"),
+    );
+    headers.insert(
+        header::X_FRAME_OPTIONS,
+        header::HeaderValue::from_static("DENY"),
+    );
+    response
 }
 
 /// The vendored script and the style sheet, cached for a day.

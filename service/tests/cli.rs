@@ -1470,7 +1470,8 @@ fn config(database_url: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
         .args(args)
         .env("DATABASE_URL", database_url)
         .env("LOADOUT_SECRETS_KEY", TEST_SECRETS_KEY)
-        .env("RUST_LOG", "debug");
+        .env("RUST_LOG", "debug")
+        .env("LOADOUT_CONNECTOR_ALLOW", "127.0.0.1");
     for (name, value) in env {
         command.env(name, value);
     }
@@ -1590,20 +1591,24 @@ async fn header_values(db: TestDb, name: &str) {
     assert!(out.status.success(), "{}", stderr(&out));
     std::fs::write(
         dir.join("connectors/crm.toml"),
-        "kind = \"http\"\nurl = \"https://crm.example.com/api\"\nmethod = \"POST\"\ntimeout_ms = 5000\n\n[headers]\nAuthorization = { env = \"CRM_TOKEN\" }\n",
+        "kind = \"http\"\nurl = \"http://127.0.0.1:9/api\"\nmethod = \"POST\"\ntimeout_ms = 5000\n\n[headers]\nAuthorization = { env = \"LOADOUT_HEADER_CRM_TOKEN\" }\n",
     )
     .expect("write");
 
     let out = config(&db.url, &["apply", d], &[]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("CRM_TOKEN"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("LOADOUT_HEADER_CRM_TOKEN"),
+        "{}",
+        stderr(&out)
+    );
 
     let secret = "Bearer s3cr3t-from-env";
     let mut seen = String::new();
     let copy = scratch(&format!("headers-{name}-export"));
     let c = copy.to_str().expect("path");
     for args in [&["apply", d][..], &["plan", d], &["export", c]] {
-        let out = config(&db.url, args, &[("CRM_TOKEN", secret)]);
+        let out = config(&db.url, args, &[("LOADOUT_HEADER_CRM_TOKEN", secret)]);
         assert!(out.status.code() != Some(1), "{args:?}: {}", stderr(&out));
         seen.push_str(&stdout(&out));
         seen.push_str(&stderr(&out));
@@ -1613,9 +1618,23 @@ async fn header_values(db: TestDb, name: &str) {
     }
     assert!(!seen.contains("s3cr3t"), "{seen}");
     // The plan against the applied value is empty; a new value is a change.
-    let out = config(&db.url, &["plan", d], &[("CRM_TOKEN", secret)]);
+    let out = config(
+        &db.url,
+        &["plan", d],
+        &[("LOADOUT_HEADER_CRM_TOKEN", secret)],
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
-    let out = config(&db.url, &["plan", d], &[("CRM_TOKEN", "Bearer rotated")]);
+    assert!(
+        stdout(&out)
+            .contains("connector/crm header Authorization \u{2190} $LOADOUT_HEADER_CRM_TOKEN"),
+        "the plan names the variable it read: {}",
+        stdout(&out)
+    );
+    let out = config(
+        &db.url,
+        &["plan", d],
+        &[("LOADOUT_HEADER_CRM_TOKEN", "Bearer rotated")],
+    );
     assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
     assert!(
         stdout(&out).contains("header Authorization value"),
@@ -1638,6 +1657,155 @@ async fn header_values_come_from_the_environment_and_are_never_shown_on_postgres
         return;
     };
     header_values(db, "postgres").await;
+}
+
+/// A bundle reads only its own folder and only header variables: a header naming
+/// `DATABASE_URL`, a soul linked to a file outside the folder and a soul that is a
+/// named pipe are each refused with the reason, before anything is read or
+/// written; an apply that moves a connector to another host keeps none of its
+/// stored header values; a URL the connectors route refuses is refused.
+async fn bundle_boundaries(db: TestDb, name: &str) {
+    let db = seeded(db).await;
+    let dir = scratch(&format!("bounds-{name}"));
+    let d = dir.to_str().expect("path");
+    let out = config(&db.url, &["export", d], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let crm = dir.join("connectors/crm.toml");
+    let connector = |url: &str, var: &str| {
+        format!(
+            "kind = \"http\"\nurl = \"{url}\"\nmethod = \"POST\"\ntimeout_ms = 5000\n\n[headers]\nAuthorization = {{ env = \"{var}\" }}\n"
+        )
+    };
+
+    // A variable that is not a header variable is refused by plan and apply,
+    // whether or not it is set, and the plan never prints it.
+    std::fs::write(&crm, connector("http://127.0.0.1:9/api", "DATABASE_URL")).expect("write");
+    for command in ["plan", "apply"] {
+        let out = config(&db.url, &[command, d], &[]);
+        assert_eq!(out.status.code(), Some(1), "{command}: {}", stdout(&out));
+        assert!(
+            stderr(&out).contains("$DATABASE_URL, which is not a header variable"),
+            "{command}: {}",
+            stderr(&out)
+        );
+        assert!(
+            !stdout(&out).contains(&db.url),
+            "{command} printed the variable"
+        );
+    }
+    // Allowed by name, it is read.
+    let out = config(
+        &db.url,
+        &["plan", d, "--allow-header-env", "DATABASE_URL"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stdout(&out).contains("$DATABASE_URL"), "{}", stdout(&out));
+
+    // A URL the connectors route refuses (a metadata address, another scheme).
+    for url in ["http://169.254.169.254/latest", "gopher://127.0.0.1:70/"] {
+        std::fs::write(&crm, connector(url, "LOADOUT_HEADER_CRM")).expect("write");
+        let out = config(
+            &db.url,
+            &["apply", d],
+            &[("LOADOUT_HEADER_CRM", "Bearer a")],
+        );
+        assert_eq!(out.status.code(), Some(1), "{url}: {}", stdout(&out));
+        assert!(
+            stderr(&out).contains("url_refused"),
+            "{url}: {}",
+            stderr(&out)
+        );
+    }
+
+    // Applied on 127.0.0.1:9, then moved: the CLI resolves the variable, so the
+    // moved connector holds the value given with the move; over the API a header
+    // kept by `env` on a move is refused (tests/integration/config_as_code.rs).
+    std::fs::write(
+        &crm,
+        connector("http://127.0.0.1:9/api", "LOADOUT_HEADER_CRM"),
+    )
+    .expect("write");
+    let out = config(
+        &db.url,
+        &["apply", d],
+        &[("LOADOUT_HEADER_CRM", "Bearer old")],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    // A soul linked out of the folder, and a soul that is a FIFO.
+    let soul = dir.join("agents/assistant/soul.md");
+    let outside = scratch(&format!("bounds-{name}-outside"));
+    let secret = outside.join("environ");
+    std::fs::write(&secret, "LOADOUT_SECRETS_KEY=leaked").expect("write");
+    std::fs::remove_file(&soul).expect("rm soul");
+    std::os::unix::fs::symlink(&secret, &soul).expect("symlink");
+    for command in ["plan", "apply"] {
+        let out = config(
+            &db.url,
+            &[command, d],
+            &[("LOADOUT_HEADER_CRM", "Bearer old")],
+        );
+        assert_eq!(out.status.code(), Some(1), "{command}: {}", stdout(&out));
+        assert!(
+            stderr(&out).contains("leads out of the folder"),
+            "{command}: {}",
+            stderr(&out)
+        );
+        assert!(
+            !stdout(&out).contains("leaked"),
+            "{command}: {}",
+            stdout(&out)
+        );
+    }
+    std::fs::remove_file(&soul).expect("rm link");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&soul)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    let out = config(
+        &db.url,
+        &["plan", d],
+        &[("LOADOUT_HEADER_CRM", "Bearer old")],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("is not a regular file"),
+        "{}",
+        stderr(&out)
+    );
+    // A link that stays inside the folder is read.
+    std::fs::remove_file(&soul).expect("rm fifo");
+    let inside = dir.join("agents/assistant/operating_model.md");
+    std::fs::write(&inside, "Linked within the folder.\n").expect("write");
+    std::os::unix::fs::symlink(&inside, &soul).expect("symlink");
+    let out = config(
+        &db.url,
+        &["plan", d],
+        &[("LOADOUT_HEADER_CRM", "Bearer old")],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("Linked within the folder."),
+        "{}",
+        stdout(&out)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&outside);
+}
+
+#[tokio::test]
+async fn a_bundle_reads_only_its_folder_and_header_variables_on_sqlite() {
+    bundle_boundaries(TestDb::sqlite().await, "sqlite").await;
+}
+
+#[tokio::test]
+async fn a_bundle_reads_only_its_folder_and_header_variables_on_postgres() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    bundle_boundaries(db, "postgres").await;
 }
 
 /// `export --url --key` reads a running instance through `GET /v1/config` and

@@ -84,12 +84,16 @@ async fn apply_dir(
     );
     let who = cli();
     let keyring = loadout::secrets::Keyring::none();
+    let outbound =
+        loadout::execute::connector::Outbound::new(vec!["127.0.0.1".parse().expect("ip")], None)
+            .expect("outbound");
     let input = apply::Apply {
         target,
         base,
         prune,
         who: &who,
         keyring: &keyring,
+        outbound: &outbound,
         max_template_bytes: 64 * 1024,
         request_ttl: chrono::TimeDelta::hours(24),
         now: chrono::Utc::now(),
@@ -374,5 +378,98 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+db_test! {
+    async fn an_api_plan_tells_no_guess_from_the_stored_value_and_is_limited_per_key(db) {
+        let app = TestApp::builder(db)
+            .flag("--connector-allow=127.0.0.1")
+            .flag("--plans-per-minute=4")
+            .build()
+            .await;
+        ok_created(&app, "/v1/connectors", json!({
+            "name": "crm", "url": "http://127.0.0.1:9/api",
+            "headers": {"Authorization": "Bearer right-guess"}
+        })).await;
+        let admin = app.key("plan-admin", Role::Admin).await;
+        let (status, config) = app.call(Method::GET, "/v1/config", &admin, None).await;
+        assert_eq!(status, StatusCode::OK, "{config}");
+        let guessed = |value: &str| {
+            let mut config = config.clone();
+            config["connectors"][0]["headers"]["Authorization"] = json!({"value": value});
+            json!({"configuration": config})
+        };
+        let mut answers = Vec::new();
+        for guess in ["Bearer right-guess", "Bearer wrong-guess"] {
+            let (status, plan) = app.call(Method::POST, "/v1/config/plan", &admin, Some(guessed(guess))).await;
+            assert_eq!(status, StatusCode::OK, "{plan}");
+            answers.push((plan["changes_anything"].clone(), plan["changes"].clone(), plan["warnings"].clone()));
+        }
+        assert_eq!(answers[0], answers[1], "the right guess and a wrong one plan the same");
+        assert_eq!(answers[0].0, json!(true));
+        assert!(answers[0].1.to_string().contains("replaced"), "{:?}", answers[0]);
+
+        // Four plans a minute for this key: two more, then 429 with Retry-After.
+        for _ in 0..2 {
+            let (status, _) = app.call(Method::POST, "/v1/config/plan", &admin, Some(guessed("x"))).await;
+            assert_eq!(status, StatusCode::OK);
+        }
+        let reply = app.json(Method::POST, "/v1/config/plan", Some(&admin), Some(guessed("x"))).await;
+        assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS, "{}", reply.body);
+        assert_eq!(reply.body["error"]["code"], json!("too_many_plans"));
+        assert!(reply.headers.contains_key("retry-after"));
+        // Another key still plans.
+        let other = app.key("plan-admin-2", Role::Admin).await;
+        let (status, _) = app.call(Method::POST, "/v1/config/plan", &other, Some(guessed("x"))).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+}
+
+db_test! {
+    async fn an_apply_that_moves_a_connector_keeps_no_stored_header_value(db) {
+        let app = TestApp::builder(db).flag("--connector-allow=127.0.0.1").build().await;
+        ok_created(&app, "/v1/connectors", json!({
+            "name": "crm", "url": "http://127.0.0.1:9/api",
+            "headers": {"Authorization": "Bearer for-the-first-host"}
+        })).await;
+        let (status, config) = app.call(Method::GET, "/v1/config", &app.operator, None).await;
+        assert_eq!(status, StatusCode::OK, "{config}");
+        assert_eq!(config["connectors"][0]["headers"]["Authorization"]["env"], json!("LOADOUT_HEADER_CRM_AUTHORIZATION"));
+
+        // Moved with the header kept by `env`: refused, nothing changed.
+        let mut moved = config.clone();
+        moved["connectors"][0]["url"] = json!("http://127.0.0.1:10/api");
+        let (status, refused) = app.call(Method::POST, "/v1/config/apply", &app.operator, Some(json!({"configuration": moved}))).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+        assert_eq!(refused["error"]["code"], json!("headers_need_values"));
+        let crm = ok(&app, Method::GET, "/v1/connectors/crm", None).await;
+        assert_eq!(crm["url"], json!("http://127.0.0.1:9/api"));
+
+        // A same-host change (another path) keeps the stored value.
+        let mut same = config.clone();
+        same["connectors"][0]["url"] = json!("http://127.0.0.1:9/v2");
+        let (status, applied) = app.call(Method::POST, "/v1/config/apply", &app.operator, Some(json!({"configuration": same}))).await;
+        assert_eq!(status, StatusCode::OK, "{applied}");
+        let crm = ok(&app, Method::GET, "/v1/connectors/crm", None).await;
+        assert_eq!(crm["headers"], json!(["Authorization"]));
+
+        // Moved with the header left out: applied, and no value is kept.
+        let (_, config) = app.call(Method::GET, "/v1/config", &app.operator, None).await;
+        let mut moved = config.clone();
+        moved["connectors"][0]["url"] = json!("http://127.0.0.1:10/api");
+        moved["connectors"][0]["headers"] = json!({});
+        let (status, applied) = app.call(Method::POST, "/v1/config/apply", &app.operator, Some(json!({"configuration": moved}))).await;
+        assert_eq!(status, StatusCode::OK, "{applied}");
+        let crm = ok(&app, Method::GET, "/v1/connectors/crm", None).await;
+        assert_eq!((crm["url"].clone(), crm["headers"].clone()), (json!("http://127.0.0.1:10/api"), json!([])));
+
+        // A metadata address is refused as POST /v1/connectors refuses it.
+        let mut metadata = config.clone();
+        metadata["connectors"][0]["url"] = json!("http://169.254.169.254/latest");
+        metadata["connectors"][0]["headers"] = json!({});
+        let (status, refused) = app.call(Method::POST, "/v1/config/apply", &app.operator, Some(json!({"configuration": metadata}))).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+        assert_eq!(refused["error"]["code"], json!("url_refused"));
     }
 }

@@ -27,7 +27,7 @@ use crate::agents::template::{self, Kind};
 use crate::auth::Principal;
 use crate::cache::Generation;
 use crate::error::{Error, Result, check_name, check_size};
-use crate::execute::connector::{Kind as ConnectorKind, sealing};
+use crate::execute::connector::{Kind as ConnectorKind, Outbound, sealing};
 use crate::prompt::lint;
 use crate::registry::{ToolType, guard, links};
 use crate::releases::{PRODUCTION, ReleaseMode};
@@ -57,6 +57,8 @@ pub struct Apply<'a> {
     /// Who applies (a key name, or `cli`): revisions and versions record it.
     pub who: &'a Principal,
     pub keyring: &'a Keyring,
+    /// Checks a new or changed connector URL as `POST /v1/connectors` does.
+    pub outbound: &'a Outbound,
     pub max_template_bytes: usize,
     /// How long a change request for a gated agent's `production` waits.
     pub request_ttl: TimeDelta,
@@ -154,6 +156,52 @@ fn check(target: &Bundle) -> Result<()> {
     Ok(())
 }
 
+/// Every connector URL the configuration sets anew (a new connector, or a changed
+/// URL) is checked as the connectors route checks it, before the write: a URL
+/// `POST /v1/connectors` refuses is refused here too.
+/// A connector moving to another scheme, host or port keeps no stored header
+/// value, as with `PATCH /v1/connectors`: each header it names needs a value
+/// given with the move (credentials meant for one server never go to another).
+fn refuse_kept_headers(doc: &ConnectorDoc) -> Result<()> {
+    let kept: Vec<&str> = doc
+        .headers
+        .iter()
+        .filter(|(_, v)| matches!(v, HeaderValue::Env { .. }))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if kept.is_empty() {
+        return Ok(());
+    }
+    Err(Error::refused(
+        "headers_need_values",
+        format!(
+            "connector {} moves to another host: its stored header values are never sent there; give {} a value with the move",
+            doc.name,
+            kept.join(", ")
+        ),
+    ))
+}
+
+async fn check_urls(db: &DatabaseConnection, outbound: &Outbound, target: &Bundle) -> Result<()> {
+    let held: HashMap<String, String> = connectors::Entity::find()
+        .filter(connectors::Column::DeletedAt.is_null())
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|c| (c.name, c.url))
+        .collect();
+    for c in &target.connectors {
+        if held.get(&c.name) == Some(&c.url) {
+            continue;
+        }
+        outbound
+            .check_url(&c.url)
+            .await
+            .map_err(|e| Error::refused("url_refused", format!("connector {}: {}", c.name, e)))?;
+    }
+    Ok(())
+}
+
 /// Objects whose fingerprint moved since `base` and is not already what `target`
 /// wants (an object someone else changed).
 fn stale(base: &BTreeMap<String, String>, now: &State, target: &State) -> Vec<String> {
@@ -187,6 +235,7 @@ pub async fn apply(
     input: Apply<'_>,
 ) -> Result<Applied> {
     check(&input.target)?;
+    check_urls(db, input.outbound, &input.target).await?;
     let target_state = input.target.state();
     if let Base::Plan(plan) = &input.base {
         if plan.version != plan::PLAN_VERSION {
@@ -350,7 +399,12 @@ impl Writer<'_> {
             .await
             .map_err(|e| taken(e, "connector", &doc.name))?,
         };
-        let headers_changed = change.action == Action::Create
+        let moved = change.action != Action::Create && !store::same_host(&row.url, &doc.url);
+        if moved {
+            refuse_kept_headers(doc)?;
+        }
+        let headers_changed = moved
+            || change.action == Action::Create
             || change.fields.iter().any(|f| f.field.starts_with("header "));
         let mut active: connectors::ActiveModel = row.clone().into();
         active.kind = Set(doc.kind.clone());

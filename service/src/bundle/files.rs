@@ -201,28 +201,85 @@ fn write_agent(dir: &Path, agent: &AgentDoc) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn get(path: &Path) -> anyhow::Result<String> {
-    let size = std::fs::metadata(path)
-        .with_context(|| format!("cannot read {}", path.display()))?
-        .len();
-    if size > MAX_FILE_BYTES {
-        bail!(
-            "{} is {size} bytes; the largest file read is {MAX_FILE_BYTES}",
-            path.display()
-        );
-    }
-    std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+/// Reads the files of one bundle folder: only regular files, only inside the
+/// folder (a symbolic link may point within it, never out of it), each size
+/// checked on the open file, and opened so that a named pipe or a device never
+/// blocks or feeds the read.
+struct Folder {
+    root: PathBuf,
 }
 
-fn get_optional(path: &Path) -> anyhow::Result<Option<String>> {
-    match path.exists() {
-        true => get(path).map(Some),
-        false => Ok(None),
+impl Folder {
+    fn new(dir: &Path) -> anyhow::Result<Self> {
+        let root = dir
+            .canonicalize()
+            .with_context(|| format!("cannot read {}", dir.display()))?;
+        Ok(Folder { root })
     }
-}
 
-fn toml_file<T: for<'de> Deserialize<'de>>(path: &Path) -> anyhow::Result<T> {
-    toml::from_str(&get(path)?).with_context(|| format!("{} is not valid", path.display()))
+    fn get(&self, path: &Path) -> anyhow::Result<String> {
+        let real = path
+            .canonicalize()
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        if !real.starts_with(&self.root) {
+            bail!(
+                "{} leads out of the folder (to {}): a bundle reads only its own files",
+                path.display(),
+                real.display()
+            );
+        }
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+        }
+        let file = options
+            .open(&real)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let meta = file
+            .metadata()
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        if !meta.is_file() {
+            bail!(
+                "{} is not a regular file (a pipe, a device or a socket is never read)",
+                path.display()
+            );
+        }
+        if meta.len() > MAX_FILE_BYTES {
+            bail!(
+                "{} is {} bytes; the largest file read is {MAX_FILE_BYTES}",
+                path.display(),
+                meta.len()
+            );
+        }
+        let mut text = String::new();
+        std::io::Read::read_to_string(
+            &mut std::io::Read::take(file, MAX_FILE_BYTES + 1),
+            &mut text,
+        )
+        .with_context(|| format!("cannot read {}", path.display()))?;
+        if text.len() as u64 > MAX_FILE_BYTES {
+            bail!(
+                "{} grew past {MAX_FILE_BYTES} bytes while it was read",
+                path.display()
+            );
+        }
+        Ok(text)
+    }
+
+    fn get_optional(&self, path: &Path) -> anyhow::Result<Option<String>> {
+        match path.symlink_metadata() {
+            Ok(_) => self.get(path).map(Some),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+        }
+    }
+
+    fn toml_file<T: for<'de> Deserialize<'de>>(&self, path: &Path) -> anyhow::Result<T> {
+        toml::from_str(&self.get(path)?).with_context(|| format!("{} is not valid", path.display()))
+    }
 }
 
 /// The visible entries of a folder (absent: none), sorted.
@@ -263,7 +320,8 @@ pub fn read(dir: &Path) -> anyhow::Result<Bundle> {
             dir.display()
         );
     }
-    let root: RootFile = toml_file(&root_path)?;
+    let folder = Folder::new(dir)?;
+    let root: RootFile = folder.toml_file(&root_path)?;
     if root.version != LAYOUT_VERSION {
         bail!(
             "{} is layout version {}; this loadout reads version {LAYOUT_VERSION}",
@@ -277,11 +335,11 @@ pub fn read(dir: &Path) -> anyhow::Result<Bundle> {
         ..Bundle::default()
     };
     for (name, path) in entries(&dir.join("agents"))? {
-        bundle.agents.push(read_agent(&name, &path)?);
+        bundle.agents.push(read_agent(&folder, &name, &path)?);
     }
     for (file, path) in entries(&dir.join("tools"))? {
         let name = stem(&file, ".json", &path)?;
-        let f: ToolFile = serde_json::from_str(&get(&path)?)
+        let f: ToolFile = serde_json::from_str(&folder.get(&path)?)
             .with_context(|| format!("{} is not valid", path.display()))?;
         bundle.tools.push(ToolDoc {
             name: name.to_owned(),
@@ -297,7 +355,7 @@ pub fn read(dir: &Path) -> anyhow::Result<Bundle> {
     }
     for (file, path) in entries(&dir.join("channels"))? {
         let name = stem(&file, ".toml", &path)?;
-        let f: ChannelFile = toml_file(&path)?;
+        let f: ChannelFile = folder.toml_file(&path)?;
         bundle.channels.push(ChannelDoc {
             name: name.to_owned(),
             description: f.description,
@@ -309,7 +367,7 @@ pub fn read(dir: &Path) -> anyhow::Result<Bundle> {
     }
     for (file, path) in entries(&dir.join("connectors"))? {
         let name = stem(&file, ".toml", &path)?;
-        let f: ConnectorFile = toml_file(&path)?;
+        let f: ConnectorFile = folder.toml_file(&path)?;
         bundle.connectors.push(ConnectorDoc {
             name: name.to_owned(),
             kind: f.kind,
@@ -327,7 +385,7 @@ pub fn read(dir: &Path) -> anyhow::Result<Bundle> {
     Ok(bundle)
 }
 
-fn read_agent(name: &str, dir: &Path) -> anyhow::Result<AgentDoc> {
+fn read_agent(folder: &Folder, name: &str, dir: &Path) -> anyhow::Result<AgentDoc> {
     if !dir.is_dir() {
         bail!(
             "{} is not part of the layout (agents are folders)",
@@ -350,14 +408,14 @@ fn read_agent(name: &str, dir: &Path) -> anyhow::Result<AgentDoc> {
             );
         }
     }
-    let f: AgentFile = toml_file(&dir.join("agent.toml"))?;
+    let f: AgentFile = folder.toml_file(&dir.join("agent.toml"))?;
     Ok(AgentDoc {
         name: name.to_owned(),
         identity: super::canonical(&Value::Object(f.identity)),
-        soul: get(&dir.join("soul.md"))?,
-        template: get_optional(&dir.join("template.md"))?,
-        operating_model: get_optional(&dir.join("operating_model.md"))?,
-        interaction_learning: get_optional(&dir.join("interaction_learning.md"))?,
+        soul: folder.get(&dir.join("soul.md"))?,
+        template: folder.get_optional(&dir.join("template.md"))?,
+        operating_model: folder.get_optional(&dir.join("operating_model.md"))?,
+        interaction_learning: folder.get_optional(&dir.join("interaction_learning.md"))?,
         release_mode: f.release_mode,
         tools: f.tools,
     })

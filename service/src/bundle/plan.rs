@@ -39,6 +39,10 @@ pub struct Plan {
     pub unchanged: usize,
     /// What the plan could not compare (header values without a key or a value).
     pub warnings: Vec<String>,
+    /// The environment variables `loadout plan` read header values from, as
+    /// `connector/NAME header H ← $VAR` (never their values).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reads: Vec<String>,
 }
 
 /// The part of a plan file `apply --plan` reads.
@@ -174,6 +178,7 @@ pub fn compute(current: &Current, target: &Bundle, prune: bool, keyring: Option<
         changes,
         unchanged,
         warnings,
+        reads: Vec::new(),
     }
 }
 

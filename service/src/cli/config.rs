@@ -52,6 +52,8 @@ pub struct PlanArgs {
     /// The key that opens stored header values, to compare them with the environment's.
     #[command(flatten)]
     pub secrets: SecretsArgs,
+    #[command(flatten)]
+    pub header_env: HeaderEnv,
 }
 
 #[derive(Debug, clap::Args)]
@@ -75,6 +77,12 @@ pub struct ApplyArgs {
     /// The key header values are sealed with.
     #[command(flatten)]
     pub secrets: SecretsArgs,
+    #[command(flatten)]
+    pub header_env: HeaderEnv,
+    /// Which connector addresses are allowed (`serve`'s `--connector-allow`): a URL
+    /// `serve` would refuse is refused by the apply too.
+    #[command(flatten)]
+    pub connectors: crate::app::settings::Connectors,
     /// How long a change request for a gated agent waits: `serve`'s `--proposal-ttl`.
     #[command(flatten)]
     pub proposals: ProposalSettings,
@@ -139,42 +147,84 @@ async fn connect(database_url: &str) -> anyhow::Result<DatabaseConnection> {
     Ok(db)
 }
 
+/// Which environment variables a bundle's headers may read: `LOADOUT_HEADER_…`
+/// (the names `loadout export` writes) and the ones the operator names.
+#[derive(Debug, Clone, clap::Args)]
+pub struct HeaderEnv {
+    /// Also let header values read this environment variable (repeatable); without
+    /// it only `LOADOUT_HEADER_…` variables are read, so a bundle cannot send, say,
+    /// `DATABASE_URL` or `LOADOUT_SECRETS_KEY` to a connector.
+    #[arg(long = "allow-header-env", value_name = "VAR")]
+    pub allowed: Vec<String>,
+}
+
+/// The prefix every header variable may have.
+pub const HEADER_ENV_PREFIX: &str = "LOADOUT_HEADER_";
+
+impl HeaderEnv {
+    fn allows(&self, name: &str) -> bool {
+        name.starts_with(HEADER_ENV_PREFIX) && name.len() > HEADER_ENV_PREFIX.len()
+            || self.allowed.iter().any(|a| a == name)
+    }
+}
+
+/// What reading the environment gave: the warnings (plan) and the variables read.
+struct Resolved {
+    warnings: Vec<String>,
+    reads: Vec<String>,
+}
+
 /// Header values from the environment: every `env` reference becomes its value.
-/// `strict`: a variable that is not set refuses (apply); otherwise it stays a
-/// reference and is named in the warnings (plan).
-fn resolve(bundle: &mut Bundle, strict: bool) -> anyhow::Result<Vec<String>> {
-    let mut warnings = Vec::new();
+/// A variable outside [`HeaderEnv`] refuses; `strict`: a variable that is not set
+/// refuses (apply); otherwise it stays a reference and is named in the warnings
+/// (plan).
+fn resolve(bundle: &mut Bundle, env: &HeaderEnv, strict: bool) -> anyhow::Result<Resolved> {
+    let mut out = Resolved {
+        warnings: Vec::new(),
+        reads: Vec::new(),
+    };
     for connector in &mut bundle.connectors {
         for (name, value) in &mut connector.headers {
-            let HeaderValue::Env { env } = value else {
+            let HeaderValue::Env { env: var } = value else {
                 continue;
             };
-            match std::env::var(&*env) {
+            if !env.allows(var) {
+                bail!(
+                    "connector {}: header {name} reads ${var}, which is not a header variable: name it {HEADER_ENV_PREFIX}…, or allow it with --allow-header-env {var}",
+                    connector.name
+                );
+            }
+            out.reads.push(format!(
+                "connector/{} header {name} \u{2190} ${var}",
+                connector.name
+            ));
+            match std::env::var(&*var) {
                 Ok(text) => *value = HeaderValue::Value { value: text },
                 Err(_) if strict => bail!(
-                    "connector {}: header {name} reads ${env}, which is not set",
+                    "connector {}: header {name} reads ${var}, which is not set",
                     connector.name
                 ),
-                Err(_) => warnings.push(format!(
-                    "connector/{}: ${env} is not set; the value of header {name} was not compared",
+                Err(_) => out.warnings.push(format!(
+                    "connector/{}: ${var} is not set; the value of header {name} was not compared",
                     connector.name
                 )),
             }
         }
     }
-    Ok(warnings)
+    Ok(out)
 }
 
 /// `loadout plan DIR`: exit 0 (nothing would change), 2 (something would), 1 (error).
 pub async fn plan(database_url: &str, args: PlanArgs) -> anyhow::Result<ExitCode> {
     let mut target = files::read(&args.dir)?;
-    let warnings = resolve(&mut target, false)?;
+    let resolved = resolve(&mut target, &args.header_env, false)?;
     let (keyring, _) = args.secrets.keyring(database_url, false)?;
     let db = connect(database_url).await?;
     let current = read::current(&db).await;
     db.close().await.ok();
     let mut plan = plan::compute(&current?, &target, args.prune, Some(&keyring));
-    plan.warnings.extend(warnings);
+    plan.warnings.extend(resolved.warnings);
+    plan.reads = resolved.reads;
     if let Some(out) = &args.out {
         let text = serde_json::to_string_pretty(&plan)? + "\n";
         std::fs::write(out, text).with_context(|| format!("cannot write {}", out.display()))?;
@@ -203,7 +253,7 @@ fn read_plan(path: &Path) -> anyhow::Result<PlanFile> {
 /// `loadout apply DIR`.
 pub async fn apply(database_url: &str, args: ApplyArgs) -> anyhow::Result<ExitCode> {
     let mut target = files::read(&args.dir)?;
-    resolve(&mut target, true)?;
+    resolve(&mut target, &args.header_env, true)?;
     let base = match &args.plan {
         Some(path) => Base::Plan(read_plan(path)?),
         None => match target.state.take() {
@@ -237,12 +287,14 @@ async fn run_apply(
             .context("cannot read the configuration generation")?,
     );
     let who = cli();
+    let outbound = args.connectors.outbound()?;
     let input = apply::Apply {
         target,
         base,
         prune: args.prune,
         who: &who,
         keyring,
+        outbound: &outbound,
         max_template_bytes: args.max_template_bytes,
         request_ttl: args.proposals.ttl(Tier::RequiresApproval),
         now: chrono::Utc::now(),
@@ -310,6 +362,9 @@ pub fn plan_text(plan: &Plan) -> String {
     );
     for change in &plan.changes {
         change_text(&mut out, change);
+    }
+    for read in &plan.reads {
+        let _ = writeln!(out, "reads {read}");
     }
     for warning in &plan.warnings {
         let _ = writeln!(out, "warning: {warning}");

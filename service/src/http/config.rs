@@ -113,6 +113,7 @@ async fn apply_config(
         prune: body.prune,
         who: &who,
         keyring: &state.secrets,
+        outbound: &state.outbound,
         max_template_bytes: state.settings.max_template_bytes,
         request_ttl: writing.request_ttl,
         now: writing.now,

@@ -1,8 +1,8 @@
 //! `Idempotency-Key` on the API's writes: a client whose write was in flight when
 //! a connection dropped or a process died retries with the same key and gets the
 //! first answer, never a second write. Tool calls carry their key in the body
-//! (`idempotency_key`) and are left to the ledger; `/v1/keys` takes none (a
-//! created key's secret must never be stored).
+//! (`idempotency_key`) and are left to the ledger; `/v1/keys`, `POST /v1/webhooks`
+//! and `…/rotate-secret` take none (a secret in their answer must never be stored).
 //!
 //! - The key is recorded in the write's own transaction
 //!   ([`crate::db::idempotency`]), per tenant (the caller key's), for 24 hours.
@@ -42,10 +42,16 @@ pub type Idempotency = Option<axum::Extension<Arc<Pending>>>;
 pub const HEADER: &str = "idempotency-key";
 
 /// Whether `route` takes an `Idempotency-Key`: every API write but tool calls,
-/// which keep their own (in the body, in the ledger), and keys, whose answer holds
-/// a new key's secret, which is never stored.
+/// which keep their own (in the body, in the ledger), and the writes whose answer
+/// holds a secret, which is never stored: keys, a new webhook subscription and a
+/// rotated webhook secret ([`holds_secret`]).
 pub fn takes_key(route: &str) -> bool {
-    route.starts_with("/v1/") && !route.ends_with("/tool-calls") && !route.starts_with("/v1/keys")
+    route.starts_with("/v1/") && !route.ends_with("/tool-calls") && !holds_secret(route)
+}
+
+/// The routes whose answer holds a secret (a key, a webhook's signing secret).
+pub fn holds_secret(route: &str) -> bool {
+    route.starts_with("/v1/keys") || route == "/v1/webhooks" || route.ends_with("/rotate-secret")
 }
 
 /// Whether `request`, on `route`, is an API write that names a key.

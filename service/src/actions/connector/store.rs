@@ -346,7 +346,7 @@ pub async fn create(
 
 /// Whether two URLs reach the same place: scheme, host and port. A URL that does
 /// not parse reaches nowhere known, so it is never the same.
-fn same_host(a: &str, b: &str) -> bool {
+pub fn same_host(a: &str, b: &str) -> bool {
     match (reqwest::Url::parse(a), reqwest::Url::parse(b)) {
         (Ok(a), Ok(b)) => a.origin() == b.origin() && a.origin().is_tuple(),
         _ => false,
