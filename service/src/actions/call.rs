@@ -29,7 +29,7 @@ use crate::vocab::Tier;
 use super::Runner;
 use crate::execute::arguments::{Key, Schema, Validators, validate};
 use crate::releases::PRODUCTION;
-use crate::releases::serve::Served;
+use crate::releases::serve::{self, Served};
 use crate::releases::signals::{self, At, Signal};
 use crate::vocab::ToolDef;
 
@@ -192,7 +192,14 @@ pub async fn call(
     check_request(&request)?;
     let tenant = who.tenant();
     let served = match request.revision {
-        Some(number) => crate::fetch::revision(prompts, agent, number).await?,
+        Some(number) => {
+            let served = crate::fetch::revision(prompts, agent, number).await?;
+            let now = Utc::now();
+            if !serve::callable(runner.db, served.agent.id, served.id, now).await? {
+                return Err(serve::not_served(agent, number));
+            }
+            served
+        }
         None => {
             // The subject production's running rollout (if any) put the caller on.
             let subject = request

@@ -45,6 +45,7 @@ async fn report_outcome(
         &agent,
         report,
         Utc::now(),
+        state.settings.tenants.max_outcomes_per_subject,
     )
     .await?;
     state

@@ -96,6 +96,7 @@ pub async fn record(
     agent_name: &str,
     report: NewOutcome,
     now: DateTime<Utc>,
+    most_per_subject: u64,
 ) -> Result<Recorded> {
     check_report(&report)?;
     let agent = agent(txn, agent_name).await?;
@@ -105,6 +106,10 @@ pub async fn record(
         .one(txn)
         .await?
         .ok_or_else(|| revision_not_found(agent_name, report.revision))?;
+    if let Some(user) = &report.user_id {
+        bound_per_subject(txn, tenant, revision.id, &report.conversation_id, user, most_per_subject)
+            .await?;
+    }
     let row = outcomes::ActiveModel {
         tenant_id: Set(tenant.to_owned()),
         agent_id: Set(agent.id),
@@ -158,6 +163,44 @@ pub async fn record(
     })
 }
 
+/// One user's conversations on one revision are at most `most` outcomes (a new
+/// conversation past it is refused; a conversation already reported is replaced
+/// as ever), so no subject weighs in a rollout's guard without bound. One range
+/// of the `outcomes_by_subject` index.
+async fn bound_per_subject(
+    txn: &DatabaseTransaction,
+    tenant: &str,
+    revision_id: i32,
+    conversation: &str,
+    user: &str,
+    most: u64,
+) -> Result<()> {
+    use sea_orm::PaginatorTrait;
+    let held = outcomes::Entity::find()
+        .filter(outcomes::Column::RevisionId.eq(revision_id))
+        .filter(outcomes::Column::UserId.eq(user))
+        .filter(outcomes::Column::TenantId.eq(tenant))
+        .count(txn)
+        .await?;
+    if held < most {
+        return Ok(());
+    }
+    let replacing = outcomes::Entity::find()
+        .filter(outcomes::Column::TenantId.eq(tenant))
+        .filter(outcomes::Column::RevisionId.eq(revision_id))
+        .filter(outcomes::Column::ConversationId.eq(conversation))
+        .count(txn)
+        .await?;
+    match replacing {
+        0 => Err(Error::limit_reached(
+            "outcomes for this user on this revision",
+            most,
+            "--max-outcomes-per-subject",
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Stores a report in a write transaction of its own ([`record`]), lets the
 /// guard of every active rollout the revision is a side of judge it in the same
 /// transaction ([`judge`]), and commits. A rollout the guard aborted bumps the
@@ -170,9 +213,10 @@ pub async fn submit(
     agent_name: &str,
     report: NewOutcome,
     now: DateTime<Utc>,
+    most_per_subject: u64,
 ) -> Result<OutcomeView> {
     let txn = crate::db::begin_write(db).await?;
-    let recorded = record(&txn, tenant, agent_name, report, now).await?;
+    let recorded = record(&txn, tenant, agent_name, report, now, most_per_subject).await?;
     let aborted = judge(&txn, recorded.agent_id, recorded.revision_id, now).await?;
     let bumped = match aborted.is_empty() {
         true => None,

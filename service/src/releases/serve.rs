@@ -192,3 +192,65 @@ pub fn loaded(
     };
     (loaded, Channels::new(channels))
 }
+/// How long after a label or a rollout stopped serving a revision a tool call may
+/// still name it: a client that fetched the prompt just before a move finishes
+/// its conversation on what it was served.
+pub const CALL_GRACE: chrono::TimeDelta = chrono::TimeDelta::hours(1);
+
+/// Whether a tool call may name revision `revision_id` of agent `agent_id` now: a
+/// label points at it, a running rollout serves it, or one of them did within
+/// [`CALL_GRACE`]. Any other revision (an old one with a looser schema, a draft
+/// never released) is not what a label serves, so a call may not pick it.
+pub async fn callable(
+    db: &impl ConnectionTrait,
+    agent_id: i32,
+    revision_id: i32,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<bool, DbErr> {
+    use entity::{label_moves, rollouts};
+    use sea_orm::{Condition, PaginatorTrait};
+    let labelled = agent_labels::Entity::find()
+        .filter(agent_labels::Column::AgentId.eq(agent_id))
+        .filter(agent_labels::Column::RevisionId.eq(revision_id))
+        .count(db)
+        .await?;
+    if labelled > 0 {
+        return Ok(true);
+    }
+    let since = now - CALL_GRACE;
+    let either_side = Condition::any()
+        .add(rollouts::Column::BaseRevisionId.eq(revision_id))
+        .add(rollouts::Column::CandidateRevisionId.eq(revision_id));
+    let rolled = rollouts::Entity::find()
+        .filter(rollouts::Column::AgentId.eq(agent_id))
+        .filter(either_side)
+        .filter(
+            Condition::any()
+                .add(rollouts::Column::EndedAt.is_null())
+                .add(rollouts::Column::EndedAt.gte(since)),
+        )
+        .count(db)
+        .await?;
+    if rolled > 0 {
+        return Ok(true);
+    }
+    let moved_away = label_moves::Entity::find()
+        .filter(label_moves::Column::AgentId.eq(agent_id))
+        .filter(label_moves::Column::FromRevisionId.eq(revision_id))
+        .filter(label_moves::Column::CreatedAt.gte(since))
+        .count(db)
+        .await?;
+    Ok(moved_away > 0)
+}
+
+/// The 404 for a revision no label or rollout serves (see [`callable`]).
+pub fn not_served(name: &str, number: i32) -> Error {
+    Error::new(
+        Kind::NotFound,
+        "revision_not_served",
+        format!(
+            "revision {number} of agent {name:?} is not served by any label or running rollout (nor was it in the last hour): call without `revision`, or with the revision your prompt came from"
+        ),
+    )
+}
+
