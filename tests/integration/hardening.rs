@@ -401,6 +401,31 @@ db_test! {
 }
 
 db_test! {
+    async fn one_tenants_mcp_sessions_leave_another_tenant_able_to_initialize(db) {
+        let api = api(db, &["--mcp-max-sessions-per-key=16", "--mcp-max-sessions-per-tenant=4", "--mcp-max-sessions=8"]).await;
+        let app = &api.app;
+        let mut opened = 0;
+        for i in 0..3 {
+            let key = keys::create_for_tenant(&api.db.conn, &format!("tb-agent-{i}"), Role::Agent, Some("tb")).await.expect("key");
+            for _ in 0..3 {
+                let (status, _, body) = initialize(app, &key, initialize_body("tb")).await;
+                match status {
+                    StatusCode::OK => opened += 1,
+                    _ => {
+                        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+                        assert_eq!(body["error"]["code"], "too_many_sessions", "{body}");
+                        assert!(body["error"]["message"].as_str().unwrap_or_default().contains("tenant"), "{body}");
+                    }
+                }
+            }
+        }
+        assert_eq!(opened, 4, "tb holds its share and no more");
+        let (status, session, body) = initialize(app, &api.agent, initialize_body("a")).await;
+        assert_eq!((status, session.is_some()), (StatusCode::OK, true), "the default tenant still initializes: {body}");
+    }
+}
+
+db_test! {
     async fn a_session_is_its_openers_and_another_key_holding_its_id_can_neither_use_nor_close_it(db) {
         let api = api(db, &[]).await;
         let other = keys::create_for_tenant(&api.db.conn, "agent-b", Role::Agent, Some("acme")).await.expect("key");

@@ -35,4 +35,5 @@ mod sealed_secrets;
 mod seed;
 mod sso;
 mod template_parity;
+mod tenant_bounds;
 mod webhooks;

@@ -23,7 +23,7 @@ pub(crate) struct Got {
     id: String,
     timestamp: String,
     signature: String,
-    body: String,
+    pub(crate) body: String,
 }
 
 impl Got {
@@ -112,7 +112,7 @@ async fn hook(State(receiver): State<Receiver>, headers: HeaderMap, body: String
 }
 
 /// A started app delivering webhooks, allowed to reach loopback, with `flags`.
-async fn app(db: TestDb, flags: &[&str]) -> TestApp {
+pub(crate) async fn app(db: TestDb, flags: &[&str]) -> TestApp {
     let mut builder = TestApp::builder(db)
         .flag("--connector-allow=127.0.0.1")
         .jobs();
@@ -123,7 +123,7 @@ async fn app(db: TestDb, flags: &[&str]) -> TestApp {
 }
 
 /// Subscribes `url` to `events` with `key`; the answer (subscription and secret).
-async fn subscribe(app: &TestApp, key: &str, url: &str, events: &[&str]) -> Value {
+pub(crate) async fn subscribe(app: &TestApp, key: &str, url: &str, events: &[&str]) -> Value {
     let body = json!({"url": url, "events": events});
     let (status, answer) = app
         .call(Method::POST, "/v1/webhooks", key, Some(body))
@@ -136,7 +136,7 @@ fn secret(created: &Value) -> String {
     created["secret"].as_str().expect("secret").to_owned()
 }
 
-async fn save_soul(app: &TestApp, soul: &str) {
+pub(crate) async fn save_soul(app: &TestApp, soul: &str) {
     let body = json!({"soul": soul});
     let (status, answer) = app
         .call(
