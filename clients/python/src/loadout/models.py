@@ -2541,6 +2541,11 @@ class TextChange(BaseModel):
     """
     Lines inserted, in all.
     """
+    too_large: bool | None = None
+    """
+    The texts have more than 20,000 lines together: not compared, no hunks;
+    `deleted` and `inserted` count every line of each.
+    """
 
 
 class ConfigTextDiff(BaseModel):
@@ -2631,6 +2636,11 @@ class ConfigPlan(BaseModel):
     prune: bool
     """
     Objects the bundle leaves out are removed (soft deletes).
+    """
+    reads: list[str] | None = None
+    """
+    The environment variables `loadout plan` read header values from, as
+    `connector/NAME header H ← $VAR` (never their values).
     """
     target: str
     """
