@@ -107,6 +107,33 @@ impl Runner<'_> {
         let executors = Executors::load(self.db, Some(self.outbound.clone())).await?;
         Ok(executors.with_keyring(self.secrets.clone()))
     }
+
+    /// The executors for a call of `tool` served by a revision of agent `agent_id`
+    /// with `pins`: a `gated` agent's call goes to the connector as its revision
+    /// pins it (a connector's URL, kind, method or timeout, or a tool's binding,
+    /// changed since reaches a gated production only through a signed-off
+    /// promotion); a `direct` agent's, as bound now (its production follows every
+    /// write at once anyway).
+    pub async fn executors_for(
+        &self,
+        agent_id: i32,
+        tool: &str,
+        pins: &std::collections::BTreeMap<String, crate::execute::connector::ConnectorPin>,
+    ) -> Result<Executors, DbErr> {
+        use sea_orm::EntityTrait;
+        let mut executors = self.executors().await?;
+        let Some(pin) = pins.get(tool) else {
+            return Ok(executors);
+        };
+        let gated = entity::agent_configurations::Entity::find_by_id(agent_id)
+            .one(self.db)
+            .await?
+            .is_some_and(|a| a.release_mode == crate::releases::ReleaseMode::Gated.as_str());
+        if gated {
+            executors.pin(self.db, tool, pin).await?;
+        }
+        Ok(executors)
+    }
 }
 
 #[cfg(test)]

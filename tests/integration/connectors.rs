@@ -11,10 +11,10 @@ use loadout_tests::{TestApp, TestDb, db_test};
 use serde_json::{Value, json};
 
 /// What the target server received: (path, idempotency key, body).
-type Received = Arc<Mutex<Vec<(String, String, Value)>>>;
+pub(crate) type Received = Arc<Mutex<Vec<(String, String, Value)>>>;
 
 /// A real HTTP server on 127.0.0.1: `/ok` 200, `/boom` 500, `/nope` 400, `/slow` answers after 3 s.
-async fn target() -> (String, Received) {
+pub(crate) async fn target() -> (String, Received) {
     let received: Received = Arc::default();
     let log = received.clone();
     let app = axum::Router::new().route(

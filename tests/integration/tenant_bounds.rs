@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use axum::http::{Method, StatusCode};
 use chrono::Utc;
-use entity::{idempotency_records, label_moves, webhook_deliveries, webhook_events, webhook_subscriptions};
+use entity::{
+    idempotency_records, label_moves, webhook_deliveries, webhook_events, webhook_subscriptions,
+};
 use loadout::auth::keys::{self, Role};
 use loadout_tests::{TestApp, db_test};
 use sea_orm::sea_query::Expr;
@@ -206,4 +208,67 @@ db_test! {
         assert_eq!(reply.headers["content-security-policy"], "frame-ancestors 'none'");
         assert_eq!(reply.headers["x-frame-options"], "DENY");
     }
+}
+
+db_test! {
+    async fn a_connector_change_reaches_a_gated_production_only_through_a_signed_off_promotion(db) {
+        use crate::connectors::{Connecting, app as connector_app, target};
+        let (url, received) = target().await;
+        let app = connector_app(db, true).await;
+        app.connect("crm", &format!("{url}/ok"), 5_000).await;
+        let (status, agent) = app.call(Method::PATCH, "/v1/agents/assistant", &app.operator, Some(json!({"release_mode": "gated"}))).await;
+        assert_eq!(status, StatusCode::OK, "{agent}");
+        let (production, latest) = production_and_latest(&app).await;
+        assert_eq!(production, latest);
+
+        // The connector moves to another path of the same host: latest pins it,
+        // production keeps its pin.
+        let (status, body) = app.call(Method::PATCH, "/v1/connectors/crm", &app.operator, Some(json!({"url": format!("{url}/nope")}))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let (production, latest) = production_and_latest(&app).await;
+        assert!(latest > production, "the change published a revision: {production} {latest}");
+        let (status, diff) = app.call(Method::GET, &format!("/v1/agents/assistant/revisions/{production}/diff/{latest}"), &app.operator, None).await;
+        assert_eq!(status, StatusCode::OK, "{diff}");
+        let changed = &diff["diff"]["tools"]["changed"];
+        assert_eq!(changed[0]["name"], "delete_tasks", "{diff}");
+        assert_eq!(changed[0]["fields"][0]["field"], "connector", "{diff}");
+
+        let id = app.propose().await;
+        app.approve(id).await;
+        let kinds: Vec<String> = received.lock().expect("log").iter().map(|(k, _, _)| k.clone()).collect();
+        assert_eq!(kinds, ["ok"], "production still calls the pinned URL");
+
+        // Signed off: production moves, and the next call goes to the new URL.
+        let (status, request) = app.call(Method::PUT, "/v1/agents/assistant/labels/production", &app.operator, Some(json!({"revision": latest, "reason": "new endpoint"}))).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{request}");
+        let signer = app.key("crm-signer", Role::Approver).await;
+        let (status, decided) = app.call(Method::POST, &format!("/v1/change-requests/{}/approve", request["id"]), &signer, Some(json!({"reason": "checked"}))).await;
+        assert!(status.is_success(), "{decided}");
+        let id = app.propose().await;
+        let answer = app.approve(id).await;
+        let kinds: Vec<String> = received.lock().expect("log").iter().map(|(k, _, _)| k.clone()).collect();
+        assert_eq!(kinds, ["ok", "nope"], "after the sign-off: {answer}");
+    }
+}
+
+/// The revisions `production` and `latest` of the assistant point at.
+async fn production_and_latest(app: &TestApp) -> (i64, i64) {
+    let (_, labels) = app
+        .call(
+            Method::GET,
+            "/v1/agents/assistant/labels",
+            &app.operator,
+            None,
+        )
+        .await;
+    let at = |name: &str| {
+        labels["labels"]
+            .as_array()
+            .expect("labels")
+            .iter()
+            .find(|l| l["name"] == name)
+            .and_then(|l| l["revision"].as_i64())
+            .expect("label")
+    };
+    (at("production"), at("latest"))
 }

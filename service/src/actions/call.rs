@@ -244,7 +244,9 @@ pub async fn call(
         return Ok(first);
     }
     let auto = runs_now(runner.db, tenant, &tool, tier, request.user_id.as_deref()).await?;
-    let executors = runner.executors().await?;
+    let executors = runner
+        .executors_for(loaded.id, &tool.name, &served.pins)
+        .await?;
     if auto {
         executors
             .runnable(&tool.name, &tool.tool_type)

@@ -255,7 +255,7 @@ pub async fn approve_as(
         ensure_runnable(runner.db, &row, actor).await?;
     }
     let kind = tool_type(runner.db, row.tool_id).await?;
-    let executors = runner.executors().await?;
+    let executors = pinned_executors(runner, &row).await?;
     if will_run {
         // The proposal stays as it is: it can be approved once the tool is connected.
         executors
@@ -273,6 +273,21 @@ pub async fn approve_as(
         }
     });
     Ok(done.await?.into())
+}
+
+/// The executors for proposal `row`: as the revision it was served by pins its
+/// tool's connector, for a gated agent (see `Runner::executors_for`).
+async fn pinned_executors(
+    runner: &Runner<'_>,
+    row: &entity::proposals::Model,
+) -> Result<crate::execute::executors::Executors> {
+    let pins = match row.revision_id {
+        Some(id) => crate::releases::serve::pins_of(runner.db, id).await?,
+        None => Default::default(),
+    };
+    Ok(runner
+        .executors_for(row.agent_id, &row.tool_name, &pins)
+        .await?)
 }
 
 pub async fn decline(
@@ -300,7 +315,7 @@ pub async fn retry(
     ledger::retryable(&row)?;
     ensure_runnable(runner.db, &row, &who.member).await?;
     let kind = tool_type(runner.db, row.tool_id).await?;
-    let executors = runner.executors().await?;
+    let executors = pinned_executors(runner, &row).await?;
     executors
         .runnable(&row.tool_name, &kind)
         .map_err(not_connected)?;

@@ -44,7 +44,12 @@ pub async fn output(db: &impl ConnectionTrait, args: &RevisionsArgs) -> anyhow::
             false => Ok(show_text(&found, &labels_on(db, name).await?)),
         };
     }
-    let list = read::revisions(db, name).await?;
+    // The newest page the API would give at its largest; `--show N` reads any one.
+    let page = read::Page {
+        limit: read::MAX_PAGE,
+        before: None,
+    };
+    let list = read::revisions(db, name, page).await?;
     if args.json {
         return json(&list);
     }

@@ -217,7 +217,9 @@ async fn page(state: &AppState, signed: &Signed, name: &str, pair: Pair) -> Resu
             rollouts.push(panel(state, signed, name, label).await?);
         }
     }
-    let revisions = read::revisions(&state.db, name).await?.revisions;
+    let revisions = read::revisions(&state.db, name, read::Page::first())
+        .await?
+        .revisions;
     let newest = revisions.first().map(|r| r.number);
     let to = pair.to.or(newest);
     let from = pair.from.or(to.map(|t| (t - 1).max(1)));

@@ -18,6 +18,20 @@ pub mod sealing;
 pub mod target;
 
 pub use outbound::{Outbound, UrlRefused};
+
+/// A connector as a revision pins it for one of its tools (issue 35): which
+/// connector, and where and how calls go. Header values are not pinned (a
+/// credential rotates without a release); they are sent only while the live
+/// connector still has the pinned origin.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
+pub struct ConnectorPin {
+    pub name: String,
+    /// `http` or `mcp`.
+    pub kind: String,
+    pub url: String,
+    pub method: String,
+    pub timeout_ms: i32,
+}
 pub use target::{CONTEXT_PREFIX, Connector, Kind, RESERVED_HEADERS, reserved};
 
 use crate::execute::{Call, Outcome};

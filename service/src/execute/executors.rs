@@ -84,6 +84,56 @@ impl Executors {
         Ok(executors)
     }
 
+    /// Calls `tool` as `pin` says (a gated agent's served revision pinned it): the
+    /// connector named there, at the pinned URL, method, timeout and kind; its live
+    /// header values only while it still has the pinned scheme, host and port, so
+    /// credentials given for a new host never go to the pinned one. A pinned
+    /// connector that is gone leaves the tool unconnected.
+    pub async fn pin(
+        &mut self,
+        db: &impl sea_orm::ConnectionTrait,
+        tool: &str,
+        pin: &connector::ConnectorPin,
+    ) -> Result<(), sea_orm::DbErr> {
+        use entity::{connectors, tools};
+        use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+        let live = connectors::Entity::find()
+            .filter(connectors::Column::Name.eq(&pin.name))
+            .filter(connectors::Column::DeletedAt.is_null())
+            .one(db)
+            .await?;
+        let row = tools::Entity::find()
+            .filter(tools::Column::Name.eq(tool))
+            .filter(tools::Column::DeletedAt.is_null())
+            .one(db)
+            .await?;
+        let (Some(live), Some(row)) = (live, row) else {
+            self.connectors.remove(tool);
+            return Ok(());
+        };
+        let same_origin = match (
+            reqwest::Url::parse(&live.url),
+            reqwest::Url::parse(&pin.url),
+        ) {
+            (Ok(a), Ok(b)) => a.origin() == b.origin() && a.origin().is_tuple(),
+            _ => false,
+        };
+        let pinned = connectors::Model {
+            kind: pin.kind.clone(),
+            url: pin.url.clone(),
+            method: pin.method.clone(),
+            timeout_ms: pin.timeout_ms,
+            headers: match same_origin {
+                true => live.headers.clone(),
+                false => serde_json::Value::Object(serde_json::Map::new()),
+            },
+            ..live
+        };
+        self.connectors
+            .insert(tool.to_owned(), connector_of(&pinned, &row));
+        Ok(())
+    }
+
     /// Binds a tool to a connector (for tests and embedding).
     pub fn connect(&mut self, tool: &str, connector: Connector) {
         self.connectors.insert(tool.to_owned(), connector);

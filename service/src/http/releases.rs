@@ -4,11 +4,13 @@
 
 use axum::Json;
 use axum::extract::State;
+use serde::Deserialize;
+use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiResult, E400, E401, E403, E404};
-use super::extract::{AdminKey, ApiPath};
+use super::extract::{AdminKey, ApiPath, ApiQuery};
 use crate::app::AppState;
 use crate::releases::diff::{self, RevisionDiff};
 use crate::releases::read::{self, LabelHistory, LabelList, RevisionList, RevisionView};
@@ -22,15 +24,30 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(label_history))
 }
 
-#[utoipa::path(get, path = "/v1/agents/{agent}/revisions", tag = "admin", summary = "An agent's revisions, newest first (admin)",
-    params(("agent" = String, Path)),
-    responses((status = 200, body = RevisionList, description = "Every revision, newest first"), E400, E401, E403, E404))]
+/// A page of revisions: `limit` (1 to 1,000; 100 unless given) newest first,
+/// numbered below `before` (the previous page's `next_before`).
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct RevisionPage {
+    pub limit: Option<u64>,
+    pub before: Option<i32>,
+}
+
+#[utoipa::path(get, path = "/v1/agents/{agent}/revisions", tag = "admin", summary = "An agent's revisions, newest first, a page at a time (admin)",
+    params(("agent" = String, Path), RevisionPage),
+    responses((status = 200, body = RevisionList, description = "A page of revisions, newest first"), E400, E401, E403, E404))]
 async fn list_revisions(
     State(state): State<AppState>,
     _key: AdminKey,
     ApiPath(name): ApiPath<String>,
+    ApiQuery(page): ApiQuery<RevisionPage>,
 ) -> ApiResult<Json<RevisionList>> {
-    Ok(Json(read::revisions(&state.db, &name).await?))
+    let page = read::Page {
+        limit: page.limit.unwrap_or(read::DEFAULT_PAGE),
+        before: page.before,
+    };
+    Ok(Json(read::revisions(&state.db, &name, page).await?))
 }
 
 #[utoipa::path(get, path = "/v1/agents/{agent}/revisions/{number}", tag = "admin", summary = "One revision with what it serves (admin)",

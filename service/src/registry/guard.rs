@@ -61,7 +61,7 @@ pub struct Problems<T> {
 async fn errors(db: &impl ConnectionTrait) -> Result<(Report, BTreeSet<String>)> {
     let seeds = super::catalog::Seeds::shared().map_err(Error::internal)?;
     let executors = Executors::load(db, None).await?;
-    let report = check::run(db, &seeds.catalog, &executors).await?;
+    let report = check::errors_only(db, &seeds.catalog, &executors).await?;
     let errors = report
         .problems
         .iter()

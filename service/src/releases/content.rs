@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 
 use crate::error::{Error, Result};
+use crate::execute::connector::ConnectorPin;
 use crate::prompt::builder::Channels;
 use crate::prompt::load;
 
@@ -54,6 +55,11 @@ pub struct ToolContent {
     #[serde(rename = "type")]
     pub tool_type: String,
     pub prompt_section: Option<String>,
+    /// The connector an `api` or `mcp` tool calls, as this revision pins it (a
+    /// gated agent's calls go where its served revision says; see `docs/bounds.md`).
+    /// Absent for builtins, unbound tools and revisions published before pins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connector: Option<ConnectorPin>,
 }
 
 /// A channel's guidance and which optional sections it gets.
@@ -76,13 +82,16 @@ impl Content {
         let Some((_, agent, defs)) = load::agent_with_tool_defs(db, name).await? else {
             return Ok(None);
         };
-        let types = tool_types(db, defs.iter().map(|d| d.name.clone()).collect()).await?;
+        let names: Vec<String> = defs.iter().map(|d| d.name.clone()).collect();
+        let types = tool_types(db, names.clone()).await?;
+        let mut pins = pins(db, names).await?;
         // Both lists are the same rows in the same order (by name).
         let tools = defs
             .into_iter()
             .zip(agent.tools)
             .map(|(def, tool)| ToolContent {
                 tool_type: types.get(&def.name).cloned().unwrap_or_default(),
+                connector: pins.remove(&def.name),
                 name: def.name,
                 description: def.description,
                 parameters: def.parameters,
@@ -123,6 +132,53 @@ impl Content {
     pub fn parse(text: &str) -> Result<Content> {
         serde_json::from_str(text).map_err(Error::internal)
     }
+}
+
+/// Each named tool's connector, as a revision pins it (bound tools only).
+async fn pins(
+    db: &impl ConnectionTrait,
+    names: Vec<String>,
+) -> Result<BTreeMap<String, ConnectorPin>, DbErr> {
+    use entity::connectors;
+    let mut out = BTreeMap::new();
+    if names.is_empty() {
+        return Ok(out);
+    }
+    let bound: Vec<(String, i32)> = tools::Entity::find()
+        .select_only()
+        .column(tools::Column::Name)
+        .column(tools::Column::ConnectorId)
+        .filter(tools::Column::Name.is_in(names))
+        .filter(tools::Column::DeletedAt.is_null())
+        .filter(tools::Column::ConnectorId.is_not_null())
+        .into_tuple()
+        .all(db)
+        .await?;
+    if bound.is_empty() {
+        return Ok(out);
+    }
+    let ids: Vec<i32> = bound.iter().map(|(_, id)| *id).collect();
+    let rows: BTreeMap<i32, connectors::Model> = connectors::Entity::find()
+        .filter(connectors::Column::Id.is_in(ids))
+        .filter(connectors::Column::DeletedAt.is_null())
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|c| (c.id, c))
+        .collect();
+    for (tool, id) in bound {
+        if let Some(c) = rows.get(&id) {
+            let pin = ConnectorPin {
+                name: c.name.clone(),
+                kind: c.kind.clone(),
+                url: c.url.clone(),
+                method: c.method.clone(),
+                timeout_ms: c.timeout_ms,
+            };
+            out.insert(tool, pin);
+        }
+    }
+    Ok(out)
 }
 
 /// Each named tool's type (`prompt::load` does not read it: nothing rendered shows it).

@@ -346,6 +346,7 @@ fn tool_fields(old: &ToolContent, new: &ToolContent) -> Vec<ValueChange> {
         &old.prompt_section,
         &new.prompt_section,
     );
+    field(&mut fields, "connector", &old.connector, &new.connector);
     fields
 }
 
@@ -422,6 +423,7 @@ mod tests {
             approval_tier: "auto".to_owned(),
             tool_type: "builtin".to_owned(),
             prompt_section: None,
+            connector: None,
         }
     }
 

@@ -107,8 +107,15 @@ pub async fn record(
         .await?
         .ok_or_else(|| revision_not_found(agent_name, report.revision))?;
     if let Some(user) = &report.user_id {
-        bound_per_subject(txn, tenant, revision.id, &report.conversation_id, user, most_per_subject)
-            .await?;
+        bound_per_subject(
+            txn,
+            tenant,
+            revision.id,
+            &report.conversation_id,
+            user,
+            most_per_subject,
+        )
+        .await?;
     }
     let row = outcomes::ActiveModel {
         tenant_id: Set(tenant.to_owned()),

@@ -22,11 +22,35 @@ pub struct RevisionSummary {
     pub created_at: DateTime<Utc>,
 }
 
-/// An agent's revisions, newest first.
+/// A page of an agent's revisions, newest first.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct RevisionList {
     pub agent: String,
     pub revisions: Vec<RevisionSummary>,
+    /// Pass as `before` for the next (older) page; `null`: this page is the last.
+    pub next_before: Option<i32>,
+}
+
+/// Revisions in a page unless asked otherwise, and the most one page holds.
+pub const DEFAULT_PAGE: u64 = 100;
+pub const MAX_PAGE: u64 = 1_000;
+
+/// Which revisions to list: at most `limit` (1 to [`MAX_PAGE`]), newest first,
+/// numbered below `before` when given.
+#[derive(Debug, Clone, Copy)]
+pub struct Page {
+    pub limit: u64,
+    pub before: Option<i32>,
+}
+
+impl Page {
+    /// The first page of [`DEFAULT_PAGE`].
+    pub fn first() -> Page {
+        Page {
+            limit: DEFAULT_PAGE,
+            before: None,
+        }
+    }
 }
 
 /// One revision with what it serves.
@@ -122,25 +146,48 @@ fn number_of(numbers: &BTreeMap<i32, i32>, id: i32) -> Result<i32> {
 }
 
 /// The agent's revisions, newest first.
-pub async fn revisions(db: &impl ConnectionTrait, name: &str) -> Result<RevisionList> {
+pub async fn revisions(db: &impl ConnectionTrait, name: &str, page: Page) -> Result<RevisionList> {
+    if !(1..=MAX_PAGE).contains(&page.limit) {
+        return Err(Error::invalid(format!("limit must be 1 to {MAX_PAGE}")));
+    }
     let found = agent(db, name).await?;
-    let rows = agent_revisions::Entity::find()
-        .filter(agent_revisions::Column::AgentId.eq(found.id))
+    let mut query = agent_revisions::Entity::find()
+        .select_only()
+        .column(agent_revisions::Column::Number)
+        .column(agent_revisions::Column::ContentHash)
+        .column(agent_revisions::Column::Author)
+        .column(agent_revisions::Column::CreatedAt)
+        .filter(agent_revisions::Column::AgentId.eq(found.id));
+    if let Some(before) = page.before {
+        query = query.filter(agent_revisions::Column::Number.lt(before));
+    }
+    let rows: Vec<(i32, String, Option<String>, DateTime<Utc>)> = query
         .order_by_desc(agent_revisions::Column::Number)
+        .limit(page.limit + 1)
+        .into_tuple()
         .all(db)
         .await?;
-    let revisions = rows
+    let more = rows.len() as u64 > page.limit;
+    let revisions: Vec<RevisionSummary> = rows
         .into_iter()
-        .map(|r| RevisionSummary {
-            number: r.number,
-            content_hash: r.content_hash,
-            author: r.author,
-            created_at: r.created_at,
-        })
+        .take(page.limit as usize)
+        .map(
+            |(number, content_hash, author, created_at)| RevisionSummary {
+                number,
+                content_hash,
+                author,
+                created_at,
+            },
+        )
         .collect();
+    let next_before = match more {
+        true => revisions.last().map(|r| r.number),
+        false => None,
+    };
     Ok(RevisionList {
         agent: found.name,
         revisions,
+        next_before,
     })
 }
 

@@ -8,6 +8,7 @@ use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Que
 
 use super::content::Content;
 use crate::error::{Error, Kind};
+use crate::execute::connector::ConnectorPin;
 use crate::prompt::builder::{Agent, Channel, Channels, Tool};
 use crate::prompt::load::LoadedAgent;
 use crate::vocab::ToolDef;
@@ -118,6 +119,8 @@ pub struct Served {
     /// The agent (its working copy's id and name) with its tools and definitions.
     pub agent: LoadedAgent,
     pub channels: Channels,
+    /// The connector each bound tool calls, as the revision pins it.
+    pub pins: std::collections::BTreeMap<String, ConnectorPin>,
 }
 
 impl Served {
@@ -128,13 +131,38 @@ impl Served {
         working: &LoadedAgent,
         versions: Versions,
     ) -> Served {
+        let pins = pins(&content);
         let (agent, channels) = loaded(content, working.id, &working.agent.name, versions);
         Served {
             number: revision.number,
             id: revision.id,
             agent,
             channels,
+            pins,
         }
+    }
+}
+
+/// The connector pins of `content`, by tool.
+pub fn pins(content: &Content) -> std::collections::BTreeMap<String, ConnectorPin> {
+    content
+        .tools
+        .iter()
+        .filter_map(|t| t.connector.clone().map(|pin| (t.name.clone(), pin)))
+        .collect()
+}
+
+/// The connector pins of revision `revision_id` (none when it has none, or is gone).
+pub async fn pins_of(
+    db: &impl ConnectionTrait,
+    revision_id: i32,
+) -> Result<std::collections::BTreeMap<String, ConnectorPin>, Error> {
+    let row = agent_revisions::Entity::find_by_id(revision_id)
+        .one(db)
+        .await?;
+    match row {
+        Some(row) => Ok(pins(&Content::parse(&row.content)?)),
+        None => Ok(Default::default()),
     }
 }
 
@@ -253,4 +281,3 @@ pub fn not_served(name: &str, number: i32) -> Error {
         ),
     )
 }
-
