@@ -64,13 +64,3 @@ pub struct WebhookSettings {
     #[arg(long, env = "LOADOUT_NO_WEBHOOK_DELIVERY", value_parser = clap::builder::BoolishValueParser::new())]
     pub no_webhook_delivery: bool,
 }
-
-impl WebhookSettings {
-    /// How many deliveries this process attempts at once.
-    pub fn concurrency(&self) -> deliver::Concurrency {
-        deliver::Concurrency {
-            total: self.webhook_concurrency as usize,
-            per_tenant: self.webhook_concurrency_per_tenant as usize,
-        }
-    }
-}

@@ -1736,6 +1736,7 @@ async fn bundle_boundaries(db: TestDb, name: &str) {
     // A soul linked out of the folder, and a soul that is a FIFO.
     let soul = dir.join("agents/assistant/soul.md");
     let outside = scratch(&format!("bounds-{name}-outside"));
+    std::fs::create_dir_all(&outside).expect("mkdir");
     let secret = outside.join("environ");
     std::fs::write(&secret, "LOADOUT_SECRETS_KEY=leaked").expect("write");
     std::fs::remove_file(&soul).expect("rm soul");

@@ -272,3 +272,102 @@ async fn production_and_latest(app: &TestApp) -> (i64, i64) {
     };
     (at("production"), at("latest"))
 }
+
+db_test! {
+    async fn keys_and_outcomes_per_subject_stop_at_their_bounds(db) {
+        let app = TestApp::builder(db)
+            .flag("--max-keys-per-tenant=3")
+            .flag("--max-outcomes-per-subject=2")
+            .build()
+            .await;
+        // tb's admin holds one key; two more fit, the fourth is refused, and a
+        // revoked key frees its place.
+        let tb = keys::create_for_tenant(&app.db.conn, "tb-admin", Role::Admin, Some("tb")).await.expect("key");
+        for name in ["tb-a", "tb-b"] {
+            let (status, body) = app.call(Method::POST, "/v1/keys", &tb, Some(json!({"name": name, "role": "agent"}))).await;
+            assert_eq!(status, StatusCode::CREATED, "{body}");
+        }
+        let (status, body) = app.call(Method::POST, "/v1/keys", &tb, Some(json!({"name": "tb-c", "role": "agent"}))).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+        assert_eq!(body["error"]["code"], "limit_reached", "{body}");
+        let (status, body) = app.call(Method::DELETE, "/v1/keys/tb-a", &tb, None).await;
+        assert!(status.is_success(), "{body}");
+        let (status, body) = app.call(Method::POST, "/v1/keys", &tb, Some(json!({"name": "tb-c", "role": "agent"}))).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        // Another tenant's keys are counted apart.
+        let (status, body) = app.call(Method::POST, "/v1/keys", &app.operator, Some(json!({"name": "acme-a", "role": "agent", "tenant": "acme"}))).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+
+        // One user's conversations on one revision: two, then refused; a report of
+        // a conversation already counted still replaces it; another user is apart.
+        let outcome = |conversation: &str, user: &str| json!({"revision": 1, "conversation_id": conversation, "user_id": user, "outcome": "success"});
+        for conversation in ["c-1", "c-2"] {
+            let (status, body) = app.call(Method::POST, "/v1/agents/assistant/outcomes", &app.agent, Some(outcome(conversation, "u-1"))).await;
+            assert_eq!(status, StatusCode::CREATED, "{body}");
+        }
+        let (status, body) = app.call(Method::POST, "/v1/agents/assistant/outcomes", &app.agent, Some(outcome("c-3", "u-1"))).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+        assert_eq!(body["error"]["code"], "limit_reached", "{body}");
+        let (status, body) = app.call(Method::POST, "/v1/agents/assistant/outcomes", &app.agent, Some(outcome("c-2", "u-1"))).await;
+        assert_eq!(status, StatusCode::CREATED, "a conversation already reported is replaced: {body}");
+        let (status, body) = app.call(Method::POST, "/v1/agents/assistant/outcomes", &app.agent, Some(outcome("c-3", "u-2"))).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+    }
+}
+
+db_test! {
+    async fn revisions_are_listed_a_page_at_a_time(db) {
+        let app = TestApp::new(db).await;
+        for i in 0..4 {
+            save_soul(&app, &format!("Soul {i}.")).await;
+        }
+        let (status, first) = app.call(Method::GET, "/v1/agents/assistant/revisions?limit=2", &app.operator, None).await;
+        assert_eq!(status, StatusCode::OK, "{first}");
+        let numbers = |page: &serde_json::Value| -> Vec<i64> {
+            page["revisions"].as_array().expect("revisions").iter().filter_map(|r| r["number"].as_i64()).collect()
+        };
+        assert_eq!(numbers(&first), [5, 4]);
+        let next = first["next_before"].as_i64().expect("more");
+        let (_, second) = app.call(Method::GET, &format!("/v1/agents/assistant/revisions?limit=2&before={next}"), &app.operator, None).await;
+        assert_eq!(numbers(&second), [3, 2]);
+        let (_, last) = app.call(Method::GET, &format!("/v1/agents/assistant/revisions?limit=2&before={}", second["next_before"]), &app.operator, None).await;
+        assert_eq!((numbers(&last), last["next_before"].clone()), (vec![1], json!(null)));
+        let (status, body) = app.call(Method::GET, "/v1/agents/assistant/revisions?limit=0", &app.operator, None).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    }
+}
+
+db_test! {
+    async fn a_receiver_that_answers_2xx_and_then_stalls_is_a_failed_attempt(db) {
+        // Headers and a 200 at once, then a body that never finishes.
+        let stall = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = stall.local_addr().expect("address");
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((mut socket, _)) = stall.accept().await {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut buffer = vec![0u8; 65_536];
+                let _ = socket.read(&mut buffer).await;
+                let _ = socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100000\r\n\r\n").await;
+                held.push(socket);
+            }
+        });
+        let app = app(db, &["--webhook-timeout-ms=500", "--webhook-retry-base-ms=60000"]).await;
+        let admin = keys::create_for_tenant(&app.db.conn, "stall-admin", Role::Admin, None).await.expect("key");
+        subscribe(&app, &admin, &format!("http://{address}/hook"), &["revision.published"]).await;
+        save_soul(&app, "A delivery the receiver never finishes taking.").await;
+        let mut attempts = Vec::new();
+        for _ in 0..100 {
+            attempts = entity::webhook_attempts::Entity::find().all(&app.db.conn).await.expect("attempts");
+            if !attempts.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(attempts.len(), 1, "{attempts:?}");
+        assert_eq!(attempts[0].status, Some(200));
+        assert!(attempts[0].error.is_some(), "a timed-out answer is an error: {attempts:?}");
+        let delivery = webhook_deliveries::Entity::find().one(&app.db.conn).await.expect("read").expect("a delivery");
+        assert_eq!(delivery.state, "pending", "retried, not delivered");
+    }
+}

@@ -116,7 +116,7 @@ impl AppState {
                         }
                     }
                 }
-                let limits = settings.concurrency();
+                let limits = deliver::Concurrency::from(settings);
                 if in_flight.len() >= limits.total {
                     continue;
                 }

@@ -106,6 +106,15 @@ pub struct Concurrency {
     pub per_tenant: usize,
 }
 
+impl From<&WebhookSettings> for Concurrency {
+    fn from(flags: &WebhookSettings) -> Self {
+        Concurrency {
+            total: flags.webhook_concurrency as usize,
+            per_tenant: flags.webhook_concurrency_per_tenant as usize,
+        }
+    }
+}
+
 /// A due delivery: its subscription and that subscription's tenant.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Due {
