@@ -30,6 +30,7 @@ db_test! {
             ("m20261126_000019_outcomes", true),
             ("m20261126_000020_webhooks", true),
             ("m20261127_000021_members", true),
+            ("m20261127_000022_tenant_bounds", true),
         ]);
     }
 }
