@@ -265,6 +265,24 @@ class ConfigState(BaseModel):
     """
 
 
+class ConnectorPin(BaseModel):
+    """
+    A connector as a revision pins it for one of its tools (issue 35): which
+    connector, and where and how calls go. Header values are not pinned (a
+    credential rotates without a release); they are sent only while the live
+    connector still has the pinned origin.
+    """
+
+    kind: str
+    """
+    `http` or `mcp`.
+    """
+    method: str
+    name: str
+    timeout_ms: int
+    url: str
+
+
 class ConnectorUpdate(BaseModel):
     """
     The fields of `PATCH /v1/connectors/{connector}`. Its `Debug` shows header
@@ -1541,6 +1559,7 @@ class ToolContent(BaseModel):
     """
     `auto`, `user_configurable` or `requires_approval`.
     """
+    connector: ConnectorPin | None = None
     description: str
     name: str
     parameters: dict[str, Any]
@@ -2173,10 +2192,14 @@ class ProposalView(BaseModel):
 
 class RevisionList(BaseModel):
     """
-    An agent's revisions, newest first.
+    A page of an agent's revisions, newest first.
     """
 
     agent: str
+    next_before: int | None = None
+    """
+    Pass as `before` for the next (older) page; `null`: this page is the last.
+    """
     revisions: list[RevisionSummary]
 
 
