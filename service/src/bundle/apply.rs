@@ -399,7 +399,8 @@ impl Writer<'_> {
             .await
             .map_err(|e| taken(e, "connector", &doc.name))?,
         };
-        let moved = change.action != Action::Create && !store::same_host(&row.url, &doc.url);
+        let moved = change.action != Action::Create
+            && !crate::execute::connector::same_origin(&row.url, &doc.url);
         if moved {
             refuse_kept_headers(doc)?;
         }

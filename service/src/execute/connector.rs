@@ -19,6 +19,16 @@ pub mod target;
 
 pub use outbound::{Outbound, UrlRefused};
 
+/// Whether two URLs reach the same place: scheme, host and port. A URL that does
+/// not parse reaches nowhere known, so it is never the same. Header values given
+/// for one place never go to another (a moved connector, a pinned one).
+pub fn same_origin(a: &str, b: &str) -> bool {
+    match (reqwest::Url::parse(a), reqwest::Url::parse(b)) {
+        (Ok(a), Ok(b)) => a.origin() == b.origin() && a.origin().is_tuple(),
+        _ => false,
+    }
+}
+
 /// A connector as a revision pins it for one of its tools (issue 35): which
 /// connector, and where and how calls go. Header values are not pinned (a
 /// credential rotates without a release); they are sent only while the live

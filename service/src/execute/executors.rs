@@ -111,19 +111,12 @@ impl Executors {
             self.connectors.remove(tool);
             return Ok(());
         };
-        let same_origin = match (
-            reqwest::Url::parse(&live.url),
-            reqwest::Url::parse(&pin.url),
-        ) {
-            (Ok(a), Ok(b)) => a.origin() == b.origin() && a.origin().is_tuple(),
-            _ => false,
-        };
         let pinned = connectors::Model {
             kind: pin.kind.clone(),
             url: pin.url.clone(),
             method: pin.method.clone(),
             timeout_ms: pin.timeout_ms,
-            headers: match same_origin {
+            headers: match connector::same_origin(&live.url, &pin.url) {
                 true => live.headers.clone(),
                 false => serde_json::Value::Object(serde_json::Map::new()),
             },

@@ -14,7 +14,9 @@ use utoipa::ToSchema;
 
 use crate::cache::Generation;
 use crate::error::{Error, Result, check_name};
-use crate::execute::connector::{Kind, Outbound, RESERVED_HEADERS, mcp, reserved, sealing};
+use crate::execute::connector::{
+    Kind, Outbound, RESERVED_HEADERS, mcp, reserved, same_origin, sealing,
+};
 use crate::registry::{ToolType, guard};
 use crate::secrets::Keyring;
 
@@ -344,15 +346,6 @@ pub async fn create(
     Ok(saved.into())
 }
 
-/// Whether two URLs reach the same place: scheme, host and port. A URL that does
-/// not parse reaches nowhere known, so it is never the same.
-pub fn same_host(a: &str, b: &str) -> bool {
-    match (reqwest::Url::parse(a), reqwest::Url::parse(b)) {
-        (Ok(a), Ok(b)) => a.origin() == b.origin() && a.origin().is_tuple(),
-        _ => false,
-    }
-}
-
 async fn check_update(
     outbound: &Outbound,
     secrets: &Keyring,
@@ -396,7 +389,7 @@ pub async fn update(
     let moved = update
         .url
         .as_deref()
-        .is_some_and(|url| !same_host(&found.url, url));
+        .is_some_and(|url| !same_origin(&found.url, url));
     let headers = match update.headers {
         Some(headers) => Some(sealing::seal(secrets, found.id, headers)?),
         None if moved => Some(Value::Object(Map::new())),
