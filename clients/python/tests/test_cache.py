@@ -47,7 +47,12 @@ def test_past_the_ttl_the_stale_copy_is_served_while_one_background_refresh_reva
     first = c.prompt(AGENT, "web")
     time.sleep(0.6)
     stale = [c.prompt(AGENT, "web") for _ in range(50)]
-    assert {s.source for s in stale} == {"stale"} and stale[0].text == first.text
+    sources = [s.source for s in stale]
+    # Stale until the background refresh lands (on a loaded machine it may land
+    # before the 50th call), then cached: never a call that waits on the network.
+    landed = sources.index("cached") if "cached" in sources else len(sources)
+    assert landed > 0 and set(sources[:landed]) == {"stale"} and set(sources[landed:]) <= {"cached"}, sources
+    assert stale[0].text == first.text
     wait_for(lambda: len(recorder.statuses) == 2, what="the background refresh")
     time.sleep(0.1)
     assert recorder.statuses == [200, 304], "one refresh for the 50 stale calls"
