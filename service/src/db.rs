@@ -5,6 +5,7 @@ pub mod generation;
 pub mod idempotency;
 pub mod migrate;
 pub mod outage;
+pub mod page;
 
 use std::time::Duration;
 

@@ -30,6 +30,8 @@ pub mod rollouts;
 pub mod serve;
 pub mod signals;
 
+use std::collections::BTreeSet;
+
 use chrono::Utc;
 use entity::{agent_configurations, agent_revisions};
 use sea_orm::{
@@ -97,6 +99,29 @@ pub async fn publish_all(
 ) -> Result<Vec<Published>> {
     let agents = agent_configurations::Entity::find()
         .filter(agent_configurations::Column::DeletedAt.is_null())
+        .order_by_asc(agent_configurations::Column::Id)
+        .all(db)
+        .await?;
+    let channels = load::channels(db).await?;
+    let mut published = Vec::with_capacity(agents.len());
+    for agent in &agents {
+        published.push(publish_agent(db, agent, &channels, author).await?);
+    }
+    Ok(published)
+}
+
+/// Publishes the live agents among `ids` (see [`publish`]); what each publish did.
+pub async fn publish_some(
+    db: &impl ConnectionTrait,
+    ids: &BTreeSet<i32>,
+    author: Option<&str>,
+) -> Result<Vec<Published>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let agents = agent_configurations::Entity::find()
+        .filter(agent_configurations::Column::DeletedAt.is_null())
+        .filter(agent_configurations::Column::Id.is_in(ids.iter().copied()))
         .order_by_asc(agent_configurations::Column::Id)
         .all(db)
         .await?;

@@ -2,6 +2,7 @@
 
 mod abuse;
 mod api_contract;
+mod at_size;
 mod calls;
 mod canonicalization;
 mod check;

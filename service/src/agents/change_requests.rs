@@ -526,7 +526,7 @@ pub async fn approve(
     if let Some(reason) = &decision.reason {
         check_size("reason", reason, MAX_TEXT_BYTES)?;
     }
-    let write = guard::begin(db).await?.by(&who.member);
+    let write = guard::begin_for_agents(db).await?.by(&who.member);
     let row = match pending(&write, id, now).await? {
         Ok(row) => row,
         Err(refusal) => {
@@ -682,7 +682,7 @@ pub async fn decline(
     if let Some(reason) = &decision.reason {
         check_size("reason", reason, MAX_TEXT_BYTES)?;
     }
-    let write = guard::begin(db).await?.by(&who.member);
+    let write = guard::begin_for_agents(db).await?.by(&who.member);
     let row = match pending(&write, id, now).await? {
         Ok(row) => row,
         Err(refusal) => {

@@ -3,7 +3,8 @@
 use chrono::{DateTime, Utc};
 use entity::agent_configurations;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder, Set,
+    ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -12,6 +13,7 @@ use utoipa::ToSchema;
 use super::template::{self, Kind};
 use super::{MAX_TEXT_BYTES, check_identity, row};
 use crate::cache::Generation;
+use crate::db::page;
 use crate::error::{Error, Result, check_name, check_size};
 use crate::fetch::Prompts;
 use crate::prompt::lint;
@@ -60,6 +62,8 @@ impl From<agent_configurations::Model> for AgentView {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AgentList {
     pub agents: Vec<AgentView>,
+    /// Pass as `after` for the next page; `null`: this page is the last.
+    pub next_after: Option<String>,
 }
 
 /// A new agent, with the template's lint warnings.
@@ -107,14 +111,19 @@ pub struct AgentUpdate {
     pub release_mode: Option<ReleaseMode>,
 }
 
-pub async fn list(db: &DatabaseConnection) -> Result<AgentList> {
-    let rows = agent_configurations::Entity::find()
+pub async fn list(db: &DatabaseConnection, page: &page::ByName) -> Result<AgentList> {
+    let limit = page::limit(page.limit)?;
+    let mut find = agent_configurations::Entity::find()
         .filter(agent_configurations::Column::DeletedAt.is_null())
         .order_by_asc(agent_configurations::Column::Name)
-        .all(db)
-        .await?;
+        .limit(limit + 1);
+    if let Some(after) = &page.after {
+        find = find.filter(agent_configurations::Column::Name.gt(after.as_str()));
+    }
+    let (rows, next_after) = page::cut(find.all(db).await?, limit, |a| a.name.clone());
     Ok(AgentList {
         agents: rows.into_iter().map(AgentView::from).collect(),
+        next_after,
     })
 }
 
@@ -157,7 +166,7 @@ pub async fn create(
         };
         crate::fetch::check_worst_case(prompts, text, &agent).await?;
     }
-    let write = guard::begin(prompts.db).await?.by(author);
+    let mut write = guard::begin_for_agents(prompts.db).await?.by(author);
     let now = Utc::now();
     let name = new.name.clone();
     let saved = agent_configurations::ActiveModel {
@@ -183,6 +192,7 @@ pub async fn create(
             )
         })
     })?;
+    write.created(saved.id);
     let first = template::NewVersion {
         agent_id: saved.id,
         version: 1,
@@ -210,8 +220,9 @@ pub async fn set_release_mode(
     name: &str,
     mode: ReleaseMode,
 ) -> Result<AgentView> {
-    let write = guard::begin(db).await?.by(author);
+    let mut write = guard::begin_for_agents(db).await?.by(author);
     let found = row(&*write, name).await?;
+    write.touch(found.id).await?;
     let mut active: agent_configurations::ActiveModel = found.into();
     active.release_mode = Set(mode.as_str().to_owned());
     active.updated_at = Set(Utc::now());
@@ -226,8 +237,9 @@ pub async fn delete(
     generation: &Generation,
     name: &str,
 ) -> Result<AgentView> {
-    let write = guard::begin(db).await?;
+    let mut write = guard::begin_for_agents(db).await?;
     let found = row(&*write, name).await?;
+    write.touch(found.id).await?;
     let now = Utc::now();
     let mut active: agent_configurations::ActiveModel = found.into();
     active.deleted_at = Set(Some(now));
@@ -298,8 +310,9 @@ pub async fn update(
 ) -> Result<AgentView> {
     check_update(&update)?;
     check_update_expansion(prompts, name, &update).await?;
-    let write = guard::begin(prompts.db).await?.by(author);
+    let mut write = guard::begin_for_agents(prompts.db).await?.by(author);
     let found = row(&*write, name).await?;
+    write.touch(found.id).await?;
     if update.release_mode == Some(ReleaseMode::Direct)
         && ReleaseMode::or_gated(&found.release_mode) == ReleaseMode::Gated
     {

@@ -58,7 +58,7 @@ pub async fn put(
     if let Some(text) = &put.instructions {
         check_size("instructions", text, MAX_TEXT_BYTES)?;
     }
-    let write = guard::begin(db).await?;
+    let write = guard::begin_for_agents(db).await?;
     let found = row(&*write, agent).await?;
     let existing = uapc::Entity::find()
         .filter(uapc::Column::TenantId.eq(tenant))

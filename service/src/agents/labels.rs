@@ -218,7 +218,7 @@ pub async fn put(
     if label == PRODUCTION && put.protected == Some(false) {
         return Err(unprotect("`production` is always protected"));
     }
-    let write = guard::begin(writing.db).await?.by(&who.member);
+    let write = guard::begin_for_agents(writing.db).await?.by(&who.member);
     let agent = row(&*write, agent).await?;
     let to = revision(&*write, &agent, put.revision).await?;
     let found = label_row(&*write, agent.id, label).await?;
@@ -277,7 +277,7 @@ pub async fn rollback(
     body: Rollback,
 ) -> Result<LabelMoved> {
     check_label(label, body.reason.as_ref())?;
-    let write = guard::begin(writing.db).await?.by(&who.member);
+    let write = guard::begin_for_agents(writing.db).await?.by(&who.member);
     let agent = row(&*write, agent).await?;
     let found = label_row(&*write, agent.id, label).await?.ok_or_else(|| {
         Error::not_found(format!("agent {:?} has no label {label:?}", agent.name))

@@ -126,7 +126,7 @@ pub async fn start(
     if let Some(guard) = &body.guard {
         guard.check()?;
     }
-    let write = guard::begin(writing.db).await?.by(&who.member);
+    let write = guard::begin_for_agents(writing.db).await?.by(&who.member);
     let agent = row(&*write, agent).await?;
     let found = label_row(&*write, &agent, label).await?;
     let candidate = agent_revisions::Entity::find()
@@ -218,7 +218,7 @@ pub async fn patch(
     if share.is_none() && body.paused.is_none() {
         return Err(Error::invalid("give percent, paused or both"));
     }
-    let write = guard::begin(writing.db).await?.by(&who.member);
+    let write = guard::begin_for_agents(writing.db).await?.by(&who.member);
     let agent = row(&*write, agent).await?;
     let found = label_row(&*write, &agent, label).await?;
     let mut current = running(&*write, &agent, label).await?;
@@ -275,7 +275,7 @@ pub async fn complete(
     body: RolloutEnd,
 ) -> Result<Outcome> {
     check(label, body.reason.as_ref())?;
-    let write = guard::begin(writing.db).await?.by(&who.member);
+    let write = guard::begin_for_agents(writing.db).await?.by(&who.member);
     let agent = row(&*write, agent).await?;
     let found = label_row(&*write, &agent, label).await?;
     let current = running(&*write, &agent, label).await?;
@@ -314,7 +314,7 @@ pub async fn abort(
     body: RolloutEnd,
 ) -> Result<RolloutView> {
     check(label, body.reason.as_ref())?;
-    let write = guard::begin(writing.db).await?.by(&who.member);
+    let write = guard::begin_for_agents(writing.db).await?.by(&who.member);
     let agent = row(&*write, agent).await?;
     label_row(&*write, &agent, label).await?;
     let current = running(&*write, &agent, label).await?;

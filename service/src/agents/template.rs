@@ -8,12 +8,13 @@ use entity::{agent_configurations, prompt_versions, tools};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction,
-    EntityTrait, QueryFilter, QueryOrder, Set,
+    EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::row;
+use crate::db::page;
 use crate::error::{Error, Kind as ErrorKind, Result};
 use crate::fetch::Prompts;
 use crate::prompt::lint;
@@ -87,6 +88,8 @@ pub struct VersionList {
     pub agent: String,
     pub current_version: i32,
     pub versions: Vec<VersionView>,
+    /// Pass as `after` for the next (newer) page; `null`: this page is the last.
+    pub next_after: Option<i32>,
 }
 
 /// The body of `PUT .../prompt-template`.
@@ -194,13 +197,21 @@ pub fn check_template_size(max_template_bytes: usize, template: &str) -> Result<
 
 /// Tool names for the lint: active rows, and names known to be inactive or retired.
 pub async fn lint_tool_names(db: &impl ConnectionTrait) -> Result<lint::ToolNames> {
-    let rows = tools::Entity::find().all(db).await?;
+    // Names and states only: a registry's schemas and descriptions are most of its bytes.
+    let rows: Vec<(String, bool, bool)> = tools::Entity::find()
+        .select_only()
+        .column(tools::Column::Name)
+        .column(tools::Column::IsActive)
+        .column_as(tools::Column::DeletedAt.is_null(), "live")
+        .into_tuple()
+        .all(db)
+        .await?;
     let mut names = lint::ToolNames::default();
-    for row in rows {
-        if row.is_active && row.deleted_at.is_none() {
-            names.active.insert(row.name);
+    for (name, active, live) in rows {
+        if active && live {
+            names.active.insert(name);
         } else {
-            names.inactive.insert(row.name);
+            names.inactive.insert(name);
         }
     }
     if let Ok(seeds) = crate::registry::catalog::Seeds::shared() {
@@ -296,8 +307,9 @@ pub async fn save(
         let loaded = crate::fetch::agent(prompts, name).await?;
         crate::fetch::check_worst_case(prompts, text, &loaded.agent).await?;
     }
-    let write = guard::begin(prompts.db).await?.by(author);
+    let mut write = guard::begin_for_agents(prompts.db).await?.by(author);
     let found = row(&*write, name).await?;
+    write.touch(found.id).await?;
     if let Some(expected) = expected_version
         && expected != found.template_version
     {
@@ -345,18 +357,32 @@ pub async fn save(
     })
 }
 
-pub async fn versions(db: &DatabaseConnection, name: &str) -> Result<VersionList> {
+/// A page of the template's versions, oldest first (`page.cursor`: newer than
+/// that version).
+pub async fn versions(
+    db: &DatabaseConnection,
+    name: &str,
+    page: page::ByNumber,
+) -> Result<VersionList> {
+    let limit = page::limit(page.limit)?;
     let found = row(db, name).await?;
-    let versions = prompt_versions::Entity::find()
+    let mut query = prompt_versions::Entity::find()
         .filter(prompt_versions::Column::AgentId.eq(found.id))
-        .filter(prompt_versions::Column::Kind.eq(Kind::Template.as_str()))
+        .filter(prompt_versions::Column::Kind.eq(Kind::Template.as_str()));
+    if let Some(after) = page.cursor {
+        query = query.filter(prompt_versions::Column::Version.gt(after));
+    }
+    let rows = query
         .order_by_asc(prompt_versions::Column::Version)
+        .limit(limit + 1)
         .all(db)
         .await?;
+    let (versions, next_after) = page::cut(rows, limit, |v| v.version);
     Ok(VersionList {
         agent: found.name,
         current_version: found.template_version,
         versions: versions.into_iter().map(VersionView::from).collect(),
+        next_after,
     })
 }
 

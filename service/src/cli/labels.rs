@@ -40,7 +40,7 @@ pub async fn output(db: &impl ConnectionTrait, args: &LabelsArgs) -> anyhow::Res
             }
         }
         Some(label) => {
-            let history = read::history(db, &args.agent, label).await?;
+            let history = read::history(db, &args.agent, label, newest_moves()).await?;
             if args.json {
                 return Ok(serde_json::to_string_pretty(&history)? + "\n");
             }
@@ -62,4 +62,12 @@ pub async fn output(db: &impl ConnectionTrait, args: &LabelsArgs) -> anyhow::Res
         }
     }
     Ok(out)
+}
+
+/// The CLI shows a label's newest moves, as many as one page holds.
+fn newest_moves() -> crate::db::page::ByNumber {
+    crate::db::page::ByNumber {
+        limit: Some(crate::db::page::MAX),
+        cursor: None,
+    }
 }

@@ -472,7 +472,12 @@ async fn versions(
 }
 
 async fn versions_page(state: &AppState, name: &str, pair: Pair) -> Result<Versions> {
-    let list = template::versions(&state.db, name).await?;
+    // At most one page (1,000 versions); the rest are in the API's pages.
+    let page = crate::db::page::ByNumber {
+        limit: Some(crate::db::page::MAX),
+        cursor: None,
+    };
+    let list = template::versions(&state.db, name, page).await?;
     let current = list.current_version;
     let to = pair.to.unwrap_or(current);
     let from = pair.from.unwrap_or((to - 1).max(1));

@@ -135,6 +135,10 @@ fn environment() -> Result<Environment<'static>, minijinja::Error> {
             include_str!("../../../templates/console/links.html"),
         ),
         (
+            "link_row.html",
+            include_str!("../../../templates/console/link_row.html"),
+        ),
+        (
             "channels.html",
             include_str!("../../../templates/console/channels.html"),
         ),

@@ -1,6 +1,8 @@
 //! The admin's overview (the registry check, the queue's size, the agents) and
 //! keys (list, create, revoke).
 
+use std::collections::BTreeMap;
+
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -16,7 +18,7 @@ use crate::app::AppState;
 use crate::auth::Role;
 use crate::auth::keys::{self, KeyError, KeyInfo};
 use crate::error::{Error, Result};
-use crate::registry::check::Report;
+use crate::registry::check::{Problem, Report, Severity};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -28,9 +30,61 @@ pub fn routes() -> Router<AppState> {
 #[derive(Serialize)]
 struct Overview {
     title: &'static str,
+    /// The check's counts; its problems are in `groups`.
     check: Report,
+    /// The problems by severity and code, errors first: a thousand tools with the
+    /// same warning are one row, not a thousand.
+    groups: Vec<ProblemGroup>,
     pending: u64,
+    /// The first page of agents by name.
     agents: Vec<AgentView>,
+    more_agents: bool,
+}
+
+/// Problems that share a severity and a code.
+#[derive(Serialize)]
+struct ProblemGroup {
+    severity: Severity,
+    code: &'static str,
+    count: usize,
+    /// The first few subjects, by the check's order.
+    subjects: Vec<String>,
+    /// The first problem's message and fix.
+    message: String,
+    hint: String,
+}
+
+/// Subjects a group names before "and N more".
+const GROUP_SUBJECTS: usize = 5;
+
+fn group(problems: Vec<Problem>) -> Vec<ProblemGroup> {
+    let mut groups: Vec<ProblemGroup> = Vec::new();
+    let mut index: BTreeMap<(Severity, &'static str), usize> = BTreeMap::new();
+    for p in problems {
+        let key = (p.severity, p.code.as_str());
+        match index.get(&key) {
+            Some(&i) => {
+                let g = &mut groups[i];
+                g.count += 1;
+                if g.subjects.len() < GROUP_SUBJECTS {
+                    g.subjects.push(format!("{} {}", p.kind, p.subject));
+                }
+            }
+            None => {
+                index.insert(key, groups.len());
+                groups.push(ProblemGroup {
+                    severity: p.severity,
+                    code: p.code.as_str(),
+                    count: 1,
+                    subjects: vec![format!("{} {}", p.kind, p.subject)],
+                    message: p.message,
+                    hint: p.hint,
+                });
+            }
+        }
+    }
+    groups.sort_by_key(|g| g.severity);
+    groups
 }
 
 /// Admins see the overview; an approver is sent to the queue.
@@ -39,14 +93,17 @@ async fn overview(State(state): State<AppState>, signed: Signed) -> Response {
         return Redirect::to("/console/proposals").into_response();
     }
     let read = async {
-        let check = crate::registry::check::current(&state.db, &state.secrets).await?;
+        let mut check = crate::registry::check::current(&state.db, &state.secrets).await?;
+        let groups = group(std::mem::take(&mut check.problems));
         let pending = decide::pending(&state.db, &signed.who).await?;
-        let agents = agents::list(&state.db).await?.agents;
+        let agents = agents::list(&state.db, &Default::default()).await?;
         Result::Ok(Overview {
             title: "Overview",
             check,
+            groups,
             pending,
-            agents,
+            more_agents: agents.next_after.is_some(),
+            agents: agents.agents,
         })
     };
     match read.await {

@@ -18,6 +18,7 @@ use super::page::{Path, Query, Signed, blank, error_page, refusal, render};
 use super::session::{Admin, Checked, Operator, csrf_field};
 use crate::actions::connector::store::{self as connectors, Binding};
 use crate::app::AppState;
+use crate::db::page;
 use crate::error::{Error, Result};
 use crate::registry::channels::{self, ChannelUpdate, ChannelView};
 use crate::registry::links;
@@ -104,10 +105,36 @@ struct ToolRow {
     connector: Option<String>,
 }
 
+/// Which page of a tool list: names containing `q`, after `after`.
+#[derive(Deserialize, Serialize, Default, Clone)]
+struct Finding {
+    #[serde(default)]
+    q: Option<String>,
+    #[serde(default)]
+    after: Option<String>,
+}
+
+impl Finding {
+    /// A console page of tools: 100 by name, narrowed by the search text.
+    async fn tools(&self, state: &AppState) -> Result<tools::ToolList> {
+        let filter = tools::Filter {
+            active: None,
+            search: self.q.clone(),
+        };
+        let page = page::ByName {
+            limit: None,
+            after: self.after.clone(),
+        };
+        tools::list(&state.db, &filter, &page).await
+    }
+}
+
 #[derive(Serialize)]
 struct Tools {
     title: &'static str,
     tools: Vec<ToolRow>,
+    finding: Finding,
+    next_after: Option<String>,
     form: ToolFields,
     #[serde(flatten)]
     refusal: Refusal,
@@ -119,26 +146,29 @@ async fn tools_page(
     state: &AppState,
     signed: &Signed,
     status: StatusCode,
-    form: ToolFields,
+    (form, finding): (ToolFields, Finding),
     refusal: Refusal,
 ) -> Response {
     let read = async {
-        let list = tools::list(&state.db, None).await?.tools;
+        let list = finding.tools(state).await?;
         let mut bound = connectors::bindings(&state.db).await?;
-        Result::Ok(
-            list.into_iter()
-                .map(|tool| ToolRow {
-                    connector: bound.remove(&tool.name),
-                    tool,
-                })
-                .collect(),
-        )
+        let rows = list
+            .tools
+            .into_iter()
+            .map(|tool| ToolRow {
+                connector: bound.remove(&tool.name),
+                tool,
+            })
+            .collect();
+        Result::Ok((rows, list.next_after))
     };
     match read.await {
-        Ok(tools) => {
+        Ok((tools, next_after)) => {
             let page = Tools {
                 title: "Tools",
                 tools,
+                finding,
+                next_after,
                 form,
                 refusal,
                 tiers: Tier::NAMES,
@@ -150,13 +180,18 @@ async fn tools_page(
     }
 }
 
-async fn tool_list(State(state): State<AppState>, Admin(signed): Admin) -> Response {
+async fn tool_list(
+    State(state): State<AppState>,
+    Admin(signed): Admin,
+    Query(finding): Query<Finding>,
+) -> Response {
     let blank = ToolFields {
         tool_type: ToolType::Api.as_str().to_owned(),
         parameters: "{\n  \"type\": \"object\",\n  \"properties\": {},\n  \"required\": [],\n  \"additionalProperties\": false\n}".to_owned(),
         ..Default::default()
     };
-    tools_page(&state, &signed, StatusCode::OK, blank, Refusal::default()).await
+    let page = (blank, finding);
+    tools_page(&state, &signed, StatusCode::OK, page, Refusal::default()).await
 }
 
 /// Creates a tool through `tools::create`; a refusal keeps the form as typed.
@@ -182,7 +217,10 @@ async fn create_tool(
             Redirect::to(&format!("/console/tools/{}?saved=created", tool.name)).into_response()
         }
         Err(e) => {
-            let again = |status, e| tools_page(&state, &signed, status, form, Refusal::of(&e));
+            let again = |status, e| {
+                let page = (form, Finding::default());
+                tools_page(&state, &signed, status, page, Refusal::of(&e))
+            };
             refusal(&signed, e, again).await
         }
     }
@@ -336,14 +374,20 @@ struct LinkRow {
 struct Links {
     title: String,
     agent: String,
+    /// The tools this agent has links to (switched on or off).
     links: Vec<LinkRow>,
+    /// A page of the registry's tools matching the search, to link.
+    found: Vec<LinkRow>,
+    finding: Finding,
+    next_after: Option<String>,
 }
 
-/// Every live tool, with whether this agent has it switched on.
+/// The agent's linked tools, and a searchable page of the registry to link more.
 async fn link_page(
     State(state): State<AppState>,
     Admin(signed): Admin,
     Path(agent): Path<String>,
+    Query(finding): Query<Finding>,
 ) -> Response {
     let read = async {
         let linked: BTreeMap<String, bool> = links::list(&state.db, &agent)
@@ -352,8 +396,18 @@ async fn link_page(
             .into_iter()
             .map(|l| (l.tool, l.active))
             .collect();
-        let rows = tools::list(&state.db, None)
-            .await?
+        let tiers = tools::tiers_of(&state.db, linked.keys()).await?;
+        let links = tiers
+            .into_iter()
+            .map(|(tool, (tool_active, approval_tier))| LinkRow {
+                linked: linked.get(&tool).copied().unwrap_or(false),
+                tool_active,
+                approval_tier,
+                tool,
+            })
+            .collect();
+        let page = finding.tools(&state).await?;
+        let found = page
             .tools
             .into_iter()
             .map(|t| LinkRow {
@@ -361,15 +415,19 @@ async fn link_page(
                 tool_active: t.is_active,
                 approval_tier: t.approval_tier,
                 tool: t.name,
-            });
-        Result::Ok(rows.collect())
+            })
+            .collect();
+        Result::Ok((links, found, page.next_after))
     };
     match read.await {
-        Ok(links) => {
+        Ok((links, found, next_after)) => {
             let page = Links {
                 title: format!("Tools of {agent}"),
                 agent,
                 links,
+                found,
+                finding,
+                next_after,
             };
             render(Some(&signed), StatusCode::OK, "links.html", page)
         }

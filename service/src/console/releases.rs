@@ -212,7 +212,7 @@ async fn page(state: &AppState, signed: &Signed, name: &str, pair: Pair) -> Resu
     let mut histories = Vec::with_capacity(labels.len());
     let mut rollouts = Vec::with_capacity(labels.len());
     for label in &labels {
-        histories.push(read::history(&state.db, name, &label.name).await?);
+        histories.push(read::history(&state.db, name, &label.name, Default::default()).await?);
         if label.name != LATEST {
             rollouts.push(panel(state, signed, name, label).await?);
         }

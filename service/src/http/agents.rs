@@ -19,6 +19,7 @@ use crate::agents::template::{
     self, SavedTemplate, TemplatePut, TemplateView, VersionList, VersionView,
 };
 use crate::app::AppState;
+use crate::db::page;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -32,10 +33,30 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(get_instructions, put_instructions))
 }
 
-#[utoipa::path(get, path = "/v1/agents", tag = "admin", summary = "List agents (admin)",
-    responses((status = 200, body = AgentList, description = "Live agents by name"), E401, E403))]
-async fn list_agents(State(state): State<AppState>, _key: AdminKey) -> ApiResult<Json<AgentList>> {
-    Ok(Json(config::list(&state.db).await?))
+/// A page of agents by name: `limit` (1 to 1,000; 100 unless given) after `after`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+struct AgentPage {
+    /// Agents in the page: 1 to 1,000, 100 unless given.
+    limit: Option<u64>,
+    /// The previous page's `next_after`: the page starts after this name.
+    after: Option<String>,
+}
+
+#[utoipa::path(get, path = "/v1/agents", tag = "admin", summary = "List agents by name, a page at a time (admin)",
+    params(AgentPage),
+    responses((status = 200, body = AgentList, description = "A page of live agents by name"), E400, E401, E403))]
+async fn list_agents(
+    State(state): State<AppState>,
+    _key: AdminKey,
+    ApiQuery(q): ApiQuery<AgentPage>,
+) -> ApiResult<Json<AgentList>> {
+    let page = page::ByName {
+        limit: q.limit,
+        after: q.after,
+    };
+    Ok(Json(config::list(&state.db, &page).await?))
 }
 
 #[utoipa::path(get, path = "/v1/agents/{agent}", tag = "admin", summary = "One agent with soul, template and versions (admin)",
@@ -160,15 +181,30 @@ async fn delete_template(
     Ok(Json(saved))
 }
 
-#[utoipa::path(get, path = "/v1/agents/{agent}/prompt-template/versions", tag = "admin", summary = "Template history (admin)",
-    params(("agent" = String, Path)),
-    responses((status = 200, body = VersionList, description = "Every version, oldest first"), E400, E401, E403, E404))]
+/// A page of template versions: `limit` (1 to 1,000; 100 unless given) oldest
+/// first, newer than `after` (the previous page's `next_after`).
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+struct VersionPage {
+    limit: Option<u64>,
+    after: Option<i32>,
+}
+
+#[utoipa::path(get, path = "/v1/agents/{agent}/prompt-template/versions", tag = "admin", summary = "Template history, oldest first, a page at a time (admin)",
+    params(("agent" = String, Path), VersionPage),
+    responses((status = 200, body = VersionList, description = "A page of versions, oldest first"), E400, E401, E403, E404))]
 async fn list_versions(
     State(state): State<AppState>,
     _key: AdminKey,
     ApiPath(name): ApiPath<String>,
+    ApiQuery(q): ApiQuery<VersionPage>,
 ) -> ApiResult<Json<VersionList>> {
-    Ok(Json(template::versions(&state.db, &name).await?))
+    let page = page::ByNumber {
+        limit: q.limit,
+        cursor: q.after,
+    };
+    Ok(Json(template::versions(&state.db, &name, page).await?))
 }
 
 #[utoipa::path(get, path = "/v1/agents/{agent}/prompt-template/versions/{version}", tag = "admin", summary = "One template version (admin)",

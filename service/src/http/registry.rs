@@ -13,6 +13,7 @@ use utoipa_axum::routes;
 use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422};
 use super::extract::{AdminKey, ApiJson, ApiPath, ApiQuery, OperatorKey};
 use crate::app::AppState;
+use crate::db::page;
 use crate::registry::channels::{self, ChannelList, ChannelUpdate, ChannelView};
 use crate::registry::check::Report;
 use crate::registry::links::{self, LinkList, LinkSet};
@@ -44,17 +45,31 @@ async fn registry_check(State(state): State<AppState>, _key: AdminKey) -> ApiRes
 struct ToolFilter {
     /// Only active (`true`) or inactive (`false`) tools; all when absent.
     active: Option<bool>,
+    /// Only tools whose name contains this text.
+    search: Option<String>,
+    /// Tools in the page: 1 to 1,000, 100 unless given.
+    limit: Option<u64>,
+    /// The previous page's `next_after`: the page starts after this name.
+    after: Option<String>,
 }
 
-#[utoipa::path(get, path = "/v1/tools", tag = "registry", summary = "List tools, optionally by active state (admin)",
+#[utoipa::path(get, path = "/v1/tools", tag = "registry", summary = "List tools by name, a page at a time, optionally by active state (admin)",
     params(ToolFilter),
-    responses((status = 200, body = ToolList, description = "Live tools by name"), E400, E401, E403))]
+    responses((status = 200, body = ToolList, description = "A page of live tools by name"), E400, E401, E403))]
 async fn list_tools(
     State(state): State<AppState>,
     _key: AdminKey,
     ApiQuery(q): ApiQuery<ToolFilter>,
 ) -> ApiResult<Json<ToolList>> {
-    Ok(Json(tools::list(&state.db, q.active).await?))
+    let page = page::ByName {
+        limit: q.limit,
+        after: q.after,
+    };
+    let filter = tools::Filter {
+        active: q.active,
+        search: q.search,
+    };
+    Ok(Json(tools::list(&state.db, &filter, &page).await?))
 }
 
 #[utoipa::path(get, path = "/v1/tools/{tool}", tag = "registry", summary = "One tool (admin)",

@@ -13,6 +13,7 @@ use super::error::{ApiResult, E400, E401, E403, E404};
 use super::extract::{AdminKey, ApiPath, ApiQuery};
 use crate::app::AppState;
 use crate::releases::diff::{self, RevisionDiff};
+use crate::db::page;
 use crate::releases::read::{self, LabelHistory, LabelList, RevisionList, RevisionView};
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -83,13 +84,28 @@ async fn list_labels(
     Ok(Json(read::labels(&state.db, &name).await?))
 }
 
-#[utoipa::path(get, path = "/v1/agents/{agent}/labels/{label}/history", tag = "admin", summary = "Every move of a label, newest first (admin)",
-    params(("agent" = String, Path), ("label" = String, Path)),
-    responses((status = 200, body = LabelHistory, description = "The moves, newest first"), E400, E401, E403, E404))]
+/// A page of a label's moves: `limit` (1 to 1,000; 100 unless given) newest first,
+/// older than the move `before` (the previous page's `next_before`).
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryPage {
+    pub limit: Option<u64>,
+    pub before: Option<i32>,
+}
+
+#[utoipa::path(get, path = "/v1/agents/{agent}/labels/{label}/history", tag = "admin", summary = "A label's moves, newest first, a page at a time (admin)",
+    params(("agent" = String, Path), ("label" = String, Path), HistoryPage),
+    responses((status = 200, body = LabelHistory, description = "A page of moves, newest first"), E400, E401, E403, E404))]
 async fn label_history(
     State(state): State<AppState>,
     _key: AdminKey,
     ApiPath((name, label)): ApiPath<(String, String)>,
+    ApiQuery(q): ApiQuery<HistoryPage>,
 ) -> ApiResult<Json<LabelHistory>> {
-    Ok(Json(read::history(&state.db, &name, &label).await?))
+    let page = page::ByNumber {
+        limit: q.limit,
+        cursor: q.before,
+    };
+    Ok(Json(read::history(&state.db, &name, &label, page).await?))
 }

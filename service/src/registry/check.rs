@@ -27,7 +27,7 @@ mod tool;
 use std::collections::BTreeSet;
 
 use entity::{agent_configurations, agent_tools, connectors, prompt_versions, tools};
-use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect};
 
 pub use code::ProblemCode;
 pub use definition::{
@@ -71,6 +71,74 @@ pub async fn errors_only(
     executors: &Executors,
 ) -> Result<Report, DbErr> {
     run_rules(db, catalog, executors, false).await
+}
+
+/// The error-raising rules about some agents only (their texts, template lint and
+/// links), which is all a write that changes only those agents can change: the write
+/// guard of such a write reads these agents, their links and tools, and the state of
+/// every tool name (not every tool row, agent and link in the registry).
+pub async fn agents(
+    db: &impl ConnectionTrait,
+    catalog: &Catalog,
+    executors: &Executors,
+    ids: &BTreeSet<i32>,
+) -> Result<Report, DbErr> {
+    if ids.is_empty() {
+        return Ok(Report::finish(Vec::new(), Counts::default()));
+    }
+    let ids: Vec<i32> = ids.iter().copied().collect();
+    let agents = agent_configurations::Entity::find()
+        .filter(agent_configurations::Column::Id.is_in(ids.clone()))
+        .all(db)
+        .await?;
+    let links = agent_tools::Entity::find()
+        .filter(agent_tools::Column::AgentId.is_in(ids.clone()))
+        .all(db)
+        .await?;
+    let linked: BTreeSet<i32> = links.iter().map(|l| l.tool_id).collect();
+    let mut tools = Vec::with_capacity(linked.len());
+    let linked: Vec<i32> = linked.into_iter().collect();
+    for chunk in linked.chunks(500) {
+        let found = tools::Entity::find()
+            .filter(tools::Column::Id.is_in(chunk.iter().copied()))
+            .all(db)
+            .await?;
+        tools.extend(found);
+    }
+    let forced: BTreeSet<(i32, i32)> = prompt_versions::Entity::find()
+        .filter(prompt_versions::Column::AgentId.is_in(ids))
+        .filter(prompt_versions::Column::Kind.eq("template"))
+        .filter(prompt_versions::Column::Forced.eq(true))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|v| (v.agent_id, v.version))
+        .collect();
+    // Every tool's name and state, not its row: what the texts may name.
+    let states: Vec<(String, bool, bool)> = tools::Entity::find()
+        .select_only()
+        .column(tools::Column::Name)
+        .column(tools::Column::IsActive)
+        .column_as(tools::Column::DeletedAt.is_null(), "live")
+        .into_tuple()
+        .all(db)
+        .await?;
+    let (catalog, executors) = (catalog.clone(), executors.clone());
+    tokio::task::spawn_blocking(move || {
+        let pairs = states.iter().map(|(n, a, live)| (n.as_str(), *a && *live));
+        let names = rows::tool_names(&catalog, pairs);
+        let rows = Rows::of_agents(
+            &catalog, &executors, &tools, &agents, &links, &forced, names,
+        );
+        let mut out = Problems::default();
+        prompt::stale_names_in_souls(&rows, &mut out);
+        prompt::stale_names_in_templates(&rows, &mut out);
+        prompt::template_lint(&rows, &mut out);
+        agent::links(&rows, &mut out);
+        Report::finish(out.0, rows.counts())
+    })
+    .await
+    .map_err(|e| DbErr::Custom(format!("the registry check did not finish: {e}")))
 }
 
 async fn run_rules(

@@ -3,9 +3,16 @@
 //!
 //! [`begin`] notes the check's errors before the write; [`commit`] runs the check
 //! again inside the same transaction and rolls back (422) if an error was added, so
-//! the API can never create drift that `serve` or CI would then reject. Two full
-//! reads per admin write: admin writes are rare, and this makes the rule true by
-//! construction rather than by a rule per endpoint.
+//! the API can never create drift that `serve` or CI would then reject.
+//!
+//! A write that changes only some agents (their texts, links, labels, rollouts or
+//! users' instructions) opens with [`begin_for_agents`] and names each agent with
+//! [`Write::touch`] before changing it (or [`Write::created`] after making it): the
+//! check then runs the rules about those agents only, and only they are published.
+//! Nothing else a rule reads changed, so nothing else can gain an error; and the
+//! write holds the lock for a few reads of its own agents, not of the registry (a
+//! template save at 1,000 agents took 3.3 s with two whole checks). Every other
+//! write checks and publishes everything, as [`begin`] says.
 //!
 //! The guard is only sound if admin writes take turns: under READ COMMITTED two
 //! writes that each pass the check alone could commit together a state it rejects
@@ -33,6 +40,15 @@ pub struct Write {
     generation: i64,
     /// Who makes it (a key name), for the revisions it publishes; `None` if unsaid.
     author: Option<String>,
+    scope: Scope,
+}
+
+/// What a write may change, and so what its check reads and what it publishes.
+enum Scope {
+    /// Anything: the whole check, every agent published.
+    Everything,
+    /// These agents only.
+    Agents(BTreeSet<i32>),
 }
 
 impl Write {
@@ -40,6 +56,29 @@ impl Write {
     pub fn by(mut self, author: &str) -> Self {
         self.author = Some(author.to_owned());
         self
+    }
+
+    /// Before this write changes agent `id`: notes the agent's errors as they are,
+    /// and has [`commit`] check and publish it. A write opened by [`begin`] already
+    /// covers every agent.
+    pub async fn touch(&mut self, agent_id: i32) -> Result<()> {
+        let Scope::Agents(ids) = &mut self.scope else {
+            return Ok(());
+        };
+        if !ids.insert(agent_id) {
+            return Ok(());
+        }
+        let (_, errors) = agent_errors(&self.txn, &BTreeSet::from([agent_id])).await?;
+        self.errors_before.extend(errors);
+        Ok(())
+    }
+
+    /// After this write made agent `id`: [`commit`] checks and publishes it (it had
+    /// no errors before, as it did not exist).
+    pub fn created(&mut self, agent_id: i32) {
+        if let Scope::Agents(ids) = &mut self.scope {
+            ids.insert(agent_id);
+        }
     }
 }
 
@@ -71,6 +110,24 @@ async fn errors(db: &impl ConnectionTrait) -> Result<(Report, BTreeSet<String>)>
     Ok((report, errors))
 }
 
+/// The error-raising rules about these agents only, as [`errors`] gives them.
+async fn agent_errors(
+    db: &impl ConnectionTrait,
+    ids: &BTreeSet<i32>,
+) -> Result<(Report, BTreeSet<String>)> {
+    let seeds = super::catalog::Seeds::shared().map_err(Error::internal)?;
+    // The agent rules never ask the executors: no connector needs reading.
+    let executors = Executors::compiled_in();
+    let report = check::agents(db, &seeds.catalog, &executors, ids).await?;
+    let errors = report
+        .problems
+        .iter()
+        .filter(|p| p.severity == Severity::Error)
+        .map(ToString::to_string)
+        .collect();
+    Ok((report, errors))
+}
+
 /// Opens a write's transaction, waits for its turn (the generation row's lock) and
 /// notes the registry check's errors before it.
 pub async fn begin(db: &DatabaseConnection) -> Result<Write> {
@@ -82,6 +139,21 @@ pub async fn begin(db: &DatabaseConnection) -> Result<Write> {
         errors_before,
         generation,
         author: None,
+        scope: Scope::Everything,
+    })
+}
+
+/// Opens a write that changes only the agents it [`Write::touch`]es or
+/// [`Write::created`] (see the module's documentation); it reads nothing more yet.
+pub async fn begin_for_agents(db: &DatabaseConnection) -> Result<Write> {
+    let txn = crate::db::begin_write(db).await?;
+    let generation = crate::db::generation::bump(&txn).await?;
+    Ok(Write {
+        txn,
+        errors_before: BTreeSet::new(),
+        generation,
+        author: None,
+        scope: Scope::Agents(BTreeSet::new()),
     })
 }
 
@@ -97,8 +169,17 @@ pub async fn rollback(write: Write) -> Result<()> {
 pub async fn commit(write: Write, generation: &Generation) -> Result<()> {
     // Every agent whose served content this write changed gets its revision here,
     // in the write's transaction: a refused write leaves none.
-    crate::releases::publish_all(&write.txn, write.author.as_deref()).await?;
-    let (report, _) = errors(&write.txn).await?;
+    let author = write.author.as_deref();
+    let (report, _) = match &write.scope {
+        Scope::Everything => {
+            crate::releases::publish_all(&write.txn, author).await?;
+            errors(&write.txn).await?
+        }
+        Scope::Agents(ids) => {
+            crate::releases::publish_some(&write.txn, ids, author).await?;
+            agent_errors(&write.txn, ids).await?
+        }
+    };
     let added: Vec<Problem> = report
         .problems
         .into_iter()

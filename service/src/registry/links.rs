@@ -84,8 +84,9 @@ pub async fn set(
     tool: &str,
     on: bool,
 ) -> Result<LinkSet> {
-    let write = guard::begin(db).await?;
+    let mut write = guard::begin_for_agents(db).await?;
     let agent = self::agent(&*write, agent).await?;
+    write.touch(agent.id).await?;
     let tool = super::tools::row(&*write, tool).await?;
     set_in(&*write, &agent, &tool, on).await?;
     guard::commit(write, generation).await?;

@@ -1,12 +1,14 @@
 //! Tools as an admin edits them: create, update, soft-delete, with the definition
 //! rules of `loadout check` applied before the write and the write guard after it.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 use entity::{agent_tools, tools};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
-    QueryOrder, Set,
+    QueryOrder, QuerySelect, Set,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -15,6 +17,7 @@ use utoipa::ToSchema;
 use super::guard::{self, Problems};
 use super::{Tier, ToolType};
 use crate::cache::Generation;
+use crate::db::page;
 use crate::error::{Error, Result, check_name};
 
 /// A tool as an admin sees it. `type` and `approval_tier` are shown as stored,
@@ -63,6 +66,8 @@ impl From<tools::Model> for ToolView {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ToolList {
     pub tools: Vec<ToolView>,
+    /// Pass as `after` for the next page; `null`: this page is the last.
+    pub next_after: Option<String>,
 }
 
 /// The body of `POST /v1/tools`.
@@ -178,18 +183,62 @@ pub async fn row(db: &impl ConnectionTrait, name: &str) -> Result<tools::Model> 
         .ok_or_else(|| Error::not_found(format!("no tool named {name:?}")))
 }
 
-/// Live tools by name, optionally only active or inactive ones.
-pub async fn list(db: &DatabaseConnection, active: Option<bool>) -> Result<ToolList> {
+/// Which tools a list holds: all live ones unless narrowed.
+#[derive(Debug, Default, Clone)]
+pub struct Filter {
+    /// Only active (`true`) or inactive (`false`) tools.
+    pub active: Option<bool>,
+    /// Only tools whose name contains this text.
+    pub search: Option<String>,
+}
+
+/// A page of live tools by name, narrowed by `filter`.
+pub async fn list(db: &DatabaseConnection, filter: &Filter, page: &page::ByName) -> Result<ToolList> {
+    let active = filter.active;
+    let limit = page::limit(page.limit)?;
     let mut find = tools::Entity::find()
         .filter(tools::Column::DeletedAt.is_null())
-        .order_by_asc(tools::Column::Name);
+        .order_by_asc(tools::Column::Name)
+        .limit(limit + 1);
     if let Some(active) = active {
         find = find.filter(tools::Column::IsActive.eq(active));
     }
-    let rows = find.all(db).await?;
+    if let Some(after) = &page.after {
+        find = find.filter(tools::Column::Name.gt(after.as_str()));
+    }
+    if let Some(text) = filter.search.as_deref().filter(|t| !t.is_empty()) {
+        find = find.filter(tools::Column::Name.like(page::contains(text)));
+    }
+    let (rows, next_after) = page::cut(find.all(db).await?, limit, |t| t.name.clone());
     Ok(ToolList {
         tools: rows.into_iter().map(ToolView::from).collect(),
+        next_after,
     })
+}
+
+/// For each live tool named, whether it is active and its tier (names not found are
+/// left out).
+pub async fn tiers_of(
+    db: &DatabaseConnection,
+    names: impl IntoIterator<Item = &String>,
+) -> Result<BTreeMap<String, (bool, String)>> {
+    let names: Vec<&str> = names.into_iter().map(String::as_str).collect();
+    let mut out = BTreeMap::new();
+    // In chunks: a statement's bound parameters are limited (SQLite's 32,766).
+    for chunk in names.chunks(500) {
+        let rows: Vec<(String, bool, String)> = tools::Entity::find()
+            .select_only()
+            .column(tools::Column::Name)
+            .column(tools::Column::IsActive)
+            .column(tools::Column::ApprovalTier)
+            .filter(tools::Column::DeletedAt.is_null())
+            .filter(tools::Column::Name.is_in(chunk.iter().copied()))
+            .into_tuple()
+            .all(db)
+            .await?;
+        out.extend(rows.into_iter().map(|(n, a, t)| (n, (a, t))));
+    }
+    Ok(out)
 }
 
 pub async fn get(db: &DatabaseConnection, name: &str) -> Result<ToolView> {

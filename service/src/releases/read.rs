@@ -9,6 +9,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::content::Content;
+use crate::db::page;
 use crate::error::{Error, Result, check_name};
 
 /// One revision, without its content.
@@ -86,6 +87,8 @@ pub struct LabelList {
 /// One move of a label.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MoveView {
+    /// The move's id: the order of moves, and the cursor of the next page.
+    pub id: i32,
     /// The revision it left; `null` for the label's first position.
     pub from_revision: Option<i32>,
     pub to_revision: i32,
@@ -109,6 +112,8 @@ pub struct LabelHistory {
     pub agent: String,
     pub label: String,
     pub moves: Vec<MoveView>,
+    /// Pass as `before` for the next (older) page; `null`: this page is the last.
+    pub next_before: Option<i32>,
 }
 
 /// The live agent of that name; 404 otherwise.
@@ -236,26 +241,45 @@ pub async fn labels(db: &impl ConnectionTrait, name: &str) -> Result<LabelList> 
     })
 }
 
-/// A label's moves, newest first; 404 if the agent has no such label.
-pub async fn history(db: &impl ConnectionTrait, name: &str, label: &str) -> Result<LabelHistory> {
+/// A page of a label's moves, newest first (`page.cursor`: older than that move's
+/// id); 404 if the agent has no such label.
+pub async fn history(
+    db: &impl ConnectionTrait,
+    name: &str,
+    label: &str,
+    page: page::ByNumber,
+) -> Result<LabelHistory> {
     check_name("label", label)?;
+    let limit = page::limit(page.limit)?;
     let found = agent(db, name).await?;
-    let rows = label_moves::Entity::find()
-        .filter(label_moves::Column::AgentId.eq(found.id))
-        .filter(label_moves::Column::Label.eq(label))
-        .order_by_desc(label_moves::Column::Id)
-        .all(db)
+    let exists = agent_labels::Entity::find()
+        .filter(agent_labels::Column::AgentId.eq(found.id))
+        .filter(agent_labels::Column::Name.eq(label))
+        .one(db)
         .await?;
-    if rows.is_empty() {
+    if exists.is_none() {
         return Err(Error::not_found(format!(
             "agent {name:?} has no label {label:?}"
         )));
     }
+    let mut query = label_moves::Entity::find()
+        .filter(label_moves::Column::AgentId.eq(found.id))
+        .filter(label_moves::Column::Label.eq(label));
+    if let Some(before) = page.cursor {
+        query = query.filter(label_moves::Column::Id.lt(before));
+    }
+    let rows = query
+        .order_by_desc(label_moves::Column::Id)
+        .limit(limit + 1)
+        .all(db)
+        .await?;
+    let (rows, next_before) = page::cut(rows, limit, |m| m.id);
     let numbers = numbers(db, found.id).await?;
     let moves = rows
         .into_iter()
         .map(|m| {
             Ok(MoveView {
+                id: m.id,
                 from_revision: m
                     .from_revision_id
                     .map(|id| number_of(&numbers, id))
@@ -274,5 +298,6 @@ pub async fn history(db: &impl ConnectionTrait, name: &str, label: &str) -> Resu
         agent: found.name,
         label: label.to_owned(),
         moves,
+        next_before,
     })
 }

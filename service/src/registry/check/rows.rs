@@ -18,6 +18,8 @@ pub(super) struct Rows<'a> {
     /// Agents that are not soft-deleted.
     pub(super) agents: Vec<&'a agent_configurations::Model>,
     pub(super) links: &'a [agent_tools::Model],
+    /// Active, not soft-deleted links by agent id (a lookup, not a scan per agent).
+    active_links: BTreeMap<i32, Vec<&'a agent_tools::Model>>,
     pub(super) forced_templates: &'a BTreeSet<(i32, i32)>,
     /// Tools that are not soft-deleted, by name.
     pub(super) by_name: BTreeMap<&'a str, &'a tools::Model>,
@@ -39,7 +41,12 @@ impl<'a> Rows<'a> {
         forced_templates: &'a BTreeSet<(i32, i32)>,
     ) -> Self {
         let active: Vec<&tools::Model> = tools.iter().filter(|t| is_active(t)).collect();
+        let mut active_links: BTreeMap<i32, Vec<&agent_tools::Model>> = BTreeMap::new();
+        for link in links.iter().filter(|l| l.is_active && l.deleted_at.is_none()) {
+            active_links.entry(link.agent_id).or_default().push(link);
+        }
         Rows {
+            active_links,
             catalog,
             executors,
             tools,
@@ -52,8 +59,25 @@ impl<'a> Rows<'a> {
                 .map(|t| (t.name.as_str(), t))
                 .collect(),
             by_id: tools.iter().map(|t| (t.id, t)).collect(),
-            names: tool_names(catalog, tools, &active),
+            names: tool_names(catalog, tools.iter().map(|t| (t.name.as_str(), is_active(t)))),
             active,
+        }
+    }
+
+    /// The rows of some agents only: `tools` holds the tools their links point at,
+    /// `names` every tool name's state (from [`tool_names`]).
+    pub(super) fn of_agents(
+        catalog: &'a Catalog,
+        executors: &'a Executors,
+        tools: &'a [tools::Model],
+        agents: &'a [agent_configurations::Model],
+        links: &'a [agent_tools::Model],
+        forced_templates: &'a BTreeSet<(i32, i32)>,
+        names: lint::ToolNames,
+    ) -> Self {
+        Rows {
+            names,
+            ..Rows::new(catalog, executors, tools, agents, links, forced_templates)
         }
     }
 
@@ -62,10 +86,11 @@ impl<'a> Rows<'a> {
         &self,
         agent: &agent_configurations::Model,
     ) -> impl Iterator<Item = &'a agent_tools::Model> {
-        let agent_id = agent.id;
-        self.links
-            .iter()
-            .filter(move |l| l.agent_id == agent_id && l.is_active && l.deleted_at.is_none())
+        self.active_links
+            .get(&agent.id)
+            .into_iter()
+            .flatten()
+            .copied()
     }
 
     pub(super) fn counts(&self) -> Counts {
@@ -89,11 +114,11 @@ pub(super) fn is_active(tool: &tools::Model) -> bool {
 }
 
 /// The names prompts may use (active tools) and must not (inactive tools, and every
-/// name the catalog retired or renamed, even where the database still has it active).
-fn tool_names(
+/// name the catalog retired or renamed, even where the database still has it active),
+/// from each tool row's name and whether it is active (and not soft-deleted).
+pub(super) fn tool_names<'t>(
     catalog: &crate::registry::catalog::Catalog,
-    tools: &[tools::Model],
-    active: &[&tools::Model],
+    tools: impl Iterator<Item = (&'t str, bool)> + Clone,
 ) -> lint::ToolNames {
     let retired: BTreeSet<String> = catalog
         .deactivated
@@ -101,16 +126,16 @@ fn tool_names(
         .chain(catalog.renamed.keys())
         .cloned()
         .collect();
-    let active_names: BTreeSet<String> = active
-        .iter()
-        .map(|t| t.name.clone())
+    let active_names: BTreeSet<String> = tools
+        .clone()
+        .filter(|(_, active)| *active)
+        .map(|(name, _)| name.to_owned())
         .filter(|n| !retired.contains(n))
         .collect();
     lint::ToolNames {
         inactive: tools
-            .iter()
-            .filter(|t| !is_active(t))
-            .map(|t| t.name.clone())
+            .filter(|(_, active)| !*active)
+            .map(|(name, _)| name.to_owned())
             .filter(|n| !active_names.contains(n))
             .chain(retired.iter().cloned())
             .collect(),
