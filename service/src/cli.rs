@@ -130,7 +130,10 @@ pub enum Command {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let _logs = crate::telemetry::init(cli.log_format);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");

@@ -222,6 +222,16 @@ pub fn check_name(what: &str, name: &str) -> Result<()> {
     }
 }
 
+/// A page's size: `limit` when it is 1 to [`page::MAX`](crate::db::page::MAX),
+/// [`page::DEFAULT`](crate::db::page::DEFAULT) when absent; 400 otherwise.
+pub fn check_limit(limit: Option<u64>) -> Result<u64> {
+    use crate::db::page::{DEFAULT, MAX};
+    match limit.unwrap_or(DEFAULT) {
+        n @ 1..=MAX => Ok(n),
+        _ => Err(Error::invalid(format!("limit must be 1 to {MAX}"))),
+    }
+}
+
 /// An id from a client (user, conversation, message, idempotency key): 1 to 128
 /// characters without control characters.
 pub fn check_id(what: &str, id: &str) -> Result<()> {

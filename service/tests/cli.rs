@@ -990,7 +990,7 @@ fn the_readme_http_examples_work_when_pasted() {
     blocks.extend(readme_blocks("## Tool calls and approvals"));
     let blocks = blocks.join("\n");
     let script = blocks
-        .replace("cargo run -q --release --", "\"$LOADOUT\"")
+        .replace("cargo run -q --", "\"$LOADOUT\"")
         .replace("http://127.0.0.1:8080", &format!("http://{addr}"));
     // Pasted into a shell that stops at the first failure, HTTP errors included.
     let prelude = "set -euo pipefail\ncurl() { command curl --silent --show-error --fail-with-body \"$@\"; }\n";

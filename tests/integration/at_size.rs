@@ -20,7 +20,9 @@ async fn make_tools(app: &TestApp, n: usize) {
             "approval_tier": "auto",
             "parameters": {"type": "object", "properties": {}, "required": [], "additionalProperties": false},
         });
-        let (status, answer) = app.call(Method::POST, "/v1/tools", &app.operator, Some(body)).await;
+        let (status, answer) = app
+            .call(Method::POST, "/v1/tools", &app.operator, Some(body))
+            .await;
         assert_eq!(status, StatusCode::CREATED, "{answer}");
     }
 }
@@ -32,9 +34,15 @@ async fn signed_in(app: &TestApp, key: &str) -> String {
         .body(Body::from(format!("key={key}")))
         .expect("request");
     let signed = app.request(sign_in).await;
-    signed.headers.get_all(header::SET_COOKIE).iter()
+    signed
+        .headers
+        .get_all(header::SET_COOKIE)
+        .iter()
         .filter_map(|v| v.to_str().ok())
-        .find_map(|v| v.strip_prefix("loadout_session=").map(|v| v.split(';').next().unwrap_or("").to_owned()))
+        .find_map(|v| {
+            v.strip_prefix("loadout_session=")
+                .map(|v| v.split(';').next().unwrap_or("").to_owned())
+        })
         .expect("a session cookie")
 }
 
@@ -109,7 +117,9 @@ db_test! {
         let (status, _) = app.call(Method::GET, "/v1/agents?limit=5000", &app.operator, None).await;
         assert_eq!(status, StatusCode::BAD_REQUEST);
     }
+}
 
+db_test! {
     async fn versions_and_label_history_are_paged(db) {
         let app = TestApp::builder(db).build().await;
         for i in 0..4 {
@@ -144,7 +154,9 @@ db_test! {
         let (status, _) = app.call(Method::GET, "/v1/agents/assistant/labels/nope/history", &app.operator, None).await;
         assert_eq!(status, StatusCode::NOT_FOUND);
     }
+}
 
+db_test! {
     async fn a_write_to_one_agent_checks_and_publishes_that_agent_only(db) {
         let app = TestApp::builder(db).build().await;
         for name in ["alpha", "beta"] {
@@ -188,7 +200,9 @@ db_test! {
         let (status, _) = app.call(Method::GET, "/v1/agents/gamma", &app.operator, None).await;
         assert_eq!(status, StatusCode::NOT_FOUND, "nothing of it was kept");
     }
+}
 
+db_test! {
     async fn console_tool_pages_are_searched_and_paged_and_the_overview_groups_problems(db) {
         let app = TestApp::builder(db).build().await;
         make_tools(&app, 3).await;

@@ -58,7 +58,7 @@ impl From<agent_configurations::Model> for AgentView {
     }
 }
 
-/// Every live agent, by name.
+/// A page of live agents by name.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct AgentList {
     pub agents: Vec<AgentView>,
@@ -112,7 +112,7 @@ pub struct AgentUpdate {
 }
 
 pub async fn list(db: &DatabaseConnection, page: &page::ByName) -> Result<AgentList> {
-    let limit = page::limit(page.limit)?;
+    let limit = crate::error::check_limit(page.limit)?;
     let mut find = agent_configurations::Entity::find()
         .filter(agent_configurations::Column::DeletedAt.is_null())
         .order_by_asc(agent_configurations::Column::Name)

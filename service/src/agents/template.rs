@@ -82,7 +82,7 @@ impl From<prompt_versions::Model> for VersionView {
     }
 }
 
-/// The template's history, oldest first.
+/// A page of the template's history, oldest first.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct VersionList {
     pub agent: String,
@@ -364,7 +364,7 @@ pub async fn versions(
     name: &str,
     page: page::ByNumber,
 ) -> Result<VersionList> {
-    let limit = page::limit(page.limit)?;
+    let limit = crate::error::check_limit(page.limit)?;
     let found = row(db, name).await?;
     let mut query = prompt_versions::Entity::find()
         .filter(prompt_versions::Column::AgentId.eq(found.id))

@@ -19,17 +19,17 @@ pub const MAX_KEYS: usize = 65_536;
 /// itself.
 pub struct Keys {
     keys: RwLock<HashMap<Slot, (i64, Principal)>>,
-    /// The process's two random SipHash keys behind every [`Slot`].
-    seeds: (RandomState, RandomState),
+    /// The process's random SipHash key behind every [`Slot`].
+    seed: RandomState,
     counts: Counts,
 }
 
-/// A key's place in the cache: 128 bits of SipHash-1-3 under two random keys of
-/// this process. Every request's key is hashed here, and SipHash costs about a
-/// fiftieth of the SHA-256 the database compares (6,700 instructions a request,
-/// 8 % of a cached fetch). The map never holds a key, and without the process's
-/// random keys nobody can aim a token at another's slot; the database still
-/// decides every key the cache does not hold.
+/// A key's place in the cache: 128 bits of SipHash-1-3 under a random key of this
+/// process (the key hashed twice, followed by 0 and by 1). Every request's key is
+/// hashed here: SHA-256 and its hex string were 8 % of a cached fetch's instructions
+/// (BENCHMARKS.md, issue 36), two SipHashes a few hundred. The map never holds a key,
+/// and without the process's random key nobody can aim a token at another's slot;
+/// the database, which compares SHA-256, decides every key the cache does not hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Slot(u64, u64);
 
@@ -38,14 +38,17 @@ impl Keys {
     pub fn new(counts: Counts) -> Self {
         Self {
             keys: RwLock::new(HashMap::new()),
-            seeds: (RandomState::new(), RandomState::new()),
+            seed: RandomState::new(),
             counts,
         }
     }
 
     /// Where `key` (as presented) is cached.
     pub fn slot(&self, key: &str) -> Slot {
-        Slot(self.seeds.0.hash_one(key), self.seeds.1.hash_one(key))
+        Slot(
+            self.seed.hash_one((key, 0u8)),
+            self.seed.hash_one((key, 1u8)),
+        )
     }
 
     /// The principal of a cached key, fresh at generation `at` (read from

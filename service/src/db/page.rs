@@ -3,8 +3,6 @@
 //! without counting the rest; the caller names where the next page starts (a name
 //! or a number, the last one of this page) and the next request passes it back.
 
-use crate::error::{Error, Result};
-
 /// Items in a page unless asked otherwise.
 pub const DEFAULT: u64 = 100;
 /// The most one page holds.
@@ -24,14 +22,6 @@ pub struct ByName {
 pub struct ByNumber {
     pub limit: Option<u64>,
     pub cursor: Option<i32>,
-}
-
-/// The page's size: `limit` when it is 1 to [`MAX`], [`DEFAULT`] when absent.
-pub fn limit(limit: Option<u64>) -> Result<u64> {
-    match limit.unwrap_or(DEFAULT) {
-        n @ 1..=MAX => Ok(n),
-        _ => Err(Error::invalid(format!("limit must be 1 to {MAX}"))),
-    }
 }
 
 /// Cuts `rows` (read with `limit + 1`) to the page, and the cursor of the next page
@@ -70,13 +60,5 @@ mod tests {
         assert_eq!(cut(vec![1, 2, 3], 2, |n| *n), (vec![1, 2], Some(2)));
         assert_eq!(cut(vec![1, 2], 2, |n| *n), (vec![1, 2], None));
         assert_eq!(cut(Vec::<i32>::new(), 2, |n| *n), (vec![], None));
-    }
-
-    #[test]
-    fn limits_outside_one_to_a_thousand_are_refused() {
-        assert_eq!(limit(None).expect("default"), DEFAULT);
-        assert_eq!(limit(Some(1_000)).expect("max"), 1_000);
-        assert!(limit(Some(0)).is_err());
-        assert!(limit(Some(1_001)).is_err());
     }
 }

@@ -219,7 +219,15 @@ impl PromptQuery {
     /// instructions are in the body), the query (`\u{1}` marks an absent value),
     /// `format` if any, the minute and the revision part. Pushed into one string:
     /// `format!` twice cost a cached fetch 1,600 instructions.
-    fn key(&self, kind: &str, name: &str, tenant: &str, format: &str, minute: i64, part: &str) -> String {
+    fn key(
+        &self,
+        kind: &str,
+        name: &str,
+        tenant: &str,
+        format: &str,
+        minute: i64,
+        part: &str,
+    ) -> String {
         fn part_of(v: &Option<String>) -> &str {
             v.as_deref().unwrap_or("\u{1}")
         }
@@ -234,7 +242,9 @@ impl PromptQuery {
             part_of(&self.tz),
             self.label(),
         ];
-        let mut key = String::with_capacity(fields.iter().map(|f| f.len() + 1).sum::<usize>() + 24 + part.len());
+        let mut key = String::with_capacity(
+            fields.iter().map(|f| f.len() + 1).sum::<usize>() + 24 + part.len(),
+        );
         for field in fields {
             key.push_str(field);
             key.push('\0');
@@ -415,7 +425,14 @@ async fn get_loadout(
     let label = prompt.label().to_owned();
     let (first, part) = pick_first(&state, &name, &label, prompt.subject()?).await?;
     let key = prompt.user_id.is_none().then(|| {
-        prompt.key("loadout", &name, tenant, format.as_str(), minute(now), &part)
+        prompt.key(
+            "loadout",
+            &name,
+            tenant,
+            format.as_str(),
+            minute(now),
+            &part,
+        )
     });
     cached(&state, &headers, key, async {
         let pick = picked(&state, &name, &label, first).await?;

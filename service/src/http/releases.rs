@@ -12,8 +12,8 @@ use utoipa_axum::routes;
 use super::error::{ApiResult, E400, E401, E403, E404};
 use super::extract::{AdminKey, ApiPath, ApiQuery};
 use crate::app::AppState;
-use crate::releases::diff::{self, RevisionDiff};
 use crate::db::page;
+use crate::releases::diff::{self, RevisionDiff};
 use crate::releases::read::{self, LabelHistory, LabelList, RevisionList, RevisionView};
 
 pub fn routes() -> OpenApiRouter<AppState> {

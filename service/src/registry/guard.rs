@@ -11,8 +11,10 @@
 //! check then runs the rules about those agents only, and only they are published.
 //! Nothing else a rule reads changed, so nothing else can gain an error; and the
 //! write holds the lock for a few reads of its own agents, not of the registry (a
-//! template save at 1,000 agents took 3.3 s with two whole checks). Every other
-//! write checks and publishes everything, as [`begin`] says.
+//! template save at 1,000 agents took 3.3 s with two whole checks). A write that
+//! changes one tool says so ([`Write::changes_tool`]): it is checked whole, and only
+//! the agents linked to the tool are published. Every other write checks and
+//! publishes everything, as [`begin`] says.
 //!
 //! The guard is only sound if admin writes take turns: under READ COMMITTED two
 //! writes that each pass the check alone could commit together a state it rejects
@@ -24,7 +26,11 @@
 
 use std::collections::BTreeSet;
 
-use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction};
+use entity::agent_tools;
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, EntityTrait,
+    QueryFilter, QuerySelect,
+};
 use serde::Serialize;
 
 use super::check::{self, Problem, Report, Severity};
@@ -41,6 +47,9 @@ pub struct Write {
     /// Who makes it (a key name), for the revisions it publishes; `None` if unsaid.
     author: Option<String>,
     scope: Scope,
+    /// Under [`Scope::Everything`], the one tool this write changes, if it said so:
+    /// only the agents linked to it are published.
+    tool: Option<i32>,
 }
 
 /// What a write may change, and so what its check reads and what it publishes.
@@ -71,6 +80,12 @@ impl Write {
         let (_, errors) = agent_errors(&self.txn, &BTreeSet::from([agent_id])).await?;
         self.errors_before.extend(errors);
         Ok(())
+    }
+
+    /// This write changes tool `tool_id` and nothing else an agent serves: [`commit`]
+    /// publishes only the agents linked to it (the check stays whole).
+    pub fn changes_tool(&mut self, tool_id: i32) {
+        self.tool = Some(tool_id);
     }
 
     /// After this write made agent `id`: [`commit`] checks and publishes it (it had
@@ -110,6 +125,19 @@ async fn errors(db: &impl ConnectionTrait) -> Result<(Report, BTreeSet<String>)>
     Ok((report, errors))
 }
 
+/// The agents with a link to `tool_id`, on or off: a write that changes only that
+/// tool changes what these agents serve, and no other's.
+async fn agents_linked_to(db: &impl ConnectionTrait, tool_id: i32) -> Result<BTreeSet<i32>> {
+    let ids: Vec<i32> = agent_tools::Entity::find()
+        .select_only()
+        .column(agent_tools::Column::AgentId)
+        .filter(agent_tools::Column::ToolId.eq(tool_id))
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(ids.into_iter().collect())
+}
+
 /// The error-raising rules about these agents only, as [`errors`] gives them.
 async fn agent_errors(
     db: &impl ConnectionTrait,
@@ -140,6 +168,7 @@ pub async fn begin(db: &DatabaseConnection) -> Result<Write> {
         generation,
         author: None,
         scope: Scope::Everything,
+        tool: None,
     })
 }
 
@@ -154,6 +183,7 @@ pub async fn begin_for_agents(db: &DatabaseConnection) -> Result<Write> {
         generation,
         author: None,
         scope: Scope::Agents(BTreeSet::new()),
+        tool: None,
     })
 }
 
@@ -172,7 +202,15 @@ pub async fn commit(write: Write, generation: &Generation) -> Result<()> {
     let author = write.author.as_deref();
     let (report, _) = match &write.scope {
         Scope::Everything => {
-            crate::releases::publish_all(&write.txn, author).await?;
+            match write.tool {
+                Some(tool) => {
+                    let linked = agents_linked_to(&write.txn, tool).await?;
+                    crate::releases::publish_some(&write.txn, &linked, author).await?;
+                }
+                None => {
+                    crate::releases::publish_all(&write.txn, author).await?;
+                }
+            }
             errors(&write.txn).await?
         }
         Scope::Agents(ids) => {

@@ -62,7 +62,7 @@ impl From<tools::Model> for ToolView {
     }
 }
 
-/// Tools by name.
+/// A page of tools by name.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ToolList {
     pub tools: Vec<ToolView>,
@@ -193,9 +193,13 @@ pub struct Filter {
 }
 
 /// A page of live tools by name, narrowed by `filter`.
-pub async fn list(db: &DatabaseConnection, filter: &Filter, page: &page::ByName) -> Result<ToolList> {
+pub async fn list(
+    db: &DatabaseConnection,
+    filter: &Filter,
+    page: &page::ByName,
+) -> Result<ToolList> {
     let active = filter.active;
-    let limit = page::limit(page.limit)?;
+    let limit = crate::error::check_limit(page.limit)?;
     let mut find = tools::Entity::find()
         .filter(tools::Column::DeletedAt.is_null())
         .order_by_asc(tools::Column::Name)
@@ -254,7 +258,7 @@ pub async fn create(
     let tool_type = check_type(&new.tool_type)?;
     check_description(&new.description)?;
     check_definition(&new.name, &new.approval_tier, &new.parameters, false)?;
-    let write = guard::begin(db).await?;
+    let mut write = guard::begin(db).await?;
     let now = Utc::now();
     let name = new.name.clone();
     let saved = tools::ActiveModel {
@@ -277,6 +281,7 @@ pub async fn create(
             format!("a tool named {name:?} exists (or existed: names of deleted tools stay taken)")
         })
     })?;
+    write.changes_tool(saved.id);
     guard::commit(write, generation).await?;
     Ok(saved.into())
 }
@@ -291,8 +296,9 @@ pub async fn update(
     if let Some(text) = &update.description {
         check_description(text)?;
     }
-    let write = guard::begin(db).await?;
+    let mut write = guard::begin(db).await?;
     let found = row(&*write, name).await?;
+    write.changes_tool(found.id);
     let tier = update
         .approval_tier
         .as_deref()
@@ -334,8 +340,9 @@ pub async fn delete(
     generation: &Generation,
     name: &str,
 ) -> Result<ToolView> {
-    let write = guard::begin(db).await?;
+    let mut write = guard::begin(db).await?;
     let found = row(&*write, name).await?;
+    write.changes_tool(found.id);
     let now = Utc::now();
     agent_tools::Entity::update_many()
         .col_expr(agent_tools::Column::IsActive, Expr::value(false))

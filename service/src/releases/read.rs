@@ -106,7 +106,7 @@ pub struct MoveView {
     pub created_at: DateTime<Utc>,
 }
 
-/// A label's moves, newest first.
+/// A page of a label's moves, newest first.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct LabelHistory {
     pub agent: String,
@@ -250,7 +250,7 @@ pub async fn history(
     page: page::ByNumber,
 ) -> Result<LabelHistory> {
     check_name("label", label)?;
-    let limit = page::limit(page.limit)?;
+    let limit = crate::error::check_limit(page.limit)?;
     let found = agent(db, name).await?;
     let exists = agent_labels::Entity::find()
         .filter(agent_labels::Column::AgentId.eq(found.id))

@@ -773,6 +773,10 @@ class MoveView(BaseModel):
     """
     The revision it left; `null` for the label's first position.
     """
+    id: int
+    """
+    The move's id: the order of moves, and the cursor of the next page.
+    """
     kind: str
     """
     `publish`, `move` (by hand), `promote` (an approved change request) or
@@ -2034,12 +2038,16 @@ class GrantList(BaseModel):
 
 class LabelHistory(BaseModel):
     """
-    A label's moves, newest first.
+    A page of a label's moves, newest first.
     """
 
     agent: str
     label: str
     moves: list[MoveView]
+    next_before: int | None = None
+    """
+    Pass as `before` for the next (older) page; `null`: this page is the last.
+    """
 
 
 class LabelList(BaseModel):
@@ -2322,9 +2330,13 @@ class ToolChanges(BaseModel):
 
 class ToolList(BaseModel):
     """
-    Tools by name.
+    A page of tools by name.
     """
 
+    next_after: str | None = None
+    """
+    Pass as `after` for the next page; `null`: this page is the last.
+    """
     tools: list[ToolView]
 
 
@@ -2396,20 +2408,28 @@ class ToolsView(RootModel[ToolsView1 | ToolsView2 | ToolsView3]):
 
 class VersionList(BaseModel):
     """
-    The template's history, oldest first.
+    A page of the template's history, oldest first.
     """
 
     agent: str
     current_version: int
+    next_after: int | None = None
+    """
+    Pass as `after` for the next (newer) page; `null`: this page is the last.
+    """
     versions: list[VersionView]
 
 
 class AgentList(BaseModel):
     """
-    Every live agent, by name.
+    A page of live agents by name.
     """
 
     agents: list[AgentView]
+    next_after: str | None = None
+    """
+    Pass as `after` for the next page; `null`: this page is the last.
+    """
 
 
 class Bundle(BaseModel):

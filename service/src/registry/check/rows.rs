@@ -42,7 +42,10 @@ impl<'a> Rows<'a> {
     ) -> Self {
         let active: Vec<&tools::Model> = tools.iter().filter(|t| is_active(t)).collect();
         let mut active_links: BTreeMap<i32, Vec<&agent_tools::Model>> = BTreeMap::new();
-        for link in links.iter().filter(|l| l.is_active && l.deleted_at.is_none()) {
+        for link in links
+            .iter()
+            .filter(|l| l.is_active && l.deleted_at.is_none())
+        {
             active_links.entry(link.agent_id).or_default().push(link);
         }
         Rows {
@@ -59,7 +62,10 @@ impl<'a> Rows<'a> {
                 .map(|t| (t.name.as_str(), t))
                 .collect(),
             by_id: tools.iter().map(|t| (t.id, t)).collect(),
-            names: tool_names(catalog, tools.iter().map(|t| (t.name.as_str(), is_active(t)))),
+            names: tool_names(
+                catalog,
+                tools.iter().map(|t| (t.name.as_str(), is_active(t))),
+            ),
             active,
         }
     }
