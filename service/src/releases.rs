@@ -97,17 +97,9 @@ pub async fn publish_all(
     db: &impl ConnectionTrait,
     author: Option<&str>,
 ) -> Result<Vec<Published>> {
-    let agents = agent_configurations::Entity::find()
-        .filter(agent_configurations::Column::DeletedAt.is_null())
-        .order_by_asc(agent_configurations::Column::Id)
-        .all(db)
-        .await?;
-    let channels = load::channels(db).await?;
-    let mut published = Vec::with_capacity(agents.len());
-    for agent in &agents {
-        published.push(publish_agent(db, agent, &channels, author).await?);
-    }
-    Ok(published)
+    let live = agent_configurations::Entity::find()
+        .filter(agent_configurations::Column::DeletedAt.is_null());
+    publish_each(db, live, author).await
 }
 
 /// Publishes the live agents among `ids` (see [`publish`]); what each publish did.
@@ -119,9 +111,19 @@ pub async fn publish_some(
     if ids.is_empty() {
         return Ok(Vec::new());
     }
-    let agents = agent_configurations::Entity::find()
+    let live = agent_configurations::Entity::find()
         .filter(agent_configurations::Column::DeletedAt.is_null())
-        .filter(agent_configurations::Column::Id.is_in(ids.iter().copied()))
+        .filter(agent_configurations::Column::Id.is_in(ids.iter().copied()));
+    publish_each(db, live, author).await
+}
+
+/// Publishes each agent `agents` finds, by id.
+async fn publish_each(
+    db: &impl ConnectionTrait,
+    agents: sea_orm::Select<agent_configurations::Entity>,
+    author: Option<&str>,
+) -> Result<Vec<Published>> {
+    let agents = agents
         .order_by_asc(agent_configurations::Column::Id)
         .all(db)
         .await?;

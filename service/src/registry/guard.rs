@@ -111,18 +111,23 @@ pub struct Problems<T> {
     pub problems: Vec<T>,
 }
 
-/// The report and its errors, each as its one-line text (code, subject, message).
-async fn errors(db: &impl ConnectionTrait) -> Result<(Report, BTreeSet<String>)> {
-    let seeds = super::catalog::Seeds::shared().map_err(Error::internal)?;
-    let executors = Executors::load(db, None).await?;
-    let report = check::errors_only(db, &seeds.catalog, &executors).await?;
+/// A report with its errors, each as its one-line text (what a write compares).
+fn with_errors(report: Report) -> (Report, BTreeSet<String>) {
     let errors = report
         .problems
         .iter()
         .filter(|p| p.severity == Severity::Error)
         .map(ToString::to_string)
         .collect();
-    Ok((report, errors))
+    (report, errors)
+}
+
+/// The report and its errors, each as its one-line text (code, subject, message).
+async fn errors(db: &impl ConnectionTrait) -> Result<(Report, BTreeSet<String>)> {
+    let seeds = super::catalog::Seeds::shared().map_err(Error::internal)?;
+    let executors = Executors::load(db, None).await?;
+    let report = check::errors_only(db, &seeds.catalog, &executors).await?;
+    Ok(with_errors(report))
 }
 
 /// The agents with a link to `tool_id`, on or off: a write that changes only that
@@ -147,13 +152,7 @@ async fn agent_errors(
     // The agent rules never ask the executors: no connector needs reading.
     let executors = Executors::compiled_in();
     let report = check::agents(db, &seeds.catalog, &executors, ids).await?;
-    let errors = report
-        .problems
-        .iter()
-        .filter(|p| p.severity == Severity::Error)
-        .map(ToString::to_string)
-        .collect();
-    Ok((report, errors))
+    Ok(with_errors(report))
 }
 
 /// Opens a write's transaction, waits for its turn (the generation row's lock) and
