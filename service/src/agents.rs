@@ -5,6 +5,7 @@
 //! protected ones ([`change_requests`]).
 //! Every write goes through the registry write guard ([`crate::registry::guard`]).
 
+pub mod board;
 pub mod change_requests;
 pub mod config;
 pub mod instructions;

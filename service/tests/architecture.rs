@@ -456,3 +456,131 @@ fn no_json_macro_builds_a_response_outside_tests() {
         .collect();
     assert!(found.is_empty(), "{found:?}");
 }
+
+/// Each table and the modules that own its writes (a module path, or a folder's:
+/// `actions::ledger` covers `actions::ledger::transitions`). Every other module
+/// writes through an owner's function: REST, the console, the command line and
+/// configuration as code are begin → the owner's `_in` → commit, so an object's
+/// rules live in one place.
+const OWNERS: &[(&str, &[&str])] = &[
+    // The seed writes the canonical registry before any owner's rules can apply.
+    ("agent_configurations", &["agents::config", "agents::template", "registry::seed"]),
+    ("prompt_versions", &["agents::template", "registry::seed"]),
+    // A tool's connector binding is the connector store's rule (kinds must match).
+    ("tools", &["registry::tools", "registry::seed", "actions::connector::store"]),
+    // A tool's soft delete switches its links off.
+    ("agent_tools", &["registry::links", "registry::tools", "registry::seed"]),
+    ("channels", &["registry::channels", "registry::seed"]),
+    // Sealing re-seals header values when the secrets key rotates.
+    ("connectors", &["actions::connector::store", "execute::connector::sealing"]),
+    ("agent_labels", &["agents::labels", "releases::labels"]),
+    ("label_moves", &["releases::labels"]),
+    ("agent_revisions", &["releases"]),
+    ("change_requests", &["agents::change_requests"]),
+    ("rollouts", &["agents::change_requests", "agents::rollouts", "releases::rollouts", "releases::outcomes"]),
+    ("rollout_events", &["releases::rollouts"]),
+    ("outcomes", &["releases::outcomes"]),
+    ("revision_signals", &["releases::signals"]),
+    ("api_keys", &["auth::keys", "auth::signers"]),
+    ("members", &["auth::members", "auth::signers", "auth::sso"]),
+    ("signer_grants", &["auth::signers"]),
+    ("oidc_logins", &["auth::sso"]),
+    ("console_sessions", &["console::session"]),
+    ("idempotency_records", &["db::idempotency"]),
+    ("proposals", &["actions::ledger"]),
+    ("proposal_events", &["actions::ledger"]),
+    ("user_tool_preferences", &["actions::preferences"]),
+    ("user_agent_prompt_customizations", &["agents::instructions", "execute::executors"]),
+    ("webhook_events", &["events", "webhooks::fan_out"]),
+    ("webhook_subscriptions", &["webhooks::subscriptions", "webhooks::deliver", "execute::connector::sealing"]),
+    ("webhook_deliveries", &["webhooks::fan_out", "webhooks::deliver"]),
+    ("webhook_attempts", &["webhooks::deliver"]),
+];
+
+/// The tables a module's code writes: every `T::ActiveModel` and every
+/// `T::Entity::insert…` / `update_many` / `delete…`, with `use entity::x as y`
+/// aliases resolved.
+fn tables_written(code: &str) -> BTreeSet<String> {
+    let mut aliases = BTreeMap::new();
+    for line in code.lines().filter(|l| l.trim_start().starts_with("use entity")) {
+        for part in line.split([',', '{', '}', ';']) {
+            let words: Vec<&str> = part.split_whitespace().collect();
+            if let [.., table, "as", alias] = words.as_slice() {
+                let table = table.rsplit("::").next().unwrap_or(table);
+                aliases.insert((*alias).to_owned(), table.to_owned());
+            }
+        }
+    }
+    let writes = [
+        "::ActiveModel",
+        "::Entity::insert",
+        "::Entity::update_many",
+        "::Entity::delete",
+    ];
+    let mut found = BTreeSet::new();
+    for marker in writes {
+        for (at, _) in code.match_indices(marker) {
+            let next = code[at + marker.len()..].chars().next();
+            if marker == "::ActiveModel" && next.is_some_and(|c| c.is_ascii_alphanumeric()) {
+                continue; // `ActiveModelTrait`, `ActiveModelBehavior`
+            }
+            let before = &code[..at];
+            let start = before
+                .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .map_or(0, |i| i + 1);
+            let name = &before[start..];
+            let table = aliases.get(name).cloned().unwrap_or_else(|| name.to_owned());
+            found.insert(table);
+        }
+    }
+    found
+}
+
+fn owned_by(module: &str, owners: &[&str]) -> bool {
+    owners
+        .iter()
+        .any(|o| module == *o || module.starts_with(&format!("{o}::")))
+}
+
+/// Writes outside their table's owners, as `module writes table`.
+fn foreign_writes(modules: &BTreeMap<String, String>) -> Vec<String> {
+    let owners: BTreeMap<&str, &[&str]> = OWNERS.iter().copied().collect();
+    let mut out = Vec::new();
+    for (module, code) in modules {
+        for table in tables_written(code) {
+            match owners.get(table.as_str()) {
+                Some(list) if owned_by(module, list) => {}
+                Some(_) => out.push(format!("{module} writes {table}")),
+                None => out.push(format!("{module} writes {table}, which has no owner listed")),
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_table_is_written_by_its_owners_only() {
+    let foreign = foreign_writes(&modules());
+    assert!(foreign.is_empty(), "{foreign:#?}");
+}
+
+#[test]
+fn the_owner_check_finds_a_planted_write() {
+    let planted = BTreeMap::from([(
+        "bundle::apply".to_owned(),
+        "use entity::tools as t;\nlet row = t::ActiveModel { ..Default::default() };\n".to_owned(),
+    ), (
+        "http::agents".to_owned(),
+        "entity::channels::Entity::update_many().exec(db).await?;\n".to_owned(),
+    ), (
+        "registry::tools".to_owned(),
+        "tools::ActiveModel {}".to_owned(),
+    )]);
+    assert_eq!(
+        foreign_writes(&planted),
+        vec![
+            "bundle::apply writes tools".to_owned(),
+            "http::agents writes channels".to_owned(),
+        ]
+    );
+}

@@ -473,3 +473,48 @@ db_test! {
         assert_eq!(refused["error"]["code"], json!("url_refused"));
     }
 }
+
+/// The index of the object named `name` in a configuration's `kind` list.
+fn index_of(config: &Value, kind: &str, name: &str) -> usize {
+    config[kind]
+        .as_array()
+        .and_then(|list| list.iter().position(|o| o["name"] == json!(name)))
+        .unwrap_or_else(|| panic!("no {kind} named {name} in {config}"))
+}
+
+db_test! {
+    async fn the_same_bad_input_gets_the_same_code_from_the_api_and_from_an_apply(db) {
+        let app = TestApp::builder(db).flag("--connector-allow=127.0.0.1").build().await;
+        ok_created(&app, "/v1/connectors", json!({"name": "crm", "url": "http://127.0.0.1:9/api"})).await;
+        let (_, config) = app.call(Method::GET, "/v1/config", &app.operator, None).await;
+        let long = "x".repeat(70 * 1024);
+        // (what the API is sent, the configuration edit that says the same)
+        let cases: Vec<(Method, &str, Value, &str, &str, &str, Value)> = vec![
+            (Method::PUT, "/v1/tools/update_instructions/connector", json!({"connector": "crm"}),
+             "tools", "update_instructions", "connector", json!("crm")),
+            (Method::PATCH, "/v1/channels/web", json!({"guidance": long}),
+             "channels", "web", "guidance", json!(long)),
+            (Method::PATCH, "/v1/agents/assistant", json!({"identity": "a string"}),
+             "agents", "assistant", "identity", json!("a string")),
+            (Method::PATCH, "/v1/tools/get_tasks", json!({"description": " "}),
+             "tools", "get_tasks", "description", json!(" ")),
+        ];
+        for (method, path, body, kind, name, field, value) in cases {
+            let (refused, api) = app.call(method, path, &app.operator, Some(body)).await;
+            assert!(refused.is_client_error(), "{path}: {refused} {api}");
+            let mut edited = config.clone();
+            let at = index_of(&edited, kind, name);
+            edited[kind][at][field] = value;
+            let (status, applied) = app
+                .call(Method::POST, "/v1/config/apply", &app.operator, Some(json!({"configuration": edited})))
+                .await;
+            assert_eq!(
+                (status, &applied["error"]["code"]),
+                (refused, &api["error"]["code"]),
+                "{kind}/{name}.{field}: {api} vs {applied}"
+            );
+        }
+        let (_, after) = app.call(Method::GET, "/v1/config", &app.operator, None).await;
+        assert_eq!(after, config, "nothing was written");
+    }
+}

@@ -1140,3 +1140,37 @@ db_test!(
             "acme's subscription changed: {after}");
     }
 );
+
+db_test!(
+    async fn the_overview_leads_with_agents_and_shows_each_kind_of_problem_once(db) {
+        let site = Site::new(db).await;
+        let Some(client) = browser().await else { return };
+        run("overview", client, async |c: &Client| {
+            propose(&site, "kitchen").await?;
+            sign_in(c, &site, &site.admin).await?;
+            let headings = c.find_all(Locator::Css("main h2")).await?;
+            ensure!(!headings.is_empty(), "no section on the overview");
+            let first = headings[0].text().await?;
+            ensure!(first == "Agents", "the first section is {first:?}");
+            let row = c
+                .find(Locator::XPath("//table[@id='agents']//tr[td/a[normalize-space()='assistant']]"))
+                .await?
+                .text()
+                .await?;
+            ensure!(row.contains("production") && row.contains("latest"), "labels missing: {row}");
+            ensure!(row.contains("1 waiting"), "the waiting proposal is missing: {row}");
+            // The seeded registry has several custom api tools with the same warning.
+            let mut kinds = std::collections::BTreeSet::new();
+            for cell in c.find_all(Locator::XPath("//table[@id='problems']/tbody/tr/td[2]/code")).await? {
+                let code = cell.text().await?;
+                ensure!(kinds.insert(code.clone()), "{code} has two rows");
+            }
+            let grouped = c
+                .find_all(Locator::XPath("//table[@id='problems']/tbody/tr[contains(., 'like it')]"))
+                .await?;
+            ensure!(!grouped.is_empty(), "no problem row groups several subjects");
+            Ok(())
+        })
+        .await;
+    }
+);

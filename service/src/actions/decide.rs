@@ -223,6 +223,15 @@ pub async fn pending(db: &DatabaseConnection, who: &Principal) -> Result<u64> {
     Ok(ledger::pending(db, who.tenant()).await?)
 }
 
+/// The same, per agent (of `agents`).
+pub async fn pending_by_agent(
+    db: &DatabaseConnection,
+    who: &Principal,
+    agents: &[i32],
+) -> Result<std::collections::BTreeMap<i32, i64>> {
+    Ok(ledger::pending_by_agent(db, who.tenant(), agents).await?)
+}
+
 /// Approves and executes exactly once; a proposal already running or done is
 /// answered as it is. The transition's validity is checked first, then that the
 /// tool may still run for the agent ([`ensure_runnable`]), then the tool's

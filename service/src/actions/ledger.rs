@@ -29,7 +29,7 @@ use serde_json::Value;
 use crate::execute::Outcome;
 use crate::releases::signals::Signal;
 
-pub use read::{conversation, events, get, pending, queue};
+pub use read::{conversation, events, get, pending, pending_by_agent, queue};
 pub use state::{
     EXPIRED, LedgerError, NO_ATTEMPTS_LEFT, NOT_RETRYABLE, OUTCOME_UNKNOWN, State, approvable,
     retryable,

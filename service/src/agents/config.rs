@@ -131,14 +131,7 @@ pub async fn get(db: &DatabaseConnection, name: &str) -> Result<AgentView> {
     Ok(row(db, name).await?.into())
 }
 
-/// Creates an agent at soul and template version 1. A template with lint errors
-/// is refused (422): create without one and save it with `force` instead.
-pub async fn create(
-    prompts: &Prompts<'_>,
-    max_template_bytes: usize,
-    author: &str,
-    new: NewAgent,
-) -> Result<CreatedAgent> {
+fn check_new(new: &NewAgent) -> Result<()> {
     check_name("agent", &new.name)?;
     check_identity(&new.identity)?;
     check_size("soul", &new.soul, MAX_TEXT_BYTES)?;
@@ -148,6 +141,67 @@ pub async fn create(
     {
         check_size("section", text, MAX_TEXT_BYTES)?;
     }
+    Ok(())
+}
+
+/// Creates an agent at soul and template version 1 inside an open write (its
+/// template linted before, as [`create`] does); `mode`: the release mode, the
+/// column's default when `None`.
+pub async fn create_in(
+    write: &mut guard::Write,
+    author: &str,
+    new: NewAgent,
+    mode: Option<ReleaseMode>,
+) -> Result<agent_configurations::Model> {
+    check_new(&new)?;
+    let now = Utc::now();
+    let name = new.name.clone();
+    let mut active = agent_configurations::ActiveModel {
+        name: Set(new.name),
+        identity: Set(new.identity),
+        soul: Set(new.soul.clone()),
+        prompt_template: Set(new.prompt_template.clone()),
+        operating_model: Set(new.operating_model),
+        interaction_learning: Set(new.interaction_learning),
+        soul_version: Set(1),
+        template_version: Set(1),
+        created_at: Set(now),
+        updated_at: Set(now),
+        deleted_at: Set(None),
+        ..Default::default()
+    };
+    if let Some(mode) = mode {
+        active.release_mode = Set(mode.as_str().to_owned());
+    }
+    let saved = active.insert(&**write).await.map_err(|e| {
+        Error::from_db(e, || {
+            format!(
+                "an agent named {name:?} exists (or existed: names of deleted agents stay taken)"
+            )
+        })
+    })?;
+    write.created(saved.id);
+    let first = template::NewVersion {
+        agent_id: saved.id,
+        version: 1,
+        forced: false,
+        reason: None,
+        author,
+    };
+    template::record(write, Kind::Soul, &first, Some(new.soul)).await?;
+    template::record(write, Kind::Template, &first, new.prompt_template).await?;
+    Ok(saved)
+}
+
+/// Creates an agent at soul and template version 1. A template with lint errors
+/// is refused (422): create without one and save it with `force` instead.
+pub async fn create(
+    prompts: &Prompts<'_>,
+    max_template_bytes: usize,
+    author: &str,
+    new: NewAgent,
+) -> Result<CreatedAgent> {
+    check_new(&new)?;
     let warnings = match &new.prompt_template {
         Some(text) => template::lint_new(prompts.db, max_template_bytes, text).await?,
         None => Vec::new(),
@@ -167,41 +221,7 @@ pub async fn create(
         crate::fetch::check_worst_case(prompts, text, &agent).await?;
     }
     let mut write = guard::begin_for_agents(prompts.db).await?.by(author);
-    let now = Utc::now();
-    let name = new.name.clone();
-    let saved = agent_configurations::ActiveModel {
-        name: Set(new.name),
-        identity: Set(new.identity),
-        soul: Set(new.soul.clone()),
-        prompt_template: Set(new.prompt_template.clone()),
-        operating_model: Set(new.operating_model),
-        interaction_learning: Set(new.interaction_learning),
-        soul_version: Set(1),
-        template_version: Set(1),
-        created_at: Set(now),
-        updated_at: Set(now),
-        deleted_at: Set(None),
-        ..Default::default()
-    }
-    .insert(&*write)
-    .await
-    .map_err(|e| {
-        Error::from_db(e, || {
-            format!(
-                "an agent named {name:?} exists (or existed: names of deleted agents stay taken)"
-            )
-        })
-    })?;
-    write.created(saved.id);
-    let first = template::NewVersion {
-        agent_id: saved.id,
-        version: 1,
-        forced: false,
-        reason: None,
-        author,
-    };
-    template::record(&write, Kind::Soul, &first, Some(new.soul)).await?;
-    template::record(&write, Kind::Template, &first, new.prompt_template).await?;
+    let saved = create_in(&mut write, author, new, None).await?;
     guard::commit(write, prompts.generation).await?;
     Ok(CreatedAgent {
         agent: saved.into(),
@@ -238,15 +258,23 @@ pub async fn delete(
     name: &str,
 ) -> Result<AgentView> {
     let mut write = guard::begin_for_agents(db).await?;
-    let found = row(&*write, name).await?;
+    let saved = delete_in(&mut write, name).await?;
+    guard::commit(write, generation).await?;
+    Ok(saved.into())
+}
+
+/// Soft-deletes a live agent inside an open write.
+pub async fn delete_in(
+    write: &mut guard::Write,
+    name: &str,
+) -> Result<agent_configurations::Model> {
+    let found = row(&**write, name).await?;
     write.touch(found.id).await?;
     let now = Utc::now();
     let mut active: agent_configurations::ActiveModel = found.into();
     active.deleted_at = Set(Some(now));
     active.updated_at = Set(now);
-    let saved = active.update(&*write).await?;
-    guard::commit(write, generation).await?;
-    Ok(saved.into())
+    Ok(active.update(&**write).await?)
 }
 
 fn check_update(update: &AgentUpdate) -> Result<()> {
@@ -311,7 +339,21 @@ pub async fn update(
     check_update(&update)?;
     check_update_expansion(prompts, name, &update).await?;
     let mut write = guard::begin_for_agents(prompts.db).await?.by(author);
-    let found = row(&*write, name).await?;
+    let saved = update_in(&mut write, author, name, update).await?;
+    guard::commit(write, prompts.generation).await?;
+    Ok(saved.into())
+}
+
+/// Applies an [`AgentUpdate`] inside an open write: a changed soul is a new soul
+/// version; a gated agent stays gated.
+pub async fn update_in(
+    write: &mut guard::Write,
+    author: &str,
+    name: &str,
+    update: AgentUpdate,
+) -> Result<agent_configurations::Model> {
+    check_update(&update)?;
+    let found = row(&**write, name).await?;
     write.touch(found.id).await?;
     if update.release_mode == Some(ReleaseMode::Direct)
         && ReleaseMode::or_gated(&found.release_mode) == ReleaseMode::Gated
@@ -321,7 +363,7 @@ pub async fn update(
         return Err(Error::refused(
             "release_mode_gated",
             format!(
-                "{name} is gated: an API key cannot take the sign-off away; `loadout release-mode {name} direct` on the database can"
+                "{name} is gated: only `loadout release-mode {name} direct` on the database takes the sign-off away"
             ),
         ));
     }
@@ -355,10 +397,8 @@ pub async fn update(
             reason: None,
             author,
         };
-        template::record(&write, Kind::Soul, &next, update.soul).await?;
+        template::record(write, Kind::Soul, &next, update.soul).await?;
     }
     active.updated_at = Set(Utc::now());
-    let saved = active.update(&*write).await?;
-    guard::commit(write, prompts.generation).await?;
-    Ok(saved.into())
+    Ok(active.update(&**write).await?)
 }

@@ -196,16 +196,36 @@ pub fn check_template_size(max_template_bytes: usize, template: &str) -> Result<
 }
 
 /// Tool names for the lint: active rows, and names known to be inactive or retired.
-pub async fn lint_tool_names(db: &impl ConnectionTrait) -> Result<lint::ToolNames> {
+/// `texts`: only the names these mention are read (what the lint of these texts can
+/// ask about); `None` reads every name (an apply linting many agents at once).
+pub async fn lint_tool_names(
+    db: &impl ConnectionTrait,
+    texts: Option<&[&str]>,
+) -> Result<lint::ToolNames> {
     // Names and states only: a registry's schemas and descriptions are most of its bytes.
-    let rows: Vec<(String, bool, bool)> = tools::Entity::find()
-        .select_only()
-        .column(tools::Column::Name)
-        .column(tools::Column::IsActive)
-        .column_as(tools::Column::DeletedAt.is_null(), "live")
-        .into_tuple()
-        .all(db)
-        .await?;
+    let states = || {
+        tools::Entity::find()
+            .select_only()
+            .column(tools::Column::Name)
+            .column(tools::Column::IsActive)
+            .column_as(tools::Column::DeletedAt.is_null(), "live")
+    };
+    let rows: Vec<(String, bool, bool)> = match texts {
+        None => states().into_tuple().all(db).await?,
+        Some(texts) => {
+            let words: Vec<&str> = lint::mentioned(texts.iter().copied()).into_iter().collect();
+            let mut rows = Vec::new();
+            for chunk in words.chunks(500) {
+                let found: Vec<(String, bool, bool)> = states()
+                    .filter(tools::Column::Name.is_in(chunk.iter().copied()))
+                    .into_tuple()
+                    .all(db)
+                    .await?;
+                rows.extend(found);
+            }
+            rows
+        }
+    };
     let mut names = lint::ToolNames::default();
     for (name, active, live) in rows {
         if active && live {
@@ -234,7 +254,7 @@ pub async fn lint(
     text: &str,
 ) -> Result<Vec<lint::Problem>> {
     check_template_size(max_template_bytes, text)?;
-    let names = lint_tool_names(db).await?;
+    let names = lint_tool_names(db, Some(&[text])).await?;
     let text = text.to_owned();
     tokio::task::spawn_blocking(move || lint::lint(&text, &names))
         .await
@@ -247,7 +267,22 @@ pub async fn lint_new(
     max_template_bytes: usize,
     text: &str,
 ) -> Result<Vec<lint::Problem>> {
-    let problems = lint(db, max_template_bytes, text).await?;
+    unforced(lint(db, max_template_bytes, text).await?)
+}
+
+/// Lints a template a write carries without `force` (a configuration file's),
+/// against tool names read once for the whole write.
+pub fn lint_with(
+    names: &lint::ToolNames,
+    max_template_bytes: usize,
+    text: &str,
+) -> Result<Vec<lint::Problem>> {
+    check_template_size(max_template_bytes, text)?;
+    unforced(lint::lint(text, names))
+}
+
+/// Lint errors refuse a template saved without `force`.
+fn unforced(problems: Vec<lint::Problem>) -> Result<Vec<lint::Problem>> {
     if lint::has_errors(&problems) {
         return Err(Error::refused(
             "lint_failed",
@@ -308,7 +343,41 @@ pub async fn save(
         crate::fetch::check_worst_case(prompts, text, &loaded.agent).await?;
     }
     let mut write = guard::begin_for_agents(prompts.db).await?.by(author);
-    let found = row(&*write, name).await?;
+    let version = Version {
+        forced: force,
+        reason: reason.as_deref(),
+        author,
+    };
+    let (found, saved) = save_in(&mut write, name, template, expected_version, &version).await?;
+    guard::commit(write, prompts.generation).await?;
+    Ok(SavedTemplate {
+        agent: found.name,
+        version: saved.version,
+        template: saved.body,
+        forced: saved.forced,
+        warnings: problems,
+    })
+}
+
+/// How a new template version is recorded.
+pub struct Version<'a> {
+    /// Saved despite lint errors (also lets `loadout check` report its problems as
+    /// warnings: an explicit decision, not drift).
+    pub forced: bool,
+    pub reason: Option<&'a str>,
+    pub author: &'a str,
+}
+
+/// Writes a new template version inside an open write (the text linted before):
+/// the optimistic version check (409), the agent's row and the version row.
+pub async fn save_in(
+    write: &mut guard::Write,
+    name: &str,
+    template: Option<String>,
+    expected_version: Option<i32>,
+    how: &Version<'_>,
+) -> Result<(agent_configurations::Model, prompt_versions::Model)> {
+    let found = row(&**write, name).await?;
     write.touch(found.id).await?;
     if let Some(expected) = expected_version
         && expected != found.template_version
@@ -332,29 +401,20 @@ pub async fn save(
         )
         .filter(agent_configurations::Column::Id.eq(found.id))
         .filter(agent_configurations::Column::TemplateVersion.eq(found.template_version))
-        .exec(&*write)
+        .exec(&**write)
         .await?;
     if updated.rows_affected != 1 {
         return Err(stale(Kind::Template, found.template_version, version));
     }
-    // `forced` is recorded whenever asked for: it also lets `loadout check` report
-    // this version's problems as warnings (an explicit decision, not drift).
     let next = NewVersion {
         agent_id: found.id,
         version,
-        forced: force,
-        reason: reason.as_deref(),
-        author,
+        forced: how.forced,
+        reason: how.reason,
+        author: how.author,
     };
-    let saved = record(&write, Kind::Template, &next, template).await?;
-    guard::commit(write, prompts.generation).await?;
-    Ok(SavedTemplate {
-        agent: found.name,
-        version,
-        template: saved.body,
-        forced: saved.forced,
-        warnings: problems,
-    })
+    let saved = record(write, Kind::Template, &next, template).await?;
+    Ok((found, saved))
 }
 
 /// A page of the template's versions, oldest first (`page.cursor`: newer than

@@ -6,12 +6,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, TimeDelta, Utc};
-use entity::{agent_configurations, agent_labels, agent_tools, channels, connectors, tools};
-use sea_orm::sea_query::Expr;
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
-    Set,
-};
+use entity::{agent_configurations, agent_labels, agent_tools, connectors};
+use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
@@ -23,19 +19,16 @@ use super::{
 };
 use crate::actions::connector::store;
 use crate::agents::change_requests::{self, ChangeRequestView, ChangeState};
-use crate::agents::template::{self, Kind};
+use crate::agents::config::{self, AgentUpdate, NewAgent};
+use crate::agents::template;
 use crate::auth::Principal;
 use crate::cache::Generation;
-use crate::error::{Error, Result, check_name, check_size};
-use crate::execute::connector::{Kind as ConnectorKind, Outbound, sealing};
+use crate::error::{Error, Result};
+use crate::execute::connector::Outbound;
 use crate::prompt::lint;
-use crate::registry::{ToolType, guard, links};
+use crate::registry::{channels, guard, links, tools};
 use crate::releases::{PRODUCTION, ReleaseMode};
 use crate::secrets::Keyring;
-use crate::vocab::MAX_TEXT_BYTES;
-
-/// Channel guidance is limited to this many bytes (as `PATCH /v1/channels`).
-const MAX_GUIDANCE_BYTES: usize = 64 * 1024;
 
 /// What the caller started from: apply refuses objects changed since.
 pub enum Base {
@@ -86,7 +79,8 @@ struct Stale {
     objects: Vec<String>,
 }
 
-/// Checks every object before the write (no database): names, sizes, definitions.
+/// Checks what belongs to the file format before the write (no database); each
+/// object's own rules are its owner's, applied as it is written.
 fn check(target: &Bundle) -> Result<()> {
     if target.version != LAYOUT_VERSION {
         return Err(Error::refused(
@@ -98,90 +92,22 @@ fn check(target: &Bundle) -> Result<()> {
         ));
     }
     for a in &target.agents {
-        check_name("agent", &a.name)?;
-        if !a.identity.is_object() {
-            return Err(Error::refused(
-                "invalid_identity",
-                format!("agent {}: identity must be an object", a.name),
-            ));
-        }
-        check_size("soul", &a.soul, MAX_TEXT_BYTES)?;
-        for text in [&a.operating_model, &a.interaction_learning]
-            .into_iter()
-            .flatten()
-        {
-            check_size("section", text, MAX_TEXT_BYTES)?;
-        }
-        a.release_mode.parse::<ReleaseMode>().map_err(|_| {
-            Error::refused(
-                "invalid_release_mode",
-                format!("agent {}: release_mode must be direct or gated", a.name),
-            )
-        })?;
-    }
-    for t in &target.tools {
-        check_name("tool", &t.name)?;
-        crate::registry::tools::check_type(&t.tool_type)?;
-        crate::registry::tools::check_description(&t.description)?;
-        crate::registry::tools::check_definition(
-            &t.name,
-            &t.approval_tier,
-            &t.parameters,
-            !t.strict,
-        )?;
-    }
-    for c in &target.channels {
-        check_name("channel", &c.name)?;
-        check_size("guidance", &c.guidance, MAX_GUIDANCE_BYTES)?;
-    }
-    for c in &target.connectors {
-        check_name("connector", &c.name)?;
-        let kind = store::check_kind(&c.kind)?;
-        store::check_method(&c.method)?;
-        store::check_timeout(c.timeout_ms)?;
-        let probe: Map<String, Value> = c
-            .headers
-            .iter()
-            .map(|(name, value)| {
-                let text = match value {
-                    HeaderValue::Value { value } => value.clone(),
-                    HeaderValue::Env { .. } => String::new(),
-                };
-                (name.clone(), Value::String(text))
-            })
-            .collect();
-        store::check_headers(&probe)?;
-        store::check_transport_headers(kind, &probe)?;
+        release_mode(a)?;
     }
     Ok(())
 }
 
-/// Every connector URL the configuration sets anew (a new connector, or a changed
-/// URL) is checked as the connectors route checks it, before the write: a URL
-/// `POST /v1/connectors` refuses is refused here too.
-/// A connector moving to another scheme, host or port keeps no stored header
-/// value, as with `PATCH /v1/connectors`: each header it names needs a value
-/// given with the move (credentials meant for one server never go to another).
-fn refuse_kept_headers(doc: &ConnectorDoc) -> Result<()> {
-    let kept: Vec<&str> = doc
-        .headers
-        .iter()
-        .filter(|(_, v)| matches!(v, HeaderValue::Env { .. }))
-        .map(|(name, _)| name.as_str())
-        .collect();
-    if kept.is_empty() {
-        return Ok(());
-    }
-    Err(Error::refused(
-        "headers_need_values",
-        format!(
-            "connector {} moves to another host: its stored header values are never sent there; give {} a value with the move",
-            doc.name,
-            kept.join(", ")
-        ),
-    ))
+fn release_mode(doc: &AgentDoc) -> Result<ReleaseMode> {
+    doc.release_mode.parse::<ReleaseMode>().map_err(|_| {
+        Error::refused(
+            "invalid_release_mode",
+            format!("agent {}: release_mode must be direct or gated", doc.name),
+        )
+    })
 }
 
+/// Every connector URL the configuration sets anew (a new connector, or a changed
+/// URL) is checked as the connectors route checks it, before the write.
 async fn check_urls(db: &DatabaseConnection, outbound: &Outbound, target: &Bundle) -> Result<()> {
     let held: HashMap<String, String> = connectors::Entity::find()
         .filter(connectors::Column::DeletedAt.is_null())
@@ -191,13 +117,9 @@ async fn check_urls(db: &DatabaseConnection, outbound: &Outbound, target: &Bundl
         .map(|c| (c.name, c.url))
         .collect();
     for c in &target.connectors {
-        if held.get(&c.name) == Some(&c.url) {
-            continue;
+        if held.get(&c.name) != Some(&c.url) {
+            store::check_url(outbound, &c.url).await?;
         }
-        outbound
-            .check_url(&c.url)
-            .await
-            .map_err(|e| Error::refused("url_refused", format!("connector {}: {}", c.name, e)))?;
     }
     Ok(())
 }
@@ -258,7 +180,7 @@ pub async fn apply(
             ));
         }
     }
-    let write = guard::begin(db).await?.by(&input.who.member);
+    let mut write = guard::begin(db).await?.by(&input.who.member);
     let current = read::current(&*write).await?;
     let now_state = current.bundle.state();
     let stale_objects = match &input.base {
@@ -286,7 +208,7 @@ pub async fn apply(
         });
     }
     let mut writer = Writer {
-        db: &write,
+        db: &mut write,
         current: &current,
         input: &input,
         agents: HashMap::new(),
@@ -309,11 +231,11 @@ pub async fn apply(
 
 /// The write in progress: the rows made or updated so far, by name.
 struct Writer<'a> {
-    db: &'a guard::Write,
+    db: &'a mut guard::Write,
     current: &'a Current,
     input: &'a Apply<'a>,
     agents: HashMap<String, agent_configurations::Model>,
-    tools: HashMap<String, tools::Model>,
+    tools: HashMap<String, entity::tools::Model>,
     connectors: HashMap<String, connectors::Model>,
     lint_names: Option<lint::ToolNames>,
 }
@@ -372,283 +294,165 @@ impl Writer<'_> {
             .or_else(|| self.current.connectors.get(name))
     }
 
-    fn tool_row(&self, name: &str) -> Option<&tools::Model> {
+    fn tool_row(&self, name: &str) -> Option<&entity::tools::Model> {
         self.tools
             .get(name)
             .or_else(|| self.current.tools.get(name))
     }
 
     async fn connector(&mut self, change: &Change, doc: &ConnectorDoc) -> Result<()> {
-        let now = Utc::now();
-        let existing = self.current.connectors.get(&doc.name).cloned();
-        let row = match existing {
-            Some(row) => row,
-            None => connectors::ActiveModel {
-                name: Set(doc.name.clone()),
-                kind: Set(doc.kind.clone()),
-                url: Set(doc.url.clone()),
-                method: Set(doc.method.clone()),
-                headers: Set(Value::Object(Map::new())),
-                timeout_ms: Set(doc.timeout_ms),
-                created_at: Set(now),
-                updated_at: Set(now),
-                deleted_at: Set(None),
-                ..Default::default()
-            }
-            .insert(self.txn())
-            .await
-            .map_err(|e| taken(e, "connector", &doc.name))?,
-        };
-        let moved = change.action != Action::Create
-            && !crate::execute::connector::same_origin(&row.url, &doc.url);
-        if moved {
-            refuse_kept_headers(doc)?;
+        let input = self.input;
+        if !self.current.connectors.contains_key(&doc.name) {
+            let new = store::NewConnector {
+                name: doc.name.clone(),
+                kind: doc.kind.clone(),
+                url: doc.url.clone(),
+                method: doc.method.clone(),
+                headers: Map::new(),
+                timeout_ms: doc.timeout_ms,
+            };
+            store::create_in(self.db, input.keyring, new).await?;
         }
+        let moved = self
+            .current
+            .connectors
+            .get(&doc.name)
+            .is_some_and(|row| !crate::execute::connector::same_origin(&row.url, &doc.url));
         let headers_changed = moved
             || change.action == Action::Create
             || change.fields.iter().any(|f| f.field.starts_with("header "));
-        let mut active: connectors::ActiveModel = row.clone().into();
-        active.kind = Set(doc.kind.clone());
-        active.url = Set(doc.url.clone());
-        active.method = Set(doc.method.clone());
-        active.timeout_ms = Set(doc.timeout_ms);
-        if headers_changed {
-            active.headers = Set(self.headers(&row, doc)?);
-        }
-        active.updated_at = Set(now);
-        let saved = active.update(self.txn()).await?;
-        self.connectors.insert(doc.name.clone(), saved);
-        Ok(())
-    }
-
-    /// The headers to store: given values sealed for this connector, `env` ones
-    /// kept as stored (a header the instance does not hold needs a value).
-    fn headers(&self, row: &connectors::Model, doc: &ConnectorDoc) -> Result<Value> {
-        let stored: HashMap<String, String> = sealing::stored(row).into_iter().collect();
         let mut given = Map::new();
-        let mut kept = Map::new();
+        let mut keep = Vec::new();
         for (name, value) in &doc.headers {
             match value {
                 HeaderValue::Value { value } => {
                     given.insert(name.clone(), Value::String(value.clone()));
                 }
-                HeaderValue::Env { env } => match stored.get(name) {
-                    Some(held) => {
-                        kept.insert(name.clone(), Value::String(held.clone()));
-                    }
-                    None => {
-                        return Err(Error::refused(
-                            "header_value_missing",
-                            format!(
-                                "connector {}: header {name} has no value (set {env}, or give it as a value)",
-                                doc.name
-                            ),
-                        ));
-                    }
-                },
+                HeaderValue::Env { .. } => keep.push(name.clone()),
             }
         }
-        let sealed = match given.is_empty() {
-            true => Map::new(),
-            false => match sealing::seal(self.input.keyring, row.id, given)? {
-                Value::Object(map) => map,
-                _ => Map::new(),
+        let update = store::Change {
+            kind: Some(doc.kind.clone()),
+            url: Some(doc.url.clone()),
+            method: Some(doc.method.clone()),
+            timeout_ms: Some(doc.timeout_ms),
+            headers: headers_changed.then_some(given),
+            keep: match headers_changed {
+                true => keep,
+                false => Vec::new(),
             },
         };
-        kept.extend(sealed);
-        Ok(Value::Object(kept))
+        let saved = store::update_in(self.db, input.keyring, &doc.name, update).await?;
+        self.connectors.insert(doc.name.clone(), saved);
+        Ok(())
     }
 
     async fn tool(&mut self, doc: &ToolDoc) -> Result<()> {
-        let now = Utc::now();
-        let tool_type = crate::registry::tools::check_type(&doc.tool_type)?;
-        let connector_id = match &doc.connector {
-            None => None,
-            Some(name) => {
-                let connector = self.connector_row(name).ok_or_else(|| {
-                    Error::refused(
-                        "unknown_connector",
-                        format!("tool {}: no connector named {name:?}", doc.name),
-                    )
-                })?;
-                let kind = connector
-                    .kind
-                    .parse::<ConnectorKind>()
-                    .map(ConnectorKind::tool_type);
-                if !matches!(tool_type, ToolType::Api | ToolType::Mcp) || kind != Ok(tool_type) {
-                    return Err(Error::refused(
-                        "connector_kind_mismatch",
-                        format!(
-                            "tool {} is a {} tool and {name} an {} connector: api tools take http connectors, mcp tools mcp ones, builtins none",
-                            doc.name, doc.tool_type, connector.kind
-                        ),
-                    ));
-                }
-                Some(connector.id)
-            }
+        let def = tools::Definition {
+            name: doc.name.clone(),
+            tool_type: doc.tool_type.clone(),
+            description: doc.description.clone(),
+            approval_tier: doc.approval_tier.clone(),
+            parameters: doc.parameters.clone(),
+            prompt_section: doc.prompt_section.clone(),
+            strict: doc.strict,
+            active: doc.active,
         };
-        let mut active = match self.current.tools.get(&doc.name) {
-            Some(row) => row.clone().into(),
-            None => tools::ActiveModel {
-                name: Set(doc.name.clone()),
-                created_at: Set(now),
-                deleted_at: Set(None),
-                ..Default::default()
-            },
+        let current = self.current.tools.get(&doc.name);
+        let saved = match current {
+            Some(row) => tools::replace_in(self.db, row.clone(), def).await?,
+            None => tools::create_in(self.db, def).await?,
         };
-        active.tool_type = Set(tool_type.as_str().to_owned());
-        active.description = Set(doc.description.clone());
-        active.approval_tier = Set(doc.approval_tier.clone());
-        active.parameters = Set(doc.parameters.clone());
-        active.prompt_section = Set(doc.prompt_section.clone());
-        active.connector_id = Set(connector_id);
-        active.strict = Set(doc.strict);
-        active.is_active = Set(doc.active);
-        active.updated_at = Set(now);
-        let saved = match self.current.tools.contains_key(&doc.name) {
-            true => active.update(self.txn()).await?,
-            false => active
-                .insert(self.txn())
-                .await
-                .map_err(|e| taken(e, "tool", &doc.name))?,
+        let bound = current.and_then(|row| row.connector_id);
+        let saved = match (&doc.connector, bound) {
+            (None, None) => saved,
+            (connector, _) => store::bind_in(self.db, &doc.name, connector.as_deref()).await?,
         };
         self.tools.insert(doc.name.clone(), saved);
         Ok(())
     }
 
     async fn channel(&mut self, doc: &ChannelDoc) -> Result<()> {
-        let now = Utc::now();
-        let mut active = match self.current.channels.get(&doc.name) {
-            Some(row) => row.clone().into(),
-            None => channels::ActiveModel {
-                name: Set(doc.name.clone()),
-                created_at: Set(now),
-                deleted_at: Set(None),
-                ..Default::default()
-            },
-        };
-        active.description = Set(doc.description.clone());
-        active.guidance = Set(doc.guidance.clone());
-        active.include_operating_model = Set(doc.include_operating_model);
-        active.include_interaction_learning = Set(doc.include_interaction_learning);
-        active.include_session_section = Set(doc.include_session_section);
-        active.updated_at = Set(now);
-        match self.current.channels.contains_key(&doc.name) {
-            true => active.update(self.txn()).await?,
-            false => active
-                .insert(self.txn())
-                .await
-                .map_err(|e| taken(e, "channel", &doc.name))?,
-        };
+        if self.current.channels.contains_key(&doc.name) {
+            let update = channels::ChannelUpdate {
+                description: Some(doc.description.clone()),
+                guidance: Some(doc.guidance.clone()),
+                include_operating_model: Some(doc.include_operating_model),
+                include_interaction_learning: Some(doc.include_interaction_learning),
+                include_session_section: Some(doc.include_session_section),
+            };
+            channels::update_in(self.db, &doc.name, update).await?;
+        } else {
+            let new = channels::NewChannel {
+                name: doc.name.clone(),
+                description: doc.description.clone(),
+                guidance: doc.guidance.clone(),
+                include_operating_model: doc.include_operating_model,
+                include_interaction_learning: doc.include_interaction_learning,
+                include_session_section: doc.include_session_section,
+            };
+            channels::create_in(self.db, new).await?;
+        }
         Ok(())
     }
 
-    /// Lints a template the apply saves: errors refuse the apply (a file has no `force`).
-    async fn lint(&mut self, agent: &str, text: &str) -> Result<()> {
-        template::check_template_size(self.input.max_template_bytes, text)?;
+    /// Lints a template the apply saves: errors refuse the apply (a file has no
+    /// `force`). Tool names are read once, in the write (so they include the tools
+    /// this apply made).
+    async fn lint(&mut self, text: &str) -> Result<()> {
         if self.lint_names.is_none() {
-            self.lint_names = Some(template::lint_tool_names(self.txn()).await?);
+            self.lint_names = Some(template::lint_tool_names(&**self.db, None).await?);
         }
         let names = self
             .lint_names
             .as_ref()
             .ok_or_else(|| Error::internal("no lint names"))?;
-        let problems = lint::lint(text, names);
-        if lint::has_errors(&problems) {
-            return Err(Error::refused(
-                "lint_failed",
-                format!("agent {agent}: the template has lint errors"),
-            )
-            .with_details(guard::Problems { problems }));
-        }
+        template::lint_with(names, self.input.max_template_bytes, text)?;
         Ok(())
     }
 
     async fn agent(&mut self, change: &Change, doc: &AgentDoc) -> Result<()> {
-        let now = Utc::now();
         let author = self.input.who.member.clone();
-        let mode: ReleaseMode = doc.release_mode.parse().unwrap_or(ReleaseMode::Gated);
+        let mode = release_mode(doc)?;
         let template_changed = change.texts.iter().any(|t| t.field == "template");
         if template_changed && let Some(text) = &doc.template {
-            self.lint(&doc.name, text).await?;
+            self.lint(text).await?;
         }
         let saved = match self.current.agents.get(&doc.name) {
             None => {
-                let saved = agent_configurations::ActiveModel {
-                    name: Set(doc.name.clone()),
-                    identity: Set(doc.identity.clone()),
-                    soul: Set(doc.soul.clone()),
-                    prompt_template: Set(doc.template.clone()),
-                    operating_model: Set(doc.operating_model.clone()),
-                    interaction_learning: Set(doc.interaction_learning.clone()),
-                    soul_version: Set(1),
-                    template_version: Set(1),
-                    release_mode: Set(mode.as_str().to_owned()),
-                    created_at: Set(now),
-                    updated_at: Set(now),
-                    deleted_at: Set(None),
-                    ..Default::default()
-                }
-                .insert(self.txn())
-                .await
-                .map_err(|e| taken(e, "agent", &doc.name))?;
-                let first = template::NewVersion {
-                    agent_id: saved.id,
-                    version: 1,
-                    forced: false,
-                    reason: None,
-                    author: &author,
+                let new = NewAgent {
+                    name: doc.name.clone(),
+                    identity: doc.identity.clone(),
+                    soul: doc.soul.clone(),
+                    prompt_template: doc.template.clone(),
+                    operating_model: doc.operating_model.clone(),
+                    interaction_learning: doc.interaction_learning.clone(),
                 };
-                template::record(self.txn(), Kind::Soul, &first, Some(doc.soul.clone())).await?;
-                template::record(self.txn(), Kind::Template, &first, doc.template.clone()).await?;
-                saved
+                config::create_in(self.db, &author, new, Some(mode)).await?
             }
             Some(row) => {
-                if mode == ReleaseMode::Direct
-                    && ReleaseMode::or_gated(&row.release_mode) == ReleaseMode::Gated
-                {
-                    return Err(Error::refused(
-                        "release_mode_gated",
-                        format!(
-                            "{} is gated: an apply cannot take the sign-off away; `loadout release-mode {} direct` on the database can",
-                            doc.name, doc.name
-                        ),
-                    ));
+                let update = AgentUpdate {
+                    identity: Some(doc.identity.clone()),
+                    soul: Some(doc.soul.clone()),
+                    operating_model: Some(doc.operating_model.clone()),
+                    interaction_learning: Some(doc.interaction_learning.clone()),
+                    expected_soul_version: None,
+                    release_mode: Some(mode),
+                };
+                let saved = config::update_in(self.db, &author, &doc.name, update).await?;
+                match row.prompt_template == doc.template {
+                    true => saved,
+                    false => {
+                        let how = template::Version {
+                            forced: false,
+                            reason: None,
+                            author: &author,
+                        };
+                        template::save_in(self.db, &doc.name, doc.template.clone(), None, &how)
+                            .await?;
+                        links::agent(&**self.db, &doc.name).await?
+                    }
                 }
-                let mut active: agent_configurations::ActiveModel = row.clone().into();
-                active.identity = Set(doc.identity.clone());
-                active.operating_model = Set(doc.operating_model.clone());
-                active.interaction_learning = Set(doc.interaction_learning.clone());
-                active.release_mode = Set(mode.as_str().to_owned());
-                if row.soul != doc.soul {
-                    let version = row.soul_version + 1;
-                    active.soul = Set(doc.soul.clone());
-                    active.soul_version = Set(version);
-                    let next = template::NewVersion {
-                        agent_id: row.id,
-                        version,
-                        forced: false,
-                        reason: None,
-                        author: &author,
-                    };
-                    template::record(self.txn(), Kind::Soul, &next, Some(doc.soul.clone())).await?;
-                }
-                if row.prompt_template != doc.template {
-                    let version = row.template_version + 1;
-                    active.prompt_template = Set(doc.template.clone());
-                    active.template_version = Set(version);
-                    let next = template::NewVersion {
-                        agent_id: row.id,
-                        version,
-                        forced: false,
-                        reason: None,
-                        author: &author,
-                    };
-                    template::record(self.txn(), Kind::Template, &next, doc.template.clone())
-                        .await?;
-                }
-                active.updated_at = Set(now);
-                active.update(self.txn()).await?
             }
         };
         self.links(&saved, doc).await?;
@@ -671,7 +475,7 @@ impl Writer<'_> {
                 .get(&(agent.id, tool.id))
                 .is_some_and(|l| l.is_active);
             if !on {
-                links::set_in(self.txn(), agent, &tool, true).await?;
+                links::set_in(&**self.db, agent, &tool, true).await?;
             }
         }
         if self.input.prune {
@@ -688,60 +492,29 @@ impl Writer<'_> {
                 .cloned()
                 .collect();
             for link in detach {
-                let mut active: agent_tools::ActiveModel = link.into();
-                active.is_active = Set(false);
-                active.updated_at = Set(Utc::now());
-                active.update(self.txn()).await?;
+                links::switch_off_in(&**self.db, link).await?;
             }
         }
         Ok(())
     }
 
-    /// Soft-deletes one object (`--prune`).
+    /// Soft-deletes one object (`--prune`), as its owner's delete does.
     async fn remove(&mut self, object: &str) -> Result<()> {
-        let now = Utc::now();
         let (kind, name) = split(object);
         match kind {
-            "agent" => {
-                if let Some(row) = self.current.agents.get(name) {
-                    let mut active: agent_configurations::ActiveModel = row.clone().into();
-                    active.deleted_at = Set(Some(now));
-                    active.updated_at = Set(now);
-                    active.update(self.txn()).await?;
-                }
+            "agent" if self.current.agents.contains_key(name) => {
+                config::delete_in(self.db, name).await?;
             }
             "tool" => {
                 if let Some(row) = self.current.tools.get(name) {
-                    agent_tools::Entity::update_many()
-                        .col_expr(agent_tools::Column::IsActive, Expr::value(false))
-                        .col_expr(agent_tools::Column::UpdatedAt, Expr::value(now))
-                        .filter(agent_tools::Column::ToolId.eq(row.id))
-                        .filter(agent_tools::Column::IsActive.eq(true))
-                        .exec(self.txn())
-                        .await?;
-                    let mut active: tools::ActiveModel = row.clone().into();
-                    active.is_active = Set(false);
-                    active.deleted_at = Set(Some(now));
-                    active.updated_at = Set(now);
-                    active.update(self.txn()).await?;
+                    tools::delete_in(self.db, row.clone()).await?;
                 }
             }
-            "channel" => {
-                if let Some(row) = self.current.channels.get(name) {
-                    let mut active: channels::ActiveModel = row.clone().into();
-                    active.deleted_at = Set(Some(now));
-                    active.updated_at = Set(now);
-                    active.update(self.txn()).await?;
-                }
+            "channel" if self.current.channels.contains_key(name) => {
+                channels::delete_in(self.db, name).await?;
             }
-            "connector" => {
-                if let Some(row) = self.current.connectors.get(name) {
-                    let mut active: connectors::ActiveModel = row.clone().into();
-                    active.headers = Set(Value::Object(Map::new()));
-                    active.deleted_at = Set(Some(now));
-                    active.updated_at = Set(now);
-                    active.update(self.txn()).await?;
-                }
+            "connector" if self.current.connectors.contains_key(name) => {
+                store::delete_in(self.db, name).await?;
             }
             _ => {}
         }
@@ -815,12 +588,4 @@ async fn production(
         .filter(agent_labels::Column::Name.eq(PRODUCTION))
         .one(db)
         .await?)
-}
-
-fn taken(e: sea_orm::DbErr, what: &str, name: &str) -> Error {
-    Error::from_db(e, || {
-        format!(
-            "a {what} named {name:?} existed and was deleted: names of deleted {what}s stay taken"
-        )
-    })
 }

@@ -1,4 +1,5 @@
-//! The admin's overview (the registry check, the queue's size, the agents) and
+//! The admin's overview (the agents with their releases and queues, the registry
+//! check's problems grouped by kind) and
 //! keys (list, create, revoke).
 
 use std::collections::BTreeMap;
@@ -13,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::page::{CsrfOnly, Path, Signed, error_page, render};
 use super::session::{Admin, Checked, csrf_field};
 use crate::actions::decide;
+use crate::agents::board::{self, Board};
 use crate::agents::config::{self as agents, AgentView};
 use crate::app::AppState;
 use crate::auth::Role;
@@ -36,9 +38,20 @@ struct Overview {
     /// same warning are one row, not a thousand.
     groups: Vec<ProblemGroup>,
     pending: u64,
-    /// The first page of agents by name.
-    agents: Vec<AgentView>,
+    /// The first page of agents by name, each with its releases and queue.
+    agents: Vec<AgentRow>,
     more_agents: bool,
+}
+
+/// An agent on the overview.
+#[derive(Serialize)]
+struct AgentRow {
+    #[serde(flatten)]
+    agent: AgentView,
+    #[serde(flatten)]
+    board: Board,
+    /// Its tool calls waiting for a decision in the signed-in tenant.
+    proposals: i64,
 }
 
 /// Problems that share a severity and a code.
@@ -96,14 +109,31 @@ async fn overview(State(state): State<AppState>, signed: Signed) -> Response {
         let mut check = crate::registry::check::current(&state.db, &state.secrets).await?;
         let groups = group(std::mem::take(&mut check.problems));
         let pending = decide::pending(&state.db, &signed.who).await?;
-        let agents = agents::list(&state.db, &Default::default()).await?;
+        let list = agents::list(&state.db, &Default::default()).await?;
+        let names: Vec<String> = list.agents.iter().map(|a| a.name.clone()).collect();
+        let mut boards = board::boards(&state.db, &names).await?;
+        let ids: Vec<i32> = boards.values().map(|b| b.agent_id).collect();
+        let waiting = decide::pending_by_agent(&state.db, &signed.who, &ids).await?;
+        let agents = list
+            .agents
+            .into_iter()
+            .map(|agent| {
+                let board = boards.remove(&agent.name).unwrap_or_default();
+                let proposals = waiting.get(&board.agent_id).copied().unwrap_or(0);
+                AgentRow {
+                    agent,
+                    board,
+                    proposals,
+                }
+            })
+            .collect();
         Result::Ok(Overview {
             title: "Overview",
             check,
             groups,
             pending,
-            more_agents: agents.next_after.is_some(),
-            agents: agents.agents,
+            more_agents: list.next_after.is_some(),
+            agents,
         })
     };
     match read.await {

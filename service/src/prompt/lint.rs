@@ -169,6 +169,20 @@ pub fn has_errors(problems: &[Problem]) -> bool {
     problems.iter().any(|p| p.severity == Severity::Error)
 }
 
+/// The distinct words of `texts` that could name a tool: the only names whose
+/// state [`lint`] and the registry's stale-name rules ever look up, so a reader
+/// need not load every tool name in the registry.
+pub fn mentioned<'t>(texts: impl IntoIterator<Item = &'t str>) -> BTreeSet<&'t str> {
+    texts
+        .into_iter()
+        .flat_map(|text| words(text).map(|(_, word)| word))
+        .filter(|word| word.len() <= MAX_NAME_BYTES)
+        .collect()
+}
+
+/// No tool name is longer (the name rule allows 64 bytes; drifted rows a little more).
+const MAX_NAME_BYTES: usize = 128;
+
 /// Identifier-like words (`[A-Za-z0-9_]+`) with their byte offsets.
 fn words(text: &str) -> impl Iterator<Item = (usize, &str)> {
     let bytes = text.as_bytes();

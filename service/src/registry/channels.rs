@@ -86,17 +86,62 @@ pub async fn get(db: &DatabaseConnection, name: &str) -> Result<ChannelView> {
     Ok(row(db, name).await?.into())
 }
 
-pub async fn update(
-    db: &DatabaseConnection,
-    generation: &Generation,
+/// A new channel, whole (configuration as code makes channels; the API edits them).
+#[derive(Debug, Clone)]
+pub struct NewChannel {
+    pub name: String,
+    pub description: String,
+    pub guidance: String,
+    pub include_operating_model: bool,
+    pub include_interaction_learning: bool,
+    pub include_session_section: bool,
+}
+
+fn check_guidance(text: &str) -> Result<()> {
+    check_size("guidance", text, MAX_GUIDANCE_BYTES)
+}
+
+/// Creates a channel inside an open registry write.
+pub async fn create_in(write: &guard::Write, new: NewChannel) -> Result<channels::Model> {
+    write.covers_registry()?;
+    check_name("channel", &new.name)?;
+    check_guidance(&new.guidance)?;
+    let now = Utc::now();
+    let name = new.name.clone();
+    channels::ActiveModel {
+        name: Set(new.name),
+        description: Set(new.description),
+        guidance: Set(new.guidance),
+        include_operating_model: Set(new.include_operating_model),
+        include_interaction_learning: Set(new.include_interaction_learning),
+        include_session_section: Set(new.include_session_section),
+        created_at: Set(now),
+        updated_at: Set(now),
+        deleted_at: Set(None),
+        ..Default::default()
+    }
+    .insert(&**write)
+    .await
+    .map_err(|e| {
+        Error::from_db(e, || {
+            format!(
+                "a channel named {name:?} exists (or existed: names of deleted channels stay taken)"
+            )
+        })
+    })
+}
+
+/// Applies `PATCH /v1/channels/{channel}` inside an open registry write.
+pub async fn update_in(
+    write: &guard::Write,
     name: &str,
     update: ChannelUpdate,
-) -> Result<ChannelView> {
+) -> Result<channels::Model> {
+    write.covers_registry()?;
     if let Some(text) = &update.guidance {
-        check_size("guidance", text, MAX_GUIDANCE_BYTES)?;
+        check_guidance(text)?;
     }
-    let write = guard::begin(db).await?;
-    let found = row(&*write, name).await?;
+    let found = row(&**write, name).await?;
     let mut active: channels::ActiveModel = found.into();
     if let Some(text) = update.description {
         active.description = Set(text);
@@ -114,7 +159,31 @@ pub async fn update(
         active.include_session_section = Set(on);
     }
     active.updated_at = Set(Utc::now());
-    let saved = active.update(&*write).await?;
+    Ok(active.update(&**write).await?)
+}
+
+/// Soft-deletes a live channel inside an open registry write.
+pub async fn delete_in(write: &guard::Write, name: &str) -> Result<channels::Model> {
+    write.covers_registry()?;
+    let found = row(&**write, name).await?;
+    let now = Utc::now();
+    let mut active: channels::ActiveModel = found.into();
+    active.deleted_at = Set(Some(now));
+    active.updated_at = Set(now);
+    Ok(active.update(&**write).await?)
+}
+
+pub async fn update(
+    db: &DatabaseConnection,
+    generation: &Generation,
+    name: &str,
+    update: ChannelUpdate,
+) -> Result<ChannelView> {
+    if let Some(text) = &update.guidance {
+        check_guidance(text)?;
+    }
+    let write = guard::begin(db).await?;
+    let saved = update_in(&write, name, update).await?;
     guard::commit(write, generation).await?;
     Ok(saved.into())
 }

@@ -114,15 +114,27 @@ pub async fn agents(
         .into_iter()
         .map(|v| (v.agent_id, v.version))
         .collect();
-    // Every tool's name and state, not its row: what the texts may name.
-    let states: Vec<(String, bool, bool)> = tools::Entity::find()
-        .select_only()
-        .column(tools::Column::Name)
-        .column(tools::Column::IsActive)
-        .column_as(tools::Column::DeletedAt.is_null(), "live")
-        .into_tuple()
-        .all(db)
-        .await?;
+    // The state of each tool name these agents' texts mention, not every tool's:
+    // the rules below only ever look up words of the texts.
+    let texts = agents.iter().flat_map(|a| {
+        [Some(a.soul.as_str()), a.prompt_template.as_deref(), a.operating_model.as_deref(), a.interaction_learning.as_deref()]
+            .into_iter()
+            .flatten()
+    });
+    let words: Vec<&str> = crate::prompt::lint::mentioned(texts).into_iter().collect();
+    let mut states: Vec<(String, bool, bool)> = Vec::new();
+    for chunk in words.chunks(500) {
+        let found: Vec<(String, bool, bool)> = tools::Entity::find()
+            .select_only()
+            .column(tools::Column::Name)
+            .column(tools::Column::IsActive)
+            .column_as(tools::Column::DeletedAt.is_null(), "live")
+            .filter(tools::Column::Name.is_in(chunk.iter().copied()))
+            .into_tuple()
+            .all(db)
+            .await?;
+        states.extend(found);
+    }
     let (catalog, executors) = (catalog.clone(), executors.clone());
     tokio::task::spawn_blocking(move || {
         let pairs = states.iter().map(|(n, a, live)| (n.as_str(), *a && *live));

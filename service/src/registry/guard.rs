@@ -88,6 +88,17 @@ impl Write {
         self.tool = Some(tool_id);
     }
 
+    /// A write of the registry itself (tools, channels, connectors) is checked and
+    /// published whole: one opened for some agents only cannot make it.
+    pub fn covers_registry(&self) -> Result<()> {
+        match self.scope {
+            Scope::Everything => Ok(()),
+            Scope::Agents(_) => Err(Error::internal(
+                "a registry write inside a write opened for some agents only",
+            )),
+        }
+    }
+
     /// After this write made agent `id`: [`commit`] checks and publishes it (it had
     /// no errors before, as it did not exist).
     pub fn created(&mut self, agent_id: i32) {

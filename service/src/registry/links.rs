@@ -159,3 +159,13 @@ pub async fn set_in(
     }
     Ok(())
 }
+
+/// Switches one link off inside a write that is already open (configuration as
+/// code pruning the links its file no longer names).
+pub async fn switch_off_in(db: &impl ConnectionTrait, link: agent_tools::Model) -> Result<()> {
+    let mut active: agent_tools::ActiveModel = link.into();
+    active.is_active = Set(false);
+    active.updated_at = Set(Utc::now());
+    active.update(db).await?;
+    Ok(())
+}

@@ -249,38 +249,260 @@ pub async fn get(db: &DatabaseConnection, name: &str) -> Result<ToolView> {
     Ok(row(db, name).await?.into())
 }
 
-pub async fn create(
-    db: &DatabaseConnection,
-    generation: &Generation,
-    new: NewTool,
-) -> Result<ToolView> {
-    check_name("tool", &new.name)?;
-    let tool_type = check_type(&new.tool_type)?;
-    check_description(&new.description)?;
-    check_definition(&new.name, &new.approval_tier, &new.parameters, false)?;
-    let mut write = guard::begin(db).await?;
+/// A tool's whole definition: what `POST /v1/tools` creates (strict, switched on),
+/// what a configuration file or a connector sync sets.
+#[derive(Debug, Clone)]
+pub struct Definition {
+    pub name: String,
+    pub tool_type: String,
+    pub description: String,
+    pub approval_tier: String,
+    pub parameters: Value,
+    pub prompt_section: Option<String>,
+    /// Off only for a synced schema taken as it is on purpose (`allow_loose`).
+    pub strict: bool,
+    pub active: bool,
+}
+
+impl From<NewTool> for Definition {
+    fn from(new: NewTool) -> Self {
+        Self {
+            name: new.name,
+            tool_type: new.tool_type,
+            description: new.description,
+            approval_tier: new.approval_tier,
+            parameters: new.parameters,
+            prompt_section: new.prompt_section,
+            strict: true,
+            active: true,
+        }
+    }
+}
+
+impl Definition {
+    /// The rules a definition passes before it is written (422 otherwise). Against
+    /// the row it replaces, a stored type or description it does not change is not
+    /// judged again (a drifted row stays editable; `loadout check` reports it).
+    fn check(&self, found: Option<&tools::Model>) -> Result<ToolType> {
+        if found.is_none() {
+            check_name("tool", &self.name)?;
+        }
+        let tool_type = match found {
+            Some(row) if row.tool_type == self.tool_type => {
+                self.tool_type.parse().unwrap_or(ToolType::Api)
+            }
+            _ => check_type(&self.tool_type)?,
+        };
+        if found.is_none_or(|row| row.description != self.description) {
+            check_description(&self.description)?;
+        }
+        check_definition(
+            &self.name,
+            &self.approval_tier,
+            &self.parameters,
+            !self.strict,
+        )?;
+        Ok(tool_type)
+    }
+}
+
+/// Creates a tool inside an open registry write.
+pub async fn create_in(write: &guard::Write, def: Definition) -> Result<tools::Model> {
+    write.covers_registry()?;
+    let tool_type = def.check(None)?;
     let now = Utc::now();
-    let name = new.name.clone();
-    let saved = tools::ActiveModel {
-        name: Set(new.name),
+    let name = def.name.clone();
+    tools::ActiveModel {
+        name: Set(def.name),
         tool_type: Set(tool_type.as_str().to_owned()),
-        description: Set(new.description),
-        approval_tier: Set(new.approval_tier),
-        parameters: Set(new.parameters),
-        prompt_section: Set(new.prompt_section),
-        is_active: Set(true),
+        description: Set(def.description),
+        approval_tier: Set(def.approval_tier),
+        parameters: Set(def.parameters),
+        prompt_section: Set(def.prompt_section),
+        strict: Set(def.strict),
+        is_active: Set(def.active),
         created_at: Set(now),
         updated_at: Set(now),
         deleted_at: Set(None),
         ..Default::default()
     }
-    .insert(&*write)
+    .insert(&**write)
     .await
     .map_err(|e| {
         Error::from_db(e, || {
             format!("a tool named {name:?} exists (or existed: names of deleted tools stay taken)")
         })
-    })?;
+    })
+}
+
+/// Replaces a live tool's definition inside an open registry write (its connector
+/// binding stays: `connectors::store::bind_in` sets that).
+pub async fn replace_in(
+    write: &guard::Write,
+    found: tools::Model,
+    def: Definition,
+) -> Result<tools::Model> {
+    write.covers_registry()?;
+    let tool_type = def.check(Some(&found))?;
+    let changed_type = found.tool_type != def.tool_type;
+    let mut active: tools::ActiveModel = found.into();
+    if changed_type {
+        active.tool_type = Set(tool_type.as_str().to_owned());
+    }
+    active.description = Set(def.description);
+    active.approval_tier = Set(def.approval_tier);
+    active.parameters = Set(def.parameters);
+    active.prompt_section = Set(def.prompt_section);
+    active.strict = Set(def.strict);
+    active.is_active = Set(def.active);
+    active.updated_at = Set(Utc::now());
+    Ok(active.update(&**write).await?)
+}
+
+/// Applies `PATCH /v1/tools/{tool}` inside an open registry write. New parameters
+/// are the admin's own: they must be strict, and make the tool so.
+pub async fn update_in(
+    write: &guard::Write,
+    name: &str,
+    update: ToolUpdate,
+) -> Result<tools::Model> {
+    let found = row(&**write, name).await?;
+    let def = Definition {
+        name: found.name.clone(),
+        tool_type: found.tool_type.clone(),
+        description: update
+            .description
+            .unwrap_or_else(|| found.description.clone()),
+        approval_tier: update
+            .approval_tier
+            .unwrap_or_else(|| found.approval_tier.clone()),
+        strict: found.strict || update.parameters.is_some(),
+        parameters: update
+            .parameters
+            .unwrap_or_else(|| found.parameters.clone()),
+        prompt_section: update
+            .prompt_section
+            .unwrap_or_else(|| found.prompt_section.clone()),
+        active: update.is_active.unwrap_or(found.is_active),
+    };
+    replace_in(write, found, def).await
+}
+
+/// Soft-deletes a live tool inside an open registry write: the row stays with
+/// `deleted_at` set, and its agent links are switched off.
+pub async fn delete_in(write: &guard::Write, found: tools::Model) -> Result<tools::Model> {
+    write.covers_registry()?;
+    let now = Utc::now();
+    agent_tools::Entity::update_many()
+        .col_expr(agent_tools::Column::IsActive, Expr::value(false))
+        .col_expr(agent_tools::Column::UpdatedAt, Expr::value(now))
+        .filter(agent_tools::Column::ToolId.eq(found.id))
+        .filter(agent_tools::Column::IsActive.eq(true))
+        .exec(&**write)
+        .await?;
+    let mut active: tools::ActiveModel = found.into();
+    active.is_active = Set(false);
+    active.deleted_at = Set(Some(now));
+    active.updated_at = Set(now);
+    Ok(active.update(&**write).await?)
+}
+
+/// What a connector sync writes about one tool of a remote server.
+#[derive(Debug, Clone)]
+pub struct Synced {
+    pub connector_id: i32,
+    /// The tool's name on its server.
+    pub remote_name: String,
+    /// The description and tier the server asks for now.
+    pub description: String,
+    pub tier: String,
+    /// What the agent sees: the remote's schema normalized, or as sent when loose.
+    pub schema: Value,
+    /// The schema as the server sent it.
+    pub remote_schema: Value,
+    pub strict: bool,
+}
+
+/// Creates a synced `mcp` tool inside an open registry write, switched on.
+pub async fn create_synced_in(
+    write: &guard::Write,
+    name: &str,
+    synced: &Synced,
+) -> Result<tools::Model> {
+    write.covers_registry()?;
+    let now = Utc::now();
+    let row = tools::ActiveModel {
+        name: Set(name.to_owned()),
+        tool_type: Set(ToolType::Mcp.as_str().to_owned()),
+        description: Set(synced.description.clone()),
+        approval_tier: Set(synced.tier.clone()),
+        parameters: Set(synced.schema.clone()),
+        prompt_section: Set(None),
+        connector_id: Set(Some(synced.connector_id)),
+        remote_name: Set(Some(synced.remote_name.clone())),
+        synced_description: Set(Some(synced.description.clone())),
+        synced_tier: Set(Some(synced.tier.clone())),
+        remote_gone_at: Set(None),
+        remote_schema: Set(Some(synced.remote_schema.clone())),
+        strict: Set(synced.strict),
+        is_active: Set(true),
+        created_at: Set(now),
+        updated_at: Set(now),
+        deleted_at: Set(None),
+        ..Default::default()
+    };
+    Ok(row.insert(&**write).await?)
+}
+
+/// Brings a synced tool in line with its server inside an open registry write:
+/// `description` and `approval_tier` as the sync decided (an admin's edit kept);
+/// a tool whose remote came back is switched on again.
+pub async fn update_synced_in(
+    write: &guard::Write,
+    row: tools::Model,
+    description: String,
+    approval_tier: String,
+    synced: &Synced,
+) -> Result<tools::Model> {
+    write.covers_registry()?;
+    let came_back = row.remote_gone_at.is_some();
+    let mut active: tools::ActiveModel = row.into();
+    active.description = Set(description);
+    active.approval_tier = Set(approval_tier);
+    active.parameters = Set(synced.schema.clone());
+    active.remote_schema = Set(Some(synced.remote_schema.clone()));
+    active.strict = Set(synced.strict);
+    active.synced_description = Set(Some(synced.description.clone()));
+    active.synced_tier = Set(Some(synced.tier.clone()));
+    if came_back {
+        active.remote_gone_at = Set(None);
+        active.is_active = Set(true);
+    }
+    active.updated_at = Set(Utc::now());
+    Ok(active.update(&**write).await?)
+}
+
+/// Switches off a synced tool whose remote tool is gone, inside an open registry
+/// write.
+pub async fn mark_gone_in(write: &guard::Write, row: tools::Model) -> Result<tools::Model> {
+    write.covers_registry()?;
+    let now = Utc::now();
+    let mut active: tools::ActiveModel = row.into();
+    active.is_active = Set(false);
+    active.remote_gone_at = Set(Some(now));
+    active.updated_at = Set(now);
+    Ok(active.update(&**write).await?)
+}
+
+pub async fn create(
+    db: &DatabaseConnection,
+    generation: &Generation,
+    new: NewTool,
+) -> Result<ToolView> {
+    let def = Definition::from(new);
+    def.check(None)?;
+    let mut write = guard::begin(db).await?;
+    let saved = create_in(&write, def).await?;
     write.changes_tool(saved.id);
     guard::commit(write, generation).await?;
     Ok(saved.into())
@@ -297,39 +519,8 @@ pub async fn update(
         check_description(text)?;
     }
     let mut write = guard::begin(db).await?;
-    let found = row(&*write, name).await?;
-    write.changes_tool(found.id);
-    let tier = update
-        .approval_tier
-        .as_deref()
-        .unwrap_or(&found.approval_tier);
-    // New parameters are the admin's own: they must be strict, and make the tool so.
-    let loose = !found.strict && update.parameters.is_none();
-    check_definition(
-        &found.name,
-        tier,
-        update.parameters.as_ref().unwrap_or(&found.parameters),
-        loose,
-    )?;
-    let mut active: tools::ActiveModel = found.into();
-    if let Some(text) = update.description {
-        active.description = Set(text);
-    }
-    if let Some(tier) = update.approval_tier {
-        active.approval_tier = Set(tier);
-    }
-    if let Some(schema) = update.parameters {
-        active.parameters = Set(schema);
-        active.strict = Set(true);
-    }
-    if let Some(section) = update.prompt_section {
-        active.prompt_section = Set(section);
-    }
-    if let Some(on) = update.is_active {
-        active.is_active = Set(on);
-    }
-    active.updated_at = Set(Utc::now());
-    let saved = active.update(&*write).await?;
+    let saved = update_in(&write, name, update).await?;
+    write.changes_tool(saved.id);
     guard::commit(write, generation).await?;
     Ok(saved.into())
 }
@@ -343,19 +534,7 @@ pub async fn delete(
     let mut write = guard::begin(db).await?;
     let found = row(&*write, name).await?;
     write.changes_tool(found.id);
-    let now = Utc::now();
-    agent_tools::Entity::update_many()
-        .col_expr(agent_tools::Column::IsActive, Expr::value(false))
-        .col_expr(agent_tools::Column::UpdatedAt, Expr::value(now))
-        .filter(agent_tools::Column::ToolId.eq(found.id))
-        .filter(agent_tools::Column::IsActive.eq(true))
-        .exec(&*write)
-        .await?;
-    let mut active: tools::ActiveModel = found.into();
-    active.is_active = Set(false);
-    active.deleted_at = Set(Some(now));
-    active.updated_at = Set(now);
-    let saved = active.update(&*write).await?;
+    let saved = delete_in(&write, found).await?;
     guard::commit(write, generation).await?;
     Ok(saved.into())
 }

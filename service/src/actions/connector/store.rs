@@ -246,7 +246,9 @@ pub fn check_transport_headers(kind: Kind, headers: &Map<String, Value>) -> Resu
     }
 }
 
-async fn check_url(outbound: &Outbound, url: &str) -> Result<()> {
+/// Checks a URL a connector is given as the calls will: before the write, since it
+/// may resolve a host name (no write lock is held across a lookup).
+pub async fn check_url(outbound: &Outbound, url: &str) -> Result<()> {
     outbound
         .check_url(url)
         .await
@@ -293,24 +295,60 @@ pub async fn get(db: &DatabaseConnection, name: &str) -> Result<ConnectorView> {
     Ok(row(db, name).await?.into())
 }
 
-pub async fn create(
-    db: &DatabaseConnection,
-    generation: &Generation,
-    outbound: &Outbound,
+/// A change to a stored connector: what `PATCH /v1/connectors/{connector}` gives,
+/// or a configuration file's whole connector.
+#[derive(Default)]
+pub struct Change {
+    pub kind: Option<String>,
+    pub url: Option<String>,
+    pub method: Option<String>,
+    pub timeout_ms: Option<i32>,
+    /// New header values, sealed on write, replacing every header but `keep`'s.
+    /// `None` with nothing to keep: the stored headers stay, or are all dropped when
+    /// `url` moves the connector to another scheme, host or port.
+    pub headers: Option<Map<String, Value>>,
+    /// Headers whose stored values stay as they are (a configuration file's `env`
+    /// headers): refused when the connector moves, or when no value is stored.
+    pub keep: Vec<String>,
+}
+
+impl From<ConnectorUpdate> for Change {
+    fn from(update: ConnectorUpdate) -> Self {
+        Self {
+            kind: None,
+            url: update.url,
+            method: update.method,
+            timeout_ms: update.timeout_ms,
+            headers: update.headers,
+            keep: Vec::new(),
+        }
+    }
+}
+
+/// The rules on header values given in a write: valid, not reserved, not the
+/// transport's, and sealable.
+fn check_given_headers(kind: Kind, headers: &Map<String, Value>, secrets: &Keyring) -> Result<()> {
+    check_headers(headers)?;
+    check_transport_headers(kind, headers)?;
+    if !headers.is_empty() && secrets.sealing().is_none() {
+        return Err(sealing::no_key());
+    }
+    Ok(())
+}
+
+/// Creates a connector inside an open registry write (its URL checked before,
+/// with [`check_url`]).
+pub async fn create_in(
+    write: &guard::Write,
     secrets: &Keyring,
     new: NewConnector,
-) -> Result<ConnectorView> {
+) -> Result<connectors::Model> {
+    write.covers_registry()?;
     check_name("connector", &new.name)?;
     let kind = check_kind(&new.kind)?;
     check_method(&new.method)?;
     check_timeout(new.timeout_ms)?;
-    check_headers(&new.headers)?;
-    check_transport_headers(kind, &new.headers)?;
-    check_url(outbound, &new.url).await?;
-    if !new.headers.is_empty() && secrets.sealing().is_none() {
-        return Err(sealing::no_key());
-    }
-    let write = guard::begin(db).await?;
+    check_given_headers(kind, &new.headers, secrets)?;
     let now = Utc::now();
     let name = new.name.clone();
     // Inserted without headers first: sealed values are bound to the row's id.
@@ -326,127 +364,145 @@ pub async fn create(
         deleted_at: Set(None),
         ..Default::default()
     }
-    .insert(&*write)
+    .insert(&**write)
     .await
     .map_err(|e| {
         Error::from_db(e, || {
             format!("a connector named {name:?} exists (or existed: names of deleted connectors stay taken)")
         })
     })?;
-    let saved = match new.headers.is_empty() {
-        true => saved,
-        false => {
-            let headers = sealing::seal(secrets, saved.id, new.headers)?;
-            let mut active: connectors::ActiveModel = saved.into();
-            active.headers = Set(headers);
-            active.update(&*write).await?
-        }
-    };
-    guard::commit(write, generation).await?;
-    Ok(saved.into())
+    if new.headers.is_empty() {
+        return Ok(saved);
+    }
+    let headers = sealing::seal(secrets, saved.id, new.headers)?;
+    let mut active: connectors::ActiveModel = saved.into();
+    active.headers = Set(headers);
+    Ok(active.update(&**write).await?)
 }
 
-async fn check_update(
-    outbound: &Outbound,
+/// The headers a change leaves stored: `None` when they stay as they are.
+fn headers_after(
+    found: &connectors::Model,
+    change: &mut Change,
+    moved: bool,
     secrets: &Keyring,
-    update: &ConnectorUpdate,
-) -> Result<()> {
-    if let Some(method) = &update.method {
-        check_method(method)?;
+) -> Result<Option<Value>> {
+    if moved && !change.keep.is_empty() {
+        return Err(Error::refused(
+            "headers_need_values",
+            format!(
+                "connector {} moves to another host: its stored header values are never sent there; give {} a value with the move",
+                found.name,
+                change.keep.join(", ")
+            ),
+        ));
     }
-    if let Some(ms) = update.timeout_ms {
-        check_timeout(ms)?;
+    let Some(given) = change.headers.take() else {
+        return Ok(match moved {
+            true => Some(Value::Object(Map::new())),
+            false => None,
+        });
+    };
+    let stored: std::collections::HashMap<String, String> =
+        sealing::stored(found).into_iter().collect();
+    let mut headers = Map::new();
+    for name in &change.keep {
+        let held = stored.get(name).ok_or_else(|| {
+            Error::refused(
+                "header_value_missing",
+                format!(
+                    "connector {}: header {name} has no stored value to keep; give it a value",
+                    found.name
+                ),
+            )
+        })?;
+        headers.insert(name.clone(), Value::String(held.clone()));
     }
-    if let Some(headers) = &update.headers {
-        check_headers(headers)?;
-        if !headers.is_empty() && secrets.sealing().is_none() {
-            return Err(sealing::no_key());
-        }
+    if !given.is_empty()
+        && let Value::Object(sealed) = sealing::seal(secrets, found.id, given)?
+    {
+        headers.extend(sealed);
     }
-    if let Some(url) = &update.url {
-        check_url(outbound, url).await?;
-    }
-    Ok(())
+    Ok(Some(Value::Object(headers)))
 }
 
-/// Changes what `update` gives. A new scheme, host or port drops the header values
-/// unless `update` gives headers too: credentials meant for one server never go to
-/// another because only its URL was changed.
-pub async fn update(
-    db: &DatabaseConnection,
-    generation: &Generation,
-    outbound: &Outbound,
+/// Changes a live connector inside an open registry write (a new URL checked
+/// before, with [`check_url`]). A new scheme, host or port drops the header values
+/// unless the change gives headers too: credentials meant for one server never go
+/// to another because only its URL was changed.
+pub async fn update_in(
+    write: &guard::Write,
     secrets: &Keyring,
     name: &str,
-    update: ConnectorUpdate,
-) -> Result<ConnectorView> {
-    check_update(outbound, secrets, &update).await?;
-    let write = guard::begin(db).await?;
-    let found = row(&*write, name).await?;
-    if let (Some(headers), Ok(kind)) = (&update.headers, found.kind.parse()) {
-        check_transport_headers(kind, headers)?;
+    mut change: Change,
+) -> Result<connectors::Model> {
+    write.covers_registry()?;
+    if let Some(method) = &change.method {
+        check_method(method)?;
     }
-    let moved = update
+    if let Some(ms) = change.timeout_ms {
+        check_timeout(ms)?;
+    }
+    let found = row(&**write, name).await?;
+    let kind = match &change.kind {
+        Some(kind) => check_kind(kind)?,
+        None => found.kind.parse().unwrap_or(Kind::Http),
+    };
+    if let Some(given) = &change.headers {
+        check_given_headers(kind, given, secrets)?;
+    }
+    let moved = change
         .url
         .as_deref()
         .is_some_and(|url| !same_origin(&found.url, url));
-    let headers = match update.headers {
-        Some(headers) => Some(sealing::seal(secrets, found.id, headers)?),
-        None if moved => Some(Value::Object(Map::new())),
-        None => None,
-    };
+    let headers = headers_after(&found, &mut change, moved, secrets)?;
     let mut active: connectors::ActiveModel = found.into();
-    if let Some(url) = update.url {
+    if change.kind.is_some() {
+        active.kind = Set(kind.as_str().to_owned());
+    }
+    if let Some(url) = change.url {
         active.url = Set(url);
     }
-    if let Some(method) = update.method {
+    if let Some(method) = change.method {
         active.method = Set(method);
     }
     if let Some(headers) = headers {
         active.headers = Set(headers);
     }
-    if let Some(ms) = update.timeout_ms {
+    if let Some(ms) = change.timeout_ms {
         active.timeout_ms = Set(ms);
     }
     active.updated_at = Set(Utc::now());
-    let saved = active.update(&*write).await?;
-    guard::commit(write, generation).await?;
-    Ok(saved.into())
+    Ok(active.update(&**write).await?)
 }
 
-/// Soft delete; the connector's tools become not connected, and its header values
-/// are erased in the same write (a deleted connector keeps no credentials).
-pub async fn delete(
-    db: &DatabaseConnection,
-    generation: &Generation,
-    name: &str,
-) -> Result<ConnectorView> {
-    let write = guard::begin(db).await?;
-    let found = row(&*write, name).await?;
+/// Soft-deletes a live connector inside an open registry write; its tools become
+/// not connected, and its header values are erased (a deleted connector keeps no
+/// credentials).
+pub async fn delete_in(write: &guard::Write, name: &str) -> Result<connectors::Model> {
+    write.covers_registry()?;
+    let found = row(&**write, name).await?;
     let now = Utc::now();
     let mut active: connectors::ActiveModel = found.into();
     active.headers = Set(Value::Object(Map::new()));
     active.deleted_at = Set(Some(now));
     active.updated_at = Set(now);
-    let saved = active.update(&*write).await?;
-    guard::commit(write, generation).await?;
-    Ok(saved.into())
+    Ok(active.update(&**write).await?)
 }
 
 /// Binds an `api` tool to an `http` connector or an `mcp` tool to an `mcp` one, or
-/// disconnects it.
-pub async fn bind(
-    db: &DatabaseConnection,
-    generation: &Generation,
+/// disconnects it (`None`), inside an open registry write.
+pub async fn bind_in(
+    write: &guard::Write,
     tool: &str,
-    binding: Binding,
-) -> Result<BindingView> {
+    connector: Option<&str>,
+) -> Result<tools::Model> {
+    write.covers_registry()?;
     check_name("tool", tool)?;
-    let write = guard::begin(db).await?;
     let found = tools::Entity::find()
         .filter(tools::Column::Name.eq(tool))
         .filter(tools::Column::DeletedAt.is_null())
-        .one(&*write)
+        .one(&**write)
         .await?
         .ok_or_else(|| Error::not_found(format!("no tool named {tool:?}")))?;
     let tool_type = found.tool_type.parse::<ToolType>();
@@ -459,9 +515,9 @@ pub async fn bind(
             ),
         ));
     }
-    let connector_id = match &binding.connector {
+    let connector_id = match connector {
         Some(name) => {
-            let connector = row(&*write, name).await?;
+            let connector = row(&**write, name).await?;
             let kind = connector.kind.parse::<Kind>().map(Kind::tool_type);
             if kind != tool_type {
                 return Err(Error::refused(
@@ -484,7 +540,79 @@ pub async fn bind(
     let mut active: tools::ActiveModel = found.into();
     active.connector_id = Set(connector_id);
     active.updated_at = Set(Utc::now());
-    active.update(&*write).await?;
+    Ok(active.update(&**write).await?)
+}
+
+pub async fn create(
+    db: &DatabaseConnection,
+    generation: &Generation,
+    outbound: &Outbound,
+    secrets: &Keyring,
+    new: NewConnector,
+) -> Result<ConnectorView> {
+    check_name("connector", &new.name)?;
+    let kind = check_kind(&new.kind)?;
+    check_method(&new.method)?;
+    check_timeout(new.timeout_ms)?;
+    check_given_headers(kind, &new.headers, secrets)?;
+    check_url(outbound, &new.url).await?;
+    let write = guard::begin(db).await?;
+    let saved = create_in(&write, secrets, new).await?;
+    guard::commit(write, generation).await?;
+    Ok(saved.into())
+}
+
+/// Changes what `update` gives (see [`update_in`]).
+pub async fn update(
+    db: &DatabaseConnection,
+    generation: &Generation,
+    outbound: &Outbound,
+    secrets: &Keyring,
+    name: &str,
+    update: ConnectorUpdate,
+) -> Result<ConnectorView> {
+    if let Some(method) = &update.method {
+        check_method(method)?;
+    }
+    if let Some(ms) = update.timeout_ms {
+        check_timeout(ms)?;
+    }
+    if let Some(headers) = &update.headers {
+        check_headers(headers)?;
+        if !headers.is_empty() && secrets.sealing().is_none() {
+            return Err(sealing::no_key());
+        }
+    }
+    if let Some(url) = &update.url {
+        check_url(outbound, url).await?;
+    }
+    let write = guard::begin(db).await?;
+    let saved = update_in(&write, secrets, name, update.into()).await?;
+    guard::commit(write, generation).await?;
+    Ok(saved.into())
+}
+
+/// Soft delete (see [`delete_in`]).
+pub async fn delete(
+    db: &DatabaseConnection,
+    generation: &Generation,
+    name: &str,
+) -> Result<ConnectorView> {
+    let write = guard::begin(db).await?;
+    let saved = delete_in(&write, name).await?;
+    guard::commit(write, generation).await?;
+    Ok(saved.into())
+}
+
+/// Binds a tool to a connector, or disconnects it (see [`bind_in`]).
+pub async fn bind(
+    db: &DatabaseConnection,
+    generation: &Generation,
+    tool: &str,
+    binding: Binding,
+) -> Result<BindingView> {
+    let write = guard::begin(db).await?;
+    bind_in(&write, tool, binding.connector.as_deref()).await?;
     guard::commit(write, generation).await?;
     Ok(BindingView {
         tool: tool.to_owned(),

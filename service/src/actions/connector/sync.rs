@@ -31,10 +31,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use chrono::Utc;
 use entity::{connectors, tools};
 use rmcp::model::Tool;
-use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
-    Set,
-};
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -46,6 +43,7 @@ use crate::error::{Error, Result};
 use crate::execute::connector::mcp::{self, McpError, Server};
 use crate::execute::connector::{Kind, Outbound, sealing};
 use crate::registry::check::{ProblemCode, definition_problems, name_problem};
+use crate::registry::tools as tools_owner;
 use crate::registry::{Tier, ToolType, guard, links};
 
 /// The body of `POST /v1/connectors/{connector}/sync`.
@@ -162,6 +160,21 @@ struct Wanted {
     remote_schema: Value,
     /// Why it was taken loose (`allow_loose`); `None` for a strict tool.
     loose: Option<String>,
+}
+
+impl Wanted {
+    /// What the registry's synced-tool writes take.
+    fn synced(&self, connector: &connectors::Model) -> tools_owner::Synced {
+        tools_owner::Synced {
+            connector_id: connector.id,
+            remote_name: self.remote.clone(),
+            description: self.description.clone(),
+            tier: self.tier.as_str().to_owned(),
+            schema: self.schema.clone(),
+            remote_schema: self.remote_schema.clone(),
+            strict: self.loose.is_none(),
+        }
+    }
 }
 
 /// The tier the annotations ask for, and the name allows: read-only and not
@@ -332,7 +345,7 @@ pub async fn run(
     let remote = list(remote, &row).await?;
     let (wanted, refused) = plan(remote, &row.name, &request);
     let write = guard::begin(db).await?;
-    let mut report = apply(&*write, &row, wanted, &request).await?;
+    let mut report = apply(&write, &row, wanted, &request).await?;
     // The plan's refusals first, then the names the write found taken.
     let taken = std::mem::replace(&mut report.refused, refused);
     report.refused.extend(taken);
@@ -387,12 +400,12 @@ async fn list(remote: &Remote<'_>, row: &connectors::Model) -> Result<Vec<Tool>>
 
 /// Writes the plan (inside the caller's transaction) and says what changed.
 async fn apply(
-    db: &impl ConnectionTrait,
+    write: &guard::Write,
     connector: &connectors::Model,
     wanted: Vec<Wanted>,
     request: &SyncRequest,
 ) -> Result<SyncReport> {
-    let now = Utc::now();
+    let db = &**write;
     let mut report = SyncReport {
         connector: connector.name.clone(),
         ..Default::default()
@@ -419,12 +432,13 @@ async fn apply(
         seen.insert(want.remote.clone());
         let saved = match existing.get(&want.name) {
             None => {
-                let saved = insert(db, connector, &want, now).await?;
+                let saved = tools_owner::create_synced_in(write, &want.name, &want.synced(connector))
+                    .await?;
                 report.added.push(entry);
                 saved
             }
             Some(row) if ours(row, connector, &want.remote) => {
-                let (saved, changed) = update(db, row, &want, request.overwrite, now).await?;
+                let (saved, changed) = update(write, row, &want, connector, request.overwrite).await?;
                 match changed {
                     true => report.updated.push(entry),
                     false => report.unchanged.push(entry),
@@ -446,7 +460,7 @@ async fn apply(
             links::attach_in(db, agent, &saved).await?;
         }
     }
-    report.disabled = disable_gone(db, connector, &seen, now).await?;
+    report.disabled = disable_gone(write, connector, &seen).await?;
     Ok(report)
 }
 
@@ -456,43 +470,13 @@ fn ours(row: &tools::Model, connector: &connectors::Model, remote: &str) -> bool
         && row.remote_name.as_deref() == Some(remote)
 }
 
-async fn insert(
-    db: &impl ConnectionTrait,
-    connector: &connectors::Model,
-    want: &Wanted,
-    now: chrono::DateTime<Utc>,
-) -> Result<tools::Model> {
-    let tier = want.tier.as_str().to_owned();
-    let row = tools::ActiveModel {
-        name: Set(want.name.clone()),
-        tool_type: Set(ToolType::Mcp.as_str().to_owned()),
-        description: Set(want.description.clone()),
-        approval_tier: Set(tier.clone()),
-        parameters: Set(want.schema.clone()),
-        prompt_section: Set(None),
-        connector_id: Set(Some(connector.id)),
-        remote_name: Set(Some(want.remote.clone())),
-        synced_description: Set(Some(want.description.clone())),
-        synced_tier: Set(Some(tier)),
-        remote_gone_at: Set(None),
-        remote_schema: Set(Some(want.remote_schema.clone())),
-        strict: Set(want.loose.is_none()),
-        is_active: Set(true),
-        created_at: Set(now),
-        updated_at: Set(now),
-        deleted_at: Set(None),
-        ..Default::default()
-    };
-    Ok(row.insert(db).await?)
-}
-
 /// Applies the server's tool to an existing synced tool; `true` when anything changed.
 async fn update(
-    db: &impl ConnectionTrait,
+    write: &guard::Write,
     row: &tools::Model,
     want: &Wanted,
+    connector: &connectors::Model,
     overwrite: bool,
-    now: chrono::DateTime<Utc>,
 ) -> Result<(tools::Model, bool)> {
     // Never below what an earlier sync made it: the server may raise its tool's
     // tier, not lower it (a drifted stored value reads as the safest tier).
@@ -526,35 +510,26 @@ async fn update(
     if !changed {
         return Ok((row.clone(), false));
     }
-    let mut active: tools::ActiveModel = row.clone().into();
-    active.description = Set(description);
-    active.approval_tier = Set(approval_tier);
-    active.parameters = Set(want.schema.clone());
-    active.remote_schema = Set(Some(want.remote_schema.clone()));
-    active.strict = Set(want.loose.is_none());
-    active.synced_description = Set(Some(want.description.clone()));
-    active.synced_tier = Set(Some(tier.to_owned()));
-    if came_back {
-        active.remote_gone_at = Set(None);
-        active.is_active = Set(true);
-    }
-    active.updated_at = Set(now);
-    Ok((active.update(db).await?, true))
+    let mut synced = want.synced(connector);
+    synced.tier = tier.to_owned();
+    let saved =
+        tools_owner::update_synced_in(write, row.clone(), description, approval_tier, &synced)
+            .await?;
+    Ok((saved, true))
 }
 
 /// Switches off this connector's synced tools whose remote tool is gone.
 async fn disable_gone(
-    db: &impl ConnectionTrait,
+    write: &guard::Write,
     connector: &connectors::Model,
     seen: &BTreeSet<String>,
-    now: chrono::DateTime<Utc>,
 ) -> Result<Vec<SyncEntry>> {
     let synced = tools::Entity::find()
         .filter(tools::Column::ConnectorId.eq(connector.id))
         .filter(tools::Column::RemoteName.is_not_null())
         .filter(tools::Column::RemoteGoneAt.is_null())
         .filter(tools::Column::DeletedAt.is_null())
-        .all(db)
+        .all(&**write)
         .await?;
     let mut disabled = Vec::new();
     for row in synced {
@@ -567,11 +542,7 @@ async fn disable_gone(
             name: Some(row.name.clone()),
             reason: None,
         });
-        let mut active: tools::ActiveModel = row.into();
-        active.is_active = Set(false);
-        active.remote_gone_at = Set(Some(now));
-        active.updated_at = Set(now);
-        active.update(db).await?;
+        tools_owner::mark_gone_in(write, row).await?;
     }
     Ok(disabled)
 }

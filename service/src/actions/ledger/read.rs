@@ -1,6 +1,8 @@
 //! Reading the ledger, always in one tenant: a proposal and its events, a page of a
 //! conversation's proposals, the queue, and how many wait for a decision.
 
+use std::collections::BTreeMap;
+
 use entity::{proposal_events, proposals};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
@@ -86,4 +88,24 @@ pub async fn pending(db: &impl ConnectionTrait, tenant: &str) -> Result<u64, Led
         .filter(proposals::Column::State.eq(State::Proposed.as_str()))
         .count(db)
         .await?)
+}
+
+/// Proposals waiting for a decision in `tenant`, counted per agent (of `agents`).
+pub async fn pending_by_agent(
+    db: &impl ConnectionTrait,
+    tenant: &str,
+    agents: &[i32],
+) -> Result<BTreeMap<i32, i64>, LedgerError> {
+    let rows: Vec<(i32, i64)> = proposals::Entity::find()
+        .select_only()
+        .column(proposals::Column::AgentId)
+        .column_as(proposals::Column::Id.count(), "waiting")
+        .filter(proposals::Column::TenantId.eq(tenant))
+        .filter(proposals::Column::State.eq(State::Proposed.as_str()))
+        .filter(proposals::Column::AgentId.is_in(agents.iter().copied()))
+        .group_by(proposals::Column::AgentId)
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(rows.into_iter().collect())
 }
