@@ -213,7 +213,6 @@ pub async fn apply(
         input: &input,
         agents: HashMap::new(),
         tools: HashMap::new(),
-        connectors: HashMap::new(),
         lint_names: None,
     };
     writer.run(&plan).await?;
@@ -236,7 +235,6 @@ struct Writer<'a> {
     input: &'a Apply<'a>,
     agents: HashMap<String, agent_configurations::Model>,
     tools: HashMap<String, entity::tools::Model>,
-    connectors: HashMap<String, connectors::Model>,
     lint_names: Option<lint::ToolNames>,
 }
 
@@ -287,13 +285,6 @@ impl Writer<'_> {
         Ok(())
     }
 
-    /// The live connector of that name, as this write left it.
-    fn connector_row(&self, name: &str) -> Option<&connectors::Model> {
-        self.connectors
-            .get(name)
-            .or_else(|| self.current.connectors.get(name))
-    }
-
     fn tool_row(&self, name: &str) -> Option<&entity::tools::Model> {
         self.tools
             .get(name)
@@ -342,8 +333,7 @@ impl Writer<'_> {
                 false => Vec::new(),
             },
         };
-        let saved = store::update_in(self.db, input.keyring, &doc.name, update).await?;
-        self.connectors.insert(doc.name.clone(), saved);
+        store::update_in(self.db, input.keyring, &doc.name, update).await?;
         Ok(())
     }
 

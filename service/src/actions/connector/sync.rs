@@ -28,7 +28,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use chrono::Utc;
 use entity::{connectors, tools};
 use rmcp::model::Tool;
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
@@ -44,7 +43,7 @@ use crate::execute::connector::mcp::{self, McpError, Server};
 use crate::execute::connector::{Kind, Outbound, sealing};
 use crate::registry::check::{ProblemCode, definition_problems, name_problem};
 use crate::registry::tools as tools_owner;
-use crate::registry::{Tier, ToolType, guard, links};
+use crate::registry::{Tier, guard, links};
 
 /// The body of `POST /v1/connectors/{connector}/sync`.
 #[derive(Debug, Default, Deserialize, ToSchema)]
