@@ -323,6 +323,9 @@ class Bench:
         self.pg_databases = []
 
     def cleanup(self):
+        if os.environ.get("BENCH_KEEP"):
+            log(f"bench: kept {self.work} and databases {self.pg_databases} (BENCH_KEEP)")
+            return
         for db in self.pg_databases:
             try:
                 psql(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
