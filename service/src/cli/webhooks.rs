@@ -113,7 +113,11 @@ pub async fn output(
             let list = subscriptions::list(db, &who, tenant.as_deref())
                 .await
                 .map_err(refused)?;
-            show(json, &list, || list.iter().map(line).collect())
+            let lines = list.iter().map(line).collect();
+            let list = subscriptions::SubscriptionList {
+                subscriptions: list,
+            };
+            show(json, &list, || lines)
         }
         WebhooksCommand::Create {
             url,
@@ -179,8 +183,10 @@ pub async fn output(
             let log = subscriptions::attempts(db, &who, id, limit)
                 .await
                 .map_err(refused)?;
+            let log = subscriptions::AttemptList { attempts: log };
             show(json, &log, || {
-                log.iter()
+                log.attempts
+                    .iter()
                     .map(|a| {
                         format!(
                             "{}\t{}\t{}\tattempt {}\t{}\t{} ms\t{}\n",

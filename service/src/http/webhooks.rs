@@ -6,7 +6,7 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -15,7 +15,8 @@ use super::error::{ApiResult, E400, E401, E403, E404, E413, E422};
 use super::extract::{AdminKey, ApiJson, ApiPath, ApiQuery};
 use crate::app::AppState;
 use crate::webhooks::subscriptions::{
-    self, AttemptView, NewSubscription, Sealing, SubscriptionPatch, SubscriptionView, WithSecret,
+    self, AttemptList, NewSubscription, Sealing, SubscriptionList, SubscriptionPatch,
+    SubscriptionView, WithSecret,
 };
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -24,18 +25,6 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(get_webhook, update_webhook, delete_webhook))
         .routes(routes!(rotate_secret))
         .routes(routes!(list_deliveries))
-}
-
-/// Subscriptions, oldest first.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct SubscriptionList {
-    pub subscriptions: Vec<SubscriptionView>,
-}
-
-/// A subscription's delivery log, newest first.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct AttemptList {
-    pub attempts: Vec<AttemptView>,
 }
 
 /// Which tenant's subscriptions (operators only; absent: every tenant's).

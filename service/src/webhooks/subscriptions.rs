@@ -39,6 +39,19 @@ pub(super) fn context(id: i32) -> Vec<u8> {
     crate::secrets::webhook_secret_context(id)
 }
 
+/// Subscriptions, oldest first (`GET /v1/webhooks`, `loadout webhooks list --json`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SubscriptionList {
+    pub subscriptions: Vec<SubscriptionView>,
+}
+
+/// A subscription's delivery log, newest first (`GET /v1/webhooks/{id}/deliveries`,
+/// `loadout webhooks deliveries ID --json`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AttemptList {
+    pub attempts: Vec<AttemptView>,
+}
+
 /// A subscription as the API shows it (never its secret).
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct SubscriptionView {
