@@ -18,7 +18,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 
 /// The layout's version: the root file's `version`. A folder of another version is
@@ -212,12 +211,8 @@ pub fn sorted(value: &Value) -> Value {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn sha256(text: &[u8]) -> String {
-    hex(&Sha256::digest(text))
+    crate::digest::sha256_hex(text)
 }
 
 fn fingerprint(value: &impl Serialize) -> String {

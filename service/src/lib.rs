@@ -15,6 +15,7 @@ pub mod closed;
 pub mod console;
 pub mod cpu;
 pub mod db;
+pub mod digest;
 pub mod error;
 pub mod events;
 pub mod execute;

@@ -237,7 +237,7 @@ pub async fn call(
     // body is a different request (409), never a replay of that agent's proposal.
     let serialized = serde_json::to_string(&request).map_err(Error::internal)?;
     let signed = format!("{agent:?}\n{serialized}");
-    let request_hash = crate::auth::keys::hash_bytes(signed.as_bytes());
+    let request_hash = crate::digest::sha256_hex(signed.as_bytes());
     if let Some(key) = &request.idempotency_key
         && let Some(first) = replay(runner.db, tenant, key, &request_hash).await?
     {

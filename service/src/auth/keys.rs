@@ -13,7 +13,6 @@ use sea_orm::{
     QueryFilter, QueryOrder, Set,
 };
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 crate::closed_set! {
     /// What a key may do.
@@ -138,24 +137,11 @@ pub enum KeyError {
 
 pub use crate::vocab::valid_name;
 
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        out.push(DIGITS[usize::from(b >> 4)] as char);
-        out.push(DIGITS[usize::from(b & 15)] as char);
-    }
-    out
-}
+use crate::digest::hex;
 
-/// Lowercase hex SHA-256 of a presented key.
+/// Lowercase hex SHA-256 of a presented key (what the database stores).
 pub fn hash(key: &str) -> String {
-    hash_bytes(key.as_bytes())
-}
-
-/// Lowercase hex SHA-256 of any bytes (also the ETag digest).
-pub fn hash_bytes(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
+    crate::digest::sha256_hex(key)
 }
 
 /// Equality that takes the same time wherever the inputs differ.

@@ -32,7 +32,7 @@ use sea_orm::{
     QueryOrder, Set,
 };
 
-use super::keys::{self, Role};
+use super::keys::Role;
 use super::members::{self, MemberKind};
 use crate::error::{Error, Kind, Result};
 
@@ -214,7 +214,7 @@ impl Sso {
             .set_pkce_challenge(challenge)
             .url();
         oidc_logins::ActiveModel {
-            state_hash: Set(keys::hash(state.secret())),
+            state_hash: Set(crate::digest::sha256_hex(state.secret())),
             nonce: Set(nonce.secret().clone()),
             pkce_verifier: Set(verifier.secret().clone()),
             created_at: Set(now),
@@ -290,7 +290,7 @@ async fn take_login(
             oidc_logins::Column::UsedAt,
             sea_orm::sea_query::Expr::value(now),
         )
-        .filter(oidc_logins::Column::StateHash.eq(keys::hash(state)))
+        .filter(oidc_logins::Column::StateHash.eq(crate::digest::sha256_hex(state)))
         .filter(oidc_logins::Column::UsedAt.is_null())
         .filter(oidc_logins::Column::CreatedAt.gt(now - LOGIN_LIFETIME))
         .exec(db)
@@ -302,7 +302,7 @@ async fn take_login(
         ));
     }
     oidc_logins::Entity::find()
-        .filter(oidc_logins::Column::StateHash.eq(keys::hash(state)))
+        .filter(oidc_logins::Column::StateHash.eq(crate::digest::sha256_hex(state)))
         .one(db)
         .await?
         .ok_or_else(|| Error::internal("a login row vanished"))
@@ -426,6 +426,6 @@ mod tests {
         assert_eq!(usable_name("Alice Smith"), "alice-smith");
         assert_eq!(usable_name("--!x"), "x");
         assert_eq!(usable_name("漢字"), "sso-user");
-        assert!(keys::valid_name(&usable_name(&"a".repeat(300))));
+        assert!(crate::auth::keys::valid_name(&usable_name(&"a".repeat(300))));
     }
 }

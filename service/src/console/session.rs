@@ -158,7 +158,7 @@ async fn find(state: &AppState, headers: &HeaderMap) -> Result<Option<Signed>> {
         return Ok(None);
     };
     let row = console_sessions::Entity::find()
-        .filter(console_sessions::Column::TokenHash.eq(keys::hash(token)))
+        .filter(console_sessions::Column::TokenHash.eq(crate::digest::sha256_hex(token)))
         .filter(console_sessions::Column::EndedAt.is_null())
         .filter(console_sessions::Column::ExpiresAt.gt(Utc::now()))
         .one(&state.db)
@@ -377,7 +377,7 @@ async fn open(state: &AppState, key_id: i32) -> Result<String> {
     );
     let now = Utc::now();
     console_sessions::ActiveModel {
-        token_hash: Set(keys::hash(&token)),
+        token_hash: Set(crate::digest::sha256_hex(&token)),
         api_key_id: Set(key_id),
         csrf_token: Set(csrf),
         created_at: Set(now),

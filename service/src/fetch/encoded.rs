@@ -26,7 +26,7 @@ pub struct Encoded {
 impl Encoded {
     pub fn new(body: &impl serde::Serialize) -> Result<Self, serde_json::Error> {
         let bytes = serde_json::to_vec(body)?;
-        let digest = crate::auth::keys::hash_bytes(&bytes);
+        let digest = crate::digest::sha256_hex(&bytes);
         Ok(Self {
             // Hex and quotes only: always a valid header value.
             etag: HeaderValue::try_from(format!("\"{}\"", &digest[..32]))

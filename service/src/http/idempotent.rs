@@ -146,7 +146,7 @@ fn fingerprint(who: &Principal, parts: &axum::http::request::Parts, body: &[u8])
     let (key, method) = (&who.key_name, &parts.method);
     let mut signed = format!("{key:?} {scope:?}\n{method} {path}\n").into_bytes();
     signed.extend_from_slice(body);
-    crate::auth::keys::hash_bytes(&signed)
+    crate::digest::sha256_hex(&signed)
 }
 
 /// The stored answer, or 409 when there is none (yet).

@@ -7,7 +7,6 @@ use entity::tools;
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 
 use crate::error::{Error, Result};
@@ -202,10 +201,7 @@ async fn tool_types(
 
 /// Hex SHA-256 of the canonical text.
 pub fn hash(text: &str) -> String {
-    Sha256::digest(text.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::digest::sha256_hex(text)
 }
 
 #[cfg(test)]
