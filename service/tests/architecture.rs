@@ -584,3 +584,93 @@ fn the_owner_check_finds_a_planted_write() {
         ]
     );
 }
+
+/// ARCHITECTURE.md's layer table: each top-level module and its layer. The table is
+/// the one whose header is `| layer | modules | owns | may use |`; a row's modules
+/// are the backticked names in its second cell.
+fn documented_layers(doc: &str) -> Result<BTreeMap<String, u32>, String> {
+    let mut lines = doc.lines().skip_while(|l| !l.starts_with("| layer | modules |"));
+    lines.next().ok_or("no `| layer | modules | owns | may use |` table")?;
+    let mut layers = BTreeMap::new();
+    for line in lines.skip(1).take_while(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let layer: u32 = cells
+            .get(1)
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| format!("a layer is a whole number: {line}"))?;
+        let modules = cells.get(2).ok_or_else(|| format!("no modules cell: {line}"))?;
+        for name in modules.split('`').skip(1).step_by(2) {
+            if layers.insert(name.to_owned(), layer).is_some() {
+                return Err(format!("{name} is in two rows"));
+            }
+        }
+    }
+    Ok(layers)
+}
+
+/// Every import of a module in a higher layer, and every module the table misses.
+fn layer_violations(
+    graph: &BTreeMap<String, BTreeSet<String>>,
+    layers: &BTreeMap<String, u32>,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (from, targets) in graph {
+        let Some(&mine) = layers.get(from) else {
+            out.push(format!("{from} is not in the layer table"));
+            continue;
+        };
+        for to in targets {
+            match layers.get(to) {
+                Some(&theirs) if theirs > mine => {
+                    out.push(format!("{from} (layer {mine}) uses {to} (layer {theirs})"));
+                }
+                Some(_) => {}
+                None => out.push(format!("{to} is not in the layer table")),
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[test]
+fn every_module_uses_only_its_layer_and_those_below_as_architecture_md_says() {
+    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../ARCHITECTURE.md"))
+        .expect("ARCHITECTURE.md");
+    let layers = documented_layers(&doc).expect("the layer table");
+    // `crate` (lib.rs) declares the modules; it is no layer.
+    let mut graph = top_level(&graph());
+    graph.remove("crate");
+    for targets in graph.values_mut() {
+        targets.remove("crate");
+    }
+    let found = layer_violations(&graph, &layers);
+    assert!(found.is_empty(), "{found:#?}");
+    let stale: Vec<&String> = layers.keys().filter(|m| !graph.contains_key(*m)).collect();
+    assert!(stale.is_empty(), "the table names modules that do not exist: {stale:?}");
+}
+
+#[test]
+fn the_layer_check_finds_a_planted_upward_import() {
+    let doc = "| layer | modules | owns | may use |\n|---|---|---|---|\n\
+               | 0 | `vocab`, `digest` | words | nothing |\n| 1 | `db` | pools | 0 |\n\
+               | 2 | `http` | routes | 0-1 |\n";
+    let layers = documented_layers(doc).expect("parsed");
+    assert_eq!(layers.get("digest"), Some(&0));
+    let graph: BTreeMap<String, BTreeSet<String>> = [
+        ("vocab", vec!["digest"]),
+        ("db", vec!["vocab", "http"]),
+        ("http", vec!["db", "cli"]),
+    ]
+    .into_iter()
+    .map(|(m, to)| (m.to_owned(), to.into_iter().map(str::to_owned).collect()))
+    .collect();
+    assert_eq!(
+        layer_violations(&graph, &layers),
+        vec![
+            "cli is not in the layer table".to_owned(),
+            "db (layer 1) uses http (layer 2)".to_owned(),
+        ]
+    );
+}
