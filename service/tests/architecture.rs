@@ -464,20 +464,44 @@ fn no_json_macro_builds_a_response_outside_tests() {
 /// rules live in one place.
 const OWNERS: &[(&str, &[&str])] = &[
     // The seed writes the canonical registry before any owner's rules can apply.
-    ("agent_configurations", &["agents::config", "agents::template", "registry::seed"]),
+    (
+        "agent_configurations",
+        &["agents::config", "agents::template", "registry::seed"],
+    ),
     ("prompt_versions", &["agents::template", "registry::seed"]),
     // A tool's connector binding is the connector store's rule (kinds must match).
-    ("tools", &["registry::tools", "registry::seed", "actions::connector::store"]),
+    (
+        "tools",
+        &[
+            "registry::tools",
+            "registry::seed",
+            "actions::connector::store",
+        ],
+    ),
     // A tool's soft delete switches its links off.
-    ("agent_tools", &["registry::links", "registry::tools", "registry::seed"]),
+    (
+        "agent_tools",
+        &["registry::links", "registry::tools", "registry::seed"],
+    ),
     ("channels", &["registry::channels", "registry::seed"]),
     // Sealing re-seals header values when the secrets key rotates.
-    ("connectors", &["actions::connector::store", "execute::connector::sealing"]),
+    (
+        "connectors",
+        &["actions::connector::store", "execute::connector::sealing"],
+    ),
     ("agent_labels", &["agents::labels", "releases::labels"]),
     ("label_moves", &["releases::labels"]),
     ("agent_revisions", &["releases"]),
     ("change_requests", &["agents::change_requests"]),
-    ("rollouts", &["agents::change_requests", "agents::rollouts", "releases::rollouts", "releases::outcomes"]),
+    (
+        "rollouts",
+        &[
+            "agents::change_requests",
+            "agents::rollouts",
+            "releases::rollouts",
+            "releases::outcomes",
+        ],
+    ),
     ("rollout_events", &["releases::rollouts"]),
     ("outcomes", &["releases::outcomes"]),
     ("revision_signals", &["releases::signals"]),
@@ -490,10 +514,23 @@ const OWNERS: &[(&str, &[&str])] = &[
     ("proposals", &["actions::ledger"]),
     ("proposal_events", &["actions::ledger"]),
     ("user_tool_preferences", &["actions::preferences"]),
-    ("user_agent_prompt_customizations", &["agents::instructions", "execute::executors"]),
+    (
+        "user_agent_prompt_customizations",
+        &["agents::instructions", "execute::executors"],
+    ),
     ("webhook_events", &["events", "webhooks::fan_out"]),
-    ("webhook_subscriptions", &["webhooks::subscriptions", "webhooks::deliver", "execute::connector::sealing"]),
-    ("webhook_deliveries", &["webhooks::fan_out", "webhooks::deliver"]),
+    (
+        "webhook_subscriptions",
+        &[
+            "webhooks::subscriptions",
+            "webhooks::deliver",
+            "execute::connector::sealing",
+        ],
+    ),
+    (
+        "webhook_deliveries",
+        &["webhooks::fan_out", "webhooks::deliver"],
+    ),
     ("webhook_attempts", &["webhooks::deliver"]),
 ];
 
@@ -502,7 +539,10 @@ const OWNERS: &[(&str, &[&str])] = &[
 /// aliases resolved.
 fn tables_written(code: &str) -> BTreeSet<String> {
     let mut aliases = BTreeMap::new();
-    for line in code.lines().filter(|l| l.trim_start().starts_with("use entity")) {
+    for line in code
+        .lines()
+        .filter(|l| l.trim_start().starts_with("use entity"))
+    {
         for part in line.split([',', '{', '}', ';']) {
             let words: Vec<&str> = part.split_whitespace().collect();
             if let [.., table, "as", alias] = words.as_slice() {
@@ -529,7 +569,10 @@ fn tables_written(code: &str) -> BTreeSet<String> {
                 .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
                 .map_or(0, |i| i + 1);
             let name = &before[start..];
-            let table = aliases.get(name).cloned().unwrap_or_else(|| name.to_owned());
+            let table = aliases
+                .get(name)
+                .cloned()
+                .unwrap_or_else(|| name.to_owned());
             found.insert(table);
         }
     }
@@ -551,7 +594,9 @@ fn foreign_writes(modules: &BTreeMap<String, String>) -> Vec<String> {
             match owners.get(table.as_str()) {
                 Some(list) if owned_by(module, list) => {}
                 Some(_) => out.push(format!("{module} writes {table}")),
-                None => out.push(format!("{module} writes {table}, which has no owner listed")),
+                None => out.push(format!(
+                    "{module} writes {table}, which has no owner listed"
+                )),
             }
         }
     }
@@ -566,16 +611,21 @@ fn every_table_is_written_by_its_owners_only() {
 
 #[test]
 fn the_owner_check_finds_a_planted_write() {
-    let planted = BTreeMap::from([(
-        "bundle::apply".to_owned(),
-        "use entity::tools as t;\nlet row = t::ActiveModel { ..Default::default() };\n".to_owned(),
-    ), (
-        "http::agents".to_owned(),
-        "entity::channels::Entity::update_many().exec(db).await?;\n".to_owned(),
-    ), (
-        "registry::tools".to_owned(),
-        "tools::ActiveModel {}".to_owned(),
-    )]);
+    let planted = BTreeMap::from([
+        (
+            "bundle::apply".to_owned(),
+            "use entity::tools as t;\nlet row = t::ActiveModel { ..Default::default() };\n"
+                .to_owned(),
+        ),
+        (
+            "http::agents".to_owned(),
+            "entity::channels::Entity::update_many().exec(db).await?;\n".to_owned(),
+        ),
+        (
+            "registry::tools".to_owned(),
+            "tools::ActiveModel {}".to_owned(),
+        ),
+    ]);
     assert_eq!(
         foreign_writes(&planted),
         vec![
@@ -589,8 +639,12 @@ fn the_owner_check_finds_a_planted_write() {
 /// the one whose header is `| layer | modules | owns | may use |`; a row's modules
 /// are the backticked names in its second cell.
 fn documented_layers(doc: &str) -> Result<BTreeMap<String, u32>, String> {
-    let mut lines = doc.lines().skip_while(|l| !l.starts_with("| layer | modules |"));
-    lines.next().ok_or("no `| layer | modules | owns | may use |` table")?;
+    let mut lines = doc
+        .lines()
+        .skip_while(|l| !l.starts_with("| layer | modules |"));
+    lines
+        .next()
+        .ok_or("no `| layer | modules | owns | may use |` table")?;
     let mut layers = BTreeMap::new();
     for line in lines.skip(1).take_while(|l| l.starts_with('|')) {
         let cells: Vec<&str> = line.split('|').map(str::trim).collect();
@@ -598,7 +652,9 @@ fn documented_layers(doc: &str) -> Result<BTreeMap<String, u32>, String> {
             .get(1)
             .and_then(|c| c.parse().ok())
             .ok_or_else(|| format!("a layer is a whole number: {line}"))?;
-        let modules = cells.get(2).ok_or_else(|| format!("no modules cell: {line}"))?;
+        let modules = cells
+            .get(2)
+            .ok_or_else(|| format!("no modules cell: {line}"))?;
         for name in modules.split('`').skip(1).step_by(2) {
             if layers.insert(name.to_owned(), layer).is_some() {
                 return Err(format!("{name} is in two rows"));
@@ -636,8 +692,9 @@ fn layer_violations(
 
 #[test]
 fn every_module_uses_only_its_layer_and_those_below_as_architecture_md_says() {
-    let doc = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../ARCHITECTURE.md"))
-        .expect("ARCHITECTURE.md");
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../ARCHITECTURE.md"))
+            .expect("ARCHITECTURE.md");
     let layers = documented_layers(&doc).expect("the layer table");
     // `crate` (lib.rs) declares the modules; it is no layer.
     let mut graph = top_level(&graph());
@@ -648,7 +705,10 @@ fn every_module_uses_only_its_layer_and_those_below_as_architecture_md_says() {
     let found = layer_violations(&graph, &layers);
     assert!(found.is_empty(), "{found:#?}");
     let stale: Vec<&String> = layers.keys().filter(|m| !graph.contains_key(*m)).collect();
-    assert!(stale.is_empty(), "the table names modules that do not exist: {stale:?}");
+    assert!(
+        stale.is_empty(),
+        "the table names modules that do not exist: {stale:?}"
+    );
 }
 
 #[test]

@@ -1346,8 +1346,13 @@ async fn webhooks_create_prints_the_secret_once_and_list_disable_and_deliveries_
     );
     // The API's shape, as `--help` says: an object holding the list.
     let listed: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
-    let events = listed["subscriptions"][0]["events"].as_array().expect("events");
-    assert!(events.contains(&serde_json::json!("label.moved")), "{listed}");
+    let events = listed["subscriptions"][0]["events"]
+        .as_array()
+        .expect("events");
+    assert!(
+        events.contains(&serde_json::json!("label.moved")),
+        "{listed}"
+    );
 
     let out = loadout(&db.url, &["webhooks", "disable", &id]);
     assert!(out.status.success(), "{}", stderr(&out));

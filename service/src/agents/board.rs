@@ -74,18 +74,19 @@ pub async fn boards(
         .into_iter()
         .collect();
     for label in labels {
-        if let (Some(board), Some(number)) =
-            (out.get_mut(&label.agent_id), numbers.get(&label.revision_id))
-        {
+        if let (Some(board), Some(number)) = (
+            out.get_mut(&label.agent_id),
+            numbers.get(&label.revision_id),
+        ) {
             board.labels.push((label.name, *number));
         }
     }
     let running = rollouts::Entity::find()
         .filter(rollouts::Column::AgentId.is_in(agents.iter().copied()))
-        .filter(rollouts::Column::State.is_in([
-            RolloutState::Active.as_str(),
-            RolloutState::Paused.as_str(),
-        ]))
+        .filter(
+            rollouts::Column::State
+                .is_in([RolloutState::Active.as_str(), RolloutState::Paused.as_str()]),
+        )
         .all(db)
         .await?;
     for r in running {

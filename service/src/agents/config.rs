@@ -154,7 +154,7 @@ pub async fn create_in(
     mode: Option<ReleaseMode>,
 ) -> Result<agent_configurations::Model> {
     check_new(&new)?;
-    let now = Utc::now();
+    let now = write.now();
     let name = new.name.clone();
     let mut active = agent_configurations::ActiveModel {
         name: Set(new.name),
@@ -245,7 +245,7 @@ pub async fn set_release_mode(
     write.touch(found.id).await?;
     let mut active: agent_configurations::ActiveModel = found.into();
     active.release_mode = Set(mode.as_str().to_owned());
-    active.updated_at = Set(Utc::now());
+    active.updated_at = Set(write.now());
     let saved = active.update(&*write).await?;
     guard::commit(write, generation).await?;
     Ok(saved.into())
@@ -270,7 +270,7 @@ pub async fn delete_in(
 ) -> Result<agent_configurations::Model> {
     let found = row(&**write, name).await?;
     write.touch(found.id).await?;
-    let now = Utc::now();
+    let now = write.now();
     let mut active: agent_configurations::ActiveModel = found.into();
     active.deleted_at = Set(Some(now));
     active.updated_at = Set(now);
@@ -399,6 +399,6 @@ pub async fn update_in(
         };
         template::record(write, Kind::Soul, &next, update.soul).await?;
     }
-    active.updated_at = Set(Utc::now());
+    active.updated_at = Set(write.now());
     Ok(active.update(&**write).await?)
 }

@@ -7,8 +7,8 @@ use chrono::{DateTime, Utc};
 use entity::{agent_configurations, prompt_versions, tools};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction,
-    EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
+    QueryOrder, QuerySelect, Set,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -159,7 +159,7 @@ pub fn stale(kind: Kind, expected: i32, current: i32) -> Error {
 }
 
 pub async fn record(
-    txn: &DatabaseTransaction,
+    write: &guard::Write,
     kind: Kind,
     new: &NewVersion<'_>,
     body: Option<String>,
@@ -172,10 +172,10 @@ pub async fn record(
         forced: Set(new.forced),
         reason: Set(new.reason.map(str::to_owned)),
         author: Set(new.author.to_owned()),
-        created_at: Set(Utc::now()),
+        created_at: Set(write.now()),
         ..Default::default()
     }
-    .insert(txn)
+    .insert(&**write)
     .await?)
 }
 
@@ -397,7 +397,7 @@ pub async fn save_in(
         )
         .col_expr(
             agent_configurations::Column::UpdatedAt,
-            Expr::value(Utc::now()),
+            Expr::value(write.now()),
         )
         .filter(agent_configurations::Column::Id.eq(found.id))
         .filter(agent_configurations::Column::TemplateVersion.eq(found.template_version))

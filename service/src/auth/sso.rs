@@ -426,6 +426,8 @@ mod tests {
         assert_eq!(usable_name("Alice Smith"), "alice-smith");
         assert_eq!(usable_name("--!x"), "x");
         assert_eq!(usable_name("漢字"), "sso-user");
-        assert!(crate::auth::keys::valid_name(&usable_name(&"a".repeat(300))));
+        assert!(crate::auth::keys::valid_name(&usable_name(
+            &"a".repeat(300)
+        )));
     }
 }

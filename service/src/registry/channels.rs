@@ -106,7 +106,7 @@ pub async fn create_in(write: &guard::Write, new: NewChannel) -> Result<channels
     write.covers_registry()?;
     check_name("channel", &new.name)?;
     check_guidance(&new.guidance)?;
-    let now = Utc::now();
+    let now = write.now();
     let name = new.name.clone();
     channels::ActiveModel {
         name: Set(new.name),
@@ -158,7 +158,7 @@ pub async fn update_in(
     if let Some(on) = update.include_session_section {
         active.include_session_section = Set(on);
     }
-    active.updated_at = Set(Utc::now());
+    active.updated_at = Set(write.now());
     Ok(active.update(&**write).await?)
 }
 
@@ -166,7 +166,7 @@ pub async fn update_in(
 pub async fn delete_in(write: &guard::Write, name: &str) -> Result<channels::Model> {
     write.covers_registry()?;
     let found = row(&**write, name).await?;
-    let now = Utc::now();
+    let now = write.now();
     let mut active: channels::ActiveModel = found.into();
     active.deleted_at = Set(Some(now));
     active.updated_at = Set(now);

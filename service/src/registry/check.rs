@@ -117,9 +117,14 @@ pub async fn agents(
     // The state of each tool name these agents' texts mention, not every tool's:
     // the rules below only ever look up words of the texts.
     let texts = agents.iter().flat_map(|a| {
-        [Some(a.soul.as_str()), a.prompt_template.as_deref(), a.operating_model.as_deref(), a.interaction_learning.as_deref()]
-            .into_iter()
-            .flatten()
+        [
+            Some(a.soul.as_str()),
+            a.prompt_template.as_deref(),
+            a.operating_model.as_deref(),
+            a.interaction_learning.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
     });
     let words: Vec<&str> = crate::prompt::lint::mentioned(texts).into_iter().collect();
     let mut states: Vec<(String, bool, bool)> = Vec::new();

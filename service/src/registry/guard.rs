@@ -26,6 +26,7 @@
 
 use std::collections::BTreeSet;
 
+use chrono::{DateTime, Utc};
 use entity::agent_tools;
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, EntityTrait,
@@ -50,6 +51,8 @@ pub struct Write {
     /// Under [`Scope::Everything`], the one tool this write changes, if it said so:
     /// only the agents linked to it are published.
     tool: Option<i32>,
+    /// The write's time: every row it stamps gets the same.
+    now: DateTime<Utc>,
 }
 
 /// What a write may change, and so what its check reads and what it publishes.
@@ -61,6 +64,11 @@ enum Scope {
 }
 
 impl Write {
+    /// The write's time, read once when it began.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.now
+    }
+
     /// Names who makes this write: the revisions it publishes record it.
     pub fn by(mut self, author: &str) -> Self {
         self.author = Some(author.to_owned());
@@ -179,6 +187,7 @@ pub async fn begin(db: &DatabaseConnection) -> Result<Write> {
         author: None,
         scope: Scope::Everything,
         tool: None,
+        now: Utc::now(),
     })
 }
 
@@ -194,6 +203,7 @@ pub async fn begin_for_agents(db: &DatabaseConnection) -> Result<Write> {
         author: None,
         scope: Scope::Agents(BTreeSet::new()),
         tool: None,
+        now: Utc::now(),
     })
 }
 

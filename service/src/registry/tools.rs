@@ -310,7 +310,7 @@ impl Definition {
 pub async fn create_in(write: &guard::Write, def: Definition) -> Result<tools::Model> {
     write.covers_registry()?;
     let tool_type = def.check(None)?;
-    let now = Utc::now();
+    let now = write.now();
     let name = def.name.clone();
     tools::ActiveModel {
         name: Set(def.name),
@@ -355,7 +355,7 @@ pub async fn replace_in(
     active.prompt_section = Set(def.prompt_section);
     active.strict = Set(def.strict);
     active.is_active = Set(def.active);
-    active.updated_at = Set(Utc::now());
+    active.updated_at = Set(write.now());
     Ok(active.update(&**write).await?)
 }
 
@@ -392,7 +392,7 @@ pub async fn update_in(
 /// `deleted_at` set, and its agent links are switched off.
 pub async fn delete_in(write: &guard::Write, found: tools::Model) -> Result<tools::Model> {
     write.covers_registry()?;
-    let now = Utc::now();
+    let now = write.now();
     agent_tools::Entity::update_many()
         .col_expr(agent_tools::Column::IsActive, Expr::value(false))
         .col_expr(agent_tools::Column::UpdatedAt, Expr::value(now))
@@ -430,7 +430,7 @@ pub async fn create_synced_in(
     synced: &Synced,
 ) -> Result<tools::Model> {
     write.covers_registry()?;
-    let now = Utc::now();
+    let now = write.now();
     let row = tools::ActiveModel {
         name: Set(name.to_owned()),
         tool_type: Set(ToolType::Mcp.as_str().to_owned()),
@@ -478,7 +478,7 @@ pub async fn update_synced_in(
         active.remote_gone_at = Set(None);
         active.is_active = Set(true);
     }
-    active.updated_at = Set(Utc::now());
+    active.updated_at = Set(write.now());
     Ok(active.update(&**write).await?)
 }
 
@@ -486,7 +486,7 @@ pub async fn update_synced_in(
 /// write.
 pub async fn mark_gone_in(write: &guard::Write, row: tools::Model) -> Result<tools::Model> {
     write.covers_registry()?;
-    let now = Utc::now();
+    let now = write.now();
     let mut active: tools::ActiveModel = row.into();
     active.is_active = Set(false);
     active.remote_gone_at = Set(Some(now));

@@ -349,7 +349,7 @@ pub async fn create_in(
     check_method(&new.method)?;
     check_timeout(new.timeout_ms)?;
     check_given_headers(kind, &new.headers, secrets)?;
-    let now = Utc::now();
+    let now = write.now();
     let name = new.name.clone();
     // Inserted without headers first: sealed values are bound to the row's id.
     let saved = connectors::ActiveModel {
@@ -472,7 +472,7 @@ pub async fn update_in(
     if let Some(ms) = change.timeout_ms {
         active.timeout_ms = Set(ms);
     }
-    active.updated_at = Set(Utc::now());
+    active.updated_at = Set(write.now());
     Ok(active.update(&**write).await?)
 }
 
@@ -482,7 +482,7 @@ pub async fn update_in(
 pub async fn delete_in(write: &guard::Write, name: &str) -> Result<connectors::Model> {
     write.covers_registry()?;
     let found = row(&**write, name).await?;
-    let now = Utc::now();
+    let now = write.now();
     let mut active: connectors::ActiveModel = found.into();
     active.headers = Set(Value::Object(Map::new()));
     active.deleted_at = Set(Some(now));
@@ -539,7 +539,7 @@ pub async fn bind_in(
     };
     let mut active: tools::ActiveModel = found.into();
     active.connector_id = Set(connector_id);
-    active.updated_at = Set(Utc::now());
+    active.updated_at = Set(write.now());
     Ok(active.update(&**write).await?)
 }
 

@@ -431,13 +431,15 @@ async fn apply(
         seen.insert(want.remote.clone());
         let saved = match existing.get(&want.name) {
             None => {
-                let saved = tools_owner::create_synced_in(write, &want.name, &want.synced(connector))
-                    .await?;
+                let saved =
+                    tools_owner::create_synced_in(write, &want.name, &want.synced(connector))
+                        .await?;
                 report.added.push(entry);
                 saved
             }
             Some(row) if ours(row, connector, &want.remote) => {
-                let (saved, changed) = update(write, row, &want, connector, request.overwrite).await?;
+                let (saved, changed) =
+                    update(write, row, &want, connector, request.overwrite).await?;
                 match changed {
                     true => report.updated.push(entry),
                     false => report.unchanged.push(entry),
