@@ -93,7 +93,7 @@ db_test! {
         // between): the retry is not applied twice.
         let lost = r#"{"template": "Lost answer. $soul"}"#;
         // Bound to the key that sent it: its name and agent scope (none: "*").
-        let fingerprint = keys::hash_bytes(format!("\"admin\" \"*\"\nPUT {PATH}\n{lost}").as_bytes());
+        let fingerprint = loadout::digest::sha256_hex(format!("\"admin\" \"*\"\nPUT {PATH}\n{lost}").as_bytes());
         db.conn.execute_raw(Statement::from_sql_and_values(
             db.conn.get_database_backend(),
             match db.backend {
