@@ -1,9 +1,12 @@
 //! The `loadout` binary as an operator runs it: real processes, real databases.
 
+#[allow(dead_code, unused_imports, unused_macros)]
+mod support;
+
 use std::process::{Command, Output};
 
-use loadout_tests::TestDb;
-use loadout_tests::wire::http;
+use crate::support::TestDb;
+use crate::support::wire::http;
 use sea_orm::{ConnectionTrait, Statement};
 
 fn loadout(database_url: &str, args: &[&str]) -> Output {
@@ -1316,7 +1319,7 @@ async fn the_release_commands_run_on_the_database_as_the_readme_shows() {
 #[tokio::test]
 async fn webhooks_create_prints_the_secret_once_and_list_disable_and_deliveries_work() {
     let db = seeded_sqlite().await;
-    let key = format!("--secrets-key={}", loadout_tests::SECRETS_KEY);
+    let key = format!("--secrets-key={}", crate::support::SECRETS_KEY);
     let out = loadout(
         &db.url,
         &[

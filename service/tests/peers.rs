@@ -8,10 +8,13 @@
 //! it). Without them these tests say they were skipped, unless
 //! `LOADOUT_REQUIRE_PEERS=1` (as CI sets) makes that a failure.
 
+#[allow(dead_code, unused_imports, unused_macros)]
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use loadout_tests::TestDb;
+use crate::support::TestDb;
 
 fn peers_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/peers")

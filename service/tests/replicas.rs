@@ -11,14 +11,17 @@
 //! (`LOADOUT_TEST_POSTGRES_URL`). Without haproxy it says it was skipped, unless
 //! `LOADOUT_REQUIRE_HAPROXY=1` (as CI sets) makes that a failure.
 
+#[allow(dead_code, unused_imports, unused_macros)]
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use loadout_tests::TestDb;
-use loadout_tests::wire::{KeepAlive, http, status_line, try_http};
+use crate::support::TestDb;
+use crate::support::wire::{KeepAlive, http, status_line, try_http};
 
 const HAPROXY: &str = "/usr/sbin/haproxy";
 

@@ -1,0 +1,520 @@
+//! Configuration as code (issue 27): export to a folder, plan, apply in one guarded
+//! write, on both backends. The binary's `export` / `plan` / `apply` run in
+//! `service/tests/cli.rs`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use axum::http::{Method, StatusCode};
+use loadout::auth::{Principal, Role};
+use loadout::bundle::apply::{self, Applied, Base};
+use loadout::bundle::plan::{self, Action, PlanFile};
+use loadout::bundle::{files, read};
+use loadout::error::Error;
+use crate::support::{Backend, TestApp, TestDb, db_test};
+use serde_json::{Value, json};
+
+fn cli() -> Principal {
+    Principal::database("cli")
+}
+
+/// A fresh database of the same backend, migrated, never seeded.
+async fn empty_like(db: &TestDb) -> TestDb {
+    let fresh = match db.backend {
+        Backend::Sqlite => TestDb::sqlite().await,
+        Backend::Postgres => TestDb::postgres().await.expect("postgres"),
+    };
+    fresh.migrated().await
+}
+
+async fn export(db: &sea_orm::DatabaseConnection, dir: &Path) {
+    let bundle = read::export(db).await.expect("export");
+    files::write(dir, &bundle).expect("write");
+}
+
+/// Every file under `dir` by relative path, with its bytes.
+fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        for entry in std::fs::read_dir(&path).expect("read_dir") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let name = path
+                    .strip_prefix(dir)
+                    .expect("prefix")
+                    .display()
+                    .to_string();
+                out.insert(name, std::fs::read(&path).expect("read"));
+            }
+        }
+    }
+    out
+}
+
+fn plan_file(plan: &plan::Plan) -> PlanFile {
+    PlanFile {
+        version: plan.version,
+        against: plan.against.clone(),
+        objects: plan.objects.clone(),
+        target: plan.target.clone(),
+        prune: plan.prune,
+    }
+}
+
+/// Applies the folder to `db` with `base` (the export's state when `None`).
+async fn apply_dir(
+    db: &sea_orm::DatabaseConnection,
+    dir: &Path,
+    base: Option<Base>,
+    prune: bool,
+) -> Result<Applied, Error> {
+    let mut target = files::read(dir).expect("read folder");
+    let state = target.state.take();
+    let base = base.unwrap_or(match state {
+        Some(s) => Base::Export(s),
+        None => Base::Nothing,
+    });
+    let generation = loadout::cache::Generation::new(
+        loadout::db::generation::current(db)
+            .await
+            .expect("generation"),
+    );
+    let who = cli();
+    let keyring = loadout::secrets::Keyring::none();
+    let outbound =
+        loadout::execute::connector::Outbound::new(vec!["127.0.0.1".parse().expect("ip")], None)
+            .expect("outbound");
+    let input = apply::Apply {
+        target,
+        base,
+        prune,
+        who: &who,
+        keyring: &keyring,
+        outbound: &outbound,
+        max_template_bytes: 64 * 1024,
+        request_ttl: chrono::TimeDelta::hours(24),
+        now: chrono::Utc::now(),
+    };
+    apply::apply(db, &generation, input).await
+}
+
+async fn plan_dir(db: &sea_orm::DatabaseConnection, dir: &Path, prune: bool) -> plan::Plan {
+    let target = files::read(dir).expect("read folder");
+    let current = read::current(db).await.expect("current");
+    plan::compute(&current, &target, prune, None)
+}
+
+fn edit(path: &Path, f: impl FnOnce(String) -> String) {
+    let text = std::fs::read_to_string(path).expect("read");
+    std::fs::write(path, f(text)).expect("write");
+}
+
+async fn ok(app: &TestApp, method: Method, path: &str, body: Option<Value>) -> Value {
+    let (status, answer) = app.call(method.clone(), path, &app.operator, body).await;
+    assert_eq!(status, StatusCode::OK, "{method} {path}: {answer}");
+    answer
+}
+
+db_test! {
+    async fn an_export_applied_to_an_empty_database_exports_the_same_bytes_and_plans_no_change(db) {
+        let app = TestApp::new(db).await;
+        let empty = empty_like(&app.db).await;
+        let (first, second) = (tempfile_dir(), tempfile_dir());
+        export(&app.db.conn, first.path()).await;
+
+        // Another instance: plan against it, then apply that plan.
+        let planned = plan_dir(&empty.conn, first.path(), false).await;
+        assert!(planned.changes_anything);
+        assert!(planned.changes.iter().all(|c| c.action == Action::Create));
+        apply_dir(&empty.conn, first.path(), Some(Base::Plan(plan_file(&planned))), false)
+            .await
+            .expect("apply");
+
+        export(&empty.conn, second.path()).await;
+        assert_eq!(tree(first.path()), tree(second.path()));
+        let again = plan_dir(&empty.conn, second.path(), false).await;
+        assert!(!again.changes_anything, "{:?}", again.changes);
+    }
+}
+
+db_test! {
+    async fn a_template_edited_in_a_file_is_a_line_diff_in_the_plan_and_served_after_the_apply(db) {
+        let app = TestApp::new(db).await;
+        let dir = tempfile_dir();
+        export(&app.db.conn, dir.path()).await;
+        let template = dir.path().join("agents/assistant/template.md");
+        edit(&template, |t| format!("{t}\nAlways answer in haiku.\n"));
+
+        let planned = plan_dir(&app.db.conn, dir.path(), false).await;
+        assert!(planned.changes_anything);
+        assert_eq!(planned.changes.len(), 1, "{:?}", planned.changes);
+        let change = &planned.changes[0];
+        assert_eq!((change.object.as_str(), change.action), ("agent/assistant", Action::Update));
+        let diff = &change.texts.iter().find(|t| t.field == "template").expect("template diff").diff;
+        let inserted: Vec<&str> = diff
+            .hunks
+            .iter()
+            .flat_map(|h| h.lines.iter())
+            .filter(|l| l.kind.sign() == '+')
+            .map(|l| l.text.as_str())
+            .collect();
+        assert!(inserted.contains(&"Always answer in haiku."), "{inserted:?}");
+
+        apply_dir(&app.db.conn, dir.path(), None, false).await.expect("apply");
+        app.state.generation.observe(loadout::db::generation::current(&app.db.conn).await.expect("gen"));
+        let (status, served) = app
+            .call(Method::GET, "/v1/agents/assistant/prompt?channel=web", &app.agent, None)
+            .await;
+        assert_eq!(status, StatusCode::OK, "{served}");
+        assert!(served["text"].as_str().expect("text").contains("Always answer in haiku."));
+        assert!(!plan_dir(&app.db.conn, dir.path(), false).await.changes_anything);
+    }
+}
+
+db_test! {
+    async fn an_edit_made_between_plan_and_apply_makes_the_apply_refuse_naming_the_object(db) {
+        let app = TestApp::new(db).await;
+        let dir = tempfile_dir();
+        export(&app.db.conn, dir.path()).await;
+        edit(&dir.path().join("agents/assistant/template.md"), |t| format!("{t}\nBe brief.\n"));
+        let planned = plan_dir(&app.db.conn, dir.path(), false).await;
+
+        // Someone edits the agent through the API, as the console does.
+        ok(&app, Method::PATCH, "/v1/agents/assistant", Some(json!({"soul": "Edited meanwhile."}))).await;
+
+        let refused = apply_dir(&app.db.conn, dir.path(), Some(Base::Plan(plan_file(&planned))), false)
+            .await
+            .expect_err("stale");
+        assert_eq!(refused.code, "configuration_changed");
+        assert!(refused.message.contains("agent/assistant"), "{}", refused.message);
+        // Without the plan, the export's own state refuses it too.
+        let refused = apply_dir(&app.db.conn, dir.path(), None, false).await.expect_err("stale");
+        assert!(refused.message.contains("agent/assistant"), "{}", refused.message);
+        let agent = ok(&app, Method::GET, "/v1/agents/assistant", None).await;
+        assert!(!agent["prompt_template"].as_str().expect("template").contains("Be brief."));
+    }
+}
+
+db_test! {
+    async fn a_bundle_that_breaks_the_registry_rules_is_refused_whole_with_nothing_written(db) {
+        let app = TestApp::new(db).await;
+        let dir = tempfile_dir();
+        export(&app.db.conn, dir.path()).await;
+        let before = read::export(&app.db.conn).await.expect("export").state;
+        // A soul change that would be fine, and a builtin no code implements.
+        edit(&dir.path().join("agents/assistant/soul.md"), |s| format!("{s}\nNew line.\n"));
+        std::fs::write(
+            dir.path().join("tools/get_weather.json"),
+            serde_json::to_string_pretty(&json!({
+                "active": true, "approval_tier": "auto", "connector": null,
+                "description": "The weather.", "prompt_section": null, "strict": true, "type": "builtin",
+                "parameters": {"type": "object", "properties": {}, "required": [], "additionalProperties": false}
+            })).expect("json"),
+        ).expect("write");
+
+        let refused = apply_dir(&app.db.conn, dir.path(), None, false).await.expect_err("refused");
+        assert_eq!(refused.code, "registry_check_failed", "{}", refused.message);
+        let after = read::export(&app.db.conn).await.expect("export").state;
+        assert_eq!(before, after, "nothing written");
+    }
+}
+
+db_test! {
+    async fn no_header_value_appears_in_an_exported_file_or_a_plan(db) {
+        let app = TestApp::builder(db).flag("--connector-allow=127.0.0.1").build().await;
+        ok_created(&app, "/v1/connectors", json!({
+            "name": "crm", "url": "http://127.0.0.1:9/api",
+            "headers": {"Authorization": "Bearer s3cr3t-header-value"}
+        })).await;
+        let dir = tempfile_dir();
+        export(&app.db.conn, dir.path()).await;
+        for (path, bytes) in tree(dir.path()) {
+            assert!(!String::from_utf8_lossy(&bytes).contains("s3cr3t"), "{path}");
+        }
+        let connector = std::fs::read_to_string(dir.path().join("connectors/crm.toml")).expect("read");
+        assert!(connector.contains("LOADOUT_HEADER_CRM_AUTHORIZATION"), "{connector}");
+
+        // A plan given a new value says it changed, never what it is.
+        let mut target = files::read(dir.path()).expect("read");
+        target.connectors[0].headers.insert(
+            "Authorization".into(),
+            loadout::bundle::HeaderValue::Value { value: "Bearer 0ther-s3cr3t".into() },
+        );
+        let current = read::current(&app.db.conn).await.expect("current");
+        let planned = plan::compute(&current, &target, false, Some(&app.state.secrets));
+        let text = serde_json::to_string(&planned).expect("json");
+        assert!(planned.changes_anything, "{text}");
+        assert!(!text.contains("s3cr3t"), "{text}");
+        let (status, body) = app.call(Method::GET, "/v1/config", &app.operator, None).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(!body.to_string().contains("s3cr3t"));
+    }
+}
+
+db_test! {
+    async fn prune_soft_deletes_what_the_folder_leaves_out_and_nothing_is_removed_without_it(db) {
+        let app = TestApp::new(db).await;
+        ok_created(&app, "/v1/tools", json!({
+            "name": "get_orders", "description": "Orders.", "approval_tier": "auto",
+            "parameters": {"type": "object", "properties": {}, "required": [], "additionalProperties": false}
+        })).await;
+        let dir = tempfile_dir();
+        export(&app.db.conn, dir.path()).await;
+        std::fs::remove_file(dir.path().join("tools/get_orders.json")).expect("rm");
+
+        let kept = plan_dir(&app.db.conn, dir.path(), false).await;
+        assert!(!kept.changes_anything, "{:?}", kept.changes);
+        assert_eq!(kept.changes[0].action, Action::Keep);
+        apply_dir(&app.db.conn, dir.path(), None, false).await.expect("apply");
+        ok(&app, Method::GET, "/v1/tools/get_orders", None).await;
+
+        let applied = apply_dir(&app.db.conn, dir.path(), None, true).await.expect("apply --prune");
+        assert_eq!(applied.changes[0].action, Action::Remove);
+        let (status, _) = app.call(Method::GET, "/v1/tools/get_orders", &app.operator, None).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        let row = entity::tools::Entity::find()
+            .filter(entity::tools::Column::Name.eq("get_orders"))
+            .one(&app.db.conn)
+            .await
+            .expect("query")
+            .expect("the row stays");
+        assert!(row.deleted_at.is_some() && !row.is_active);
+    }
+}
+
+db_test! {
+    async fn in_gated_mode_an_apply_publishes_and_opens_a_change_request_for_production(db) {
+        let app = TestApp::new(db).await;
+        ok(&app, Method::PATCH, "/v1/agents/assistant", Some(json!({"release_mode": "gated"}))).await;
+        let labels = || async {
+            let body = ok(&app, Method::GET, "/v1/agents/assistant/labels", None).await;
+            body["labels"].as_array().expect("labels").iter()
+                .map(|l| (l["name"].as_str().expect("name").to_owned(), l["revision"].as_i64().expect("n")))
+                .collect::<BTreeMap<_, _>>()
+        };
+        let before = labels().await;
+        let dir = tempfile_dir();
+        export(&app.db.conn, dir.path()).await;
+        edit(&dir.path().join("agents/assistant/soul.md"), |s| format!("{s}\nGated change.\n"));
+
+        let applied = apply_dir(&app.db.conn, dir.path(), None, false).await.expect("apply");
+        assert_eq!(applied.change_requests.len(), 1);
+        let request = &applied.change_requests[0];
+        assert_eq!((request.label.as_str(), request.agent.as_str()), ("production", "assistant"));
+        let after = labels().await;
+        assert_eq!(after["production"], before["production"], "production waits for a sign-off");
+        assert_eq!(i64::from(request.to_revision), after["latest"]);
+        assert!(after["latest"] > before["latest"]);
+    }
+}
+
+db_test! {
+    async fn the_http_routes_plan_and_apply_one_document_and_only_an_operator_applies(db) {
+        let app = TestApp::new(db).await;
+        let admin = app.key("config-admin", Role::Admin).await;
+        let (status, mut config) = app.call(Method::GET, "/v1/config", &admin, None).await;
+        assert_eq!(status, StatusCode::OK, "{config}");
+        let agents = config["agents"].as_array_mut().expect("agents");
+        let assistant = agents.iter_mut().find(|a| a["name"] == "assistant").expect("assistant");
+        assistant["soul"] = json!("Applied over HTTP.");
+        let body = json!({"configuration": config});
+
+        let (status, plan) = app.call(Method::POST, "/v1/config/plan", &admin, Some(body.clone())).await;
+        assert_eq!(status, StatusCode::OK, "{plan}");
+        assert_eq!(plan["changes_anything"], json!(true));
+        assert_eq!(plan["changes"][0]["object"], json!("agent/assistant"));
+
+        let (status, refused) = app.call(Method::POST, "/v1/config/apply", &admin, Some(body.clone())).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
+
+        let mut with_plan = body.clone();
+        with_plan["plan"] = plan;
+        let (status, applied) = app.call(Method::POST, "/v1/config/apply", &app.operator, Some(with_plan)).await;
+        assert_eq!(status, StatusCode::OK, "{applied}");
+        let agent = ok(&app, Method::GET, "/v1/agents/assistant", None).await;
+        assert_eq!(agent["soul"], json!("Applied over HTTP."));
+
+        // The same document again: nothing to do.
+        let (status, plan) = app.call(Method::POST, "/v1/config/plan", &admin, Some(body)).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(plan["changes_anything"], json!(false), "{plan}");
+    }
+}
+
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+
+async fn ok_created(app: &TestApp, path: &str, body: Value) {
+    let (status, answer) = app
+        .call(Method::POST, path, &app.operator, Some(body))
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{path}: {answer}");
+}
+
+fn tempfile_dir() -> TempDir {
+    TempDir::new()
+}
+
+/// A folder under the system's temporary folder, removed when dropped.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("loadout-config-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("mkdir");
+        Self(path)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+db_test! {
+    async fn an_api_plan_tells_no_guess_from_the_stored_value_and_is_limited_per_key(db) {
+        let app = TestApp::builder(db)
+            .flag("--connector-allow=127.0.0.1")
+            .flag("--plans-per-minute=4")
+            .build()
+            .await;
+        ok_created(&app, "/v1/connectors", json!({
+            "name": "crm", "url": "http://127.0.0.1:9/api",
+            "headers": {"Authorization": "Bearer right-guess"}
+        })).await;
+        let admin = app.key("plan-admin", Role::Admin).await;
+        let (status, config) = app.call(Method::GET, "/v1/config", &admin, None).await;
+        assert_eq!(status, StatusCode::OK, "{config}");
+        let guessed = |value: &str| {
+            let mut config = config.clone();
+            config["connectors"][0]["headers"]["Authorization"] = json!({"value": value});
+            json!({"configuration": config})
+        };
+        let mut answers = Vec::new();
+        for guess in ["Bearer right-guess", "Bearer wrong-guess"] {
+            let (status, plan) = app.call(Method::POST, "/v1/config/plan", &admin, Some(guessed(guess))).await;
+            assert_eq!(status, StatusCode::OK, "{plan}");
+            answers.push((plan["changes_anything"].clone(), plan["changes"].clone(), plan["warnings"].clone()));
+        }
+        assert_eq!(answers[0], answers[1], "the right guess and a wrong one plan the same");
+        assert_eq!(answers[0].0, json!(true));
+        assert!(answers[0].1.to_string().contains("replaced"), "{:?}", answers[0]);
+
+        // Four plans a minute for this key: two more, then 429 with Retry-After.
+        for _ in 0..2 {
+            let (status, _) = app.call(Method::POST, "/v1/config/plan", &admin, Some(guessed("x"))).await;
+            assert_eq!(status, StatusCode::OK);
+        }
+        let reply = app.json(Method::POST, "/v1/config/plan", Some(&admin), Some(guessed("x"))).await;
+        assert_eq!(reply.status, StatusCode::TOO_MANY_REQUESTS, "{}", reply.body);
+        assert_eq!(reply.body["error"]["code"], json!("too_many_plans"));
+        assert!(reply.headers.contains_key("retry-after"));
+        // Another key still plans.
+        let other = app.key("plan-admin-2", Role::Admin).await;
+        let (status, _) = app.call(Method::POST, "/v1/config/plan", &other, Some(guessed("x"))).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+}
+
+db_test! {
+    async fn an_apply_that_moves_a_connector_keeps_no_stored_header_value(db) {
+        let app = TestApp::builder(db).flag("--connector-allow=127.0.0.1").build().await;
+        ok_created(&app, "/v1/connectors", json!({
+            "name": "crm", "url": "http://127.0.0.1:9/api",
+            "headers": {"Authorization": "Bearer for-the-first-host"}
+        })).await;
+        let (status, config) = app.call(Method::GET, "/v1/config", &app.operator, None).await;
+        assert_eq!(status, StatusCode::OK, "{config}");
+        assert_eq!(config["connectors"][0]["headers"]["Authorization"]["env"], json!("LOADOUT_HEADER_CRM_AUTHORIZATION"));
+
+        // Moved with the header kept by `env`: refused, nothing changed.
+        let mut moved = config.clone();
+        moved["connectors"][0]["url"] = json!("http://127.0.0.1:10/api");
+        let (status, refused) = app.call(Method::POST, "/v1/config/apply", &app.operator, Some(json!({"configuration": moved}))).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+        assert_eq!(refused["error"]["code"], json!("headers_need_values"));
+        let crm = ok(&app, Method::GET, "/v1/connectors/crm", None).await;
+        assert_eq!(crm["url"], json!("http://127.0.0.1:9/api"));
+
+        // A same-host change (another path) keeps the stored value.
+        let mut same = config.clone();
+        same["connectors"][0]["url"] = json!("http://127.0.0.1:9/v2");
+        let (status, applied) = app.call(Method::POST, "/v1/config/apply", &app.operator, Some(json!({"configuration": same}))).await;
+        assert_eq!(status, StatusCode::OK, "{applied}");
+        let crm = ok(&app, Method::GET, "/v1/connectors/crm", None).await;
+        assert_eq!(crm["headers"], json!(["Authorization"]));
+
+        // Moved with the header left out: applied, and no value is kept.
+        let (_, config) = app.call(Method::GET, "/v1/config", &app.operator, None).await;
+        let mut moved = config.clone();
+        moved["connectors"][0]["url"] = json!("http://127.0.0.1:10/api");
+        moved["connectors"][0]["headers"] = json!({});
+        let (status, applied) = app.call(Method::POST, "/v1/config/apply", &app.operator, Some(json!({"configuration": moved}))).await;
+        assert_eq!(status, StatusCode::OK, "{applied}");
+        let crm = ok(&app, Method::GET, "/v1/connectors/crm", None).await;
+        assert_eq!((crm["url"].clone(), crm["headers"].clone()), (json!("http://127.0.0.1:10/api"), json!([])));
+
+        // A metadata address is refused as POST /v1/connectors refuses it.
+        let mut metadata = config.clone();
+        metadata["connectors"][0]["url"] = json!("http://169.254.169.254/latest");
+        metadata["connectors"][0]["headers"] = json!({});
+        let (status, refused) = app.call(Method::POST, "/v1/config/apply", &app.operator, Some(json!({"configuration": metadata}))).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+        assert_eq!(refused["error"]["code"], json!("url_refused"));
+    }
+}
+
+/// The index of the object named `name` in a configuration's `kind` list.
+fn index_of(config: &Value, kind: &str, name: &str) -> usize {
+    config[kind]
+        .as_array()
+        .and_then(|list| list.iter().position(|o| o["name"] == json!(name)))
+        .unwrap_or_else(|| panic!("no {kind} named {name} in {config}"))
+}
+
+db_test! {
+    async fn the_same_bad_input_gets_the_same_code_from_the_api_and_from_an_apply(db) {
+        let app = TestApp::builder(db).flag("--connector-allow=127.0.0.1").build().await;
+        ok_created(&app, "/v1/connectors", json!({"name": "crm", "url": "http://127.0.0.1:9/api"})).await;
+        let (_, config) = app.call(Method::GET, "/v1/config", &app.operator, None).await;
+        let long = "x".repeat(70 * 1024);
+        // (what the API is sent, the configuration edit that says the same)
+        let cases: Vec<(Method, &str, Value, &str, &str, &str, Value)> = vec![
+            (Method::PUT, "/v1/tools/update_instructions/connector", json!({"connector": "crm"}),
+             "tools", "update_instructions", "connector", json!("crm")),
+            (Method::PATCH, "/v1/channels/web", json!({"guidance": long}),
+             "channels", "web", "guidance", json!(long)),
+            (Method::PATCH, "/v1/agents/assistant", json!({"identity": "a string"}),
+             "agents", "assistant", "identity", json!("a string")),
+            (Method::PATCH, "/v1/tools/get_tasks", json!({"description": " "}),
+             "tools", "get_tasks", "description", json!(" ")),
+        ];
+        for (method, path, body, kind, name, field, value) in cases {
+            let (refused, api) = app.call(method, path, &app.operator, Some(body)).await;
+            assert!(refused.is_client_error(), "{path}: {refused} {api}");
+            let mut edited = config.clone();
+            let at = index_of(&edited, kind, name);
+            edited[kind][at][field] = value;
+            let (status, applied) = app
+                .call(Method::POST, "/v1/config/apply", &app.operator, Some(json!({"configuration": edited})))
+                .await;
+            assert_eq!(
+                (status, &applied["error"]["code"]),
+                (refused, &api["error"]["code"]),
+                "{kind}/{name}.{field}: {api} vs {applied}"
+            );
+        }
+        let (_, after) = app.call(Method::GET, "/v1/config", &app.operator, None).await;
+        assert_eq!(after, config, "nothing was written");
+    }
+}

@@ -1,0 +1,44 @@
+//! Integration tests: one binary, so the workspace links once.
+
+#[allow(dead_code, unused_imports, unused_macros)]
+#[path = "../support/mod.rs"]
+mod support;
+
+mod abuse;
+mod api_contract;
+mod at_size;
+mod calls;
+mod canonicalization;
+mod check;
+mod config_as_code;
+mod connectors;
+mod console;
+mod disk_full;
+mod hardening;
+mod http;
+mod https;
+mod idempotency;
+mod limits;
+mod mcp_connectors;
+mod mcp_server;
+mod members;
+mod migrate;
+mod operator;
+mod outage;
+mod outcomes;
+mod promotion;
+mod prompt;
+mod proposals;
+mod races;
+mod releases;
+mod revision_diff;
+mod revisions_cli;
+mod rollout_guard;
+mod rollouts;
+mod scoped_keys;
+mod sealed_secrets;
+mod seed;
+mod sso;
+mod template_parity;
+mod tenant_bounds;
+mod webhooks;
