@@ -1,12 +1,12 @@
 //! The typed API: what `/openapi.json` promises for every operation, and the one
 //! error shape for requests that never reach a handler.
 
+use crate::support::api::{Reply, send};
+use crate::support::{TestDb, db_test};
 use axum::http::{Method, StatusCode};
 use loadout::app::AppState;
 use loadout::auth::keys::{self, Role};
 use loadout::registry::catalog::Seeds;
-use crate::support::api::{Reply, send};
-use crate::support::{TestDb, db_test};
 use serde_json::{Value, json};
 
 fn document() -> Value {

@@ -4,10 +4,10 @@
 //! agent checks and publishes that agent only, while still refusing what would make
 //! `loadout check` fail.
 
+use crate::support::{TestApp, db_test};
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use entity::agent_revisions;
-use crate::support::{TestApp, db_test};
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::{Value, json};
 

@@ -1,9 +1,9 @@
 //! Tool calls through the HTTP API: proposals, approval, the builtin executor,
 //! preferences, validation, idempotency and tenant isolation, on both backends.
 
+use crate::support::{TestApp, TestDb, db_test};
 use axum::http::{Method, StatusCode};
 use loadout::auth::keys::{self, Role};
-use crate::support::{TestApp, TestDb, db_test};
 use serde_json::{Value, json};
 
 /// The application with an agent and an approver in each of two tenants.

@@ -2,12 +2,12 @@
 //! Each test snapshots the exact report lines the problem produces (the 22
 //! "not connected" warnings of a fresh database are left out: they are always there).
 
+use crate::support::{TestDb, db_test, dump};
 use chrono::Utc;
 use entity::{agent_configurations, agent_tools, tools};
 use loadout::execute::executors::Executors;
 use loadout::registry::catalog::Seeds;
 use loadout::registry::check;
-use crate::support::{TestDb, db_test, dump};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, Set};
 use serde_json::{Value, json};
 

@@ -5,13 +5,13 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use crate::support::{Backend, TestApp, TestDb, db_test};
 use axum::http::{Method, StatusCode};
 use loadout::auth::{Principal, Role};
 use loadout::bundle::apply::{self, Applied, Base};
 use loadout::bundle::plan::{self, Action, PlanFile};
 use loadout::bundle::{files, read};
 use loadout::error::Error;
-use crate::support::{Backend, TestApp, TestDb, db_test};
 use serde_json::{Value, json};
 
 fn cli() -> Principal {

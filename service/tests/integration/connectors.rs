@@ -5,9 +5,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::{TestApp, TestDb, db_test};
 use axum::body::Body;
 use axum::http::{HeaderMap, Method, Request, StatusCode, header};
-use crate::support::{TestApp, TestDb, db_test};
 use serde_json::{Value, json};
 
 /// What the target server received: (path, idempotency key, body).

@@ -11,12 +11,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use crate::support::{TestDb, db_test};
 use anyhow::{Context, Result, anyhow, ensure};
 use axum::http::{Method, StatusCode};
 use fantoccini::{Client, ClientBuilder, Locator, elements::Element};
 use loadout::app::AppState;
 use loadout::auth::keys::{self, Role};
-use crate::support::{TestDb, db_test};
 
 use crate::webhooks::Receiver;
 use serde_json::{Value, json};
@@ -158,7 +158,8 @@ where
 {
     let outcome = steps(&client).await;
     if let Err(e) = &outcome {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/browser-failures");
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/browser-failures");
         // The test's thread is named after it (`console::...::sqlite`): one file per test and backend.
         let test = std::thread::current()
             .name()

@@ -11,11 +11,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use axum::http::{Method, StatusCode};
-use loadout::auth::keys::Role;
 use crate::support::TestDb;
 use crate::support::api::call;
 use crate::support::sea_orm::{ConnectionTrait, Statement};
+use axum::http::{Method, StatusCode};
+use loadout::auth::keys::Role;
 use serde_json::json;
 
 /// A tmpfs of `size` mounted on a fresh directory, unmounted when dropped.

@@ -7,13 +7,13 @@
 
 use std::time::Duration;
 
+use crate::support::sea_orm::sea_query::Expr;
+use crate::support::sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Statement};
+use crate::support::{TestApp, TestDb, db_test};
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use chrono::Utc;
 use loadout::auth::keys::{self, Role};
-use crate::support::sea_orm::sea_query::Expr;
-use crate::support::sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, Statement};
-use crate::support::{TestApp, TestDb, db_test};
 
 use super::calls::Tenants;
 use rmcp::ServiceExt;

@@ -2,14 +2,14 @@
 
 use std::time::{Duration, Instant};
 
+use crate::support::api::{Reply, send};
+use crate::support::{TestApp, TestDb, db_test};
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use loadout::app::AppState;
 use loadout::auth::keys::{self};
 use loadout::prompt::builder::FixedClock;
 use loadout::registry::catalog::Seeds;
-use crate::support::api::{Reply, send};
-use crate::support::{TestApp, TestDb, db_test};
 use serde_json::{Value, json};
 
 /// The application at a fixed instant.

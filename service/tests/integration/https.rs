@@ -6,8 +6,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use axum::http::{HeaderMap, Method, StatusCode};
 use crate::support::db_test;
+use axum::http::{HeaderMap, Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::connectors::{Connecting, app_with};

@@ -3,12 +3,12 @@
 //! records nothing; a write whose answer was lost is never applied twice; keys
 //! are per tenant.
 
+use crate::support::sea_orm::{ConnectionTrait, Statement};
+use crate::support::{TestDb, db_test};
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use loadout::app::AppState;
 use loadout::auth::keys::{self, Role};
-use crate::support::sea_orm::{ConnectionTrait, Statement};
-use crate::support::{TestDb, db_test};
 use serde_json::Value;
 
 const PATH: &str = "/v1/agents/assistant/prompt-template";

@@ -1,10 +1,10 @@
 //! Limits that keep one bad input from hurting everyone: the rendered-prompt cap,
 //! the lint's problem cap, SQLite's connection settings, and `/ready`'s words.
 
-use axum::http::{Method, StatusCode};
-use loadout::auth::keys::Role;
 use crate::support::sea_orm::{ConnectionTrait, Statement};
 use crate::support::{TestApp, TestDb, db_test};
+use axum::http::{Method, StatusCode};
+use loadout::auth::keys::Role;
 use serde_json::{Value, json};
 
 /// The application with `--max-prompt-bytes` given (or not).

@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
-use axum::http::{Method, StatusCode};
-use loadout::auth::keys::{self, Role};
 use crate::support::api::request_reply;
 use crate::support::{TestApp, TestDb, db_test};
+use axum::http::{Method, StatusCode};
+use loadout::auth::keys::{self, Role};
 use rmcp::ClientHandler;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, GetPromptRequestParams};

@@ -3,11 +3,11 @@
 //! share is a ceiling, and the one who asks cannot approve over the API, the CLI
 //! or the console with any key it made or holds.
 
+use crate::support::{TestApp, db_test};
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use loadout::auth::keys::{self, Role};
 use loadout::auth::members;
-use crate::support::{TestApp, db_test};
 use serde_json::{Value, json};
 
 const AGENT: &str = "/v1/agents/assistant";

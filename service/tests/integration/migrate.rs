@@ -1,7 +1,7 @@
 //! `loadout migrate` on both backends.
 
-use loadout::db::migrate::{self, MigrateCommand};
 use crate::support::db_test;
+use loadout::db::migrate::{self, MigrateCommand};
 use sea_orm::ConnectionTrait;
 
 db_test! {

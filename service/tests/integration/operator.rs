@@ -6,10 +6,10 @@
 
 use std::time::Duration;
 
+use crate::support::db_test;
 use axum::http::{Method, StatusCode};
 use loadout::app::AppState;
 use loadout::auth::keys::{self, Role};
-use crate::support::db_test;
 use serde_json::{Value, json};
 
 async fn state_of(db: &crate::support::TestDb) -> AppState {

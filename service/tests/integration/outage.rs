@@ -8,13 +8,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::TestDb;
+use crate::support::api::Reply;
+use crate::support::sea_orm::{ConnectionTrait, Database, DatabaseConnection};
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use loadout::app::AppState;
 use loadout::auth::keys::Role;
-use crate::support::TestDb;
-use crate::support::api::Reply;
-use crate::support::sea_orm::{ConnectionTrait, Database, DatabaseConnection};
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::task::JoinHandle;

@@ -3,12 +3,12 @@
 //! conversation counting once, `GET` per revision (an admin's tenant, every tenant
 //! for an operator), the self-recorded signals and the metric, on both backends.
 
+use crate::support::{TestApp, db_test};
 use axum::http::{Method, StatusCode};
 use chrono::{TimeDelta, Utc};
 use loadout::actions::ledger::{self, Approval};
 use loadout::auth::keys::{self, Role};
 use loadout::execute::Outcome;
-use crate::support::{TestApp, db_test};
 use serde_json::{Value, json};
 
 const OUTCOMES: &str = "/v1/agents/assistant/outcomes";

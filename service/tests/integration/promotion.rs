@@ -5,9 +5,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::support::{TestApp, db_test};
 use axum::http::{Method, StatusCode};
 use loadout::auth::keys::{self, Role};
-use crate::support::{TestApp, db_test};
 use serde_json::{Value, json};
 
 const AGENT: &str = "/v1/agents/assistant";

@@ -2,12 +2,12 @@
 //! built-in} × {no user data, memory notes + user instructions}, as insta snapshots.
 //! Both backends compare against the same golden files.
 
+use crate::support::{TestDb, db_test};
 use chrono::{DateTime, Utc};
 use entity::{agent_configurations, user_agent_prompt_customizations};
 use loadout::prompt::builder::{self, FixedClock, Source};
 use loadout::prompt::load;
 use loadout::registry::catalog::Seeds;
-use crate::support::{TestDb, db_test};
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, QueryFilter, Set};
 
 const CHANNELS: [&str; 5] = ["web", "telegram", "scheduled", "heartbeat", "session_open"];

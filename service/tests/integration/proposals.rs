@@ -1,12 +1,12 @@
 //! The proposal ledger on real databases: lifecycle, conflicts, tenants, concurrent
 //! approvals (exactly one runs), and the sweeper.
 
+use crate::support::{TestDb, db_test};
 use chrono::{DateTime, TimeDelta, Utc};
 use entity::{agent_configurations, proposals as rows, tools};
 use loadout::actions::ledger::{self, Approval, LedgerError, NewProposal};
 use loadout::execute::Outcome;
 use loadout::registry::catalog::Seeds;
-use crate::support::{TestDb, db_test};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::json;
 

@@ -1,10 +1,10 @@
 //! Concurrent writes on both backends: the write guard takes turns, unique-key races
 //! answer 409 in the error shape, and saves without a version each make their own.
 
-use axum::http::{Method, StatusCode};
-use loadout::auth::keys::{self, KeyError, Role};
 use crate::support::api::call;
 use crate::support::{TestApp, TestDb, db_test};
+use axum::http::{Method, StatusCode};
+use loadout::auth::keys::{self, KeyError, Role};
 use serde_json::{Value, json};
 
 /// The application, its connectors allowed to reach 127.0.0.1, and an approver key.

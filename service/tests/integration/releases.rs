@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::support::{TestApp, TestDb, db_test};
 use axum::http::{Method, StatusCode};
 use loadout::app::Settings;
 use loadout::prompt::builder::FixedClock;
-use crate::support::{TestApp, TestDb, db_test};
 use serde_json::{Value, json};
 
 /// The application at a fixed instant, so prompts are comparable byte for byte.

@@ -2,8 +2,8 @@
 //! changed between two revisions, on both backends and against the OpenAPI document
 //! (every answer here is contract-checked by the harness).
 
-use axum::http::{Method, StatusCode};
 use crate::support::{TestApp, db_test};
+use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 async fn write(app: &TestApp, method: Method, path: &str, body: Value) {

@@ -2,10 +2,10 @@
 //! binary parses them and run on the test's database, on both backends. The
 //! binary itself runs them in `service/tests/cli.rs`.
 
+use crate::support::{TestApp, db_test};
 use axum::http::{Method, StatusCode};
 use clap::Parser;
 use loadout::cli::{Cli, Command};
-use crate::support::{TestApp, db_test};
 use serde_json::{Value, json};
 
 /// What `loadout ARGS...` prints, or its error as `main` prints it.

@@ -4,8 +4,8 @@
 //! history says why, the label's traffic goes back to the base), and equal rates
 //! over a run are not, on both backends.
 
-use axum::http::{Method, StatusCode};
 use crate::support::{TestApp, db_test};
+use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 const ROLLOUT: &str = "/v1/agents/assistant/labels/production/rollout";

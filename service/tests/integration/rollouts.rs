@@ -4,10 +4,10 @@
 //! tool call validated against the revision its caller was served; a move of the
 //! label ends the rollout.
 
+use crate::support::{TestApp, db_test};
 use axum::http::{Method, StatusCode};
 use loadout::auth::keys::Role;
 use loadout::fetch::{self, Prompts};
-use crate::support::{TestApp, db_test};
 use serde_json::{Value, json};
 
 const AGENT: &str = "/v1/agents/assistant";

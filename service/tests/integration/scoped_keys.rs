@@ -2,9 +2,9 @@
 //! other agent answers 404, exactly as an agent that does not exist, on the prompt,
 //! render, tools, loadout and tool-call routes. Unscoped agent keys reach every agent.
 
+use crate::support::db_test;
 use axum::http::{Method, StatusCode};
 use loadout::auth::keys::{self, KeyError, Role};
-use crate::support::db_test;
 use serde_json::{Value, json};
 
 db_test! {

@@ -6,14 +6,14 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::support::sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
+use crate::support::{Backend, TestDb, db_test};
 use axum::http::{HeaderMap, Method, StatusCode};
 use entity::{connectors, webhook_subscriptions};
 use loadout::app::AppState;
 use loadout::auth::keys::{self, Role};
 use loadout::cli::secrets::{SecretsArgs, SecretsCommand};
 use loadout::secrets::{Key, Keyring};
-use crate::support::sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
-use crate::support::{Backend, TestDb, db_test};
 use serde_json::{Value, json};
 
 use super::mcp_connectors::McpServer;

@@ -1,9 +1,9 @@
 //! `loadout seed` on a freshly migrated database.
 
+use crate::support::db_test;
 use entity::{agent_configurations, agent_tools, tools};
 use loadout::registry::catalog::Seeds;
 use loadout::registry::seed::{self, SeedReport};
-use crate::support::db_test;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, EntityTrait, IntoActiveModel, PaginatorTrait, QueryFilter, Set,
 };

@@ -9,9 +9,9 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
+use crate::support::{TestApp, TestDb, db_test};
 use loadout::auth::keys::{self, Owner, Role};
 use loadout::auth::members;
-use crate::support::{TestApp, TestDb, db_test};
 
 const CLIENT_ID: &str = "loadout-console";
 const CLIENT_SECRET: &str = "a-client-secret-for-the-test";

@@ -7,13 +7,13 @@
 
 use std::time::Duration;
 
+use crate::support::{TestApp, db_test};
 use axum::http::{Method, StatusCode};
 use chrono::Utc;
 use entity::{
     idempotency_records, label_moves, webhook_deliveries, webhook_events, webhook_subscriptions,
 };
 use loadout::auth::keys::{self, Role};
-use crate::support::{TestApp, db_test};
 use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, Set};
 use serde_json::json;

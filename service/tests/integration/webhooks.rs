@@ -10,11 +10,11 @@ use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::{TestApp, TestDb, db_test};
 use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode};
 use loadout::auth::keys::{self, Role};
 use loadout::webhooks::sign;
-use crate::support::{TestApp, TestDb, db_test};
 use serde_json::{Value, json};
 
 /// One request the receiver got.

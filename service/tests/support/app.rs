@@ -251,7 +251,13 @@ pub async fn through(router: axum::Router, request: Request<Body>) -> Reply {
     let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
         .await
         .expect("body");
-    crate::support::contract::assert_answer(method.as_str(), &path, status.as_u16(), &headers, &bytes);
+    crate::support::contract::assert_answer(
+        method.as_str(),
+        &path,
+        status.as_u16(),
+        &headers,
+        &bytes,
+    );
     let body = if bytes.is_empty() {
         Value::Null
     } else {
