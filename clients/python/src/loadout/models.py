@@ -1788,7 +1788,8 @@ class AgentView(BaseModel):
 
 class AttemptList(BaseModel):
     """
-    A subscription's delivery log, newest first.
+    A subscription's delivery log, newest first (`GET /v1/webhooks/{id}/deliveries`,
+    `loadout webhooks deliveries ID --json`).
     """
 
     attempts: list[AttemptView]
@@ -2293,7 +2294,7 @@ class ServedRollout(BaseModel):
 
 class SubscriptionList(BaseModel):
     """
-    Subscriptions, oldest first.
+    Subscriptions, oldest first (`GET /v1/webhooks`, `loadout webhooks list --json`).
     """
 
     subscriptions: list[SubscriptionView]
