@@ -3,8 +3,9 @@
 import threading
 import time
 
+import httpx
 import pytest
-from conftest import AGENT, openapi
+from conftest import AGENT, free_port, openapi
 
 from loadout import AsyncClient, Client, Proposal, ToolResult, errors
 
@@ -106,3 +107,64 @@ def test_report_outcome_stores_the_outcome_of_a_served_revision(live):
     assert bad.value.status in (400, 422)
 
 
+
+
+def stopped_server():
+    """The address of a loadout that is not running: a port bound once, then closed."""
+    return f"http://127.0.0.1:{free_port()}"
+
+
+def assert_unreachable(raised):
+    e = raised.value
+    assert type(e) is errors.Unreachable and isinstance(e, errors.LoadoutError)
+    assert (e.code, e.status) == ("unreachable", None) and str(e).startswith("unreachable: loadout could not be reached")
+    assert isinstance(e.__cause__, httpx.TransportError)  # the httpx error, kept as the cause
+
+
+def test_a_call_to_a_stopped_loadout_raises_unreachable_never_an_httpx_error():
+    c = Client(stopped_server(), "lo_any_key", timeout=2)
+    with pytest.raises(errors.Unreachable) as call:
+        c.call_tool(AGENT, "delete_tasks", {"ids": ["t-1"]}, conversation_id="quickstart")
+    assert_unreachable(call)
+    waiting = Proposal(agent=AGENT, tool="delete_tasks", proposal_id=1, status="proposed_for_approval",
+                       description="", preview=None, request={"tool": "delete_tasks", "arguments": {}})
+    with pytest.raises(errors.Unreachable) as wait:
+        c.wait(waiting, timeout=5, interval=0.01)
+    assert_unreachable(wait)
+    with pytest.raises(errors.Unreachable) as outcome:
+        c.report_outcome(AGENT, revision=1, conversation_id="quickstart", outcome="success")
+    assert_unreachable(outcome)
+
+
+async def test_the_async_clients_call_to_a_stopped_loadout_raises_unreachable_too():
+    c = AsyncClient(stopped_server(), "lo_any_key", timeout=2)
+    with pytest.raises(errors.Unreachable) as call:
+        await c.call_tool(AGENT, "delete_tasks", {"ids": ["t-1"]}, conversation_id="quickstart")
+    assert_unreachable(call)
+    with pytest.raises(errors.Unreachable) as outcome:
+        await c.report_outcome(AGENT, revision=1, conversation_id="quickstart", outcome="success")
+    assert_unreachable(outcome)
+    await c.aclose()
+
+
+def test_the_quickstart_after_serve_stops_gets_its_prompt_from_disk_and_unreachable_from_call_tool(live, tmp_path):
+    """The root README's quickstart, run again with serve stopped: prompt and tools from the disk
+    copies, and the tool call (never served from a cache) raises Unreachable, also on a client
+    whose pooled connection went to the server that was killed, and on a frozen server (a timeout)."""
+    c = Client(live.url, live.agent_key, cache_dir=tmp_path, timeout=1)
+    assert c.prompt(AGENT, "web").source == "fresh" and c.tools(AGENT).source == "fresh"
+    assert isinstance(c.call_tool(AGENT, "delete_tasks", {"ids": ["t-1"]}, conversation_id="quickstart"), Proposal)
+    live.pause()
+    with pytest.raises(errors.Unreachable) as frozen:
+        c.call_tool(AGENT, "delete_tasks", {"ids": ["t-1"]}, conversation_id="quickstart")
+    assert_unreachable(frozen)
+    assert isinstance(frozen.value.__cause__, httpx.TimeoutException)
+    live.stop()
+    with pytest.raises(errors.Unreachable) as same_client:
+        c.call_tool(AGENT, "delete_tasks", {"ids": ["t-1"]}, conversation_id="quickstart")
+    assert_unreachable(same_client)
+    again = Client(live.url, live.agent_key, cache_dir=tmp_path, timeout=1)  # the script run again
+    assert again.prompt(AGENT, "web").source == "disk" and again.tools(AGENT).source == "disk"
+    with pytest.raises(errors.Unreachable) as restarted:
+        again.call_tool(AGENT, "delete_tasks", {"ids": ["t-1"]}, conversation_id="quickstart")
+    assert_unreachable(restarted)

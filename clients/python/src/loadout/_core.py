@@ -15,7 +15,7 @@ from typing import Any
 
 from . import _tracing, errors, models
 from ._store import DiskStore
-from .results import Loadout, Prompt, Proposal, Tools, ToolResult
+from .results import Loadout, Prompt, Proposal, Source, Tools, ToolResult
 
 log = logging.getLogger("loadout")
 monotonic = time.monotonic
@@ -47,7 +47,7 @@ class Entry:
         self._results: dict[str, Any] = {}
         self.cached = self.result("cached", key)
 
-    def result(self, source: str, key: tuple[Any, ...]) -> Any:
+    def result(self, source: Source, key: tuple[Any, ...]) -> Any:
         found = self._results.get(source)
         if found is None:
             first = getattr(self, "cached", None)
@@ -59,7 +59,7 @@ class Entry:
         return self.result("disk" if self.origin == "disk" else "stale", key)
 
 
-def parse(kind: str, key: tuple[Any, ...], body: bytes, etag: str | None, source: str) -> Any:
+def parse(kind: str, key: tuple[Any, ...], body: bytes, etag: str | None, source: Source) -> Any:
     """A 200's body as the result of `source`. The shapes are the generated models'; a body
     of another shape is a `ValueError`."""
     try:
@@ -68,7 +68,7 @@ def parse(kind: str, key: tuple[Any, ...], body: bytes, etag: str | None, source
         raise ValueError(f"a {kind} answer of an unexpected shape: {e!r}") from e
 
 
-def _parse(kind: str, body: bytes, etag: str | None, source: str) -> Any:
+def _parse(kind: str, body: bytes, etag: str | None, source: Source) -> Any:
     if kind == PROMPT:
         view = models.PromptView.model_validate_json(body)
         return _prompt(view.agent, view.text, view.provenance, source, etag)
@@ -84,7 +84,7 @@ def _parse(kind: str, body: bytes, etag: str | None, source: str) -> Any:
                    etag=etag)
 
 
-def with_source(result: Any, source: str) -> Any:
+def with_source(result: Any, source: Source) -> Any:
     """The same answer, marked as coming from `source`."""
     if isinstance(result, Loadout):
         return replace(result, source=source, prompt=replace(result.prompt, source=source),
@@ -92,7 +92,7 @@ def with_source(result: Any, source: str) -> Any:
     return replace(result, source=source)
 
 
-def _prompt(agent: str, text: str, provenance: models.Provenance, source: str, etag: str | None) -> Prompt:
+def _prompt(agent: str, text: str, provenance: models.Provenance, source: Source, etag: str | None) -> Prompt:
     return Prompt(agent=agent, channel=provenance.channel, text=text, revision=provenance.revision,
                   label=provenance.label, provenance=provenance, source=source, etag=etag)
 
@@ -278,7 +278,8 @@ class Core:
         return body
 
     @staticmethod
-    def call_answer(agent: str, request: dict[str, Any], status: int, headers: Any, body: bytes) -> Any:
+    def call_answer(agent: str, request: dict[str, Any], status: int, headers: Any,
+                    body: bytes) -> ToolResult | Proposal:
         """A tool call's answer: a `ToolResult`, a `Proposal`, or the typed error."""
         if status != 200:
             raise errors.from_response(status, body, headers)

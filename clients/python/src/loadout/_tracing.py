@@ -16,10 +16,10 @@ from .results import Tools
 
 try:
     from opentelemetry import trace as _trace
-except ImportError:  # the `otel` extra is not installed
-    _trace = None
-
-available = _trace is not None
+except ImportError:  # the `otel` extra is not installed: `record` is never called
+    available = False
+else:
+    available = True
 
 # The span and the result recorded last: the same pair again has nothing new to say.
 _last: tuple[Any, Any] = (None, None)

@@ -21,12 +21,12 @@ import json
 from collections.abc import Callable
 from typing import Any, Union
 
-from agents import FunctionTool, RunContextWrapper
+from agents import FunctionTool, RunContextWrapper, Tool
 
 from . import errors
 from .aio import AsyncClient
 from .client import Client
-from .results import Proposal, ToolResult
+from .results import Prompt, Proposal, ToolResult
 
 Per = Union[str, None, Callable[[RunContextWrapper[Any]], Union[str, None]]]
 
@@ -49,8 +49,8 @@ def instructions(client: Client | AsyncClient, agent: str, channel: str, *, user
     """An `instructions=` for `Agent`: the agent's prompt, fetched (through the cache) on every run."""
 
     async def fetch(ctx: RunContextWrapper[Any], _agent: Any) -> str:
-        prompt = await _call(client, "prompt", agent, channel, user_id=_resolve(user_id, ctx), tz=_resolve(tz, ctx),
-                             label=label, fallback=fallback)
+        prompt: Prompt = await _call(client, "prompt", agent, channel, user_id=_resolve(user_id, ctx),
+                                     tz=_resolve(tz, ctx), label=label, fallback=fallback)
         return prompt.text
 
     return fetch
@@ -68,7 +68,7 @@ def relay(outcome: ToolResult | Proposal) -> str:
 
 async def function_tools(client: Client | AsyncClient, agent: str, *, conversation_id: Per,
                          user_id: Per = None, label: str | None = None,
-                         fallback: list[dict[str, Any]] | None = None) -> list[FunctionTool]:
+                         fallback: list[dict[str, Any]] | None = None) -> list[Tool]:
     """The agent's loadout tools (OpenAI strict schemas) as SDK function tools. Each call is
     `call_tool` on loadout with the revision the tools came from; a proposal, invalid arguments or
     a failed call come back to the model as the tool's output (JSON), never as an exception."""
@@ -95,7 +95,7 @@ async def function_tools(client: Client | AsyncClient, agent: str, *, conversati
 
         return invoke
 
-    tools = []
+    tools: list[Tool] = []  # Tool, not FunctionTool: what `Agent(tools=)` takes (a list is invariant)
     for tool in listed.tools:
         function = tool["function"]
         tools.append(FunctionTool(name=function["name"], description=function.get("description", ""),

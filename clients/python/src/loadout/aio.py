@@ -49,8 +49,10 @@ class AsyncClient:
         key = self._core.key(PROMPT, agent, channel, user_id, tz, label, None, conversation_id)
         entry = self._core._mem.get(key)
         if entry is not None and monotonic() < entry.expires:
-            return self._core.served(entry.cached)
-        return await self._get(key, entry, fallback)
+            hit: Prompt = self._core.served(entry.cached)
+            return hit
+        got: Prompt = await self._get(key, entry, fallback)
+        return got
 
     async def tools(self, agent: str, format: str = "openai", *, label: str | None = None,
                     user_id: str | None = None, conversation_id: str | None = None,
@@ -58,8 +60,10 @@ class AsyncClient:
         key = self._core.key(TOOLS, agent, None, user_id, None, label, format, conversation_id)
         entry = self._core._mem.get(key)
         if entry is not None and monotonic() < entry.expires:
-            return entry.cached
-        return await self._get(key, entry, fallback)
+            cached: Tools = entry.cached
+            return cached
+        got: Tools = await self._get(key, entry, fallback)
+        return got
 
     async def loadout(self, agent: str, channel: str, *, format: str = "openai", user_id: str | None = None,
                       tz: str | None = None, label: str | None = None, conversation_id: str | None = None,
@@ -67,10 +71,13 @@ class AsyncClient:
         key = self._core.key(LOADOUT, agent, channel, user_id, tz, label, format, conversation_id)
         entry = self._core._mem.get(key)
         if entry is not None and monotonic() < entry.expires:
-            return self._core.served(entry.cached)
-        return await self._get(key, entry, fallback)
+            hit: Loadout = self._core.served(entry.cached)
+            return hit
+        got: Loadout = await self._get(key, entry, fallback)
+        return got
 
     async def _get(self, key: tuple[Any, ...], entry: Entry | None, fallback: Any) -> Any:
+        # The result of the key's kind (a Prompt, Tools or Loadout): the callers name its type.
         core = self._core
         if entry is not None:
             now = monotonic()
@@ -123,7 +130,7 @@ class AsyncClient:
         if isinstance(proposal, ToolResult):
             return proposal
         deadline = monotonic() + timeout
-        current: ToolResult | Proposal = proposal
+        current = proposal
         while True:
             remaining = deadline - monotonic()
             if remaining <= 0:
@@ -132,15 +139,17 @@ class AsyncClient:
                                          details={"proposal_id": proposal.proposal_id})
             await asyncio.sleep(min(interval, remaining))
             interval = min(interval * 1.5, 5.0)
-            current = await self._send_call(proposal.agent, proposal.request)
-            if isinstance(current, ToolResult):
-                return current
+            answer = await self._send_call(proposal.agent, proposal.request)
+            if isinstance(answer, ToolResult):
+                return answer
+            current = answer
 
     async def report_outcome(self, agent: str, *, revision: int, conversation_id: str, outcome: str,
                              user_id: str | None = None, score: float | None = None) -> dict[str, Any]:
         body = self._core.outcome_request(revision, conversation_id, outcome, user_id, score)
         r = await self._post(f"/v1/agents/{_segment(agent)}/outcomes", body)
-        return self._core.json_answer(r.status_code, r.headers, r.content, ok=(200, 201))
+        stored: dict[str, Any] = self._core.json_answer(r.status_code, r.headers, r.content, ok=(200, 201))
+        return stored
 
     async def _post(self, path: str, body: Any) -> httpx.Response:
         try:

@@ -11,6 +11,7 @@ provenance, and `source`, where the copy came from:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -50,7 +51,7 @@ class Tools:
     source: Source
     etag: str | None = field(default=None, repr=False)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[dict[str, Any]]:
         return iter(self.tools)
 
     def __len__(self) -> int:
