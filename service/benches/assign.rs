@@ -5,7 +5,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use loadout::releases::rollouts::assign;
+use loadout::releases::traffic::assign;
 
 fn bench(c: &mut Criterion) {
     c.bench_function("rollout_assign", |b| {

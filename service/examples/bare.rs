@@ -2,7 +2,7 @@
 //! body of a given size, with no auth, no database and no rendering.
 //! `cargo run --release -p loadout --example bare -- 127.0.0.1:18090 7300 [loop|traced]`
 //! With `loop`, it is served through loadout's own connection loop
-//! (`loadout::http::server::serve`, with its default limits) instead of `axum::serve`,
+//! (`loadout::transport::server::serve`, with its default limits) instead of `axum::serve`,
 //! which separates the cost of the connection handling from that of the request path;
 //! with `traced`, also inside loadout's request-wide layers, with the default log line.
 
@@ -31,20 +31,22 @@ async fn main() -> std::io::Result<()> {
         // `served` line, catch-panic), logging as `serve` does to stderr.
         let _flush = loadout::telemetry::init(loadout::telemetry::LogFormat::Text);
         let app = loadout::http::router::traced(app);
-        let limits = loadout::http::server::Limits::from(
+        let limits = loadout::transport::server::Limits::from(
             &loadout::app::Settings::from_env()
                 .expect("settings")
                 .connections,
         );
-        return loadout::http::server::serve(listener, app, limits, std::future::pending()).await;
+        return loadout::transport::server::serve(listener, app, limits, std::future::pending())
+            .await;
     }
     if mode.as_deref() == Some("loop") {
-        let limits = loadout::http::server::Limits::from(
+        let limits = loadout::transport::server::Limits::from(
             &loadout::app::Settings::from_env()
                 .expect("settings")
                 .connections,
         );
-        return loadout::http::server::serve(listener, app, limits, std::future::pending()).await;
+        return loadout::transport::server::serve(listener, app, limits, std::future::pending())
+            .await;
     }
     axum::serve(listener, app).await
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use loadout::app::AppState;
 use loadout::auth::keys::{self, Role};
-use loadout::execute::connector::Outbound;
+use loadout::connectors::client::Outbound;
 use loadout::prompt::builder::SystemClock;
 use rmcp::service::{NotificationContext, RoleClient};
 use rmcp::transport::StreamableHttpClientTransport;
@@ -55,8 +55,8 @@ async fn main() -> anyhow::Result<()> {
     let app = loadout::http::router(state);
     // loadout's own connection loop, as `serve` runs it (TCP_NODELAY included).
     let limits =
-        loadout::http::server::Limits::from(&loadout::app::Settings::from_env()?.connections);
-    tokio::spawn(loadout::http::server::serve(
+        loadout::transport::server::Limits::from(&loadout::app::Settings::from_env()?.connections);
+    tokio::spawn(loadout::transport::server::serve(
         listener,
         app,
         limits,

@@ -5,7 +5,6 @@
 //! kinds, argument validation) is [`crate::execute`], below the registry.
 
 pub mod call;
-pub mod connector;
 pub mod decide;
 pub mod describe;
 pub mod ledger;
@@ -19,7 +18,7 @@ use std::sync::Arc;
 use sea_orm::{DatabaseConnection, DbErr};
 
 use crate::cache::Generation;
-use crate::execute::connector::Outbound;
+use crate::connectors::client::Outbound;
 use crate::execute::executors::{EXECUTION_TIMEOUT, Executors};
 use crate::secrets::Keyring;
 use crate::vocab::Tier;
@@ -118,7 +117,7 @@ impl Runner<'_> {
         &self,
         agent_id: i32,
         tool: &str,
-        pins: &std::collections::BTreeMap<String, crate::execute::connector::ConnectorPin>,
+        pins: &std::collections::BTreeMap<String, crate::connectors::client::ConnectorPin>,
     ) -> Result<Executors, DbErr> {
         use sea_orm::EntityTrait;
         let mut executors = self.executors().await?;

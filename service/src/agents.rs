@@ -6,12 +6,9 @@
 //! Every write goes through the registry write guard ([`crate::registry::guard`]).
 
 pub mod board;
-pub mod change_requests;
-pub mod config;
+pub mod definition;
 pub mod instructions;
-pub mod labels;
 pub mod preview;
-pub mod rollouts;
 pub mod template;
 
 use crate::error::{Error, Result};

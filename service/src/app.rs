@@ -65,7 +65,7 @@ pub struct Inner {
     pub settings: Settings,
     /// The one outbound HTTP client and its address check, built from
     /// `settings.connectors` when the state is.
-    pub outbound: crate::execute::connector::Outbound,
+    pub outbound: crate::connectors::client::Outbound,
     /// The keys connectors' header values are sealed with (`LOADOUT_SECRETS_KEY`,
     /// `--secrets-key-file`, or beside an embedded SQLite database); none may be given.
     pub secrets: crate::secrets::Keyring,
@@ -155,8 +155,8 @@ impl AppState {
 
     /// What a label write takes, lent from this state; a change request waits as
     /// long as a `requires_approval` proposal.
-    pub fn label_writing(&self) -> crate::agents::labels::Writing<'_> {
-        crate::agents::labels::Writing {
+    pub fn label_writing(&self) -> crate::promotion::labels::Writing<'_> {
+        crate::promotion::labels::Writing {
             db: &self.db,
             generation: &self.generation,
             request_ttl: self
@@ -178,8 +178,8 @@ impl AppState {
     }
 
     /// What reading a connector's server takes, lent from this state.
-    pub fn remote(&self) -> crate::actions::connector::sync::Remote<'_> {
-        crate::actions::connector::sync::Remote {
+    pub fn remote(&self) -> crate::connectors::sync::Remote<'_> {
+        crate::connectors::sync::Remote {
             outbound: &self.outbound,
             secrets: &self.secrets,
             limits: self.settings.connectors.list_limits(),

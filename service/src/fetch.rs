@@ -25,8 +25,8 @@ use crate::prompt::builder::{self, Channels, RenderedPrompt, Source};
 use crate::prompt::load::{self, LoadedAgent};
 use crate::registry::formats::{self, AnthropicTool, Format, McpTool, OpenAiTool, Tools};
 use crate::releases::content::Content;
-use crate::releases::rollouts::{self, Running, Side};
 use crate::releases::serve::{self, Served};
+use crate::releases::traffic::{self, Running, Side};
 use crate::vocab::Clock;
 
 /// What the prompt service reads through: the database, its cache, the generation
@@ -183,7 +183,7 @@ async fn running(state: &Prompts<'_>, name: &str, label: &str) -> Result<Option<
         return Ok(found);
     }
     let working = agent(state, name).await?;
-    let found = read_retrying(|| rollouts::running(state.db, working.id, label)).await?;
+    let found = read_retrying(|| traffic::running(state.db, working.id, label)).await?;
     state.cache.put_rollout(key, generation, found);
     Ok(found)
 }

@@ -8,16 +8,13 @@
 
 pub mod agents;
 pub mod calls;
-pub mod config;
+pub mod config_as_code;
 pub mod connectors;
-pub mod deadline;
 pub mod error;
 pub mod extract;
 pub mod fetch;
 pub mod idempotent;
 pub mod keys;
-pub mod limits;
-pub mod mcp;
 pub mod members;
 pub mod openapi;
 pub mod ops;
@@ -27,7 +24,6 @@ pub mod registry;
 pub mod releases;
 pub mod rollouts;
 pub mod router;
-pub mod server;
 pub mod trace;
 pub mod webhooks;
 

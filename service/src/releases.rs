@@ -1,4 +1,4 @@
-//! Releases (issue 25): what an agent serves is recorded as numbered, immutable
+//! Releases: what an agent serves is recorded as numbered, immutable
 //! revisions, and labels (`production`, `latest`, ...) point at them.
 //!
 //! Every configuration write publishes inside its own transaction
@@ -23,12 +23,12 @@
 pub mod content;
 pub mod diff;
 pub mod guard;
-pub mod labels;
+pub mod moves;
 pub mod outcomes;
 pub mod read;
-pub mod rollouts;
 pub mod serve;
 pub mod signals;
+pub mod traffic;
 
 use std::collections::BTreeSet;
 
@@ -44,7 +44,7 @@ use crate::events::{self, Event, RevisionPublished};
 use crate::prompt::builder::Channels;
 use crate::prompt::load;
 
-pub use labels::{LATEST, PRODUCTION};
+pub use moves::{LATEST, PRODUCTION};
 
 crate::closed_set! {
     /// How an agent's saves reach `production`.
@@ -176,10 +176,10 @@ async fn publish_agent(
             .await?
         }
     };
-    let mv = labels::Move {
+    let mv = moves::Move {
         agent_id: agent.id,
         to_revision_id: revision.id,
-        kind: labels::PUBLISH,
+        kind: moves::PUBLISH,
         actor: author,
         at: now,
     };
@@ -192,16 +192,16 @@ async fn publish_agent(
         events::record(db, Event::RevisionPublished(published)).await?;
     }
     let mut moved = Vec::new();
-    if labels::move_label(db, LATEST, &mv).await? {
+    if moves::move_label(db, LATEST, &mv).await? {
         moved.push(LATEST);
     }
     // In direct mode `production` follows `latest` when a write moves it, not on
     // every write: a `production` an operator moved by hand stays until the next
     // change of what the agent serves.
     let direct = ReleaseMode::or_gated(&agent.release_mode) == ReleaseMode::Direct;
-    if direct && !moved.is_empty() && labels::move_label(db, PRODUCTION, &mv).await? {
+    if direct && !moved.is_empty() && moves::move_label(db, PRODUCTION, &mv).await? {
         moved.push(PRODUCTION);
-        rollouts::end_on_move(db, agent.id, PRODUCTION, labels::PUBLISH, author, now).await?;
+        traffic::end_on_move(db, agent.id, PRODUCTION, moves::PUBLISH, author, now).await?;
     }
     Ok(Published {
         agent_id: agent.id,

@@ -5,6 +5,7 @@
 //! either.
 
 pub mod peer;
+pub mod request;
 
 use axum::http::{HeaderValue, StatusCode};
 

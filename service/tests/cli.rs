@@ -964,13 +964,13 @@ async fn a_process_killed_mid_execution_leaves_a_proposal_the_sweeper_fails_as_o
     stop(second);
 }
 
-/// The `sh` blocks of a README section, in order.
-fn readme_blocks(section: &str) -> Vec<String> {
-    let readme = include_str!("../../README.md");
-    let start = readme.find(section).expect("the section");
-    let rest = &readme[start + section.len()..];
-    let body = &rest[..rest.find("\n## ").unwrap_or(rest.len())];
-    body.split("```sh\n")
+/// The `sh` blocks of a Markdown page (a path from the repository root), in order.
+fn sh_blocks(page: &str) -> Vec<String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(page);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{page}: {e}"));
+    text.split("```sh\n")
         .skip(1)
         .map(|block| {
             block
@@ -982,20 +982,18 @@ fn readme_blocks(section: &str) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn the_readme_http_examples_work_when_pasted() {
-    let dir = std::env::temp_dir().join(format!("loadout-readme-{}", std::process::id()));
+/// Runs `blocks` as one script pasted into a shell that stops at the first failure
+/// (HTTP errors included), against a `serve` started with `serve_flags` on a fresh
+/// SQLite database; what it printed.
+fn paste(name: &str, blocks: &[String], serve_flags: &[&str]) -> String {
+    let dir = std::env::temp_dir().join(format!("loadout-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let url = format!("sqlite://{}/readme.db?mode=rwc", dir.display());
-    // As the README's connector example says to start it.
-    let (child, addr, _) = spawn_serve(&url, &["--connector-allow", "127.0.0.1"], 0);
-    let mut blocks = readme_blocks("## HTTP API");
-    blocks.extend(readme_blocks("## Tool calls and approvals"));
-    let blocks = blocks.join("\n");
+    let url = format!("sqlite://{}/docs.db?mode=rwc", dir.display());
+    let (child, addr, _) = spawn_serve(&url, serve_flags, 0);
     let script = blocks
+        .join("\n")
         .replace("cargo run -q --", "\"$LOADOUT\"")
         .replace("http://127.0.0.1:8080", &format!("http://{addr}"));
-    // Pasted into a shell that stops at the first failure, HTTP errors included.
     let prelude = "set -euo pipefail\ncurl() { command curl --silent --show-error --fail-with-body \"$@\"; }\n";
     let out = Command::new("bash")
         .args(["-c", &format!("{prelude}{script}")])
@@ -1005,12 +1003,49 @@ fn the_readme_http_examples_work_when_pasted() {
         .expect("bash");
     stop(child);
     std::fs::remove_dir_all(&dir).ok();
-    let printed = String::from_utf8_lossy(&out.stdout);
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
         "{}\n{printed}",
         String::from_utf8_lossy(&out.stderr)
     );
+    printed
+}
+
+#[test]
+fn the_readme_walkthrough_works_when_pasted() {
+    // The two set-up commands (serve, and the test suite) are not pasted again.
+    let blocks: Vec<String> = sh_blocks("README.md")
+        .into_iter()
+        .filter(|b| !b.contains("cargo run -- serve") && !b.contains("cargo test"))
+        .collect();
+    assert!(blocks.len() >= 5, "the walkthrough's blocks: {blocks:?}");
+    let printed = paste("readme", &blocks, &[]);
+    assert!(
+        printed.contains("\"status\":\"proposed_for_approval\""),
+        "the tool call waits for approval: {printed}"
+    );
+    assert!(
+        printed.contains("\"state\":\"succeeded\""),
+        "the approved call ran: {printed}"
+    );
+    assert!(
+        printed.contains("Now: ") && printed.contains("Answer in French."),
+        "the last fetch shows the new template and alice's instructions: {printed}"
+    );
+    assert!(
+        printed.contains("production"),
+        "the revisions and the label's history are listed: {printed}"
+    );
+}
+
+#[test]
+fn the_guide_http_examples_work_when_pasted() {
+    let mut blocks = sh_blocks("docs/http-api.md");
+    blocks.extend(sh_blocks("docs/releases.md"));
+    blocks.extend(sh_blocks("docs/tool-calls.md"));
+    // As the tool-call page says to start it, for its connector example.
+    let printed = paste("guide", &blocks, &["--connector-allow", "127.0.0.1"]);
     assert!(
         printed.contains("Now: "),
         "the last fetch shows the new template: {printed}"

@@ -8,9 +8,9 @@ use entity::{agent_configurations, agent_labels, agent_revisions, change_request
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use serde::Serialize;
 
-use super::change_requests::ChangeState;
 use crate::error::Result;
-use crate::releases::rollouts::RolloutState;
+use crate::promotion::change_requests::ChangeState;
+use crate::releases::traffic::RolloutState;
 
 /// One agent's releases at a glance.
 #[derive(Debug, Default, Serialize)]

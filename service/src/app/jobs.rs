@@ -65,7 +65,7 @@ impl AppState {
                     }
                     Err(e) => tracing::warn!(error = %e, "cannot sweep the proposal ledger"),
                 }
-                match crate::agents::change_requests::expire_due(&state.db, now).await {
+                match crate::promotion::change_requests::expire_due(&state.db, now).await {
                     Ok(0) => {}
                     Ok(n) => tracing::info!(expired = n, "change requests expired"),
                     Err(e) => tracing::warn!(error = %e.message, "cannot expire change requests"),

@@ -164,17 +164,17 @@ pub struct Connectors {
     #[arg(long, env = "LOADOUT_CONNECTOR_CA")]
     pub connector_ca: Option<PathBuf>,
     /// Most tools a sync reads from one MCP server; a longer tools/list fails the sync.
-    #[arg(long, env = "LOADOUT_CONNECTOR_MAX_TOOLS", default_value_t = crate::execute::connector::mcp::DEFAULT_MAX_TOOLS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
+    #[arg(long, env = "LOADOUT_CONNECTOR_MAX_TOOLS", default_value_t = crate::connectors::client::mcp::DEFAULT_MAX_TOOLS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=100_000))]
     pub connector_max_tools: usize,
     /// Most tools/list pages a sync follows; a longer list fails the sync.
-    #[arg(long, env = "LOADOUT_CONNECTOR_MAX_PAGES", default_value_t = crate::execute::connector::mcp::DEFAULT_MAX_PAGES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
+    #[arg(long, env = "LOADOUT_CONNECTOR_MAX_PAGES", default_value_t = crate::connectors::client::mcp::DEFAULT_MAX_PAGES, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
     pub connector_max_pages: usize,
 }
 
 impl Connectors {
     /// The one outbound HTTP client: the address check, and `--connector-ca`'s
     /// certificates trusted besides the Mozilla roots.
-    pub fn outbound(&self) -> anyhow::Result<crate::execute::connector::Outbound> {
+    pub fn outbound(&self) -> anyhow::Result<crate::connectors::client::Outbound> {
         use anyhow::Context;
         let ca = self.connector_ca.as_deref();
         let pem = match ca {
@@ -183,7 +183,7 @@ impl Connectors {
             })?),
             None => None,
         };
-        crate::execute::connector::Outbound::new(self.connector_allow.clone(), pem.as_deref())
+        crate::connectors::client::Outbound::new(self.connector_allow.clone(), pem.as_deref())
             .with_context(|| match ca {
                 Some(path) => format!("the connector CA bundle {} is not usable", path.display()),
                 None => "the outbound HTTP client could not be built".to_owned(),
@@ -191,8 +191,8 @@ impl Connectors {
     }
 
     /// How much of an MCP server's `tools/list` a sync reads.
-    pub fn list_limits(&self) -> crate::execute::connector::mcp::ListLimits {
-        crate::execute::connector::mcp::ListLimits {
+    pub fn list_limits(&self) -> crate::connectors::client::mcp::ListLimits {
+        crate::connectors::client::mcp::ListLimits {
             max_tools: self.connector_max_tools,
             max_pages: self.connector_max_pages,
         }

@@ -153,7 +153,7 @@ impl Sso {
         // The issuer is the operator's choice, not a request's: no allow-list, but
         // no redirects (the OpenID spec forbids following them here) and bounded waits.
         let http = reqwest::Client::builder()
-            .tls_backend_preconfigured(crate::execute::connector::outbound::tls(None)?)
+            .tls_backend_preconfigured(crate::connectors::client::outbound::tls(None)?)
             .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(std::time::Duration::from_secs(5))
             .timeout(std::time::Duration::from_secs(10))

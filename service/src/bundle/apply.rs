@@ -17,14 +17,14 @@ use super::read::{self, Current};
 use super::{
     AgentDoc, Bundle, ChannelDoc, ConnectorDoc, HeaderValue, LAYOUT_VERSION, State, ToolDoc,
 };
-use crate::actions::connector::store;
-use crate::agents::change_requests::{self, ChangeRequestView, ChangeState};
-use crate::agents::config::{self, AgentUpdate, NewAgent};
+use crate::agents::definition::{self, AgentUpdate, NewAgent};
 use crate::agents::template;
 use crate::auth::Principal;
 use crate::cache::Generation;
+use crate::connectors::client::Outbound;
+use crate::connectors::store;
 use crate::error::{Error, Result};
-use crate::execute::connector::Outbound;
+use crate::promotion::change_requests::{self, ChangeRequestView, ChangeState};
 use crate::prompt::lint;
 use crate::registry::{channels, guard, links, tools};
 use crate::releases::{PRODUCTION, ReleaseMode};
@@ -308,7 +308,7 @@ impl Writer<'_> {
             .current
             .connectors
             .get(&doc.name)
-            .is_some_and(|row| !crate::execute::connector::same_origin(&row.url, &doc.url));
+            .is_some_and(|row| !crate::connectors::client::same_origin(&row.url, &doc.url));
         let headers_changed = moved
             || change.action == Action::Create
             || change.fields.iter().any(|f| f.field.starts_with("header "));
@@ -418,7 +418,7 @@ impl Writer<'_> {
                     operating_model: doc.operating_model.clone(),
                     interaction_learning: doc.interaction_learning.clone(),
                 };
-                config::create_in(self.db, &author, new, Some(mode)).await?
+                definition::create_in(self.db, &author, new, Some(mode)).await?
             }
             Some(row) => {
                 let update = AgentUpdate {
@@ -429,7 +429,7 @@ impl Writer<'_> {
                     expected_soul_version: None,
                     release_mode: Some(mode),
                 };
-                let saved = config::update_in(self.db, &author, &doc.name, update).await?;
+                let saved = definition::update_in(self.db, &author, &doc.name, update).await?;
                 match row.prompt_template == doc.template {
                     true => saved,
                     false => {
@@ -493,7 +493,7 @@ impl Writer<'_> {
         let (kind, name) = split(object);
         match kind {
             "agent" if self.current.agents.contains_key(name) => {
-                config::delete_in(self.db, name).await?;
+                definition::delete_in(self.db, name).await?;
             }
             "tool" => {
                 if let Some(row) = self.current.tools.get(name) {

@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 
 use super::read::Current;
 use super::{AgentDoc, Bundle, ChannelDoc, ConnectorDoc, HeaderValue, ToolDoc};
-use crate::execute::connector::sealing;
+use crate::connectors::client::sealing;
 use crate::releases::diff::{self, TextChange, ValueChange};
 use crate::secrets::Keyring;
 

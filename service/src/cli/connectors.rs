@@ -4,7 +4,7 @@
 use anyhow::Context;
 use sea_orm::DatabaseConnection;
 
-use crate::actions::connector::sync::{self, SyncRequest};
+use crate::connectors::sync::{self, SyncRequest};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ConnectorsCommand {

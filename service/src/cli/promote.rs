@@ -9,9 +9,9 @@ use anyhow::Context;
 use sea_orm::DatabaseConnection;
 
 use crate::actions::ProposalSettings;
-use crate::agents::labels::{self, LabelMoved, LabelPut, Outcome, Rollback, Writing};
 use crate::auth::Principal;
 use crate::cache::Generation;
+use crate::promotion::labels::{self, LabelMoved, LabelPut, Outcome, Rollback, Writing};
 use crate::vocab::Tier;
 
 /// The author the command line's moves and requests record. Its key id is no
@@ -64,7 +64,7 @@ pub async fn release_mode(
 ) -> anyhow::Result<String> {
     let generation = generation(db).await?;
     let agent =
-        crate::agents::config::set_release_mode(db, &generation, CLI, &args.agent, args.mode)
+        crate::agents::definition::set_release_mode(db, &generation, CLI, &args.agent, args.mode)
             .await?;
     Ok(format!(
         "{}: release mode {}\n",

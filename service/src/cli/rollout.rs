@@ -8,11 +8,11 @@ use anyhow::Context;
 use sea_orm::DatabaseConnection;
 
 use crate::actions::ProposalSettings;
-use crate::agents::labels::Writing;
-use crate::agents::rollouts::{self, Outcome, RolloutEnd, RolloutPatch, RolloutStart};
 use crate::auth::Principal;
 use crate::cache::Generation;
-use crate::releases::rollouts::{Guard, RolloutView};
+use crate::promotion::labels::Writing;
+use crate::promotion::rollouts::{self, Outcome, RolloutEnd, RolloutPatch, RolloutStart};
+use crate::releases::traffic::{Guard, RolloutView};
 use crate::vocab::Tier;
 
 #[derive(Debug, clap::Args)]

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use sea_orm::DatabaseConnection;
 
-use crate::execute::connector::sealing;
+use crate::connectors::client::sealing;
 pub use crate::secrets::flags::{KeySource, KeyText, SecretsArgs, announce};
 use crate::secrets::{Key, source};
 

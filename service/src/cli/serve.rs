@@ -16,7 +16,7 @@ use crate::vocab::SystemClock;
 pub async fn run(database_url: &str, settings: Settings) -> anyhow::Result<()> {
     let (bind, metrics_bind) = (settings.bind, settings.metrics_bind);
     let drain = std::time::Duration::from_secs(settings.replicas.drain_seconds);
-    let limits = http::server::Limits::from(&settings.connections);
+    let limits = crate::transport::server::Limits::from(&settings.connections);
     let Started { state, new_key } = start(database_url, settings, Arc::new(SystemClock)).await?;
     if let Some((name, key)) = new_key {
         println!("This database had no API key, so an operator key named {name:?} was created.");
@@ -55,7 +55,7 @@ pub async fn run(database_url: &str, settings: Settings) -> anyhow::Result<()> {
     // Registered before anyone can read "listening": a SIGTERM sent at once drains.
     let stop = http::shutdown_signal();
     eprintln!("loadout listening on http://{local}");
-    http::server::serve(
+    crate::transport::server::serve(
         listener,
         http::router(state.clone()),
         limits,

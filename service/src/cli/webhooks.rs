@@ -159,7 +159,7 @@ pub async fn output(
                 enabled: Some(enabled),
                 ..Default::default()
             };
-            let outbound = crate::execute::connector::Outbound::new(Vec::new(), None)?;
+            let outbound = crate::connectors::client::Outbound::new(Vec::new(), None)?;
             let saved = subscriptions::update(db, &outbound, &who, id, patch, now)
                 .await
                 .map_err(refused)?;

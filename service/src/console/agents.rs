@@ -15,7 +15,7 @@ use super::page::{
     CsrfOnly, Path, Query, Signed, blank, error_page, refusal, render, wants_partial,
 };
 use super::session::{Admin, Checked, Operator, csrf_field};
-use crate::agents::config::{self as agents, AgentUpdate, AgentView};
+use crate::agents::definition::{self as agents, AgentUpdate, AgentView};
 use crate::agents::preview::{self, ChannelRender, PreviewRequest};
 use crate::agents::template::{self, Change, VersionView};
 use crate::app::AppState;

@@ -12,11 +12,9 @@ use serde_json::{Map, Value};
 
 use super::page::{Path, Query, Signed, blank, error_page, refusal, render};
 use super::session::{Checked, Operator, csrf_field};
-use crate::actions::connector::store::{
-    self as store, ConnectorUpdate, ConnectorView, NewConnector,
-};
-use crate::actions::connector::sync::{self as syncing, SyncReport, SyncRequest};
 use crate::app::AppState;
+use crate::connectors::store::{self as store, ConnectorUpdate, ConnectorView, NewConnector};
+use crate::connectors::sync::{self as syncing, SyncReport, SyncRequest};
 use crate::error::{Error, Result};
 
 pub fn routes() -> Router<AppState> {

@@ -15,7 +15,7 @@ use super::page::{CsrfOnly, Path, Signed, error_page, render};
 use super::session::{Admin, Checked, csrf_field};
 use crate::actions::decide;
 use crate::agents::board::{self, Board};
-use crate::agents::config::{self as agents, AgentView};
+use crate::agents::definition::{self as agents, AgentView};
 use crate::app::AppState;
 use crate::auth::Role;
 use crate::auth::keys::{self, KeyError, KeyInfo};

@@ -28,7 +28,7 @@ struct Queue {
     title: &'static str,
     proposals: Vec<ProposalView>,
     /// Change requests to move protected labels, waiting for a sign-off.
-    change_requests: Vec<crate::agents::change_requests::ChangeRequestView>,
+    change_requests: Vec<crate::promotion::change_requests::ChangeRequestView>,
     /// The state shown (`all` for every state).
     showing: String,
     limit: u64,

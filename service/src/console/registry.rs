@@ -16,8 +16,8 @@ use serde_json::Value;
 
 use super::page::{Path, Query, Signed, blank, error_page, refusal, render};
 use super::session::{Admin, Checked, Operator, csrf_field};
-use crate::actions::connector::store::{self as connectors, Binding};
 use crate::app::AppState;
+use crate::connectors::store::{self as connectors, Binding};
 use crate::db::page;
 use crate::error::{Error, Result};
 use crate::registry::channels::{self, ChannelUpdate, ChannelView};

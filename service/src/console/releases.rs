@@ -10,17 +10,17 @@ use serde::{Deserialize, Serialize};
 
 use super::page::{Path, Query, Signed, blank, error_page, refusal, render};
 use super::session::{Admin, Checked, Operator, csrf_field};
-use crate::agents::change_requests::{self, ChangeState, Decision, Filter};
-use crate::agents::labels::{self, LabelPut, Outcome, Rollback};
-use crate::agents::rollouts as rollout_ops;
 use crate::app::AppState;
 use crate::auth::Role;
 use crate::error::{Error, Result};
+use crate::promotion::change_requests::{self, ChangeState, Decision, Filter};
+use crate::promotion::labels::{self, LabelPut, Outcome, Rollback};
+use crate::promotion::rollouts as rollout_ops;
 use crate::releases::LATEST;
 use crate::releases::diff::{self, RevisionDiff};
 use crate::releases::outcomes::{self, RevisionOutcomes};
 use crate::releases::read::{self, LabelHistory, LabelView, RevisionSummary};
-use crate::releases::rollouts::RolloutView;
+use crate::releases::traffic::RolloutView;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -347,7 +347,7 @@ async fn shown_rollout(
         .collect();
     Ok(Shown {
         percent: format!("{}", rollout.percent),
-        paused: rollout.state == crate::releases::rollouts::RolloutState::Paused,
+        paused: rollout.state == crate::releases::traffic::RolloutState::Paused,
         sides,
         events,
         rollout,

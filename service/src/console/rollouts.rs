@@ -1,6 +1,6 @@
 //! A label's rollout from the releases page: start, set the share, pause,
 //! resume, complete and abort. The same domain calls and rules as the API
-//! ([`crate::agents::rollouts`]): operators only, CSRF-checked forms; a protected
+//! ([`crate::promotion::rollouts`]): operators only, CSRF-checked forms; a protected
 //! label of a gated agent opens a change request for a start or a completion.
 //! Each answers with the releases page and what it did (or why it was refused).
 
@@ -14,10 +14,10 @@ use serde::Deserialize;
 use super::page::{Path, blank};
 use super::releases::{again, shown};
 use super::session::{Checked, Operator, csrf_field};
-use crate::agents::rollouts::{self, Outcome, RolloutEnd, RolloutPatch, RolloutStart};
 use crate::app::AppState;
 use crate::error::{Error, Result};
-use crate::releases::rollouts::Guard;
+use crate::promotion::rollouts::{self, Outcome, RolloutEnd, RolloutPatch, RolloutStart};
+use crate::releases::traffic::Guard;
 
 const BASE: &str = "/console/agents/{agent}/releases/labels/{label}/rollout";
 
@@ -171,7 +171,7 @@ async fn patched(
         .await
     {
         Ok(Outcome::Done(r)) => {
-            let how = if r.state == crate::releases::rollouts::RolloutState::Paused {
+            let how = if r.state == crate::releases::traffic::RolloutState::Paused {
                 "paused: everyone gets the base"
             } else {
                 "active"

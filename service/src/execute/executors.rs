@@ -5,8 +5,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::connector::{self, Connector, Kind, Outbound, sealing};
 use super::{Call, Outcome};
+use crate::connectors::client::{self as connector, Connector, Kind, Outbound, sealing};
 use crate::secrets::Keyring;
 use crate::vocab::ToolType;
 

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use crate::cache::{Counts, Stamped, Weigh, share};
 use crate::prompt::builder::Channels;
 use crate::prompt::load::LoadedAgent;
-use crate::releases::rollouts::Running;
 use crate::releases::serve::Served;
+use crate::releases::traffic::Running;
 
 /// The prompt service's maps: agents by name, served revisions by agent and label
 /// (or number), the channels, and users' instructions by (tenant, agent id, user).

@@ -12,7 +12,7 @@ use utoipa_axum::routes;
 
 use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422};
 use super::extract::{AdminKey, ApiJson, ApiPath, ApiQuery, OperatorKey};
-use crate::agents::config::{self, AgentList, AgentUpdate, AgentView, CreatedAgent, NewAgent};
+use crate::agents::definition::{self, AgentList, AgentUpdate, AgentView, CreatedAgent, NewAgent};
 use crate::agents::instructions::{self, InstructionsPut, InstructionsView};
 use crate::agents::preview::{self, Preview, PreviewRequest};
 use crate::agents::template::{
@@ -56,7 +56,7 @@ async fn list_agents(
         limit: q.limit,
         after: q.after,
     };
-    Ok(Json(config::list(&state.db, &page).await?))
+    Ok(Json(definition::list(&state.db, &page).await?))
 }
 
 #[utoipa::path(get, path = "/v1/agents/{agent}", tag = "admin", summary = "One agent with soul, template and versions (admin)",
@@ -67,7 +67,7 @@ async fn get_agent(
     _key: AdminKey,
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<AgentView>> {
-    Ok(Json(config::get(&state.db, &name).await?))
+    Ok(Json(definition::get(&state.db, &name).await?))
 }
 
 #[utoipa::path(post, path = "/v1/agents", tag = "admin", summary = "Create an agent (operator)",
@@ -78,7 +78,7 @@ async fn create_agent(
     OperatorKey(who): OperatorKey,
     ApiJson(new): ApiJson<NewAgent>,
 ) -> ApiResult<(StatusCode, Json<CreatedAgent>)> {
-    let created = config::create(
+    let created = definition::create(
         &state.prompts(),
         state.settings.max_template_bytes,
         &who.member,
@@ -98,7 +98,7 @@ async fn delete_agent(
     ApiPath(name): ApiPath<String>,
 ) -> ApiResult<Json<AgentView>> {
     Ok(Json(
-        config::delete(&state.db, &state.generation, &name).await?,
+        definition::delete(&state.db, &state.generation, &name).await?,
     ))
 }
 
@@ -112,7 +112,7 @@ async fn update_agent(
     ApiJson(update): ApiJson<AgentUpdate>,
 ) -> ApiResult<Json<AgentView>> {
     Ok(Json(
-        config::update(&state.prompts(), &who.member, &name, update).await?,
+        definition::update(&state.prompts(), &who.member, &name, update).await?,
     ))
 }
 

@@ -1,5 +1,5 @@
 //! Admin routes for connectors and tools' bindings to them. Each handler parses
-//! the request and calls [`crate::actions::connector::store`].
+//! the request and calls [`crate::connectors::store`].
 
 use axum::Json;
 use axum::extract::State;
@@ -9,11 +9,11 @@ use utoipa_axum::routes;
 
 use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422, E424};
 use super::extract::{ApiJson, ApiPath, OperatorKey};
-use crate::actions::connector::store::{
+use crate::app::AppState;
+use crate::connectors::store::{
     self, Binding, BindingView, ConnectorList, ConnectorUpdate, ConnectorView, NewConnector,
 };
-use crate::actions::connector::sync::{self, SyncReport, SyncRequest};
-use crate::app::AppState;
+use crate::connectors::sync::{self, SyncReport, SyncRequest};
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

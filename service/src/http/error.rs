@@ -5,48 +5,18 @@
 use std::collections::BTreeMap;
 
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
-use serde_json::Value;
-use utoipa::ToSchema;
 use utoipa::openapi::{RefOr, ResponseBuilder, content::ContentBuilder};
 
 use crate::error::Kind;
 use crate::web::status;
 
-/// Every error body.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ErrorBody {
-    pub error: ErrorDetail,
-}
-
-/// What went wrong: a stable code to branch on, a sentence for people, and
-/// structured details where there are any (JSON paths, problems, known values).
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ErrorDetail {
-    /// Stable and machine-readable, e.g. `not_found`, `invalid_arguments`.
-    pub code: String,
-    pub message: String,
-    /// `null` unless the code documents details.
-    pub details: Value,
-}
+pub use crate::web::request::{ErrorBody, ErrorDetail};
 
 pub use crate::error::Error as ApiError;
 
 pub type ApiResult<T> = Result<T, ApiError>;
 
-/// What a 500 says; the cause is in the server log.
-pub const INTERNAL_MESSAGE: &str = "internal error; see the server log";
-
-/// `error` as a client may see it: an internal error is logged here, once, inside
-/// the request's span, and told as [`INTERNAL_MESSAGE`] without details; any other
-/// is public as it is. REST answers and MCP errors both go through it.
-pub fn public(error: ApiError) -> ApiError {
-    if error.kind != Kind::Internal {
-        return error;
-    }
-    tracing::error!(error = %error.chain(), "request failed");
-    ApiError::new(Kind::Internal, error.code, INTERNAL_MESSAGE)
-}
+pub use crate::web::request::{INTERNAL_MESSAGE, public};
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {

@@ -4,17 +4,14 @@
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
+use axum::http::StatusCode;
 use axum::http::request::Parts;
-use axum::http::{StatusCode, header};
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
 use crate::app::AppState;
-use crate::auth::keys;
 use crate::auth::{Principal, Role};
-
-/// Request bodies larger than this get 413.
-pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+pub use crate::web::request::{MAX_BODY_BYTES, authenticate, has_nul_escape, reach};
 
 /// The caller, holding an agent, admin or operator key (approver keys read
 /// proposals only).
@@ -31,48 +28,8 @@ pub struct AdminKey(pub Principal);
 /// tenant's agents run (agents, tools, links, channels, connectors).
 pub struct OperatorKey(pub Principal);
 
-/// Refuses an agent a scoped key does not reach with the 404 an agent that does not
-/// exist gets, so the key cannot tell the two apart.
-pub fn reach(who: &Principal, agent: &str) -> Result<(), ApiError> {
-    if who.reaches(agent) {
-        return Ok(());
-    }
-    Err(crate::error::Error::not_found(format!(
-        "no agent named {agent:?}"
-    )))
-}
-
 async fn principal(parts: &Parts, state: &AppState) -> Result<Principal, ApiError> {
     authenticate(&parts.headers, state).await
-}
-
-/// The principal behind a request's `Authorization: Bearer` key (cached per
-/// generation); 401 for a missing, unknown or revoked key.
-pub async fn authenticate(
-    headers: &axum::http::HeaderMap,
-    state: &AppState,
-) -> Result<Principal, ApiError> {
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-        .ok_or_else(ApiError::unauthorized)?;
-    let slot = state.keys.slot(presented);
-    let generation = state.generation.current();
-    if let Some(found) = state.keys.get(&state.generation, generation, slot) {
-        return Ok(found);
-    }
-    // Only a key that exists is cached: unknown tokens cannot evict good keys. An
-    // address with too many failures is refused (429) before the query runs.
-    let lookup = crate::db::outage::read_retrying(|| keys::authenticate(&state.db, presented));
-    let found = (state
-        .auth_failures
-        .guard(crate::web::client(headers), lookup)
-        .await?)
-        .ok_or_else(ApiError::unauthorized)?;
-    state.keys.put(slot, generation, found.clone());
-    Ok(found)
 }
 
 /// The principal if its role is one of `roles`; 403 naming them otherwise.
@@ -163,26 +120,6 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
             .map(ApiJson)
             .map_err(|e| ApiError::invalid(format!("malformed JSON body: {e}")))
     }
-}
-
-/// Whether a JSON text escapes a NUL character (`\u0000`). Postgres text cannot
-/// hold one and SQLite would, so it is refused at the edge on both alike. Raw NULs
-/// cannot appear in JSON strings (serde_json refuses control characters), so the
-/// escape is the only way in; every backslash starts a two-or-more-byte escape, so
-/// skipping the byte after each one keeps `\\u0000` (an escaped backslash) apart.
-pub(crate) fn has_nul_escape(json: &[u8]) -> bool {
-    let mut at = 0;
-    while let Some(found) = memchr::memchr(b'\\', &json[at..]) {
-        let escape = at + found;
-        if json[escape + 1..].starts_with(b"u0000") {
-            return true;
-        }
-        at = escape + 2;
-        if at >= json.len() {
-            return false;
-        }
-    }
-    false
 }
 
 /// Query parameters of `T`; a missing, malformed or unknown parameter is 400.

@@ -95,7 +95,7 @@ async fn prepare(state: &AppState, request: Request) -> Result<Prepared, Respons
     let (parts, body) = request.into_parts();
     let body = axum::body::to_bytes(body, MAX_BODY_BYTES)
         .await
-        .map_err(|e| match super::deadline::cut(&e) {
+        .map_err(|e| match crate::transport::deadline::cut(&e) {
             Some(why) => ApiError::invalid(why).into_response(),
             None => ApiError::too_large(
                 "payload_too_large",

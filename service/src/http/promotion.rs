@@ -1,7 +1,7 @@
 //! Moving labels and signing off their change requests (issue 25, items 3 and 4).
 //! Label writes are configuration writes (operators); change requests are read by
 //! admins and signers, and decided by signers: an operator or an approver of the
-//! default tenant who is not the author (see [`crate::agents::change_requests`]).
+//! default tenant who is not the author (see [`crate::promotion::change_requests`]).
 //! Each handler parses the request and calls [`crate::agents`].
 
 use axum::Json;
@@ -15,11 +15,11 @@ use utoipa_axum::routes;
 
 use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422};
 use super::extract::{ApiJson, ApiPath, ApiQuery, ApproverKey, OperatorKey};
-use crate::agents::change_requests::{
+use crate::app::AppState;
+use crate::promotion::change_requests::{
     self, ChangeRequestList, ChangeRequestView, ChangeState, Decision, Filter,
 };
-use crate::agents::labels::{self, LabelMoved, LabelPut, Outcome, Rollback};
-use crate::app::AppState;
+use crate::promotion::labels::{self, LabelMoved, LabelPut, Outcome, Rollback};
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

@@ -2,7 +2,7 @@
 //! resume), complete, abort. Operators write, as for label moves; admins read.
 //! In `gated` mode a protected label's start and completion answer 202 with the
 //! change request that waits for a sign-off. Each handler parses the request and
-//! calls [`crate::agents::rollouts`].
+//! calls [`crate::promotion::rollouts`].
 
 use axum::Json;
 use axum::extract::State;
@@ -13,10 +13,10 @@ use utoipa_axum::routes;
 
 use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422};
 use super::extract::{AdminKey, ApiJson, ApiPath, OperatorKey};
-use crate::agents::change_requests::ChangeRequestView;
-use crate::agents::rollouts::{self, Outcome, RolloutEnd, RolloutPatch, RolloutStart};
 use crate::app::AppState;
-use crate::releases::rollouts::{RolloutStatus, RolloutView};
+use crate::promotion::change_requests::ChangeRequestView;
+use crate::promotion::rollouts::{self, Outcome, RolloutEnd, RolloutPatch, RolloutStart};
+use crate::releases::traffic::{RolloutStatus, RolloutView};
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()

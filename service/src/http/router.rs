@@ -15,8 +15,8 @@ use utoipa_axum::routes;
 use super::error::ApiError;
 use super::extract::MAX_BODY_BYTES;
 use super::{
-    agents, calls, config, connectors, fetch, keys, members, ops, outcomes, promotion, registry,
-    releases, rollouts, trace, webhooks,
+    agents, calls, config_as_code, connectors, fetch, keys, members, ops, outcomes, promotion,
+    registry, releases, rollouts, trace, webhooks,
 };
 use crate::app::AppState;
 
@@ -31,7 +31,7 @@ pub fn router(state: AppState) -> Router {
     // request clones and a boxed future it allocates.
     let routed = router
         .merge(crate::console::router())
-        .merge(super::mcp::routes(&state))
+        .merge(crate::mcp::routes(&state))
         .fallback(|| async { ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(middleware::from_fn_with_state(state.clone(), trace::edge))
@@ -85,7 +85,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(keys::routes())
         .merge(members::routes())
         .merge(webhooks::routes())
-        .merge(config::routes())
+        .merge(config_as_code::routes())
 }
 
 static SPEC: LazyLock<serde_json::Value> = LazyLock::new(openapi);

@@ -93,7 +93,9 @@ pub async fn edge(State(state): State<AppState>, request: Request, next: Next) -
     // The sign-in form is read before any key is checked: it gets a small limit.
     let limit = match route.as_str() {
         SIGN_IN => MAX_FORM_BYTES,
-        r if super::config::LARGE_BODY_ROUTES.contains(&r) => super::config::MAX_CONFIG_BYTES,
+        r if super::config_as_code::LARGE_BODY_ROUTES.contains(&r) => {
+            super::config_as_code::MAX_CONFIG_BYTES
+        }
         _ => MAX_BODY_BYTES,
     };
     let response = match declared {

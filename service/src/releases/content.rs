@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
+use crate::connectors::client::ConnectorPin;
 use crate::error::{Error, Result};
-use crate::execute::connector::ConnectorPin;
 use crate::prompt::builder::Channels;
 use crate::prompt::load;
 

@@ -104,7 +104,7 @@ impl Counts {
 
 /// A rollout's guard: at least `min_outcomes` on each side before it judges, and
 /// the false-alarm rate `alpha` it allows over the whole rollout (the rollout's
-/// `releases::rollouts::Guard` checks both when it starts).
+/// `releases::traffic::Guard` checks both when it starts).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Guard {
     pub min_outcomes: u64,

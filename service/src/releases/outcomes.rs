@@ -21,9 +21,9 @@ use utoipa::ToSchema;
 
 use super::guard::{self, Counts, Decision, Guard, Verdict};
 use super::read::agent;
-use super::rollouts::{self, EventKind, RolloutState, Transition};
 use super::serve::revision_not_found;
 use super::signals::Signal;
+use super::traffic::{self, EventKind, RolloutState, Transition};
 use crate::cache::Generation;
 use crate::error::{Error, Result, check_id};
 
@@ -246,7 +246,7 @@ pub struct Aborted {
 /// Judges every `active` rollout of the agent with a guard whose base or
 /// candidate is `revision_id`, on the outcomes reported for each side since the
 /// rollout started. A regression aborts the rollout through
-/// [`rollouts::transition`] (actor `guard`, the statistic as the reason), so the
+/// [`traffic::transition`] (actor `guard`, the statistic as the reason), so the
 /// label's traffic goes back to the base. Only reported outcomes are judged:
 /// loadout's own signals count other things (tool calls, decisions) with other
 /// denominators, so they are shown beside the outcomes and never mixed in.
@@ -319,7 +319,7 @@ pub async fn judge(
             at: now,
         };
         let rollout_id = row.id;
-        rollouts::transition(txn, row.into(), step).await?;
+        traffic::transition(txn, row.into(), step).await?;
         aborted.push(Aborted {
             rollout_id,
             decision,

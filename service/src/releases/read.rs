@@ -229,7 +229,7 @@ pub async fn labels(db: &impl ConnectionTrait, name: &str) -> Result<LabelList> 
         .map(|l| {
             Ok(LabelView {
                 revision: number_of(&numbers, l.revision_id)?,
-                protected: l.protected || l.name == super::labels::PRODUCTION,
+                protected: l.protected || l.name == super::moves::PRODUCTION,
                 name: l.name,
                 updated_at: l.updated_at,
             })

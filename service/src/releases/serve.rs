@@ -7,8 +7,8 @@ use entity::{agent_labels, agent_revisions, prompt_versions};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect};
 
 use super::content::Content;
+use crate::connectors::client::ConnectorPin;
 use crate::error::{Error, Kind};
-use crate::execute::connector::ConnectorPin;
 use crate::prompt::builder::{Agent, Channel, Channels, Tool};
 use crate::prompt::load::LoadedAgent;
 use crate::vocab::ToolDef;

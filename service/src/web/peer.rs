@@ -1,7 +1,7 @@
 //! The client address: the connection's peer, never a header, unless the peer is a
 //! trusted proxy (`serve --trusted-proxy`): then it is the last address in
 //! `X-Forwarded-For`, the one that proxy appended. IPv6 addresses count by their
-//! /64, a single client's usual allocation. The accept loop (`http::server`) runs
+//! /64, a single client's usual allocation. The accept loop (`transport::server`) runs
 //! each connection inside [`serving`], so code on the request path reads its peer
 //! without it being passed through every layer, and a request pays nothing for it
 //! unless it asks. Requests served without the accept loop (tests calling the

@@ -15,8 +15,8 @@ use sea_orm::{
 
 use super::subscriptions::{ACTIVE, DISABLED, context};
 use super::{WebhookSettings, sign};
+use crate::connectors::client::Outbound;
 use crate::error::{Error, Result};
-use crate::execute::connector::Outbound;
 use crate::secrets::Keyring;
 
 /// The longest wait between two attempts of one delivery.
@@ -368,7 +368,7 @@ async fn post(
 
 /// An error of the client in words that name no address.
 fn describe(e: &reqwest::Error) -> String {
-    if let Some(refused) = crate::execute::connector::outbound::refused_by_check(e) {
+    if let Some(refused) = crate::connectors::client::outbound::refused_by_check(e) {
         return refused.0.clone();
     }
     if e.is_timeout() {

@@ -20,9 +20,9 @@ use utoipa::ToSchema;
 
 use super::sign;
 use crate::auth::{Principal, Role};
+use crate::connectors::client::Outbound;
 use crate::error::{Error, Result, check_size};
 use crate::events::{ALL, TYPES};
-use crate::execute::connector::Outbound;
 use crate::secrets::{self, Keyring, SealError};
 
 /// Longest URL accepted.

@@ -1,5 +1,5 @@
 //! One client address against everyone else, on real sockets through the real
-//! connection loop (`http::server::serve` with `loadout serve`'s limits): a body
+//! connection loop (`transport::server::serve` with `loadout serve`'s limits): a body
 //! trickled on more sockets than the global cap, a body below the minimum rate,
 //! more connections than one address may hold, an oversized sign-in form, and
 //! failed authentications. Client sockets are bound to their own loopback
@@ -450,7 +450,7 @@ mod mcp {
     /// client: rustls on ring, loopback allowed).
     pub async fn connect(url: &str, key: &str) -> Result<RunningService<RoleClient, ()>, String> {
         let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(key);
-        let client = loadout::execute::connector::Outbound::new(
+        let client = loadout::connectors::client::Outbound::new(
             vec!["127.0.0.1".parse().expect("ip")],
             None,
         )

@@ -85,7 +85,7 @@ async fn apply_dir(
     let who = cli();
     let keyring = loadout::secrets::Keyring::none();
     let outbound =
-        loadout::execute::connector::Outbound::new(vec!["127.0.0.1".parse().expect("ip")], None)
+        loadout::connectors::client::Outbound::new(vec!["127.0.0.1".parse().expect("ip")], None)
             .expect("outbound");
     let input = apply::Apply {
         target,

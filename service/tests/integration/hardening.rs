@@ -322,7 +322,7 @@ type Session = RunningService<RoleClient, ()>;
 async fn connect(url: &str, key: &str) -> Session {
     let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(key);
     let client =
-        loadout::execute::connector::Outbound::new(vec!["127.0.0.1".parse().expect("ip")], None)
+        loadout::connectors::client::Outbound::new(vec!["127.0.0.1".parse().expect("ip")], None)
             .expect("client")
             .client()
             .clone();

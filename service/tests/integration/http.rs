@@ -584,7 +584,7 @@ db_test! {
                 }
             }
         }
-        // The routes, as a person reads them in the README; the spec must hold exactly these.
+        // The routes, as a person reads them in docs/http-api.md; the spec must hold exactly these.
         let mut expected: Vec<(String, String)> = [
             "GET /health", "GET /ready", "GET /metrics", "GET /openapi.json",
             "GET /v1/agents/{agent}/prompt", "POST /v1/agents/{agent}/prompt/render",

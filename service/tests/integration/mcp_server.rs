@@ -67,7 +67,7 @@ async fn connect(
 fn transport(url: &str, key: &str) -> StreamableHttpClientTransport<reqwest::Client> {
     let config = StreamableHttpClientTransportConfig::with_uri(url).auth_header(key);
     let client =
-        loadout::execute::connector::Outbound::new(vec!["127.0.0.1".parse().expect("ip")], None)
+        loadout::connectors::client::Outbound::new(vec!["127.0.0.1".parse().expect("ip")], None)
             .expect("client")
             .client()
             .clone();

@@ -270,11 +270,11 @@ db_test! {
         gated(&app).await;
         let id = ask(&app, &app.operator).await;
         let later = chrono::Utc::now() + chrono::Duration::days(30);
-        let expired = loadout::agents::change_requests::expire_due(&app.db.conn, later).await.expect("sweep");
+        let expired = loadout::promotion::change_requests::expire_due(&app.db.conn, later).await.expect("sweep");
         assert_eq!(expired, 1);
         let row = entity::change_requests::Entity::find_by_id(i32::try_from(id).expect("id")).one(&app.db.conn).await.expect("read").expect("row");
         assert_eq!(row.state, "expired");
-        assert_eq!(loadout::agents::change_requests::expire_due(&app.db.conn, later).await.expect("sweep"), 0);
+        assert_eq!(loadout::promotion::change_requests::expire_due(&app.db.conn, later).await.expect("sweep"), 0);
     }
 }
 

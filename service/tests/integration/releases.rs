@@ -268,7 +268,7 @@ db_test! {
 /// and bumps the generation as every configuration write does.
 async fn point(app: &TestApp, label: &str, number: i32) {
     use entity::{agent_configurations, agent_revisions};
-    use loadout::releases::labels::{Move, move_label};
+    use loadout::releases::moves::{Move, move_label};
     use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
     let db = &app.db.conn;
     let agent = agent_configurations::Entity::find()
@@ -444,7 +444,7 @@ db_test! {
         let base = format!("http://{}/mcp/agents/assistant", app.listen().await);
         let connect = |query: &str| {
             let config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(format!("{base}{query}")).auth_header(app.agent.clone());
-            let client = loadout::execute::connector::Outbound::new(vec!["127.0.0.1".parse().expect("ip")], None)
+            let client = loadout::connectors::client::Outbound::new(vec!["127.0.0.1".parse().expect("ip")], None)
                 .expect("client").client().clone();
             ().serve(rmcp::transport::StreamableHttpClientTransport::with_client(client, config))
         };

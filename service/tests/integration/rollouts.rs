@@ -290,7 +290,7 @@ db_test! {
         let base = format!("http://{}/mcp/agents/assistant", app.listen().await);
         let connect = |query: String| {
             let config = rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(format!("{base}{query}")).auth_header(app.agent.clone());
-            let client = loadout::execute::connector::Outbound::new(vec!["127.0.0.1".parse().expect("ip")], None)
+            let client = loadout::connectors::client::Outbound::new(vec!["127.0.0.1".parse().expect("ip")], None)
                 .expect("client").client().clone();
             ().serve(rmcp::transport::StreamableHttpClientTransport::with_client(client, config))
         };

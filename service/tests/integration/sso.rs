@@ -84,7 +84,7 @@ struct Page {
 
 impl Browser {
     fn new() -> Browser {
-        let outbound = loadout::execute::connector::Outbound::new(
+        let outbound = loadout::connectors::client::Outbound::new(
             vec!["127.0.0.1".parse().expect("ip")],
             None,
         )
@@ -243,9 +243,9 @@ async fn served(db: TestDb) -> Option<(TestApp, Provider, String)> {
         .flag(format!("--oidc-redirect-url={redirect}"))
         .build()
         .await;
-    let limits = loadout::http::server::Limits::from(&app.state.settings.connections);
+    let limits = loadout::transport::server::Limits::from(&app.state.settings.connections);
     let router = loadout::http::router(app.state.clone());
-    tokio::spawn(loadout::http::server::serve(
+    tokio::spawn(loadout::transport::server::serve(
         listener,
         router,
         limits,

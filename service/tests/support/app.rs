@@ -169,8 +169,8 @@ impl TestApp {
             .await
             .expect("bind");
         let address = listener.local_addr().expect("address");
-        let limits = loadout::http::server::Limits::from(&self.state.settings.connections);
-        tokio::spawn(loadout::http::server::serve(
+        let limits = loadout::transport::server::Limits::from(&self.state.settings.connections);
+        tokio::spawn(loadout::transport::server::serve(
             listener,
             self.router.clone(),
             limits,

@@ -1,7 +1,7 @@
 //! The problem codes: stable, so machines may match on them.
 
 crate::closed_set! {
-    /// What a problem is. Serialises to its code (`"missing_tier"`); the README's
+    /// What a problem is. Serialises to its code (`"missing_tier"`); the guide's
     /// `loadout check` table lists every code with its severity.
     ///
     /// Declared in the codes' alphabetical order: reports sort problems by code, and
@@ -67,14 +67,14 @@ mod tests {
 
     use super::ProblemCode;
 
-    const README: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"));
+    const README: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/commands.md"));
 
-    /// The rows of the README's `loadout check` table: code → severity cell.
+    /// The rows of the `loadout check` table in the guide (docs/commands.md): code → severity cell.
     fn readme_rows() -> Vec<(String, String)> {
         let section = README
             .split("\n## ")
             .find(|s| s.starts_with("`loadout check`"))
-            .expect("README has a `loadout check` section");
+            .expect("docs/commands.md has a `loadout check` section");
         section
             .lines()
             .filter(|line| line.starts_with("| `"))
@@ -105,7 +105,10 @@ mod tests {
         let listed: Vec<&str> = seen.keys().copied().collect();
         let mut known = ProblemCode::NAMES.to_vec();
         known.sort_unstable();
-        assert_eq!(listed, known, "the README table and ProblemCode differ");
+        assert_eq!(
+            listed, known,
+            "the table in docs/commands.md and ProblemCode differ"
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@ use entity::connectors;
 
 use super::code::ProblemCode;
 use super::report::{Problem, Problems, Severity};
-use crate::execute::connector::sealing;
+use crate::connectors::client::sealing;
 use crate::secrets::{HOW_TO_CONFIGURE, Keyring};
 
 /// `secrets_not_sealed` for a connector holding plain header values (a deleted one

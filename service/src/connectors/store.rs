@@ -13,10 +13,10 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use crate::cache::Generation;
-use crate::error::{Error, Result, check_name};
-use crate::execute::connector::{
+use crate::connectors::client::{
     Kind, Outbound, RESERVED_HEADERS, mcp, reserved, same_origin, sealing,
 };
+use crate::error::{Error, Result, check_name};
 use crate::registry::{ToolType, guard};
 use crate::secrets::Keyring;
 

@@ -1,8 +1,8 @@
 //! The nulls a strict schema made the model send, dropped before an MCP call: a
 //! property the remote's schema left optional is nullable in loadout's strict form
-//! (`actions::connector::schema::normalize`), and the remote receives only what it
+//! (`connectors::schema::normalize`), and the remote receives only what it
 //! declared. What a call needs at run time lives here, below the registry; making
-//! the schema strict at sync is `actions::connector::schema`'s.
+//! the schema strict at sync is `connectors::schema`'s.
 
 use serde_json::{Map, Value};
 

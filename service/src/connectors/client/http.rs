@@ -5,9 +5,9 @@
 
 use serde_json::Value;
 
+use super::call::{Call, Outcome};
 use super::outbound::{self, Outbound};
 use super::target::{Connector, MAX_RESPONSE_BYTES, reserved};
-use crate::execute::{Call, Outcome};
 use crate::secrets::Secret;
 
 fn failure(error: &str, retryable: bool) -> Outcome {

@@ -32,8 +32,8 @@ use crate::cache::Generation;
 use crate::error::{Error, Kind, Result, check_size};
 use crate::events as outbox;
 use crate::registry::guard;
-use crate::releases::labels::{self, Move, Why};
-use crate::releases::rollouts::{self, Guard};
+use crate::releases::moves::{self, Move, Why};
+use crate::releases::traffic::{self, Guard};
 use crate::vocab::MAX_TEXT_BYTES;
 
 crate::closed_set! {
@@ -222,7 +222,7 @@ async fn views(
             Ok(ChangeRequestView {
                 id: row.id,
                 kind: row.kind.parse().unwrap_or(ChangeKind::Move),
-                percent: row.rollout_share_bp.map(rollouts::percent),
+                percent: row.rollout_share_bp.map(traffic::percent),
                 guard: match (row.rollout_guard_min_outcomes, row.rollout_guard_alpha) {
                     (Some(min_outcomes), Some(alpha)) => Some(Guard {
                         min_outcomes,
@@ -585,8 +585,8 @@ async fn carry_out(
     row: change_requests::Model,
     now: DateTime<Utc>,
 ) -> Result<std::result::Result<change_requests::Model, change_requests::Model>> {
-    let step = rollouts::Transition {
-        kind: rollouts::EventKind::Started,
+    let step = traffic::Transition {
+        kind: traffic::EventKind::Started,
         actor: Some(&row.requested_by),
         reason: row.reason.as_deref(),
         change_request_id: Some(row.id),
@@ -597,7 +597,7 @@ async fn carry_out(
             let mv = Move {
                 agent_id: row.agent_id,
                 to_revision_id: row.to_revision_id,
-                kind: labels::PROMOTE,
+                kind: moves::PROMOTE,
                 actor: Some(&row.requested_by),
                 at: now,
             };
@@ -606,20 +606,20 @@ async fn carry_out(
                 reason: row.reason.as_deref(),
                 change_request_id: Some(row.id),
             };
-            labels::move_label_why(&**write, &row.label, &mv, &why).await?;
+            moves::move_label_why(&**write, &row.label, &mv, &why).await?;
             let actor = Some(row.requested_by.as_str());
-            rollouts::end_on_move(
+            traffic::end_on_move(
                 &**write,
                 row.agent_id,
                 &row.label,
-                labels::PROMOTE,
+                moves::PROMOTE,
                 actor,
                 now,
             )
             .await?;
         }
         ChangeKind::RolloutStart => {
-            let start = rollouts::Start {
+            let start = traffic::Start {
                 agent_id: row.agent_id,
                 label: &row.label,
                 base_revision_id: row.from_revision_id,
@@ -634,10 +634,10 @@ async fn carry_out(
                 },
                 author: &row.requested_by,
             };
-            rollouts::start(&**write, start, step).await?;
+            traffic::start(&**write, start, step).await?;
         }
         ChangeKind::RolloutShare => {
-            let running = rollouts::running_row(&**write, row.agent_id, &row.label).await?;
+            let running = traffic::running_row(&**write, row.agent_id, &row.label).await?;
             let Some(running) = running.filter(|r| Some(r.id) == row.rollout_id) else {
                 return Ok(Err(row));
             };
@@ -645,22 +645,22 @@ async fn carry_out(
             let mut active: entity::rollouts::ActiveModel = running.into();
             active.share_bp = Set(share);
             active.signed_share_bp = Set(Some(share));
-            let step = rollouts::Transition {
-                kind: rollouts::EventKind::ShareChanged,
+            let step = traffic::Transition {
+                kind: traffic::EventKind::ShareChanged,
                 ..step
             };
-            rollouts::transition(&**write, active, step).await?;
+            traffic::transition(&**write, active, step).await?;
         }
         ChangeKind::RolloutComplete => {
-            let running = rollouts::running_row(&**write, row.agent_id, &row.label).await?;
+            let running = traffic::running_row(&**write, row.agent_id, &row.label).await?;
             let Some(running) = running.filter(|r| Some(r.id) == row.rollout_id) else {
                 return Ok(Err(row));
             };
-            let step = rollouts::Transition {
-                kind: rollouts::EventKind::Completed,
+            let step = traffic::Transition {
+                kind: traffic::EventKind::Completed,
                 ..step
             };
-            rollouts::complete(&**write, running, Some(&who.member), step).await?;
+            traffic::complete(&**write, running, Some(&who.member), step).await?;
         }
     }
     Ok(Ok(row))

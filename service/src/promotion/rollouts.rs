@@ -18,15 +18,16 @@ use utoipa::ToSchema;
 
 use super::change_requests::{self, ChangeKind, ChangeRequestView};
 use super::labels::Writing;
-use super::{MAX_TEXT_BYTES, row};
 use crate::auth::Principal;
 use crate::error::{Error, Result, check_name, check_size};
 use crate::registry::guard;
-use crate::releases::rollouts::{
+use crate::registry::links::agent as row;
+use crate::releases::serve::label_not_found;
+use crate::releases::traffic::{
     self, EventKind, Guard, RolloutStatus, RolloutView, Start, Transition, basis_points,
 };
-use crate::releases::serve::label_not_found;
 use crate::releases::{LATEST, PRODUCTION, ReleaseMode};
+use crate::vocab::MAX_TEXT_BYTES;
 
 /// The body of a start.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -107,9 +108,9 @@ async fn running(
     agent: &agent_configurations::Model,
     label: &str,
 ) -> Result<rows::Model> {
-    rollouts::running_row(db, agent.id, label)
+    traffic::running_row(db, agent.id, label)
         .await?
-        .ok_or_else(|| rollouts::not_running(&agent.name, label))
+        .ok_or_else(|| traffic::not_running(&agent.name, label))
 }
 
 /// Starts a rollout of `body.candidate` on the label (201), or opens the change
@@ -141,7 +142,7 @@ pub async fn start(
             format!("label {label:?} already serves revision {}", body.candidate),
         ));
     }
-    if rollouts::running_row(&*write, agent.id, label)
+    if traffic::running_row(&*write, agent.id, label)
         .await?
         .is_some()
     {
@@ -175,8 +176,8 @@ pub async fn start(
         author: &who.member,
     };
     let step = step(EventKind::Started, who, reason, writing);
-    let started = rollouts::start(&*write, start, step).await?;
-    let view = rollouts::view(&*write, &agent.name, started).await?;
+    let started = traffic::start(&*write, start, step).await?;
+    let view = traffic::view(&*write, &agent.name, started).await?;
     guard::commit(write, writing.generation).await?;
     Ok(Outcome::Done(view))
 }
@@ -223,7 +224,7 @@ pub async fn patch(
     let found = label_row(&*write, &agent, label).await?;
     let mut current = running(&*write, &agent, label).await?;
     let reason = body.reason.as_deref();
-    let paused = current.state == rollouts::RolloutState::Paused.as_str();
+    let paused = current.state == traffic::RolloutState::Paused.as_str();
     if let Some(pause) = body.paused.filter(|p| *p != paused) {
         let kind = if pause {
             EventKind::Paused
@@ -231,7 +232,7 @@ pub async fn patch(
             EventKind::Resumed
         };
         current =
-            rollouts::transition(&*write, current.into(), step(kind, who, reason, writing)).await?;
+            traffic::transition(&*write, current.into(), step(kind, who, reason, writing)).await?;
     }
     let ceiling = current.signed_share_bp.unwrap_or(current.share_bp);
     match share.filter(|bp| *bp != current.share_bp) {
@@ -256,11 +257,11 @@ pub async fn patch(
             let mut active: rows::ActiveModel = current.into();
             active.share_bp = sea_orm::Set(bp);
             let step = step(EventKind::ShareChanged, who, reason, writing);
-            current = rollouts::transition(&*write, active, step).await?;
+            current = traffic::transition(&*write, active, step).await?;
         }
         None => {}
     }
-    let view = rollouts::view(&*write, &agent.name, current).await?;
+    let view = traffic::view(&*write, &agent.name, current).await?;
     guard::commit(write, writing.generation).await?;
     Ok(Outcome::Done(view))
 }
@@ -298,8 +299,8 @@ pub async fn complete(
         return Ok(Outcome::Requested(opened));
     }
     let step = step(EventKind::Completed, who, reason, writing);
-    let done = rollouts::complete(&*write, current, None, step).await?;
-    let view = rollouts::view(&*write, &agent.name, done).await?;
+    let done = traffic::complete(&*write, current, None, step).await?;
+    let view = traffic::view(&*write, &agent.name, done).await?;
     guard::commit(write, writing.generation).await?;
     Ok(Outcome::Done(view))
 }
@@ -319,8 +320,8 @@ pub async fn abort(
     label_row(&*write, &agent, label).await?;
     let current = running(&*write, &agent, label).await?;
     let step = step(EventKind::Aborted, who, body.reason.as_deref(), writing);
-    let done = rollouts::transition(&*write, current.into(), step).await?;
-    let view = rollouts::view(&*write, &agent.name, done).await?;
+    let done = traffic::transition(&*write, current.into(), step).await?;
+    let view = traffic::view(&*write, &agent.name, done).await?;
     guard::commit(write, writing.generation).await?;
     Ok(view)
 }
@@ -331,5 +332,5 @@ pub async fn status(db: &DatabaseConnection, agent: &str, label: &str) -> Result
     check_name("label", label)?;
     let agent = row(db, agent).await?;
     label_row(db, &agent, label).await?;
-    rollouts::status(db, agent.id, &agent.name, label).await
+    traffic::status(db, agent.id, &agent.name, label).await
 }

@@ -29,9 +29,9 @@ use rmcp::transport::streamable_http_client::{
 };
 use serde_json::{Map, Value};
 
+use super::call::{Call, Outcome};
 use super::outbound::Outbound;
 use super::target::{Connector, MAX_RESPONSE_BYTES, reserved};
-use crate::execute::{Call, Outcome};
 use crate::secrets::Secret;
 use capped::Capped;
 

@@ -7,9 +7,10 @@
 //! 127.0.0.1). Redirects are never followed. Header values are sealed at rest and
 //! opened per call ([`sealing`]); the nulls a strict schema made the model send
 //! are dropped before an MCP call ([`nulls`]). Keeping connectors and bringing an
-//! MCP server's tools into the registry is `actions::connector`'s.
+//! MCP server's tools into the registry is `connectors`'s.
 
 pub mod address;
+mod call;
 pub mod http;
 pub mod mcp;
 pub mod nulls;
@@ -44,8 +45,8 @@ pub struct ConnectorPin {
 }
 pub use target::{CONTEXT_PREFIX, Connector, Kind, RESERVED_HEADERS, reserved};
 
-use crate::execute::{Call, Outcome};
 use crate::secrets::Keyring;
+pub use call::{Call, Failure, Outcome};
 
 /// Runs one attempt through the connector's protocol, its header values opened
 /// with `keyring` for this attempt only.

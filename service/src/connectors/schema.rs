@@ -10,7 +10,7 @@
 //!   narrows what is accepted, which is safe) and lists every property in
 //!   `required`; a property that was optional becomes nullable (the rules of
 //!   [`strict_schema`]), and before a call
-//!   [`drop_nulls`](crate::execute::connector::nulls::drop_nulls) removes the nulls
+//!   [`drop_nulls`](crate::connectors::client::nulls::drop_nulls) removes the nulls
 //!   sent for those properties, so the remote receives only what it declared;
 //! - `"default": null` is dropped (a nullable property says the same); other
 //!   `default`s, `title`s and descriptions are kept (they tell the model what an
@@ -177,7 +177,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::execute::connector::nulls::drop_nulls;
+    use crate::connectors::client::nulls::drop_nulls;
 
     /// What FastMCP (pydantic) publishes for
     /// `def search(query: str, limit: int = 10, tag: str | None = None, near: Place | None = None)`.

@@ -41,8 +41,6 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use self::sessions::{Bounded, Full, PeerSlot, Sessions, Ticket};
-use super::error::public;
-use super::extract::{MAX_BODY_BYTES, authenticate, has_nul_escape, reach};
 use crate::actions::call::{self, ToolCall};
 use crate::actions::views::{CallRan, CallResult, CallWaiting};
 use crate::app::AppState;
@@ -51,8 +49,10 @@ use crate::error::{Error, Kind};
 use crate::fetch::{self, Pick, RenderRequest};
 use crate::registry::formats::{self, ToolDef};
 use crate::releases::PRODUCTION;
-use crate::releases::rollouts::Side;
 use crate::releases::serve::Served;
+use crate::releases::traffic::Side;
+use crate::web::request::public;
+use crate::web::request::{MAX_BODY_BYTES, authenticate, has_nul_escape, reach};
 
 /// Who is calling, for which agent, and how its prompt is rendered.
 #[derive(Clone, Debug)]
@@ -255,10 +255,10 @@ fn sessions_full(full: Full) -> Response {
 /// rmcp's own 500 (its text names the failure inside; rmcp logged it) REST's 500.
 fn answered(mut response: Response, closing: bool, in_session: bool) -> Response {
     if response.status() == axum::http::StatusCode::INTERNAL_SERVER_ERROR {
-        let body = super::error::ErrorBody {
-            error: super::error::ErrorDetail {
+        let body = crate::web::request::ErrorBody {
+            error: crate::web::request::ErrorDetail {
                 code: "internal".to_owned(),
-                message: super::error::INTERNAL_MESSAGE.to_owned(),
+                message: crate::web::request::INTERNAL_MESSAGE.to_owned(),
                 details: Value::Null,
             },
         };

@@ -19,14 +19,15 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::change_requests::{self, ChangeRequestView, ChangeState};
-use super::{MAX_TEXT_BYTES, row};
 use crate::auth::Principal;
 use crate::cache::Generation;
 use crate::error::{Error, Kind, Result, check_name, check_size};
 use crate::registry::guard;
-use crate::releases::labels::{self, Move, Why};
-use crate::releases::rollouts;
+use crate::registry::links::agent as row;
+use crate::releases::moves::{self, Move, Why};
+use crate::releases::traffic;
 use crate::releases::{LATEST, PRODUCTION, ReleaseMode};
+use crate::vocab::MAX_TEXT_BYTES;
 
 /// The body of `PUT /v1/agents/{agent}/labels/{label}`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -171,14 +172,14 @@ async fn move_now(
         reason: step.reason,
         ..Why::default()
     };
-    let moved = labels::move_label_why(db, step.label, &mv, &why).await?;
+    let moved = moves::move_label_why(db, step.label, &mv, &why).await?;
     if moved {
         change_requests::end_pending(db, step.agent.id, step.label, now, |_| {
             Some(ChangeState::Superseded)
         })
         .await?;
         let actor = Some(who.member.as_str());
-        rollouts::end_on_move(db, step.agent.id, step.label, step.kind, actor, now).await?;
+        traffic::end_on_move(db, step.agent.id, step.label, step.kind, actor, now).await?;
     }
     let found = label_row(db, step.agent.id, step.label)
         .await?
@@ -248,7 +249,7 @@ pub async fn put(
         guard::commit(write, writing.generation).await?;
         return Ok(Outcome::Requested(opened));
     }
-    let kind = if back { labels::ROLLBACK } else { labels::MOVE };
+    let kind = if back { moves::ROLLBACK } else { moves::MOVE };
     let step = Now {
         agent: &agent,
         label,
@@ -298,7 +299,7 @@ pub async fn rollback(
         label,
         to: &to,
         from: Some(found.revision_id),
-        kind: labels::ROLLBACK,
+        kind: moves::ROLLBACK,
         reason: body.reason.as_deref(),
     };
     let moved = move_now(&*write, who, step, None, writing.now).await?;

@@ -25,7 +25,7 @@ use sea_orm::{
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::labels::{self, Move, Why};
+use super::moves::{self, Move, Why};
 use crate::error::{Error, Kind, Result};
 use crate::events::{self, Event};
 
@@ -330,7 +330,7 @@ pub async fn complete(
     let mv = Move {
         agent_id: row.agent_id,
         to_revision_id: row.candidate_revision_id,
-        kind: labels::ROLLOUT,
+        kind: moves::ROLLOUT,
         actor: step.actor,
         at: step.at,
     };
@@ -341,7 +341,7 @@ pub async fn complete(
     };
     let label = row.label.clone();
     let done = transition(db, row.into(), step).await?;
-    labels::move_label_why(db, &label, &mv, &why).await?;
+    moves::move_label_why(db, &label, &mv, &why).await?;
     Ok(done)
 }
 
