@@ -81,8 +81,16 @@ async fn bench(n: usize, rounds: usize, threads: usize) -> anyhow::Result<()> {
     let url = format!("sqlite://{}/bench.db?mode=rwc", dir.display());
     let db = loadout::db::connect(&url).await?;
     loadout::db::migrate::apply(&db, loadout::db::migrate::MigrateCommand::Up { n: None }).await?;
-    loadout::registry::seed::run(&db, &loadout::registry::catalog::Seeds::embedded()?).await?;
-    let key = format!("Bearer {}", keys::create(&db, "agent", Role::Agent).await?);
+    loadout::registry::seed::run(
+        &db,
+        &loadout::registry::catalog::Seeds::embedded()?,
+        chrono::Utc::now(),
+    )
+    .await?;
+    let key = format!(
+        "Bearer {}",
+        keys::create(&db, "agent", Role::Agent, chrono::Utc::now()).await?
+    );
     let state = AppState::new(
         db,
         loadout::app::Settings::from_env()?,

@@ -40,9 +40,14 @@ async fn main() -> anyhow::Result<()> {
     let url = format!("sqlite://{}/bench.db?mode=rwc", dir.display());
     let db = loadout::db::connect(&url).await?;
     loadout::db::migrate::apply(&db, loadout::db::migrate::MigrateCommand::Up { n: None }).await?;
-    loadout::registry::seed::run(&db, &loadout::registry::catalog::Seeds::embedded()?).await?;
-    let admin = keys::create(&db, "admin", Role::Admin).await?;
-    let agent = keys::create(&db, "agent", Role::Agent).await?;
+    loadout::registry::seed::run(
+        &db,
+        &loadout::registry::catalog::Seeds::embedded()?,
+        chrono::Utc::now(),
+    )
+    .await?;
+    let admin = keys::create(&db, "admin", Role::Admin, chrono::Utc::now()).await?;
+    let agent = keys::create(&db, "agent", Role::Agent, chrono::Utc::now()).await?;
     let state = AppState::new(
         db,
         loadout::app::Settings::from_env()?,

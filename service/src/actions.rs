@@ -13,6 +13,7 @@ pub mod requirements;
 pub mod views;
 pub mod withdrawn;
 
+use crate::vocab::Clock;
 use std::sync::Arc;
 
 use sea_orm::{DatabaseConnection, DbErr};
@@ -98,6 +99,8 @@ pub struct Runner<'a> {
     pub generation: &'a Arc<Generation>,
     pub outbound: &'a Outbound,
     pub secrets: &'a Keyring,
+    /// Shared too: a run stamps its outcome when it ends.
+    pub clock: &'a Arc<dyn Clock>,
 }
 
 impl Runner<'_> {

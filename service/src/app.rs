@@ -143,6 +143,20 @@ impl AppState {
         }
     }
 
+    /// What a write takes, lent from this state: its time from the state's clock,
+    /// and the request's `Idempotency-Key` (`None` where there is none).
+    pub fn writer<'a>(
+        &'a self,
+        key: Option<&'a crate::db::idempotency::Pending>,
+    ) -> crate::db::Writer<'a> {
+        crate::db::Writer {
+            db: &self.db,
+            generation: &self.generation,
+            now: self.clock.now(),
+            key,
+        }
+    }
+
     /// What running a tool takes, lent from this state.
     pub fn runner(&self) -> crate::actions::Runner<'_> {
         crate::actions::Runner {
@@ -150,6 +164,7 @@ impl AppState {
             generation: &self.generation,
             outbound: &self.outbound,
             secrets: &self.secrets,
+            clock: &self.clock,
         }
     }
 
@@ -174,6 +189,7 @@ impl AppState {
             outbound: &self.outbound,
             keyring: &self.secrets,
             policy: (&self.settings.webhooks).into(),
+            clock: &*self.clock,
         }
     }
 

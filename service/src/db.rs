@@ -111,9 +111,6 @@ fn keep_if_clean<C: sea_orm::sqlx::Connection>(
 /// Begins a transaction that will write. On SQLite it is `BEGIN IMMEDIATE`: the
 /// write lock is taken (waiting up to the busy timeout) before the first read, so a
 /// transaction that reads first never fails with SQLITE_BUSY when it must upgrade.
-///
-/// A request sent with an `Idempotency-Key` has its key recorded in its first write
-/// transaction ([`idempotency::record_in`]).
 pub async fn begin_write(db: &DatabaseConnection) -> Result<DatabaseTransaction, DbErr> {
     let txn = db
         .begin_with_options(TransactionOptions {
@@ -121,8 +118,20 @@ pub async fn begin_write(db: &DatabaseConnection) -> Result<DatabaseTransaction,
             ..Default::default()
         })
         .await?;
-    idempotency::record_in(&txn).await?;
     Ok(txn)
+}
+
+/// What a write is given by whoever asks for it: the database, the generation it
+/// commits through, its time (read once from the caller's clock), and the
+/// request's `Idempotency-Key`, recorded in the write's own transaction. The
+/// state lends one per request (`AppState::writer`); the command line makes its own.
+/// Opened as a guarded write by `registry::guard` (`Writer::begin`).
+#[derive(Clone, Copy)]
+pub struct Writer<'a> {
+    pub db: &'a DatabaseConnection,
+    pub generation: &'a crate::cache::Generation,
+    pub now: chrono::DateTime<chrono::Utc>,
+    pub key: Option<&'a idempotency::Pending>,
 }
 
 /// What a database error means to a caller, decided in one place so that no
@@ -161,7 +170,7 @@ pub async fn probe_write(db: &DatabaseConnection) -> Result<(), DbErr> {
 pub fn classify(error: &sea_orm::DbErr) -> DbFailure {
     use sea_orm::{ConnAcquireErr, DbErr, RuntimeErr, SqlErr};
     if matches!(error, DbErr::RecordNotInserted) {
-        // An idempotency key a concurrent request holds (`idempotency::record_in`).
+        // An idempotency key a concurrent request holds (`idempotency::record`).
         return DbFailure::Taken;
     }
     match error.sql_err() {

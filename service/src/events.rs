@@ -185,8 +185,11 @@ pub fn wants(events: &str, kind: &str) -> bool {
 
 /// Writes `event` to the outbox inside the caller's transaction `db`: one row,
 /// whatever subscribes to it (see the module).
-pub async fn record(db: &impl ConnectionTrait, event: Event) -> Result<(), DbErr> {
-    let now = Utc::now();
+pub async fn record(
+    db: &impl ConnectionTrait,
+    now: DateTime<Utc>,
+    event: Event,
+) -> Result<(), DbErr> {
     let body = event
         .body(now)
         .map_err(|e| DbErr::Custom(format!("an event could not be encoded: {e}")))?;

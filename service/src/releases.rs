@@ -32,7 +32,7 @@ pub mod traffic;
 
 use std::collections::BTreeSet;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use entity::{agent_configurations, agent_revisions};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder,
@@ -82,6 +82,7 @@ pub async fn publish(
     db: &impl ConnectionTrait,
     agent_id: i32,
     author: Option<&str>,
+    now: DateTime<Utc>,
 ) -> Result<Published> {
     let agent = agent_configurations::Entity::find_by_id(agent_id)
         .filter(agent_configurations::Column::DeletedAt.is_null())
@@ -89,17 +90,18 @@ pub async fn publish(
         .await?
         .ok_or_else(|| Error::not_found(format!("no agent with id {agent_id}")))?;
     let channels = load::channels(db).await?;
-    publish_agent(db, &agent, &channels, author).await
+    publish_agent(db, &agent, &channels, author, now).await
 }
 
 /// Publishes every live agent (see [`publish`]); what each publish did, by id.
 pub async fn publish_all(
     db: &impl ConnectionTrait,
     author: Option<&str>,
+    now: DateTime<Utc>,
 ) -> Result<Vec<Published>> {
     let live = agent_configurations::Entity::find()
         .filter(agent_configurations::Column::DeletedAt.is_null());
-    publish_each(db, live, author).await
+    publish_each(db, live, author, now).await
 }
 
 /// Publishes the live agents among `ids` (see [`publish`]); what each publish did.
@@ -107,6 +109,7 @@ pub async fn publish_some(
     db: &impl ConnectionTrait,
     ids: &BTreeSet<i32>,
     author: Option<&str>,
+    now: DateTime<Utc>,
 ) -> Result<Vec<Published>> {
     if ids.is_empty() {
         return Ok(Vec::new());
@@ -114,7 +117,7 @@ pub async fn publish_some(
     let live = agent_configurations::Entity::find()
         .filter(agent_configurations::Column::DeletedAt.is_null())
         .filter(agent_configurations::Column::Id.is_in(ids.iter().copied()));
-    publish_each(db, live, author).await
+    publish_each(db, live, author, now).await
 }
 
 /// Publishes each agent `agents` finds, by id.
@@ -122,6 +125,7 @@ async fn publish_each(
     db: &impl ConnectionTrait,
     agents: sea_orm::Select<agent_configurations::Entity>,
     author: Option<&str>,
+    now: DateTime<Utc>,
 ) -> Result<Vec<Published>> {
     let agents = agents
         .order_by_asc(agent_configurations::Column::Id)
@@ -130,7 +134,7 @@ async fn publish_each(
     let channels = load::channels(db).await?;
     let mut published = Vec::with_capacity(agents.len());
     for agent in &agents {
-        published.push(publish_agent(db, agent, &channels, author).await?);
+        published.push(publish_agent(db, agent, &channels, author, now).await?);
     }
     Ok(published)
 }
@@ -140,13 +144,13 @@ async fn publish_agent(
     agent: &agent_configurations::Model,
     channels: &Channels,
     author: Option<&str>,
+    now: DateTime<Utc>,
 ) -> Result<Published> {
     let content = content::Content::read(db, &agent.name, channels)
         .await?
         .ok_or_else(|| Error::not_found(format!("no agent named {:?}", agent.name)))?;
     let text = content.canonical()?;
     let hash = content::hash(&text);
-    let now = Utc::now();
     let existing = agent_revisions::Entity::find()
         .filter(agent_revisions::Column::AgentId.eq(agent.id))
         .filter(agent_revisions::Column::ContentHash.eq(&hash))
@@ -189,7 +193,7 @@ async fn publish_agent(
             revision: revision.number,
             author: author.map(str::to_owned),
         };
-        events::record(db, Event::RevisionPublished(published)).await?;
+        events::record(db, now, Event::RevisionPublished(published)).await?;
     }
     let mut moved = Vec::new();
     if moves::move_label(db, LATEST, &mv).await? {

@@ -483,6 +483,43 @@ fn no_json_macro_builds_a_response_outside_tests() {
     assert!(found.is_empty(), "{found:?}");
 }
 
+/// The modules that read the system time themselves (`Utc::now()`) rather than
+/// from the clock they are given (`Clock`, or a `now` their caller read from one):
+/// only `vocab::clock`'s `SystemClock` may, so a test's `FixedClock` (or the
+/// command line's) governs every time loadout stamps or decides by.
+fn own_clocks(modules: &BTreeMap<String, String>) -> Vec<String> {
+    modules
+        .iter()
+        .filter(|(m, code)| m.as_str() != "vocab::clock" && code.contains("Utc::now()"))
+        .map(|(m, _)| m.clone())
+        .collect()
+}
+
+#[test]
+fn only_the_clock_reads_the_system_time() {
+    let found = own_clocks(&modules());
+    assert!(
+        found.is_empty(),
+        "take `now` or a `Clock` from the caller: {found:?}"
+    );
+}
+
+#[test]
+fn the_clock_check_finds_a_planted_read() {
+    let planted = BTreeMap::from([
+        ("vocab::clock".to_owned(), "Utc::now()".to_owned()),
+        (
+            "releases::moves".to_owned(),
+            "let at = chrono::Utc::now();".to_owned(),
+        ),
+        (
+            "registry::guard".to_owned(),
+            "let at = write.now();".to_owned(),
+        ),
+    ]);
+    assert_eq!(own_clocks(&planted), vec!["releases::moves".to_owned()]);
+}
+
 /// Each table and the modules that own its writes (a module path, or a folder's:
 /// `actions::ledger` covers `actions::ledger::transitions`). Every other module
 /// writes through an owner's function: REST, the console, the command line and

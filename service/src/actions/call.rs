@@ -9,8 +9,9 @@
 //! once. The tool must still be the agent's in the working copy: one switched off,
 //! unlinked or deleted since is refused whatever the revision says.
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use entity::{agent_tools, proposals, tools, user_tool_preferences};
+use std::sync::Arc;
 
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use serde::{Deserialize, Serialize};
@@ -158,6 +159,7 @@ async fn runs_now(
 /// else).
 async fn count_refusal(
     db: &DatabaseConnection,
+    now: DateTime<Utc>,
     tenant: &str,
     served: &Served,
     refused: &Error,
@@ -172,7 +174,7 @@ async fn count_refusal(
     };
     let txn = crate::db::begin_write(db).await?;
     let counted = [Signal::ToolCalls, Signal::InvalidArguments];
-    signals::count(&txn, at, &counted, Utc::now()).await?;
+    signals::count(&txn, at, &counted, now).await?;
     txn.commit().await?;
     Ok(())
 }
@@ -194,7 +196,7 @@ pub async fn call(
     let served = match request.revision {
         Some(number) => {
             let served = crate::fetch::revision(prompts, agent, number).await?;
-            let now = Utc::now();
+            let now = runner.clock.now();
             if !serve::callable(runner.db, served.agent.id, served.id, now).await? {
                 return Err(serve::not_served(agent, number));
             }
@@ -226,7 +228,9 @@ pub async fn call(
     let arguments = &request.arguments;
     if let Err(refused) = validate(validators, runner.generation, stamp, schema, arguments) {
         // The caller's answer is the refusal even when counting it failed.
-        if let Err(e) = count_refusal(runner.db, tenant, &served, &refused).await {
+        if let Err(e) =
+            count_refusal(runner.db, runner.clock.now(), tenant, &served, &refused).await
+        {
             tracing::warn!(error = %e, "could not count an invalid-argument refusal");
         }
         return Err(refused);
@@ -253,7 +257,7 @@ pub async fn call(
             .map_err(not_connected)?;
     }
     let (description, preview) = describe(&tool.name, &request.arguments);
-    let now = Utc::now();
+    let now = runner.clock.now();
     let has_key = request.idempotency_key.is_some();
     let new = NewProposal {
         tenant_id: tenant.to_owned(),
@@ -288,11 +292,14 @@ pub async fn call(
         return Ok(created.into());
     }
     let (db, generation) = (runner.db.clone(), runner.generation.clone());
+    let clock = Arc::clone(runner.clock);
     let (tenant, kind) = (tenant.to_owned(), tool.tool_type);
     let ran = super::decide::in_task(async move {
         let lease = executors.lease_for(&created.tool_name);
         match ledger::approve(&db, &tenant, created.id, "auto", now, lease, None).await? {
-            Approval::Run(claimed) => execute(&db, &generation, &executors, claimed, &kind).await,
+            Approval::Run(claimed) => {
+                execute(&db, &generation, &*clock, &executors, claimed, &kind).await
+            }
             Approval::AsItIs(row) => Ok(row),
         }
     });

@@ -2,10 +2,11 @@
 //! decline, retry a failure. The tenant is always the caller's key's; another
 //! tenant's proposal is not found.
 
+use crate::vocab::Clock;
 use std::sync::Arc;
 
 use crate::db::idempotency::Pending;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use entity::{agent_configurations, proposals, tools};
 use sea_orm::{DatabaseConnection, EntityTrait};
 use serde::Serialize;
@@ -78,11 +79,12 @@ async fn ensure_runnable(
     db: &DatabaseConnection,
     row: &proposals::Model,
     actor: &str,
+    now: DateTime<Utc>,
 ) -> Result<()> {
     let Some(reason) = super::withdrawn::reason(db, row).await? else {
         return Ok(());
     };
-    let ended = ledger::end_unrun(db, row, actor, &reason, Utc::now()).await?;
+    let ended = ledger::end_unrun(db, row, actor, &reason, now).await?;
     let message = format!("the proposal ended without running: {reason}");
     Err(
         Error::new(Kind::Conflict, TOOL_UNAVAILABLE, message).with_details(InState {
@@ -112,6 +114,7 @@ async fn tool_type(db: &DatabaseConnection, tool_id: i32) -> Result<String> {
 pub async fn execute(
     db: &DatabaseConnection,
     generation: &Generation,
+    clock: &dyn Clock,
     executors: &Executors,
     claimed: proposals::Model,
     tool_type: &str,
@@ -147,11 +150,13 @@ pub async fn execute(
                 proposal_id: claimed.id,
                 attempt: claimed.attempts,
             };
-            executors.run(db, call, EXECUTION_TIMEOUT).await
+            executors
+                .run(db, call, EXECUTION_TIMEOUT, clock.now())
+                .await
         }
     };
     let (tenant, id, attempt) = (&claimed.tenant_id, claimed.id, claimed.attempts);
-    let done = ledger::finish(db, tenant, id, attempt, outcome, Utc::now()).await?;
+    let done = ledger::finish(db, tenant, id, attempt, outcome, clock.now()).await?;
     // A builtin may have changed what prompts render (update_instructions bumps the generation).
     if let Ok(current) = crate::db::generation::current(db).await {
         generation.observe(current);
@@ -256,12 +261,12 @@ pub async fn approve_as(
     id: i32,
     idempotency: Option<Arc<Pending>>,
 ) -> Result<ProposalView> {
-    let now = Utc::now();
+    let now = runner.clock.now();
     let row = ledger::get(runner.db, tenant, id).await?;
     ledger::check_approvable(runner.db, &row, actor, now).await?;
     let will_run = matches!(row.state.parse(), Ok(State::Proposed | State::Approved));
     if will_run {
-        ensure_runnable(runner.db, &row, actor).await?;
+        ensure_runnable(runner.db, &row, actor, now).await?;
     }
     let kind = tool_type(runner.db, row.tool_id).await?;
     let executors = pinned_executors(runner, &row).await?;
@@ -272,12 +277,15 @@ pub async fn approve_as(
             .map_err(not_connected)?;
     }
     let (db, generation) = (runner.db.clone(), runner.generation.clone());
+    let clock = Arc::clone(runner.clock);
     let (tenant, actor) = (tenant.to_owned(), actor.to_owned());
     let done = in_task(async move {
         let lease = executors.lease_for(&row.tool_name);
         let key = idempotency.as_deref();
         match ledger::approve(&db, &tenant, id, &actor, now, lease, key).await? {
-            Approval::Run(claimed) => execute(&db, &generation, &executors, claimed, &kind).await,
+            Approval::Run(claimed) => {
+                execute(&db, &generation, &*clock, &executors, claimed, &kind).await
+            }
             Approval::AsItIs(row) => Ok(row),
         }
     });
@@ -303,9 +311,9 @@ pub async fn decline(
     db: &DatabaseConnection,
     who: &Principal,
     id: i32,
+    now: DateTime<Utc>,
     idempotency: Option<Arc<Pending>>,
 ) -> Result<ProposalView> {
-    let now = Utc::now();
     let key = idempotency.as_deref();
     Ok(ledger::decline(db, who.tenant(), id, &who.member, now, key)
         .await?
@@ -322,23 +330,24 @@ pub async fn retry(
 ) -> Result<ProposalView> {
     let row = ledger::get(runner.db, who.tenant(), id).await?;
     ledger::retryable(&row)?;
-    ensure_runnable(runner.db, &row, &who.member).await?;
+    ensure_runnable(runner.db, &row, &who.member, runner.clock.now()).await?;
     let kind = tool_type(runner.db, row.tool_id).await?;
     let executors = pinned_executors(runner, &row).await?;
     executors
         .runnable(&row.tool_name, &kind)
         .map_err(not_connected)?;
     let (db, generation) = (runner.db.clone(), runner.generation.clone());
+    let clock = Arc::clone(runner.clock);
     let (tenant, actor) = (who.tenant().to_owned(), who.member.clone());
     let done = in_task(async move {
-        let (now, lease) = (Utc::now(), executors.lease_for(&row.tool_name));
+        let (now, lease) = (clock.now(), executors.lease_for(&row.tool_name));
         let seen = row.attempts;
         let claim = ledger::Lease {
             lease,
             idempotency: idempotency.as_deref(),
         };
         let claimed = ledger::retry_attempt(&db, &tenant, id, seen, &actor, now, claim).await?;
-        execute(&db, &generation, &executors, claimed, &kind).await
+        execute(&db, &generation, &*clock, &executors, claimed, &kind).await
     });
     Ok(done.await?.into())
 }

@@ -1,14 +1,14 @@
 //! Whether a `user_configurable` tool runs for a user without asking, per tenant.
 
-use chrono::Utc;
 use entity::{tools, user_tool_preferences as prefs};
 use sea_orm::sea_query::OnConflict;
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, Set};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::views::PreferenceView;
 use crate::auth::Principal;
+use crate::db::Writer;
 use crate::error::{Error, Result, check_id, check_name};
 use crate::vocab::Tier;
 
@@ -20,7 +20,7 @@ pub struct Preference {
 }
 
 pub async fn set(
-    db: &DatabaseConnection,
+    w: &Writer<'_>,
     who: &Principal,
     user: &str,
     tool: &str,
@@ -31,7 +31,7 @@ pub async fn set(
     let row = tools::Entity::find()
         .filter(tools::Column::Name.eq(tool))
         .filter(tools::Column::DeletedAt.is_null())
-        .one(db)
+        .one(w.db)
         .await?
         .ok_or_else(|| Error::not_found(format!("no tool named {tool:?}")))?;
     if row.approval_tier.parse() != Ok(Tier::UserConfigurable) {
@@ -45,7 +45,7 @@ pub async fn set(
     }
     // One upsert on the unique (tenant, user, tool) key: concurrent PUTs never race
     // a check-then-insert, and the last one wins, as a PUT should.
-    let now = Utc::now();
+    let now = w.now;
     let row = prefs::ActiveModel {
         tenant_id: Set(who.tenant().to_owned()),
         user_id: Set(user.to_owned()),
@@ -55,6 +55,8 @@ pub async fn set(
         updated_at: Set(now),
         ..Default::default()
     };
+    let txn = crate::db::begin_write(w.db).await?;
+    crate::db::idempotency::record_if(&txn, w.key).await?;
     prefs::Entity::insert(row)
         .on_conflict(
             OnConflict::columns([
@@ -65,8 +67,9 @@ pub async fn set(
             .update_columns([prefs::Column::AutoApprove, prefs::Column::UpdatedAt])
             .to_owned(),
         )
-        .exec(db)
+        .exec(&txn)
         .await?;
+    txn.commit().await?;
     Ok(PreferenceView {
         user_id: user.to_owned(),
         tool: tool.to_owned(),

@@ -12,7 +12,8 @@ use utoipa::ToSchema;
 
 use super::template::{self, Kind};
 use super::{MAX_TEXT_BYTES, check_identity, row};
-use crate::cache::Generation;
+use crate::db::Writer;
+use crate::db::idempotency::Pending;
 use crate::db::page;
 use crate::error::{Error, Result, check_name, check_size};
 use crate::fetch::Prompts;
@@ -200,6 +201,7 @@ pub async fn create(
     max_template_bytes: usize,
     author: &str,
     new: NewAgent,
+    key: Option<&Pending>,
 ) -> Result<CreatedAgent> {
     check_new(&new)?;
     let warnings = match &new.prompt_template {
@@ -220,7 +222,11 @@ pub async fn create(
         };
         crate::fetch::check_worst_case(prompts, text, &agent).await?;
     }
-    let mut write = guard::begin_for_agents(prompts.db).await?.by(author);
+    let mut write = guard::begin_for_agents(prompts.db, prompts.clock.now())
+        .await?
+        .keyed(key)
+        .await?
+        .by(author);
     let saved = create_in(&mut write, author, new, None).await?;
     guard::commit(write, prompts.generation).await?;
     Ok(CreatedAgent {
@@ -234,32 +240,27 @@ pub async fn create(
 /// agent stays gated; see [`update`]). Through the write guard, so every process
 /// sees it.
 pub async fn set_release_mode(
-    db: &DatabaseConnection,
-    generation: &Generation,
+    w: &Writer<'_>,
     author: &str,
     name: &str,
     mode: ReleaseMode,
 ) -> Result<AgentView> {
-    let mut write = guard::begin_for_agents(db).await?.by(author);
+    let mut write = w.begin_for_agents().await?.by(author);
     let found = row(&*write, name).await?;
     write.touch(found.id).await?;
     let mut active: agent_configurations::ActiveModel = found.into();
     active.release_mode = Set(mode.as_str().to_owned());
     active.updated_at = Set(write.now());
     let saved = active.update(&*write).await?;
-    guard::commit(write, generation).await?;
+    w.commit(write).await?;
     Ok(saved.into())
 }
 
 /// Soft delete: `deleted_at` is set and the agent disappears from every endpoint.
-pub async fn delete(
-    db: &DatabaseConnection,
-    generation: &Generation,
-    name: &str,
-) -> Result<AgentView> {
-    let mut write = guard::begin_for_agents(db).await?;
+pub async fn delete(w: &Writer<'_>, name: &str) -> Result<AgentView> {
+    let mut write = w.begin_for_agents().await?;
     let saved = delete_in(&mut write, name).await?;
-    guard::commit(write, generation).await?;
+    w.commit(write).await?;
     Ok(saved.into())
 }
 
@@ -335,10 +336,15 @@ pub async fn update(
     author: &str,
     name: &str,
     update: AgentUpdate,
+    key: Option<&Pending>,
 ) -> Result<AgentView> {
     check_update(&update)?;
     check_update_expansion(prompts, name, &update).await?;
-    let mut write = guard::begin_for_agents(prompts.db).await?.by(author);
+    let mut write = guard::begin_for_agents(prompts.db, prompts.clock.now())
+        .await?
+        .keyed(key)
+        .await?
+        .by(author);
     let saved = update_in(&mut write, author, name, update).await?;
     guard::commit(write, prompts.generation).await?;
     Ok(saved.into())

@@ -1,16 +1,14 @@
 //! A user's standing instructions for an agent, as an admin reads and sets them; always
 //! within the admin key's tenant.
 
-use chrono::Utc;
 use entity::user_agent_prompt_customizations as uapc;
 use sea_orm::{ActiveModelTrait, ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::{MAX_TEXT_BYTES, row};
-use crate::cache::Generation;
+use crate::db::Writer;
 use crate::error::{Result, check_id, check_size};
-use crate::registry::guard;
 
 /// A user's instructions; `null` when there are none (or they are switched off).
 #[derive(Debug, Serialize, ToSchema)]
@@ -47,8 +45,7 @@ pub async fn get(
 
 /// Sets `tenant`'s user's instructions, or switches them off; the next prompt shows it.
 pub async fn put(
-    db: &DatabaseConnection,
-    generation: &Generation,
+    w: &Writer<'_>,
     tenant: &str,
     agent: &str,
     user: &str,
@@ -58,7 +55,7 @@ pub async fn put(
     if let Some(text) = &put.instructions {
         check_size("instructions", text, MAX_TEXT_BYTES)?;
     }
-    let write = guard::begin_for_agents(db).await?;
+    let write = w.begin_for_agents().await?;
     let found = row(&*write, agent).await?;
     let existing = uapc::Entity::find()
         .filter(uapc::Column::TenantId.eq(tenant))
@@ -66,7 +63,7 @@ pub async fn put(
         .filter(uapc::Column::UserId.eq(user))
         .one(&*write)
         .await?;
-    let now = Utc::now();
+    let now = write.now();
     match (existing, &put.instructions) {
         (Some(existing), text) => {
             let mut active: uapc::ActiveModel = existing.into();
@@ -95,7 +92,7 @@ pub async fn put(
         }
         (None, None) => {}
     }
-    guard::commit(write, generation).await?;
+    w.commit(write).await?;
     Ok(InstructionsView {
         agent: found.name,
         user_id: user.to_owned(),

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::row;
+use crate::db::idempotency::Pending;
 use crate::db::page;
 use crate::error::{Error, Kind as ErrorKind, Result};
 use crate::fetch::Prompts;
@@ -311,6 +312,7 @@ pub async fn save(
     author: &str,
     name: &str,
     change: Change,
+    key: Option<&Pending>,
 ) -> Result<SavedTemplate> {
     let Change {
         template,
@@ -342,7 +344,11 @@ pub async fn save(
         let loaded = crate::fetch::agent(prompts, name).await?;
         crate::fetch::check_worst_case(prompts, text, &loaded.agent).await?;
     }
-    let mut write = guard::begin_for_agents(prompts.db).await?.by(author);
+    let mut write = guard::begin_for_agents(prompts.db, prompts.clock.now())
+        .await?
+        .keyed(key)
+        .await?
+        .by(author);
     let version = Version {
         forced: force,
         reason: reason.as_deref(),
@@ -476,6 +482,7 @@ pub async fn restore(
     author: &str,
     name: &str,
     version: i32,
+    key: Option<&Pending>,
 ) -> Result<SavedTemplate> {
     let (found, old) = one_version(prompts.db, name, version).await?;
     let expected = Some(found.template_version);
@@ -485,5 +492,5 @@ pub async fn restore(
         force: old.forced,
         reason: old.reason,
     };
-    save(prompts, max_template_bytes, author, name, change).await
+    save(prompts, max_template_bytes, author, name, change, key).await
 }

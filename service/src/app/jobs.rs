@@ -106,7 +106,12 @@ impl AppState {
                 let app = AppState(state);
                 let settings = &app.settings.webhooks;
                 loop {
-                    match crate::webhooks::fan_out::run(&app.db, settings.webhook_max_pending).await
+                    match crate::webhooks::fan_out::run(
+                        &app.db,
+                        settings.webhook_max_pending,
+                        app.clock.now(),
+                    )
+                    .await
                     {
                         Ok(n) if n as u64 == crate::webhooks::fan_out::EVENTS_PER_PASS => continue,
                         Ok(_) => break,
@@ -120,7 +125,7 @@ impl AppState {
                 if in_flight.len() >= limits.total {
                     continue;
                 }
-                let now = chrono::Utc::now();
+                let now = app.clock.now();
                 let due = match deliver::due(&app.db, now).await {
                     Ok(due) => due,
                     Err(e) => {

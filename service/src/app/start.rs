@@ -2,6 +2,7 @@
 //! then migrate, seed, check and the first key under the migration lock, then the
 //! serving pool and the state; the background jobs on request.
 
+use chrono::{DateTime, Utc};
 use std::sync::Arc;
 
 use sea_orm::DatabaseConnection;
@@ -39,12 +40,12 @@ pub async fn start(
                 migrate::ensure_current(&db).await?;
             } else {
                 migrate::apply(&db, migrate::MigrateCommand::Up { n: None }).await?;
-                let report = seed::run(&db, &Seeds::embedded()?).await?;
+                let report = seed::run(&db, &Seeds::embedded()?, clock.now()).await?;
                 tracing::info!(%report, "migrated and seeded");
             }
-            publish_unrecorded(&db).await?;
+            publish_unrecorded(&db, clock.now()).await?;
             check_registry(&db, settings.allow_drift, &secrets).await?;
-            bootstrap_operator_key(&db).await
+            bootstrap_operator_key(&db, clock.now()).await
         })
         .await;
         db.close().await.ok();
@@ -98,10 +99,13 @@ impl AppState {
 /// start after migration 16, revision 1 per agent with `production` and `latest`
 /// on it. Afterwards it finds every agent published (each write publishes) and
 /// writes nothing. It takes its turn with the API's writes (the generation row).
-pub(crate) async fn publish_unrecorded(db: &DatabaseConnection) -> anyhow::Result<()> {
+pub(crate) async fn publish_unrecorded(
+    db: &DatabaseConnection,
+    now: DateTime<Utc>,
+) -> anyhow::Result<()> {
     let txn = db::begin_write(db).await?;
     db::generation::bump(&txn).await?;
-    let published = crate::releases::publish_all(&txn, Some("migration")).await?;
+    let published = crate::releases::publish_all(&txn, Some("migration"), now).await?;
     txn.commit().await?;
     let created = published.iter().filter(|p| p.created).count();
     if created > 0 {
@@ -157,6 +161,7 @@ async fn check_registry(
 /// makes one with `loadout keys create`, which needs the database itself.
 async fn bootstrap_operator_key(
     db: &DatabaseConnection,
+    now: DateTime<Utc>,
 ) -> anyhow::Result<Option<(String, String)>> {
     let txn = db::begin_write(db).await?;
     if keys::count_ever(&txn).await? > 0 {
@@ -168,8 +173,8 @@ async fn bootstrap_operator_key(
         return Ok(None);
     }
     let name = "operator".to_owned();
-    let key = keys::create(&txn, &name, Role::Operator).await?;
-    crate::auth::signers::grant_first(&txn, &name).await?;
+    let key = keys::create(&txn, &name, Role::Operator, now).await?;
+    crate::auth::signers::grant_first(&txn, &name, now).await?;
     txn.commit().await?;
     Ok(Some((name, key)))
 }

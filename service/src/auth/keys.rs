@@ -179,8 +179,13 @@ pub enum Owner<'a> {
 }
 
 /// Creates a key and returns it; this is the only time the whole key exists.
-pub async fn create(db: &impl ConnectionTrait, name: &str, role: Role) -> Result<String, KeyError> {
-    create_for_tenant(db, name, role, None).await
+pub async fn create(
+    db: &impl ConnectionTrait,
+    name: &str,
+    role: Role,
+    now: DateTime<Utc>,
+) -> Result<String, KeyError> {
+    create_for_tenant(db, name, role, None, now).await
 }
 
 /// Creates a key of `tenant` (the default tenant when `None`) and returns it.
@@ -189,8 +194,9 @@ pub async fn create_for_tenant(
     name: &str,
     role: Role,
     tenant: Option<&str>,
+    now: DateTime<Utc>,
 ) -> Result<String, KeyError> {
-    create_scoped(db, name, role, tenant, None).await
+    create_scoped(db, name, role, tenant, None, now).await
 }
 
 /// Creates a key with a member of its own; an agent key with `agent` reaches
@@ -201,8 +207,9 @@ pub async fn create_scoped(
     role: Role,
     tenant: Option<&str>,
     agent: Option<&str>,
+    now: DateTime<Utc>,
 ) -> Result<String, KeyError> {
-    create_owned(db, name, role, tenant, agent, Owner::Own).await
+    create_owned(db, name, role, tenant, agent, Owner::Own, now).await
 }
 
 /// Creates a key over the API or the console for `maker` (see [`Owner::MadeBy`]),
@@ -215,6 +222,7 @@ pub async fn create_by(
     tenant: Option<&str>,
     agent: Option<&str>,
     most: u64,
+    now: DateTime<Utc>,
 ) -> Result<String, KeyError> {
     let (name, role) = new;
     let txn = crate::db::begin_write(db).await?;
@@ -227,7 +235,7 @@ pub async fn create_by(
         if live_in_tenant(&txn, counted).await? >= most {
             return Err(KeyError::LimitReached(most));
         }
-        create_owned(&txn, name, role, tenant, agent, Owner::MadeBy(maker)).await
+        create_owned(&txn, name, role, tenant, agent, Owner::MadeBy(maker), now).await
     };
     match made.await {
         Ok(key) => {
@@ -268,6 +276,7 @@ pub async fn create_owned(
     tenant: Option<&str>,
     agent: Option<&str>,
     owner: Owner<'_>,
+    now: DateTime<Utc>,
 ) -> Result<String, KeyError> {
     if let Some(agent) = agent {
         if role != Role::Agent {
@@ -295,7 +304,6 @@ pub async fn create_owned(
     {
         return Err(KeyError::InvalidTenant(tenant.to_owned()));
     }
-    let now = Utc::now();
     let kind = match role {
         Role::Agent => super::members::MemberKind::Service,
         _ => super::members::MemberKind::Person,
@@ -416,10 +424,14 @@ pub async fn role_of(
 }
 
 /// Revokes a key by tenant and name. Revoking a revoked key is not an error.
-pub async fn revoke(db: &impl ConnectionTrait, tenant: &str, name: &str) -> Result<(), KeyError> {
+pub async fn revoke(
+    db: &impl ConnectionTrait,
+    tenant: &str,
+    name: &str,
+    now: DateTime<Utc>,
+) -> Result<(), KeyError> {
     let row = named(db, tenant, name).await?;
     if row.revoked_at.is_none() {
-        let now = Utc::now();
         let mut active: api_keys::ActiveModel = row.into();
         active.revoked_at = Set(Some(now));
         active.updated_at = Set(now);
@@ -434,9 +446,10 @@ pub async fn revoke_now(
     db: &sea_orm::DatabaseConnection,
     tenant: &str,
     name: &str,
+    now: DateTime<Utc>,
 ) -> Result<i64, KeyError> {
     let txn = crate::db::begin_write(db).await?;
-    revoke(&txn, tenant, name).await?;
+    revoke(&txn, tenant, name, now).await?;
     let generation = crate::db::generation::bump(&txn).await?;
     txn.commit().await?;
     Ok(generation)

@@ -16,6 +16,8 @@ use utoipa::ToSchema;
 
 use super::keys::{DEFAULT_TENANT, KeyError, Principal, Role};
 use super::members::{MemberKind, named};
+use crate::db::Writer;
+use crate::db::idempotency::Pending;
 use crate::error::{Error, Kind as ErrorKind, Result, check_size};
 use crate::vocab::MAX_TEXT_BYTES;
 
@@ -92,8 +94,8 @@ async fn decide_on_database(
     member: members::Model,
     grant: bool,
     reason: Option<String>,
+    now: DateTime<Utc>,
 ) -> std::result::Result<(), DbErr> {
-    let now = Utc::now();
     signer_grants::ActiveModel {
         member_id: Set(member.id),
         grant: Set(grant),
@@ -120,12 +122,13 @@ pub async fn set_signer_on_database(
     name: &str,
     grant: bool,
     reason: Option<&str>,
+    now: DateTime<Utc>,
 ) -> anyhow::Result<()> {
     let txn = crate::db::begin_write(db).await?;
     let member = named(&txn, tenant, name)
         .await?
         .ok_or_else(|| KeyError::NoMember(name.to_owned()))?;
-    decide_on_database(&txn, member, grant, reason.map(str::to_owned)).await?;
+    decide_on_database(&txn, member, grant, reason.map(str::to_owned), now).await?;
     // Cached principals carry `signer`: the generation makes every process re-read.
     crate::db::generation::bump(&txn).await?;
     txn.commit().await?;
@@ -137,12 +140,13 @@ pub async fn set_signer_on_database(
 pub async fn grant_first(
     db: &impl ConnectionTrait,
     key_name: &str,
+    now: DateTime<Utc>,
 ) -> std::result::Result<(), KeyError> {
     let member = named(db, DEFAULT_TENANT, key_name)
         .await?
         .ok_or_else(|| KeyError::NoMember(key_name.to_owned()))?;
     let reason = Some("the first operator key".to_owned());
-    Ok(decide_on_database(db, member, true, reason).await?)
+    Ok(decide_on_database(db, member, true, reason, now).await?)
 }
 
 /// Joins member `from` into `into` (both of `tenant`): `from`'s keys become
@@ -153,6 +157,7 @@ pub async fn merge(
     tenant: &str,
     into: &str,
     from: &str,
+    now: DateTime<Utc>,
 ) -> anyhow::Result<usize> {
     anyhow::ensure!(into != from, "a member cannot be merged into itself");
     let txn = crate::db::begin_write(db).await?;
@@ -171,10 +176,9 @@ pub async fn merge(
         .exec(&txn)
         .await?
         .rows_affected;
-    let now = Utc::now();
     if source.signer && !target.signer {
         let reason = Some(format!("merged with {from:?}, a signer"));
-        decide_on_database(&txn, target, true, reason).await?;
+        decide_on_database(&txn, target, true, reason, now).await?;
     }
     let mut gone: members::ActiveModel = source.into();
     gone.deleted_at = Set(Some(now));
@@ -241,6 +245,7 @@ pub async fn request_grant(
     name: &str,
     request: GrantRequest,
     now: DateTime<Utc>,
+    key: Option<&Pending>,
 ) -> Result<GrantView> {
     may_request(who)?;
     if let Some(reason) = &request.reason {
@@ -248,6 +253,7 @@ pub async fn request_grant(
     }
     let tenant = request.tenant.as_deref().unwrap_or(DEFAULT_TENANT);
     let txn = crate::db::begin_write(db).await?;
+    crate::db::idempotency::record_if(&txn, key).await?;
     let member = named(&txn, tenant, name)
         .await?
         .ok_or_else(|| Error::not_found(format!("no member named {name:?}")))?;
@@ -282,14 +288,13 @@ pub async fn request_grant(
 /// signer who is neither the requester nor the member it grants; the requester
 /// may decline (withdraw) it.
 pub async fn decide_grant(
-    db: &DatabaseConnection,
-    generation: &crate::cache::Generation,
+    w: &Writer<'_>,
     who: &Principal,
     id: i32,
     approve: bool,
-    now: DateTime<Utc>,
 ) -> Result<GrantView> {
-    let txn = crate::db::begin_write(db).await?;
+    let txn = crate::db::begin_write(w.db).await?;
+    crate::db::idempotency::record_if(&txn, w.key).await?;
     let row = signer_grants::Entity::find_by_id(id)
         .one(&txn)
         .await?
@@ -298,7 +303,7 @@ pub async fn decide_grant(
     if !withdrawing {
         may_decide(who)?;
     }
-    match grant_state(&row, now) {
+    match grant_state(&row, w.now) {
         GrantState::Pending => {}
         state => {
             return Err(Error::conflict(format!(
@@ -327,18 +332,18 @@ pub async fn decide_grant(
     active.state = Set(state.as_str().to_owned());
     active.decided_by = Set(Some(who.member.clone()));
     active.decided_member_id = Set(Some(who.member_id));
-    active.decided_at = Set(Some(now));
+    active.decided_at = Set(Some(w.now));
     let decided = active.update(&txn).await?;
     if approve {
         let grant = decided.grant;
         set_signer(&txn, member, grant).await?;
         let bumped = crate::db::generation::bump(&txn).await?;
-        let view = grant_view(&txn, decided, now).await?;
+        let view = grant_view(&txn, decided, w.now).await?;
         txn.commit().await?;
-        generation.observe(bumped);
+        w.generation.observe(bumped);
         return Ok(view);
     }
-    let view = grant_view(&txn, decided, now).await?;
+    let view = grant_view(&txn, decided, w.now).await?;
     txn.commit().await?;
     Ok(view)
 }

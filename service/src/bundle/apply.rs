@@ -20,7 +20,6 @@ use super::{
 use crate::agents::definition::{self, AgentUpdate, NewAgent};
 use crate::agents::template;
 use crate::auth::Principal;
-use crate::cache::Generation;
 use crate::connectors::client::Outbound;
 use crate::connectors::store;
 use crate::error::{Error, Result};
@@ -151,13 +150,9 @@ fn refuse_stale(objects: Vec<String>, since: &str) -> Error {
 
 /// Plans and, when something would change, applies `input` in one guarded write.
 /// A dry run (`plan_only`) plans inside the same checks and writes nothing.
-pub async fn apply(
-    db: &DatabaseConnection,
-    generation: &Generation,
-    input: Apply<'_>,
-) -> Result<Applied> {
+pub async fn apply(w: &crate::db::Writer<'_>, input: Apply<'_>) -> Result<Applied> {
     check(&input.target)?;
-    check_urls(db, input.outbound, &input.target).await?;
+    check_urls(w.db, input.outbound, &input.target).await?;
     let target_state = input.target.state();
     if let Base::Plan(plan) = &input.base {
         if plan.version != plan::PLAN_VERSION {
@@ -180,7 +175,7 @@ pub async fn apply(
             ));
         }
     }
-    let mut write = guard::begin(db).await?.by(&input.who.member);
+    let mut write = w.begin().await?.by(&input.who.member);
     let current = read::current(&*write).await?;
     let now_state = current.bundle.state();
     let stale_objects = match &input.base {
@@ -207,7 +202,7 @@ pub async fn apply(
             change_requests: Vec::new(),
         });
     }
-    let mut writer = Writer {
+    let mut writer = Applying {
         db: &mut write,
         current: &current,
         input: &input,
@@ -218,7 +213,7 @@ pub async fn apply(
     writer.run(&plan).await?;
     let requests = writer.gated_requests().await?;
     let after = read::current(&*write).await?.bundle.state().instance;
-    guard::commit(write, generation).await?;
+    w.commit(write).await?;
     Ok(Applied {
         before: plan.against,
         after,
@@ -229,7 +224,7 @@ pub async fn apply(
 }
 
 /// The write in progress: the rows made or updated so far, by name.
-struct Writer<'a> {
+struct Applying<'a> {
     db: &'a mut guard::Write,
     current: &'a Current,
     input: &'a Apply<'a>,
@@ -242,7 +237,7 @@ fn split(object: &str) -> (&str, &str) {
     object.split_once('/').unwrap_or((object, ""))
 }
 
-impl Writer<'_> {
+impl Applying<'_> {
     fn txn(&self) -> &sea_orm::DatabaseTransaction {
         self.db
     }
@@ -465,7 +460,7 @@ impl Writer<'_> {
                 .get(&(agent.id, tool.id))
                 .is_some_and(|l| l.is_active);
             if !on {
-                links::set_in(&**self.db, agent, &tool, true).await?;
+                links::set_in(self.db, agent, &tool, true).await?;
             }
         }
         if self.input.prune {
@@ -482,7 +477,7 @@ impl Writer<'_> {
                 .cloned()
                 .collect();
             for link in detach {
-                links::switch_off_in(&**self.db, link).await?;
+                links::switch_off_in(self.db, link).await?;
             }
         }
         Ok(())
@@ -516,7 +511,8 @@ impl Writer<'_> {
     /// a change request (superseding one still pending).
     async fn gated_requests(&self) -> Result<Vec<ChangeRequestView>> {
         let published =
-            crate::releases::publish_all(self.txn(), Some(&self.input.who.member)).await?;
+            crate::releases::publish_all(self.txn(), Some(&self.input.who.member), self.db.now())
+                .await?;
         let mut live: HashMap<&str, &agent_configurations::Model> = self
             .current
             .agents

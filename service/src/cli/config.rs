@@ -15,9 +15,11 @@ use crate::bundle::apply::{self, Applied, Base};
 use crate::bundle::plan::{self, Action, Change, Plan, PlanFile};
 use crate::bundle::{Bundle, HeaderValue, files, read};
 use crate::cache::Generation;
+use crate::db::Writer;
 use crate::releases::diff::TextChange;
 use crate::secrets::flags::SecretsArgs;
 use crate::vocab::Tier;
+use crate::vocab::{Clock, SystemClock};
 
 /// `loadout plan` found changes: its exit status (as `terraform plan -detailed-exitcode`).
 pub const CHANGES: u8 = 2;
@@ -288,6 +290,7 @@ async fn run_apply(
     );
     let who = cli();
     let outbound = args.connectors.outbound()?;
+    let now = SystemClock.now();
     let input = apply::Apply {
         target,
         base,
@@ -297,9 +300,15 @@ async fn run_apply(
         outbound: &outbound,
         max_template_bytes: args.max_template_bytes,
         request_ttl: args.proposals.ttl(Tier::RequiresApproval),
-        now: chrono::Utc::now(),
+        now,
     };
-    apply::apply(db, &generation, input)
+    let writer = Writer {
+        db,
+        generation: &generation,
+        now,
+        key: None,
+    };
+    apply::apply(&writer, input)
         .await
         .map_err(|e| anyhow::anyhow!("{} ({})", e.message, e.code))
 }

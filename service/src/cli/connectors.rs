@@ -5,6 +5,8 @@ use anyhow::Context;
 use sea_orm::DatabaseConnection;
 
 use crate::connectors::sync::{self, SyncRequest};
+use crate::db::Writer;
+use crate::vocab::{Clock, SystemClock};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ConnectorsCommand {
@@ -77,7 +79,13 @@ pub async fn run(
         allow_loose: allow_loose.into_iter().collect(),
         agent,
     };
-    let report = sync::run(db, &generation, &remote, &name, request)
+    let writer = Writer {
+        db,
+        generation: &generation,
+        now: SystemClock.now(),
+        key: None,
+    };
+    let report = sync::run(&writer, &remote, &name, request)
         .await
         .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     println!("{}", serde_json::to_string_pretty(&report)?);

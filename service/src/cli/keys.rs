@@ -4,6 +4,7 @@ use sea_orm::DatabaseConnection;
 
 use crate::auth::keys::{self, Role};
 use crate::auth::signers;
+use crate::vocab::{Clock, SystemClock};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum KeysCommand {
@@ -58,7 +59,9 @@ pub async fn run(db: &DatabaseConnection, command: KeysCommand) -> anyhow::Resul
             };
             let (tenant, agent) = (tenant.as_deref(), agent.as_deref());
             let txn = crate::db::begin_write(db).await?;
-            let made = keys::create_owned(&txn, &name, role, tenant, agent, owner).await;
+            let made =
+                keys::create_owned(&txn, &name, role, tenant, agent, owner, SystemClock.now())
+                    .await;
             let key = match made {
                 Ok(key) => key,
                 Err(e) => {
@@ -72,7 +75,15 @@ pub async fn run(db: &DatabaseConnection, command: KeysCommand) -> anyhow::Resul
                 let member = member.as_deref().unwrap_or(&name);
                 let tenant = tenant.unwrap_or(keys::DEFAULT_TENANT);
                 let reason = format!("keys create --signer ({name})");
-                signers::set_signer_on_database(db, tenant, member, true, Some(&reason)).await?;
+                signers::set_signer_on_database(
+                    db,
+                    tenant,
+                    member,
+                    true,
+                    Some(&reason),
+                    SystemClock.now(),
+                )
+                .await?;
             }
             println!("created {role} key {name:?}; it is shown once, store it now:");
             println!("{key}");
@@ -92,7 +103,7 @@ pub async fn run(db: &DatabaseConnection, command: KeysCommand) -> anyhow::Resul
         }
         KeysCommand::Revoke { name, tenant } => {
             let txn = crate::db::begin_write(db).await?;
-            keys::revoke(&txn, &tenant, &name).await?;
+            keys::revoke(&txn, &tenant, &name, SystemClock.now()).await?;
             crate::db::generation::bump(&txn).await?;
             txn.commit().await?;
             println!("revoked key {name:?}");

@@ -5,6 +5,7 @@ use sea_orm::DatabaseConnection;
 
 use crate::auth::keys::DEFAULT_TENANT;
 use crate::auth::{members, signers};
+use crate::vocab::{Clock, SystemClock};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum MembersCommand {
@@ -52,7 +53,15 @@ pub async fn run(db: &DatabaseConnection, command: MembersCommand) -> anyhow::Re
             tenant,
             reason,
         } => {
-            signers::set_signer_on_database(db, &tenant, &name, true, reason.as_deref()).await?;
+            signers::set_signer_on_database(
+                db,
+                &tenant,
+                &name,
+                true,
+                reason.as_deref(),
+                SystemClock.now(),
+            )
+            .await?;
             println!("{name:?} may sign off");
         }
         MembersCommand::RevokeSignoff {
@@ -60,11 +69,19 @@ pub async fn run(db: &DatabaseConnection, command: MembersCommand) -> anyhow::Re
             tenant,
             reason,
         } => {
-            signers::set_signer_on_database(db, &tenant, &name, false, reason.as_deref()).await?;
+            signers::set_signer_on_database(
+                db,
+                &tenant,
+                &name,
+                false,
+                reason.as_deref(),
+                SystemClock.now(),
+            )
+            .await?;
             println!("{name:?} no longer signs off");
         }
         MembersCommand::Merge { into, from, tenant } => {
-            let moved = signers::merge(db, &tenant, &into, &from).await?;
+            let moved = signers::merge(db, &tenant, &into, &from, SystemClock.now()).await?;
             println!("merged {from:?} into {into:?} ({moved} keys moved)");
         }
     }

@@ -3,6 +3,7 @@
 use sea_orm::DatabaseConnection;
 
 use crate::db::migrate::{self, MigrateCommand};
+use crate::vocab::{Clock, SystemClock};
 
 pub async fn run(db: &DatabaseConnection, command: MigrateCommand) -> anyhow::Result<()> {
     let states = migrate::run(db, command).await?;
@@ -14,7 +15,7 @@ pub async fn run(db: &DatabaseConnection, command: MigrateCommand) -> anyhow::Re
         MigrateCommand::Status | MigrateCommand::Down { .. }
     );
     if changed && migrate::status(db).await?.iter().all(|m| m.applied) {
-        crate::app::start::publish_unrecorded(db).await?;
+        crate::app::start::publish_unrecorded(db, SystemClock.now()).await?;
     }
     if matches!(command, MigrateCommand::Status) {
         for state in states {

@@ -11,8 +11,9 @@ use sea_orm::DatabaseConnection;
 use crate::actions::ProposalSettings;
 use crate::auth::Principal;
 use crate::cache::Generation;
+use crate::db::Writer;
 use crate::promotion::labels::{self, LabelMoved, LabelPut, Outcome, Rollback, Writing};
-use crate::vocab::Tier;
+use crate::vocab::{Clock, SystemClock, Tier};
 
 /// The author the command line's moves and requests record. Its key id is no
 /// key's (ids start at 1), so every operator key may sign off its requests.
@@ -63,9 +64,14 @@ pub async fn release_mode(
     args: ReleaseModeArgs,
 ) -> anyhow::Result<String> {
     let generation = generation(db).await?;
+    let writer = Writer {
+        db,
+        generation: &generation,
+        now: SystemClock.now(),
+        key: None,
+    };
     let agent =
-        crate::agents::definition::set_release_mode(db, &generation, CLI, &args.agent, args.mode)
-            .await?;
+        crate::agents::definition::set_release_mode(&writer, CLI, &args.agent, args.mode).await?;
     Ok(format!(
         "{}: release mode {}\n",
         agent.name,
@@ -91,14 +97,14 @@ pub async fn promote(db: &DatabaseConnection, args: PromoteArgs) -> anyhow::Resu
         db,
         generation: &generation,
         request_ttl: args.proposals.ttl(Tier::RequiresApproval),
-        now: chrono::Utc::now(),
+        now: SystemClock.now(),
     };
     let put = LabelPut {
         revision: args.revision,
         protected: None,
         reason: args.reason,
     };
-    let outcome = labels::put(&writing, &cli(), &args.agent, &args.label, put).await?;
+    let outcome = labels::put(&writing, &cli(), &args.agent, &args.label, put, None).await?;
     Ok(match (outcome, args.json) {
         (Outcome::Moved(moved), true) => json(&moved)?,
         (Outcome::Requested(request), true) => json(&request)?,
@@ -124,12 +130,12 @@ pub async fn rollback(db: &DatabaseConnection, args: RollbackArgs) -> anyhow::Re
         generation: &generation,
         // A rollback never makes a change request.
         request_ttl: chrono::TimeDelta::zero(),
-        now: chrono::Utc::now(),
+        now: SystemClock.now(),
     };
     let body = Rollback {
         reason: args.reason,
     };
-    let moved = labels::rollback(&writing, &cli(), &args.agent, &args.label, body).await?;
+    let moved = labels::rollback(&writing, &cli(), &args.agent, &args.label, body, None).await?;
     match args.json {
         true => json(&moved),
         false => Ok(moved_text(&moved)),

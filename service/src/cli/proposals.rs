@@ -1,5 +1,6 @@
 //! `loadout proposals orphans`: the ledger's stuck rows, changing nothing.
 
+use crate::vocab::{Clock, SystemClock};
 use sea_orm::DatabaseConnection;
 
 #[derive(Debug, clap::Subcommand)]
@@ -26,7 +27,7 @@ pub async fn run(db: &DatabaseConnection, command: ProposalsCommand) -> anyhow::
         ),
     };
     let (now, lease) = (
-        chrono::Utc::now(),
+        SystemClock.now(),
         chrono::TimeDelta::seconds(i64::from(crate::actions::DEFAULT_PROPOSAL_LEASE_SECONDS)),
     );
     let found = crate::actions::ledger::orphans(db, now, lease, override_lease).await?;

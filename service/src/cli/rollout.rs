@@ -13,7 +13,7 @@ use crate::cache::Generation;
 use crate::promotion::labels::Writing;
 use crate::promotion::rollouts::{self, Outcome, RolloutEnd, RolloutPatch, RolloutStart};
 use crate::releases::traffic::{Guard, RolloutView};
-use crate::vocab::Tier;
+use crate::vocab::{Clock, SystemClock, Tier};
 
 #[derive(Debug, clap::Args)]
 pub struct RolloutArgs {
@@ -80,7 +80,7 @@ pub async fn run(db: &DatabaseConnection, args: RolloutArgs) -> anyhow::Result<S
         db,
         generation: &generation,
         request_ttl: args.proposals.ttl(Tier::RequiresApproval),
-        now: chrono::Utc::now(),
+        now: SystemClock.now(),
     };
     let (who, agent, label, reason) = (cli(), &args.agent, &args.label, args.reason);
     let patch = |percent: Option<f64>, paused: Option<bool>| RolloutPatch {
@@ -110,18 +110,20 @@ pub async fn run(db: &DatabaseConnection, args: RolloutArgs) -> anyhow::Result<S
                 guard,
                 reason: reason.clone(),
             };
-            rollouts::start(&writing, &who, agent, label, body).await?
+            rollouts::start(&writing, &who, agent, label, body, None).await?
         }
         Action::Set { percent } => {
             let body = patch(Some(percent), None);
-            rollouts::patch(&writing, &who, agent, label, body).await?
+            rollouts::patch(&writing, &who, agent, label, body, None).await?
         }
         Action::Pause | Action::Resume => {
             let body = patch(None, Some(matches!(args.action, Action::Pause)));
-            rollouts::patch(&writing, &who, agent, label, body).await?
+            rollouts::patch(&writing, &who, agent, label, body, None).await?
         }
-        Action::Complete => rollouts::complete(&writing, &who, agent, label, end).await?,
-        Action::Abort => Outcome::Done(rollouts::abort(&writing, &who, agent, label, end).await?),
+        Action::Complete => rollouts::complete(&writing, &who, agent, label, end, None).await?,
+        Action::Abort => {
+            Outcome::Done(rollouts::abort(&writing, &who, agent, label, end, None).await?)
+        }
         Action::Show => {
             let status = rollouts::status(db, agent, label).await?;
             return match args.json {

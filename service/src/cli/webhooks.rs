@@ -7,6 +7,7 @@ use sea_orm::DatabaseConnection;
 use serde::Serialize;
 
 use crate::auth::Principal;
+use crate::vocab::{Clock, SystemClock};
 use crate::webhooks::subscriptions::{self, NewSubscription, Sealing, SubscriptionPatch};
 
 #[derive(Debug, clap::Args)]
@@ -92,7 +93,7 @@ pub async fn output(
     args: WebhooksArgs,
 ) -> anyhow::Result<String> {
     let who = operator();
-    let now = chrono::Utc::now();
+    let now = SystemClock.now();
     let json = args.json;
     let line = |s: &subscriptions::SubscriptionView| {
         format!(
@@ -160,13 +161,13 @@ pub async fn output(
                 ..Default::default()
             };
             let outbound = crate::connectors::client::Outbound::new(Vec::new(), None)?;
-            let saved = subscriptions::update(db, &outbound, &who, id, patch, now)
+            let saved = subscriptions::update(db, &outbound, &who, id, patch, now, None)
                 .await
                 .map_err(refused)?;
             show(json, &saved, || line(&saved))
         }
         WebhooksCommand::Delete { id } => {
-            let deleted = subscriptions::delete(db, &who, id, now)
+            let deleted = subscriptions::delete(db, &who, id, now, None)
                 .await
                 .map_err(refused)?;
             show(json, &deleted, || line(&deleted))

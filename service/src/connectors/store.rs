@@ -12,10 +12,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
-use crate::cache::Generation;
 use crate::connectors::client::{
     Kind, Outbound, RESERVED_HEADERS, mcp, reserved, same_origin, sealing,
 };
+use crate::db::Writer;
 use crate::error::{Error, Result, check_name};
 use crate::registry::{ToolType, guard};
 use crate::secrets::Keyring;
@@ -544,8 +544,7 @@ pub async fn bind_in(
 }
 
 pub async fn create(
-    db: &DatabaseConnection,
-    generation: &Generation,
+    w: &Writer<'_>,
     outbound: &Outbound,
     secrets: &Keyring,
     new: NewConnector,
@@ -556,16 +555,15 @@ pub async fn create(
     check_timeout(new.timeout_ms)?;
     check_given_headers(kind, &new.headers, secrets)?;
     check_url(outbound, &new.url).await?;
-    let write = guard::begin(db).await?;
+    let write = w.begin().await?;
     let saved = create_in(&write, secrets, new).await?;
-    guard::commit(write, generation).await?;
+    w.commit(write).await?;
     Ok(saved.into())
 }
 
 /// Changes what `update` gives (see [`update_in`]).
 pub async fn update(
-    db: &DatabaseConnection,
-    generation: &Generation,
+    w: &Writer<'_>,
     outbound: &Outbound,
     secrets: &Keyring,
     name: &str,
@@ -586,34 +584,25 @@ pub async fn update(
     if let Some(url) = &update.url {
         check_url(outbound, url).await?;
     }
-    let write = guard::begin(db).await?;
+    let write = w.begin().await?;
     let saved = update_in(&write, secrets, name, update.into()).await?;
-    guard::commit(write, generation).await?;
+    w.commit(write).await?;
     Ok(saved.into())
 }
 
 /// Soft delete (see [`delete_in`]).
-pub async fn delete(
-    db: &DatabaseConnection,
-    generation: &Generation,
-    name: &str,
-) -> Result<ConnectorView> {
-    let write = guard::begin(db).await?;
+pub async fn delete(w: &Writer<'_>, name: &str) -> Result<ConnectorView> {
+    let write = w.begin().await?;
     let saved = delete_in(&write, name).await?;
-    guard::commit(write, generation).await?;
+    w.commit(write).await?;
     Ok(saved.into())
 }
 
 /// Binds a tool to a connector, or disconnects it (see [`bind_in`]).
-pub async fn bind(
-    db: &DatabaseConnection,
-    generation: &Generation,
-    tool: &str,
-    binding: Binding,
-) -> Result<BindingView> {
-    let write = guard::begin(db).await?;
+pub async fn bind(w: &Writer<'_>, tool: &str, binding: Binding) -> Result<BindingView> {
+    let write = w.begin().await?;
     bind_in(&write, tool, binding.connector.as_deref()).await?;
-    guard::commit(write, generation).await?;
+    w.commit(write).await?;
     Ok(BindingView {
         tool: tool.to_owned(),
         connector: binding.connector,

@@ -30,16 +30,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use entity::{connectors, tools};
 use rmcp::model::Tool;
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::schema::{MAX_SCHEMA_BYTES, normalize};
 use super::store;
-use crate::cache::Generation;
 use crate::connectors::client::mcp::{self, McpError, Server};
 use crate::connectors::client::{Kind, Outbound, sealing};
+use crate::db::Writer;
 use crate::error::{Error, Result};
 use crate::registry::check::{ProblemCode, definition_problems, name_problem};
 use crate::registry::tools as tools_owner;
@@ -322,13 +322,12 @@ pub struct Remote<'a> {
 
 /// Reads the connector's server and brings the registry in line with it.
 pub async fn run(
-    db: &DatabaseConnection,
-    generation: &Generation,
+    w: &Writer<'_>,
     remote: &Remote<'_>,
     connector: &str,
     request: SyncRequest,
 ) -> Result<SyncReport> {
-    let row = store::live(db, connector).await?;
+    let row = store::live(w.db, connector).await?;
     if row.kind.parse() != Ok(Kind::Mcp) {
         return Err(Error::refused(
             "not_an_mcp_connector",
@@ -339,11 +338,11 @@ pub async fn run(
         ));
     }
     if let Some(agent) = &request.agent {
-        links::agent(db, agent).await?;
+        links::agent(w.db, agent).await?;
     }
     let remote = list(remote, &row).await?;
     let (wanted, refused) = plan(remote, &row.name, &request);
-    let write = guard::begin(db).await?;
+    let write = w.begin().await?;
     let mut report = apply(&write, &row, wanted, &request).await?;
     // The plan's refusals first, then the names the write found taken.
     let taken = std::mem::replace(&mut report.refused, refused);
@@ -352,7 +351,7 @@ pub async fn run(
     if request.dry_run {
         guard::rollback(write).await?;
     } else {
-        guard::commit(write, generation).await?;
+        w.commit(write).await?;
     }
     Ok(report)
 }
@@ -458,7 +457,7 @@ async fn apply(
             }
         };
         if let Some(agent) = &agent {
-            links::attach_in(db, agent, &saved).await?;
+            links::attach_in(write, agent, &saved).await?;
         }
     }
     report.disabled = disable_gone(write, connector, &seen).await?;

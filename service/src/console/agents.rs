@@ -198,7 +198,7 @@ async fn save_soul(
             expected_soul_version: form.expected_soul_version,
             ..Default::default()
         };
-        agents::update(&state.prompts(), &signed.who.member, &name, update).await
+        agents::update(&state.prompts(), &signed.who.member, &name, update, None).await
     };
     match write.await {
         Ok(_) => Redirect::to(&format!("/console/agents/{name}?saved=soul")).into_response(),
@@ -398,6 +398,7 @@ async fn save_template(
         &signed.who.member,
         &name,
         change,
+        None,
     )
     .await
     {
@@ -514,6 +515,7 @@ async fn restore(
         &signed.who.member,
         &name,
         version,
+        None,
     )
     .await
     {

@@ -167,14 +167,7 @@ async fn create(
             headers: form.headers()?.unwrap_or_default(),
             timeout_ms: form.timeout()?.unwrap_or(30_000),
         };
-        store::create(
-            &state.db,
-            &state.generation,
-            &state.outbound,
-            &state.secrets,
-            new,
-        )
-        .await
+        store::create(&state.writer(None), &state.outbound, &state.secrets, new).await
     };
     match create.await {
         Ok(c) => {
@@ -211,8 +204,7 @@ async fn update(
             timeout_ms: form.timeout()?,
         };
         store::update(
-            &state.db,
-            &state.generation,
+            &state.writer(None),
             &state.outbound,
             &state.secrets,
             &name,
@@ -267,15 +259,7 @@ async fn sync(
         allow_loose: Default::default(),
         agent: blank(&form.agent),
     };
-    match syncing::run(
-        &state.db,
-        &state.generation,
-        &state.remote(),
-        &name,
-        request,
-    )
-    .await
-    {
+    match syncing::run(&state.writer(None), &state.remote(), &name, request).await {
         Ok(report) => {
             if !report.dry_run {
                 tracing::info!(connector = %name, by = %signed.who.key_name, "connector synced in the console");

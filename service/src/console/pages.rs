@@ -237,6 +237,7 @@ async fn create_key(
         tenant,
         agent.as_deref(),
         most,
+        state.clock.now(),
     );
     match made.await {
         Ok(key) => {
@@ -275,7 +276,7 @@ async fn revoke_key(
         if role.is_none_or(|r| r == Role::Operator) && !signed.is_operator() {
             return Err(Error::forbidden("an operator key (for an operator's key)"));
         }
-        let generation = keys::revoke_now(&state.db, tenant, &name)
+        let generation = keys::revoke_now(&state.db, tenant, &name, state.clock.now())
             .await
             .map_err(key_error)?;
         state.generation.observe(generation);

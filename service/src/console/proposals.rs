@@ -111,7 +111,7 @@ async fn decide_one(
 ) -> Response {
     let done = match decision.as_str() {
         "approve" => decide::approve(&state.runner(), &signed.who, id, None).await,
-        "decline" => decide::decline(&state.db, &signed.who, id, None).await,
+        "decline" => decide::decline(&state.db, &signed.who, id, state.clock.now(), None).await,
         "retry" => decide::retry(&state.runner(), &signed.who, id, None).await,
         _ => Err(Error::not_found(
             "no such decision: approve, decline or retry",

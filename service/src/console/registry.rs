@@ -209,7 +209,7 @@ async fn create_tool(
             parameters: form.schema()?,
             prompt_section: blank(&form.prompt_section),
         };
-        tools::create(&state.db, &state.generation, new).await
+        tools::create(&state.writer(None), new).await
     };
     match create.await {
         Ok(tool) => {
@@ -320,7 +320,7 @@ async fn update_tool(
             prompt_section: Some(blank(&form.prompt_section)),
             is_active: Some(form.is_active.is_some()),
         };
-        tools::update(&state.db, &state.generation, &name, change).await
+        tools::update(&state.writer(None), &name, change).await
     };
     match update.await {
         Ok(_) => Redirect::to(&format!("/console/tools/{name}?saved=tool")).into_response(),
@@ -352,7 +352,7 @@ async fn bind_tool(
     let binding = Binding {
         connector: blank(&form.connector),
     };
-    match connectors::bind(&state.db, &state.generation, &name, binding).await {
+    match connectors::bind(&state.writer(None), &name, binding).await {
         Ok(_) => Redirect::to(&format!("/console/tools/{name}?saved=connector")).into_response(),
         Err(e) => {
             let again =
@@ -455,7 +455,7 @@ async fn set_link(
         "off" => false,
         _ => return error_page(Some(&signed), &Error::invalid("link must be on or off")),
     };
-    match links::set(&state.db, &state.generation, &agent, &tool, on).await {
+    match links::set(&state.writer(None), &agent, &tool, on).await {
         Ok(_) => Redirect::to(&format!("/console/agents/{agent}/tools")).into_response(),
         Err(e) => error_page(Some(&signed), &e),
     }
@@ -525,7 +525,7 @@ async fn update_channel(
         include_interaction_learning: Some(form.include_interaction_learning.is_some()),
         include_session_section: Some(form.include_session_section.is_some()),
     };
-    match channels::update(&state.db, &state.generation, &name, update).await {
+    match channels::update(&state.writer(None), &name, update).await {
         Ok(_) => {
             Redirect::to(&format!("/console/channels?saved={name}#channel-{name}")).into_response()
         }

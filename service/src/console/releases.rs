@@ -70,7 +70,15 @@ async fn put_label(
         protected: form.protected.as_deref().map(|p| p == "on"),
         reason: blank(&form.reason),
     };
-    let done = labels::put(&state.label_writing(), &signed.who, &name, &form.label, put).await;
+    let done = labels::put(
+        &state.label_writing(),
+        &signed.who,
+        &name,
+        &form.label,
+        put,
+        None,
+    )
+    .await;
     let notice = match done {
         Ok(Outcome::Moved(moved)) => {
             format!("{} points at revision {}.", moved.label, moved.revision)
@@ -94,7 +102,16 @@ async fn rollback(
     let body = Rollback {
         reason: blank(&form.reason),
     };
-    match labels::rollback(&state.label_writing(), &signed.who, &name, &label, body).await {
+    match labels::rollback(
+        &state.label_writing(),
+        &signed.who,
+        &name,
+        &label,
+        body,
+        None,
+    )
+    .await
+    {
         Ok(moved) => {
             let notice = format!("{} is back at revision {}.", moved.label, moved.revision);
             shown(&state, &signed, &name, StatusCode::OK, notice).await
@@ -142,11 +159,9 @@ async fn decide(
     let body = Decision {
         reason: blank(&form.reason),
     };
-    let now = state.clock.now();
-    let (db, generation) = (&state.db, &state.generation);
     let done = match decision.as_str() {
-        "approve" => change_requests::approve(db, generation, &signed.who, id, body, now).await,
-        "decline" => change_requests::decline(db, generation, &signed.who, id, body, now).await,
+        "approve" => change_requests::approve(&state.writer(None), &signed.who, id, body).await,
+        "decline" => change_requests::decline(&state.writer(None), &signed.who, id, body).await,
         _ => Err(Error::not_found("no such decision: approve or decline")),
     };
     match done {

@@ -103,7 +103,15 @@ async fn start(
         },
         Err(e) => return again(&state, &signed, &name, e).await,
     };
-    let done = rollouts::start(&state.label_writing(), &signed.who, &name, &label, body).await;
+    let done = rollouts::start(
+        &state.label_writing(),
+        &signed.who,
+        &name,
+        &label,
+        body,
+        None,
+    )
+    .await;
     let notice = match done {
         Ok(Outcome::Done(r)) => format!(
             "The rollout of revision {} on {} started at {} %.",
@@ -167,8 +175,15 @@ async fn patched(
     label: String,
     body: RolloutPatch,
 ) -> Response {
-    let notice = match rollouts::patch(&state.label_writing(), &signed.who, &name, &label, body)
-        .await
+    let notice = match rollouts::patch(
+        &state.label_writing(),
+        &signed.who,
+        &name,
+        &label,
+        body,
+        None,
+    )
+    .await
     {
         Ok(Outcome::Done(r)) => {
             let how = if r.state == crate::releases::traffic::RolloutState::Paused {
@@ -201,7 +216,15 @@ async fn complete(
     let body = RolloutEnd {
         reason: blank(&form.reason),
     };
-    let done = rollouts::complete(&state.label_writing(), &signed.who, &name, &label, body).await;
+    let done = rollouts::complete(
+        &state.label_writing(),
+        &signed.who,
+        &name,
+        &label,
+        body,
+        None,
+    )
+    .await;
     let notice = match done {
         Ok(Outcome::Done(r)) => format!(
             "The rollout completed: {} points at revision {}.",
@@ -225,7 +248,16 @@ async fn abort(
     let body = RolloutEnd {
         reason: blank(&form.reason),
     };
-    match rollouts::abort(&state.label_writing(), &signed.who, &name, &label, body).await {
+    match rollouts::abort(
+        &state.label_writing(),
+        &signed.who,
+        &name,
+        &label,
+        body,
+        None,
+    )
+    .await
+    {
         Ok(r) => {
             let notice = format!(
                 "The rollout was aborted: everyone on {} gets revision {} again.",

@@ -14,7 +14,7 @@ use axum::extract::{FromRequest, FromRequestParts, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use chrono::{Duration, Utc};
+use chrono::Duration;
 use entity::console_sessions;
 use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
 use serde::de::DeserializeOwned;
@@ -160,7 +160,7 @@ async fn find(state: &AppState, headers: &HeaderMap) -> Result<Option<Signed>> {
     let row = console_sessions::Entity::find()
         .filter(console_sessions::Column::TokenHash.eq(crate::digest::sha256_hex(token)))
         .filter(console_sessions::Column::EndedAt.is_null())
-        .filter(console_sessions::Column::ExpiresAt.gt(Utc::now()))
+        .filter(console_sessions::Column::ExpiresAt.gt(state.clock.now()))
         .one(&state.db)
         .await?;
     let Some(row) = row else { return Ok(None) };
@@ -375,7 +375,7 @@ async fn open(state: &AppState, key_id: i32) -> Result<String> {
         keys::random_token().map_err(random)?,
         keys::random_token().map_err(random)?,
     );
-    let now = Utc::now();
+    let now = state.clock.now();
     console_sessions::ActiveModel {
         token_hash: Set(crate::digest::sha256_hex(&token)),
         api_key_id: Set(key_id),
@@ -399,7 +399,7 @@ pub async fn sign_out(
 ) -> Response {
     let ended = console_sessions::ActiveModel {
         id: Set(signed.session_id),
-        ended_at: Set(Some(Utc::now())),
+        ended_at: Set(Some(state.clock.now())),
         ..Default::default()
     }
     .update(&state.db)

@@ -177,7 +177,17 @@ async fn switch(
         ..Default::default()
     };
     let now = state.clock.now();
-    match subscriptions::update(&state.db, &state.outbound, &signed.who, id, patch, now).await {
+    match subscriptions::update(
+        &state.db,
+        &state.outbound,
+        &signed.who,
+        id,
+        patch,
+        now,
+        None,
+    )
+    .await
+    {
         Ok(_) => {
             Redirect::to(&format!("/console/webhooks?saved={id}#webhook-{id}")).into_response()
         }
@@ -191,7 +201,7 @@ async fn delete(
     Path(id): Path<i32>,
     Checked(_): Checked<CsrfOnly>,
 ) -> Response {
-    match subscriptions::delete(&state.db, &signed.who, id, state.clock.now()).await {
+    match subscriptions::delete(&state.db, &signed.who, id, state.clock.now(), None).await {
         Ok(_) => Redirect::to("/console/webhooks").into_response(),
         Err(e) => error_page(Some(&signed), &e),
     }
@@ -301,7 +311,17 @@ async fn edit(
         enabled: None,
     };
     let now = state.clock.now();
-    match subscriptions::update(&state.db, &state.outbound, &signed.who, id, patch, now).await {
+    match subscriptions::update(
+        &state.db,
+        &state.outbound,
+        &signed.who,
+        id,
+        patch,
+        now,
+        None,
+    )
+    .await
+    {
         Ok(_) => {
             tracing::info!(webhook = id, by = %signed.who.key_name, "webhook subscription changed in the console");
             Redirect::to(&format!("/console/webhooks/{id}?saved={id}")).into_response()

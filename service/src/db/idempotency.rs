@@ -1,22 +1,19 @@
 //! Admin writes sent with an `Idempotency-Key`: the key is recorded inside the
-//! write's own transaction ([`record_in`], called by [`super::begin_write`]), so a
+//! write's own transaction ([`record`]), so a
 //! record exists exactly when the write committed, and the answer is stored after
 //! ([`store`]). A retry finds the record ([`find`]) instead of writing twice, even
 //! when the process died between the commit and the answer.
 //!
-//! The request's key reaches the write that records it explicitly where the
-//! write runs apart from the request's task (a proposal's approve, decline and
-//! retry, whose claim and execution run in a task of their own so a dropped
-//! connection cannot cut them short): the handler takes the [`Pending`] key from
-//! the request's extensions and hands it down to [`record`]. The other writes
-//! still find it through a task-local set by the HTTP layer ([`scope`]), which
-//! [`super::begin_write`] reads; both share one [`Pending`], so a request records
-//! its key once, whichever way it is reached.
+//! The request's key is an explicit input: the HTTP layer puts the [`Pending`] key
+//! in the request's extensions, the handler hands it to the domain function as
+//! `Option<&Pending>`, and that function records it in its own write transaction
+//! ([`record_if`], or `registry::guard::Write::keyed`). A request records its key
+//! once, in whichever transaction reaches it first.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use chrono::{TimeDelta, Utc};
+use chrono::{DateTime, TimeDelta, Utc};
 use entity::idempotency_records as records;
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
 use sea_orm::{
@@ -33,15 +30,23 @@ pub struct Pending {
     pub tenant: String,
     pub key: String,
     pub fingerprint: String,
+    /// When the request came (the server's clock): the record's time.
+    pub at: DateTime<Utc>,
     recorded: AtomicBool,
 }
 
 impl Pending {
-    pub fn new(tenant: String, key: String, fingerprint: String) -> Arc<Pending> {
+    pub fn new(
+        tenant: String,
+        key: String,
+        fingerprint: String,
+        at: DateTime<Utc>,
+    ) -> Arc<Pending> {
         Arc::new(Pending {
             tenant,
             key,
             fingerprint,
+            at,
             recorded: AtomicBool::new(false),
         })
     }
@@ -52,21 +57,12 @@ impl Pending {
     }
 }
 
-tokio::task_local! {
-    static PENDING: Arc<Pending>;
-}
-
-/// Runs `request` with `pending` as the key its first write transaction records.
-pub async fn scope<F: Future>(pending: Arc<Pending>, request: F) -> F::Output {
-    PENDING.scope(pending, request).await
-}
-
-/// Inside a write transaction: records the request's key (the task-local one),
-/// once per request.
-pub async fn record_in(txn: &impl ConnectionTrait) -> Result<(), DbErr> {
-    match PENDING.try_with(Arc::clone) {
-        Ok(pending) => record(txn, &pending).await,
-        Err(_) => Ok(()),
+/// Inside a write transaction: records the request's key when it sent one (see
+/// [`record`]).
+pub async fn record_if(txn: &impl ConnectionTrait, key: Option<&Pending>) -> Result<(), DbErr> {
+    match key {
+        Some(pending) => record(txn, pending).await,
+        None => Ok(()),
     }
 }
 
@@ -79,7 +75,7 @@ pub async fn record(txn: &impl ConnectionTrait, pending: &Pending) -> Result<(),
     if pending.recorded.swap(true, Ordering::AcqRel) {
         return Ok(());
     }
-    let now = Utc::now();
+    let now = pending.at;
     let row = records::ActiveModel {
         tenant_id: Set(pending.tenant.clone()),
         key: Set(pending.key.clone()),
@@ -116,11 +112,12 @@ pub async fn find(
     db: &DatabaseConnection,
     tenant: &str,
     key: &str,
+    now: DateTime<Utc>,
 ) -> Result<Option<records::Model>, DbErr> {
     records::Entity::find()
         .filter(records::Column::TenantId.eq(tenant))
         .filter(records::Column::Key.eq(key))
-        .filter(records::Column::CreatedAt.gte(Utc::now() - LIFETIME))
+        .filter(records::Column::CreatedAt.gte(now - LIFETIME))
         .one(db)
         .await
 }

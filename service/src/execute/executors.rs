@@ -193,6 +193,7 @@ impl Executors {
         db: &sea_orm::DatabaseConnection,
         call: Call,
         timeout: std::time::Duration,
+        now: chrono::DateTime<chrono::Utc>,
     ) -> Outcome {
         let db = db.clone();
         let connector = self.connectors.get(&call.tool).cloned();
@@ -207,7 +208,7 @@ impl Executors {
                     Some(outbound) => connector::run(&c, &outbound, &keyring, &call).await,
                     None => failure("this process has no outbound client", false),
                 },
-                None => run_builtin(&db, &call).await,
+                None => run_builtin(&db, &call, now).await,
             }
         });
         let abort = task.abort_handle();
@@ -229,9 +230,13 @@ fn failure(error: &str, retryable: bool) -> Outcome {
     Outcome::failure(error, retryable)
 }
 
-async fn run_builtin(db: &sea_orm::DatabaseConnection, call: &Call) -> Outcome {
+async fn run_builtin(
+    db: &sea_orm::DatabaseConnection,
+    call: &Call,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Outcome {
     match call.tool.as_str() {
-        "update_instructions" => update_instructions(db, call).await,
+        "update_instructions" => update_instructions(db, call, now).await,
         other => failure(&format!("no builtin executor for {other}"), false),
     }
 }
@@ -239,7 +244,11 @@ async fn run_builtin(db: &sea_orm::DatabaseConnection, call: &Call) -> Outcome {
 /// Replaces the user's standing instructions for the agent in the call's tenant, so
 /// that tenant's next rendered prompt shows them (and no other tenant's does); bumps
 /// the configuration generation in the same transaction.
-async fn update_instructions(db: &sea_orm::DatabaseConnection, call: &Call) -> Outcome {
+async fn update_instructions(
+    db: &sea_orm::DatabaseConnection,
+    call: &Call,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Outcome {
     use entity::user_agent_prompt_customizations as uapc;
     use sea_orm::{ActiveModelTrait, ColumnTrait, EntityTrait, QueryFilter, Set};
     let Some(user) = call.user_id.as_deref() else {
@@ -253,7 +262,6 @@ async fn update_instructions(db: &sea_orm::DatabaseConnection, call: &Call) -> O
         // First: the generation row's lock serialises this check-then-insert with
         // any other write of the same user's instructions (and with admin writes).
         crate::db::generation::bump(&txn).await?;
-        let now = chrono::Utc::now();
         let existing = uapc::Entity::find()
             .filter(uapc::Column::TenantId.eq(&call.tenant))
             .filter(uapc::Column::AgentId.eq(call.agent_id))

@@ -12,6 +12,7 @@ use utoipa_axum::routes;
 
 use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422};
 use super::extract::{AdminKey, ApiJson, ApiPath, ApiQuery, OperatorKey};
+use super::idempotent::{Idempotency, key};
 use crate::agents::definition::{self, AgentList, AgentUpdate, AgentView, CreatedAgent, NewAgent};
 use crate::agents::instructions::{self, InstructionsPut, InstructionsView};
 use crate::agents::preview::{self, Preview, PreviewRequest};
@@ -76,6 +77,7 @@ async fn get_agent(
 async fn create_agent(
     State(state): State<AppState>,
     OperatorKey(who): OperatorKey,
+    idempotency: Idempotency,
     ApiJson(new): ApiJson<NewAgent>,
 ) -> ApiResult<(StatusCode, Json<CreatedAgent>)> {
     let created = definition::create(
@@ -83,6 +85,7 @@ async fn create_agent(
         state.settings.max_template_bytes,
         &who.member,
         new,
+        key(&idempotency),
     )
     .await?;
     Ok((StatusCode::CREATED, Json(created)))
@@ -96,9 +99,10 @@ async fn delete_agent(
     State(state): State<AppState>,
     _key: OperatorKey,
     ApiPath(name): ApiPath<String>,
+    idempotency: Idempotency,
 ) -> ApiResult<Json<AgentView>> {
     Ok(Json(
-        definition::delete(&state.db, &state.generation, &name).await?,
+        definition::delete(&state.writer(key(&idempotency)), &name).await?,
     ))
 }
 
@@ -109,10 +113,18 @@ async fn update_agent(
     State(state): State<AppState>,
     OperatorKey(who): OperatorKey,
     ApiPath(name): ApiPath<String>,
+    idempotency: Idempotency,
     ApiJson(update): ApiJson<AgentUpdate>,
 ) -> ApiResult<Json<AgentView>> {
     Ok(Json(
-        definition::update(&state.prompts(), &who.member, &name, update).await?,
+        definition::update(
+            &state.prompts(),
+            &who.member,
+            &name,
+            update,
+            key(&idempotency),
+        )
+        .await?,
     ))
 }
 
@@ -134,6 +146,7 @@ async fn put_template(
     State(state): State<AppState>,
     OperatorKey(who): OperatorKey,
     ApiPath(name): ApiPath<String>,
+    idempotency: Idempotency,
     ApiJson(put): ApiJson<TemplatePut>,
 ) -> ApiResult<Json<SavedTemplate>> {
     let saved = template::save(
@@ -142,6 +155,7 @@ async fn put_template(
         &who.member,
         &name,
         put.into(),
+        key(&idempotency),
     )
     .await?;
     Ok(Json(saved))
@@ -165,6 +179,7 @@ async fn delete_template(
     OperatorKey(who): OperatorKey,
     ApiPath(name): ApiPath<String>,
     ApiQuery(q): ApiQuery<ExpectedVersion>,
+    idempotency: Idempotency,
 ) -> ApiResult<Json<SavedTemplate>> {
     let change = template::Change {
         expected_version: q.expected_version,
@@ -176,6 +191,7 @@ async fn delete_template(
         &who.member,
         &name,
         change,
+        key(&idempotency),
     )
     .await?;
     Ok(Json(saved))
@@ -226,6 +242,7 @@ async fn restore_version(
     State(state): State<AppState>,
     OperatorKey(who): OperatorKey,
     ApiPath((name, version)): ApiPath<(String, i32)>,
+    idempotency: Idempotency,
 ) -> ApiResult<Json<SavedTemplate>> {
     Ok(Json(
         template::restore(
@@ -234,6 +251,7 @@ async fn restore_version(
             &who.member,
             &name,
             version,
+            key(&idempotency),
         )
         .await?,
     ))
@@ -259,12 +277,12 @@ async fn put_instructions(
     State(state): State<AppState>,
     AdminKey(who): AdminKey,
     ApiPath((name, user)): ApiPath<(String, String)>,
+    idempotency: Idempotency,
     ApiJson(put): ApiJson<InstructionsPut>,
 ) -> ApiResult<Json<InstructionsView>> {
     Ok(Json(
         instructions::put(
-            &state.db,
-            &state.generation,
+            &state.writer(key(&idempotency)),
             who.tenant(),
             &name,
             &user,

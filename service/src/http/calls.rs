@@ -11,7 +11,7 @@ use utoipa_axum::routes;
 
 use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422, E424};
 use super::extract::{AgentKey, ApiJson, ApiPath, ApiQuery, ApproverKey};
-use super::idempotent::Idempotency;
+use super::idempotent::{Idempotency, key};
 use crate::actions::call::{self, ToolCall};
 use crate::actions::decide;
 use crate::actions::preferences::{self, Preference};
@@ -123,7 +123,9 @@ async fn decline(
     key: Idempotency,
 ) -> ApiResult<Json<ProposalView>> {
     let key = key.map(|Extension(pending)| pending);
-    Ok(Json(decide::decline(&state.db, &who, id, key).await?))
+    Ok(Json(
+        decide::decline(&state.db, &who, id, state.clock.now(), key).await?,
+    ))
 }
 
 #[utoipa::path(post, path = "/v1/proposals/{id}/retry", tag = "proposals", summary = "Run a failed proposal again, while attempts remain (approver or admin)",
@@ -148,9 +150,17 @@ async fn set_preference(
     State(state): State<AppState>,
     ApproverKey(who): ApproverKey,
     ApiPath((user, tool)): ApiPath<(String, String)>,
+    idempotency: Idempotency,
     ApiJson(preference): ApiJson<Preference>,
 ) -> ApiResult<Json<PreferenceView>> {
     Ok(Json(
-        preferences::set(&state.db, &who, &user, &tool, preference).await?,
+        preferences::set(
+            &state.writer(key(&idempotency)),
+            &who,
+            &user,
+            &tool,
+            preference,
+        )
+        .await?,
     ))
 }

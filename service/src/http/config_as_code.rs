@@ -13,6 +13,7 @@ use utoipa_axum::routes;
 
 use super::error::{ApiResult, E400, E401, E403, E409, E413, E422};
 use super::extract::{AdminKey, ApiJson, OperatorKey};
+use super::idempotent::{Idempotency, key};
 use crate::app::AppState;
 use crate::auth::failures::too_many_asks;
 use crate::bundle::apply::{self, Applied, Base};
@@ -93,6 +94,7 @@ async fn plan_config(
 async fn apply_config(
     State(state): State<AppState>,
     OperatorKey(who): OperatorKey,
+    idempotency: Idempotency,
     ApiJson(mut body): ApiJson<ConfigRequest>,
 ) -> ApiResult<Json<Applied>> {
     let base = match (body.plan, body.configuration.state.take()) {
@@ -119,6 +121,6 @@ async fn apply_config(
         now: writing.now,
     };
     Ok(Json(
-        apply::apply(&state.db, &state.generation, input).await?,
+        apply::apply(&state.writer(key(&idempotency)), input).await?,
     ))
 }

@@ -9,6 +9,7 @@ use utoipa_axum::routes;
 
 use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422, E424};
 use super::extract::{ApiJson, ApiPath, OperatorKey};
+use super::idempotent::{Idempotency, key};
 use crate::app::AppState;
 use crate::connectors::store::{
     self, Binding, BindingView, ConnectorList, ConnectorUpdate, ConnectorView, NewConnector,
@@ -38,14 +39,14 @@ async fn list_connectors(
 async fn create_connector(
     State(state): State<AppState>,
     _key: OperatorKey,
+    idempotency: Idempotency,
     ApiJson(new): ApiJson<NewConnector>,
 ) -> ApiResult<(StatusCode, Json<ConnectorView>)> {
     Ok((
         StatusCode::CREATED,
         Json(
             store::create(
-                &state.db,
-                &state.generation,
+                &state.writer(key(&idempotency)),
                 &state.outbound,
                 &state.secrets,
                 new,
@@ -73,12 +74,12 @@ async fn update_connector(
     State(state): State<AppState>,
     _key: OperatorKey,
     ApiPath(name): ApiPath<String>,
+    idempotency: Idempotency,
     ApiJson(update): ApiJson<ConnectorUpdate>,
 ) -> ApiResult<Json<ConnectorView>> {
     Ok(Json(
         store::update(
-            &state.db,
-            &state.generation,
+            &state.writer(key(&idempotency)),
             &state.outbound,
             &state.secrets,
             &name,
@@ -95,9 +96,10 @@ async fn delete_connector(
     State(state): State<AppState>,
     _key: OperatorKey,
     ApiPath(name): ApiPath<String>,
+    idempotency: Idempotency,
 ) -> ApiResult<Json<ConnectorView>> {
     Ok(Json(
-        store::delete(&state.db, &state.generation, &name).await?,
+        store::delete(&state.writer(key(&idempotency)), &name).await?,
     ))
 }
 
@@ -108,12 +110,12 @@ async fn sync_connector(
     State(state): State<AppState>,
     _key: OperatorKey,
     ApiPath(name): ApiPath<String>,
+    idempotency: Idempotency,
     ApiJson(request): ApiJson<SyncRequest>,
 ) -> ApiResult<Json<SyncReport>> {
     Ok(Json(
         sync::run(
-            &state.db,
-            &state.generation,
+            &state.writer(key(&idempotency)),
             &state.remote(),
             &name,
             request,
@@ -129,9 +131,10 @@ async fn bind_tool(
     State(state): State<AppState>,
     _key: OperatorKey,
     ApiPath(tool): ApiPath<String>,
+    idempotency: Idempotency,
     ApiJson(binding): ApiJson<Binding>,
 ) -> ApiResult<Json<BindingView>> {
     Ok(Json(
-        store::bind(&state.db, &state.generation, &tool, binding).await?,
+        store::bind(&state.writer(key(&idempotency)), &tool, binding).await?,
     ))
 }

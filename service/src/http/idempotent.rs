@@ -34,9 +34,16 @@ use crate::db::idempotency::{self, Pending};
 use crate::error::Kind;
 
 /// A handler's explicit view of the request's key: present when the request
-/// sent one and it was not replayed (a write hands it to the transaction that
-/// records it, [`crate::db::idempotency::record`]).
+/// sent one and it was not replayed. The handler hands it to the domain write
+/// ([`key`]), whose transaction records it ([`crate::db::idempotency::record`]).
 pub type Idempotency = Option<axum::Extension<Arc<Pending>>>;
+
+/// The key an [`Idempotency`] holds, as domain writes take it.
+pub fn key(idempotency: &Idempotency) -> Option<&Pending> {
+    idempotency
+        .as_ref()
+        .map(|axum::Extension(pending)| pending.as_ref())
+}
 
 /// The request header.
 pub const HEADER: &str = "idempotency-key";
@@ -71,7 +78,7 @@ pub async fn run(state: &AppState, request: Request, next: Next) -> Response {
         Err(answer) => return answer,
     };
     let (tenant, key) = (pending.tenant.clone(), pending.key.clone());
-    let response = idempotency::scope(Arc::clone(&pending), next.run(request)).await;
+    let response = next.run(request).await;
     if !pending.recorded() {
         return response;
     }
@@ -85,10 +92,8 @@ enum Prepared {
 }
 
 async fn prepare(state: &AppState, request: Request) -> Result<Prepared, Response> {
-    let key = key_of(&request).ok_or_else(|| {
-        ApiError::invalid("Idempotency-Key must be 1 to 255 visible ASCII characters")
-            .into_response()
-    })?;
+    let malformed = "Idempotency-Key must be 1 to 255 visible ASCII characters";
+    let key = key_of(&request).ok_or_else(|| ApiError::invalid(malformed).into_response())?;
     let Ok(who) = authenticate(request.headers(), state).await else {
         return Ok(Prepared::Pass(request));
     };
@@ -105,7 +110,8 @@ async fn prepare(state: &AppState, request: Request) -> Result<Prepared, Respons
         })?;
     let fingerprint = fingerprint(&who, &parts, &body);
     let tenant = who.tenant().to_owned();
-    let found = idempotency::find(&state.db, &tenant, &key)
+    let now = state.clock.now();
+    let found = idempotency::find(&state.db, &tenant, &key, now)
         .await
         .map_err(|e| ApiError::from(e).into_response())?;
     match found {
@@ -117,9 +123,9 @@ async fn prepare(state: &AppState, request: Request) -> Result<Prepared, Respons
         .into_response()),
         Some(row) => Err(replay(row.status, row.body)),
         None => {
-            let pending = Pending::new(tenant, key, fingerprint);
+            let pending = Pending::new(tenant, key, fingerprint, now);
             let mut request = Request::from_parts(parts, Body::from(body));
-            // For the writes that take the key explicitly (`Idempotency`).
+            // The handler hands it to the write that records it (`Idempotency`).
             request.extensions_mut().insert(Arc::clone(&pending));
             Ok(Prepared::Run(request, pending))
         }

@@ -137,14 +137,14 @@ async fn create_key(
         Some(tenant),
         agent,
         most,
+        state.clock.now(),
     )
     .await
     .map_err(key_error)?;
     tracing::info!(key = %new.name, by = %who.key_name, "key created");
-    let tenant = if role == Role::Operator {
-        keys::DEFAULT_TENANT
-    } else {
-        tenant
+    let tenant = match role {
+        Role::Operator => keys::DEFAULT_TENANT,
+        _ => tenant,
     };
     let created = CreatedKey {
         name: new.name,
@@ -170,7 +170,7 @@ async fn revoke_key(
         .await
         .map_err(key_error)?;
     may_touch(&who, role.unwrap_or(Role::Operator))?;
-    let generation = keys::revoke_now(&state.db, tenant, &name)
+    let generation = keys::revoke_now(&state.db, tenant, &name, state.clock.now())
         .await
         .map_err(key_error)?;
     state.generation.observe(generation);

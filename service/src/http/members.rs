@@ -12,6 +12,7 @@ use utoipa_axum::routes;
 
 use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422};
 use super::extract::{AdminKey, ApiJson, ApiPath, ApiQuery, ApproverKey, OperatorKey};
+use super::idempotent::{Idempotency, key};
 use crate::app::AppState;
 use crate::auth::Role;
 use crate::auth::members::{self, MemberList};
@@ -45,10 +46,12 @@ async fn request_grant(
     State(state): State<AppState>,
     OperatorKey(who): OperatorKey,
     ApiPath(member): ApiPath<String>,
+    idempotency: Idempotency,
     ApiJson(body): ApiJson<GrantRequest>,
 ) -> ApiResult<(StatusCode, Json<GrantView>)> {
     let now = state.clock.now();
-    let grant = signers::request_grant(&state.db, &who, &member, body, now).await?;
+    let grant =
+        signers::request_grant(&state.db, &who, &member, body, now, key(&idempotency)).await?;
     Ok((StatusCode::ACCEPTED, Json(grant)))
 }
 
@@ -97,9 +100,9 @@ async fn approve_grant(
     State(state): State<AppState>,
     ApproverKey(who): ApproverKey,
     ApiPath(id): ApiPath<i32>,
+    idempotency: Idempotency,
 ) -> ApiResult<Json<GrantView>> {
-    let now = state.clock.now();
-    let grant = signers::decide_grant(&state.db, &state.generation, &who, id, true, now).await?;
+    let grant = signers::decide_grant(&state.writer(key(&idempotency)), &who, id, true).await?;
     Ok(Json(grant))
 }
 
@@ -110,8 +113,8 @@ async fn decline_grant(
     State(state): State<AppState>,
     ApproverKey(who): ApproverKey,
     ApiPath(id): ApiPath<i32>,
+    idempotency: Idempotency,
 ) -> ApiResult<Json<GrantView>> {
-    let now = state.clock.now();
-    let grant = signers::decide_grant(&state.db, &state.generation, &who, id, false, now).await?;
+    let grant = signers::decide_grant(&state.writer(key(&idempotency)), &who, id, false).await?;
     Ok(Json(grant))
 }

@@ -5,7 +5,6 @@
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
-use chrono::Utc;
 use serde::Deserialize;
 use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
@@ -13,6 +12,7 @@ use utoipa_axum::routes;
 
 use super::error::{ApiResult, E400, E401, E403, E404, E413};
 use super::extract::{AdminKey, AgentKey, ApiJson, ApiPath, ApiQuery, reach};
+use super::idempotent::{Idempotency, key};
 use crate::app::AppState;
 use crate::auth::Role;
 use crate::error::Error;
@@ -30,6 +30,7 @@ async fn report_outcome(
     State(state): State<AppState>,
     AgentKey(who): AgentKey,
     ApiPath(agent): ApiPath<String>,
+    idempotency: Idempotency,
     ApiJson(report): ApiJson<NewOutcome>,
 ) -> ApiResult<(StatusCode, Json<OutcomeView>)> {
     reach(&who, &agent)?;
@@ -39,12 +40,10 @@ async fn report_outcome(
         return Err(Error::forbidden("an agent key (outcomes come from agents)"));
     }
     let view = outcomes::submit(
-        &state.db,
-        &state.generation,
+        &state.writer(key(&idempotency)),
         who.tenant(),
         &agent,
         report,
-        Utc::now(),
         state.settings.tenants.max_outcomes_per_subject,
     )
     .await?;

@@ -15,6 +15,7 @@ use utoipa_axum::routes;
 
 use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422};
 use super::extract::{ApiJson, ApiPath, ApiQuery, ApproverKey, OperatorKey};
+use super::idempotent::{Idempotency, key};
 use crate::app::AppState;
 use crate::promotion::change_requests::{
     self, ChangeRequestList, ChangeRequestView, ChangeState, Decision, Filter,
@@ -41,10 +42,20 @@ async fn put_label(
     State(state): State<AppState>,
     OperatorKey(who): OperatorKey,
     ApiPath((agent, label)): ApiPath<(String, String)>,
+    idempotency: Idempotency,
     ApiJson(put): ApiJson<LabelPut>,
 ) -> ApiResult<Response> {
     Ok(
-        match labels::put(&state.label_writing(), &who, &agent, &label, put).await? {
+        match labels::put(
+            &state.label_writing(),
+            &who,
+            &agent,
+            &label,
+            put,
+            key(&idempotency),
+        )
+        .await?
+        {
             Outcome::Moved(moved) => Json(moved).into_response(),
             Outcome::Requested(request) => (StatusCode::ACCEPTED, Json(request)).into_response(),
         },
@@ -59,9 +70,18 @@ async fn rollback_label(
     State(state): State<AppState>,
     OperatorKey(who): OperatorKey,
     ApiPath((agent, label)): ApiPath<(String, String)>,
+    idempotency: Idempotency,
     ApiJson(body): ApiJson<Rollback>,
 ) -> ApiResult<Json<LabelMoved>> {
-    let moved = labels::rollback(&state.label_writing(), &who, &agent, &label, body).await?;
+    let moved = labels::rollback(
+        &state.label_writing(),
+        &who,
+        &agent,
+        &label,
+        body,
+        key(&idempotency),
+    )
+    .await?;
     Ok(Json(moved))
 }
 
@@ -114,11 +134,11 @@ async fn approve_change_request(
     State(state): State<AppState>,
     ApproverKey(who): ApproverKey,
     ApiPath(id): ApiPath<i32>,
+    idempotency: Idempotency,
     ApiJson(decision): ApiJson<Decision>,
 ) -> ApiResult<Json<ChangeRequestView>> {
-    let now = state.clock.now();
     let approved =
-        change_requests::approve(&state.db, &state.generation, &who, id, decision, now).await?;
+        change_requests::approve(&state.writer(key(&idempotency)), &who, id, decision).await?;
     Ok(Json(approved))
 }
 
@@ -130,10 +150,10 @@ async fn decline_change_request(
     State(state): State<AppState>,
     ApproverKey(who): ApproverKey,
     ApiPath(id): ApiPath<i32>,
+    idempotency: Idempotency,
     ApiJson(decision): ApiJson<Decision>,
 ) -> ApiResult<Json<ChangeRequestView>> {
-    let now = state.clock.now();
     let declined =
-        change_requests::decline(&state.db, &state.generation, &who, id, decision, now).await?;
+        change_requests::decline(&state.writer(key(&idempotency)), &who, id, decision).await?;
     Ok(Json(declined))
 }

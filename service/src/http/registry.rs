@@ -12,6 +12,7 @@ use utoipa_axum::routes;
 
 use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422};
 use super::extract::{AdminKey, ApiJson, ApiPath, ApiQuery, OperatorKey};
+use super::idempotent::{Idempotency, key};
 use crate::app::AppState;
 use crate::db::page;
 use crate::registry::channels::{self, ChannelList, ChannelUpdate, ChannelView};
@@ -89,11 +90,12 @@ async fn get_tool(
 async fn create_tool(
     State(state): State<AppState>,
     _key: OperatorKey,
+    idempotency: Idempotency,
     ApiJson(new): ApiJson<NewTool>,
 ) -> ApiResult<(StatusCode, Json<ToolView>)> {
     Ok((
         StatusCode::CREATED,
-        Json(tools::create(&state.db, &state.generation, new).await?),
+        Json(tools::create(&state.writer(key(&idempotency)), new).await?),
     ))
 }
 
@@ -104,10 +106,11 @@ async fn update_tool(
     State(state): State<AppState>,
     _key: OperatorKey,
     ApiPath(name): ApiPath<String>,
+    idempotency: Idempotency,
     ApiJson(update): ApiJson<ToolUpdate>,
 ) -> ApiResult<Json<ToolView>> {
     Ok(Json(
-        tools::update(&state.db, &state.generation, &name, update).await?,
+        tools::update(&state.writer(key(&idempotency)), &name, update).await?,
     ))
 }
 
@@ -119,9 +122,10 @@ async fn delete_tool(
     State(state): State<AppState>,
     _key: OperatorKey,
     ApiPath(name): ApiPath<String>,
+    idempotency: Idempotency,
 ) -> ApiResult<Json<ToolView>> {
     Ok(Json(
-        tools::delete(&state.db, &state.generation, &name).await?,
+        tools::delete(&state.writer(key(&idempotency)), &name).await?,
     ))
 }
 
@@ -143,9 +147,10 @@ async fn attach(
     State(state): State<AppState>,
     _key: OperatorKey,
     ApiPath((agent, tool)): ApiPath<(String, String)>,
+    idempotency: Idempotency,
 ) -> ApiResult<Json<LinkSet>> {
     Ok(Json(
-        links::set(&state.db, &state.generation, &agent, &tool, true).await?,
+        links::set(&state.writer(key(&idempotency)), &agent, &tool, true).await?,
     ))
 }
 
@@ -157,9 +162,10 @@ async fn detach(
     State(state): State<AppState>,
     _key: OperatorKey,
     ApiPath((agent, tool)): ApiPath<(String, String)>,
+    idempotency: Idempotency,
 ) -> ApiResult<Json<LinkSet>> {
     Ok(Json(
-        links::set(&state.db, &state.generation, &agent, &tool, false).await?,
+        links::set(&state.writer(key(&idempotency)), &agent, &tool, false).await?,
     ))
 }
 
@@ -190,9 +196,10 @@ async fn update_channel(
     State(state): State<AppState>,
     _key: OperatorKey,
     ApiPath(name): ApiPath<String>,
+    idempotency: Idempotency,
     ApiJson(update): ApiJson<ChannelUpdate>,
 ) -> ApiResult<Json<ChannelView>> {
     Ok(Json(
-        channels::update(&state.db, &state.generation, &name, update).await?,
+        channels::update(&state.writer(key(&idempotency)), &name, update).await?,
     ))
 }

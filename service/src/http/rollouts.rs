@@ -13,6 +13,7 @@ use utoipa_axum::routes;
 
 use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422};
 use super::extract::{AdminKey, ApiJson, ApiPath, OperatorKey};
+use super::idempotent::{Idempotency, key};
 use crate::app::AppState;
 use crate::promotion::change_requests::ChangeRequestView;
 use crate::promotion::rollouts::{self, Outcome, RolloutEnd, RolloutPatch, RolloutStart};
@@ -42,9 +43,18 @@ async fn start_rollout(
     State(state): State<AppState>,
     OperatorKey(who): OperatorKey,
     ApiPath((agent, label)): ApiPath<(String, String)>,
+    idempotency: Idempotency,
     ApiJson(body): ApiJson<RolloutStart>,
 ) -> ApiResult<Response> {
-    let outcome = rollouts::start(&state.label_writing(), &who, &agent, &label, body).await?;
+    let outcome = rollouts::start(
+        &state.label_writing(),
+        &who,
+        &agent,
+        &label,
+        body,
+        key(&idempotency),
+    )
+    .await?;
     Ok(answer(outcome, StatusCode::CREATED))
 }
 
@@ -69,9 +79,18 @@ async fn patch_rollout(
     State(state): State<AppState>,
     OperatorKey(who): OperatorKey,
     ApiPath((agent, label)): ApiPath<(String, String)>,
+    idempotency: Idempotency,
     ApiJson(body): ApiJson<RolloutPatch>,
 ) -> ApiResult<Response> {
-    let outcome = rollouts::patch(&state.label_writing(), &who, &agent, &label, body).await?;
+    let outcome = rollouts::patch(
+        &state.label_writing(),
+        &who,
+        &agent,
+        &label,
+        body,
+        key(&idempotency),
+    )
+    .await?;
     Ok(answer(outcome, StatusCode::OK))
 }
 
@@ -85,9 +104,18 @@ async fn complete_rollout(
     State(state): State<AppState>,
     OperatorKey(who): OperatorKey,
     ApiPath((agent, label)): ApiPath<(String, String)>,
+    idempotency: Idempotency,
     ApiJson(body): ApiJson<RolloutEnd>,
 ) -> ApiResult<Response> {
-    let outcome = rollouts::complete(&state.label_writing(), &who, &agent, &label, body).await?;
+    let outcome = rollouts::complete(
+        &state.label_writing(),
+        &who,
+        &agent,
+        &label,
+        body,
+        key(&idempotency),
+    )
+    .await?;
     Ok(answer(outcome, StatusCode::OK))
 }
 
@@ -99,8 +127,17 @@ async fn abort_rollout(
     State(state): State<AppState>,
     OperatorKey(who): OperatorKey,
     ApiPath((agent, label)): ApiPath<(String, String)>,
+    idempotency: Idempotency,
     ApiJson(body): ApiJson<RolloutEnd>,
 ) -> ApiResult<Json<RolloutView>> {
-    let view = rollouts::abort(&state.label_writing(), &who, &agent, &label, body).await?;
+    let view = rollouts::abort(
+        &state.label_writing(),
+        &who,
+        &agent,
+        &label,
+        body,
+        key(&idempotency),
+    )
+    .await?;
     Ok(Json(view))
 }

@@ -244,10 +244,17 @@ mod tests {
         let db = crate::db::connect(&url).await.expect("connect");
         crate::db::migrate::up(&db).await.expect("migrate");
         let seeds = crate::registry::catalog::Seeds::embedded().expect("seeds");
-        crate::registry::seed::run(&db, &seeds).await.expect("seed");
-        let key = crate::auth::keys::create(&db, "agent", crate::auth::keys::Role::Agent)
+        crate::registry::seed::run(&db, &seeds, chrono::Utc::now())
             .await
-            .expect("key");
+            .expect("seed");
+        let key = crate::auth::keys::create(
+            &db,
+            "agent",
+            crate::auth::keys::Role::Agent,
+            chrono::Utc::now(),
+        )
+        .await
+        .expect("key");
         let clock = Arc::new(crate::prompt::builder::SystemClock);
         let state = crate::app::AppState::new(
             db,

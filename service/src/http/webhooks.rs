@@ -13,6 +13,7 @@ use utoipa_axum::routes;
 
 use super::error::{ApiResult, E400, E401, E403, E404, E413, E422};
 use super::extract::{AdminKey, ApiJson, ApiPath, ApiQuery};
+use super::idempotent::{Idempotency, key};
 use crate::app::AppState;
 use crate::webhooks::subscriptions::{
     self, AttemptList, NewSubscription, Sealing, SubscriptionList, SubscriptionPatch,
@@ -97,10 +98,20 @@ async fn update_webhook(
     State(state): State<AppState>,
     AdminKey(who): AdminKey,
     ApiPath(id): ApiPath<i32>,
+    idempotency: Idempotency,
     ApiJson(patch): ApiJson<SubscriptionPatch>,
 ) -> ApiResult<Json<SubscriptionView>> {
     let now = state.clock.now();
-    let saved = subscriptions::update(&state.db, &state.outbound, &who, id, patch, now).await?;
+    let saved = subscriptions::update(
+        &state.db,
+        &state.outbound,
+        &who,
+        id,
+        patch,
+        now,
+        key(&idempotency),
+    )
+    .await?;
     Ok(Json(saved))
 }
 
@@ -111,9 +122,10 @@ async fn delete_webhook(
     State(state): State<AppState>,
     AdminKey(who): AdminKey,
     ApiPath(id): ApiPath<i32>,
+    idempotency: Idempotency,
 ) -> ApiResult<Json<SubscriptionView>> {
     Ok(Json(
-        subscriptions::delete(&state.db, &who, id, state.clock.now()).await?,
+        subscriptions::delete(&state.db, &who, id, state.clock.now(), key(&idempotency)).await?,
     ))
 }
 

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::auth::{Principal, Role};
-use crate::cache::Generation;
+use crate::db::Writer;
 use crate::error::{Error, Kind, Result, check_size};
 use crate::events as outbox;
 use crate::registry::guard;
@@ -371,7 +371,7 @@ pub async fn open(
         })
     })?;
     let waiting = announced(db, &row).await?;
-    outbox::record(db, outbox::Event::ChangeRequestWaiting(waiting)).await?;
+    outbox::record(db, now, outbox::Event::ChangeRequestWaiting(waiting)).await?;
     view(db, row, now).await
 }
 
@@ -450,7 +450,7 @@ async fn decide(
     }
     let decided = active.update(db).await?;
     let event = announced(db, &decided).await?;
-    outbox::record(db, outbox::Event::ChangeRequestDecided(event)).await?;
+    outbox::record(db, at, outbox::Event::ChangeRequestDecided(event)).await?;
     Ok(decided)
 }
 
@@ -511,14 +511,12 @@ fn expired(id: i32) -> Error {
 /// Approves a pending request and moves its label, in one transaction (see the
 /// module). 403 `self_approval` for its author.
 pub async fn approve(
-    db: &DatabaseConnection,
-    generation: &Generation,
+    w: &Writer<'_>,
     who: &Principal,
     id: i32,
     decision: Decision,
-    now: DateTime<Utc>,
 ) -> Result<ChangeRequestView> {
-    // The role first (no request is read for a key that could never decide), then
+    // The role first (no request is read for a w.key that could never decide), then
     // the author, then the power: the author hears `self_approval` whatever it holds.
     if !matches!(who.role, Role::Operator | Role::Approver) {
         return Err(Error::forbidden(SIGNERS));
@@ -526,11 +524,11 @@ pub async fn approve(
     if let Some(reason) = &decision.reason {
         check_size("reason", reason, MAX_TEXT_BYTES)?;
     }
-    let write = guard::begin_for_agents(db).await?.by(&who.member);
-    let row = match pending(&write, id, now).await? {
+    let write = w.begin_for_agents().await?.by(&who.member);
+    let row = match pending(&write, id, w.now).await? {
         Ok(row) => row,
         Err(refusal) => {
-            guard::commit(write, generation).await?;
+            w.commit(write).await?;
             return Err(refusal);
         }
     };
@@ -552,27 +550,35 @@ pub async fn approve(
         .map(|label| label.revision_id);
     if at != Some(row.from_revision_id) {
         let reason = Some("the label moved after the request was made");
-        decide(&*write, row, ChangeState::Superseded, None, reason, now).await?;
-        guard::commit(write, generation).await?;
+        decide(&*write, row, ChangeState::Superseded, None, reason, w.now).await?;
+        w.commit(write).await?;
         return Err(Error::conflict(format!(
             "the label moved after change request {id} was made; it is superseded, make a new one"
         )));
     }
-    let row = match carry_out(&write, who, row, now).await? {
+    let row = match carry_out(&write, who, row, w.now).await? {
         Ok(row) => row,
         Err(row) => {
             let reason = Some("the rollout ended after the request was made");
-            decide(&*write, row, ChangeState::Superseded, None, reason, now).await?;
-            guard::commit(write, generation).await?;
+            decide(&*write, row, ChangeState::Superseded, None, reason, w.now).await?;
+            w.commit(write).await?;
             return Err(Error::conflict(format!(
                 "the rollout ended after change request {id} was made; it is superseded"
             )));
         }
     };
     let reason = decision.reason.as_deref();
-    let approved = decide(&*write, row, ChangeState::Approved, Some(who), reason, now).await?;
-    let answer = view(&*write, approved, now).await?;
-    guard::commit(write, generation).await?;
+    let approved = decide(
+        &*write,
+        row,
+        ChangeState::Approved,
+        Some(who),
+        reason,
+        w.now,
+    )
+    .await?;
+    let answer = view(&*write, approved, w.now).await?;
+    w.commit(write).await?;
     Ok(answer)
 }
 
@@ -668,12 +674,10 @@ async fn carry_out(
 
 /// Declines a pending request; the label stays. Its author may decline (withdraw) it.
 pub async fn decline(
-    db: &DatabaseConnection,
-    generation: &Generation,
+    w: &Writer<'_>,
     who: &Principal,
     id: i32,
     decision: Decision,
-    now: DateTime<Utc>,
 ) -> Result<ChangeRequestView> {
     // A signer declines; the author (always an operator) may withdraw its own.
     if !may_sign_off(who) && who.role != Role::Operator {
@@ -682,11 +686,11 @@ pub async fn decline(
     if let Some(reason) = &decision.reason {
         check_size("reason", reason, MAX_TEXT_BYTES)?;
     }
-    let write = guard::begin_for_agents(db).await?.by(&who.member);
-    let row = match pending(&write, id, now).await? {
+    let write = w.begin_for_agents().await?.by(&who.member);
+    let row = match pending(&write, id, w.now).await? {
         Ok(row) => row,
         Err(refusal) => {
-            guard::commit(write, generation).await?;
+            w.commit(write).await?;
             return Err(refusal);
         }
     };
@@ -694,8 +698,16 @@ pub async fn decline(
         return Err(Error::forbidden(SIGNERS));
     }
     let reason = decision.reason.as_deref();
-    let declined = decide(&*write, row, ChangeState::Declined, Some(who), reason, now).await?;
-    let answer = view(&*write, declined, now).await?;
-    guard::commit(write, generation).await?;
+    let declined = decide(
+        &*write,
+        row,
+        ChangeState::Declined,
+        Some(who),
+        reason,
+        w.now,
+    )
+    .await?;
+    let answer = view(&*write, declined, w.now).await?;
+    w.commit(write).await?;
     Ok(answer)
 }

@@ -21,6 +21,7 @@ use utoipa::ToSchema;
 use super::change_requests::{self, ChangeRequestView, ChangeState};
 use crate::auth::Principal;
 use crate::cache::Generation;
+use crate::db::idempotency::Pending;
 use crate::error::{Error, Kind, Result, check_name, check_size};
 use crate::registry::guard;
 use crate::registry::links::agent as row;
@@ -214,12 +215,17 @@ pub async fn put(
     agent: &str,
     label: &str,
     put: LabelPut,
+    key: Option<&Pending>,
 ) -> Result<Outcome> {
     check_label(label, put.reason.as_ref())?;
     if label == PRODUCTION && put.protected == Some(false) {
         return Err(unprotect("`production` is always protected"));
     }
-    let write = guard::begin_for_agents(writing.db).await?.by(&who.member);
+    let write = guard::begin_for_agents(writing.db, writing.now)
+        .await?
+        .keyed(key)
+        .await?
+        .by(&who.member);
     let agent = row(&*write, agent).await?;
     let to = revision(&*write, &agent, put.revision).await?;
     let found = label_row(&*write, agent.id, label).await?;
@@ -276,9 +282,14 @@ pub async fn rollback(
     agent: &str,
     label: &str,
     body: Rollback,
+    key: Option<&Pending>,
 ) -> Result<LabelMoved> {
     check_label(label, body.reason.as_ref())?;
-    let write = guard::begin_for_agents(writing.db).await?.by(&who.member);
+    let write = guard::begin_for_agents(writing.db, writing.now)
+        .await?
+        .keyed(key)
+        .await?
+        .by(&who.member);
     let agent = row(&*write, agent).await?;
     let found = label_row(&*write, agent.id, label).await?.ok_or_else(|| {
         Error::not_found(format!("agent {:?} has no label {label:?}", agent.name))

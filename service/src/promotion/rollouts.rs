@@ -19,6 +19,7 @@ use utoipa::ToSchema;
 use super::change_requests::{self, ChangeKind, ChangeRequestView};
 use super::labels::Writing;
 use crate::auth::Principal;
+use crate::db::idempotency::Pending;
 use crate::error::{Error, Result, check_name, check_size};
 use crate::registry::guard;
 use crate::registry::links::agent as row;
@@ -121,13 +122,18 @@ pub async fn start(
     agent: &str,
     label: &str,
     body: RolloutStart,
+    key: Option<&Pending>,
 ) -> Result<Outcome> {
     check(label, body.reason.as_ref())?;
     let share_bp = basis_points(body.percent)?;
     if let Some(guard) = &body.guard {
         guard.check()?;
     }
-    let write = guard::begin_for_agents(writing.db).await?.by(&who.member);
+    let write = guard::begin_for_agents(writing.db, writing.now)
+        .await?
+        .keyed(key)
+        .await?
+        .by(&who.member);
     let agent = row(&*write, agent).await?;
     let found = label_row(&*write, &agent, label).await?;
     let candidate = agent_revisions::Entity::find()
@@ -213,13 +219,18 @@ pub async fn patch(
     agent: &str,
     label: &str,
     body: RolloutPatch,
+    key: Option<&Pending>,
 ) -> Result<Outcome> {
     check(label, body.reason.as_ref())?;
     let share = body.percent.map(basis_points).transpose()?;
     if share.is_none() && body.paused.is_none() {
         return Err(Error::invalid("give percent, paused or both"));
     }
-    let write = guard::begin_for_agents(writing.db).await?.by(&who.member);
+    let write = guard::begin_for_agents(writing.db, writing.now)
+        .await?
+        .keyed(key)
+        .await?
+        .by(&who.member);
     let agent = row(&*write, agent).await?;
     let found = label_row(&*write, &agent, label).await?;
     let mut current = running(&*write, &agent, label).await?;
@@ -274,9 +285,14 @@ pub async fn complete(
     agent: &str,
     label: &str,
     body: RolloutEnd,
+    key: Option<&Pending>,
 ) -> Result<Outcome> {
     check(label, body.reason.as_ref())?;
-    let write = guard::begin_for_agents(writing.db).await?.by(&who.member);
+    let write = guard::begin_for_agents(writing.db, writing.now)
+        .await?
+        .keyed(key)
+        .await?
+        .by(&who.member);
     let agent = row(&*write, agent).await?;
     let found = label_row(&*write, &agent, label).await?;
     let current = running(&*write, &agent, label).await?;
@@ -313,9 +329,14 @@ pub async fn abort(
     agent: &str,
     label: &str,
     body: RolloutEnd,
+    key: Option<&Pending>,
 ) -> Result<RolloutView> {
     check(label, body.reason.as_ref())?;
-    let write = guard::begin_for_agents(writing.db).await?.by(&who.member);
+    let write = guard::begin_for_agents(writing.db, writing.now)
+        .await?
+        .keyed(key)
+        .await?
+        .by(&who.member);
     let agent = row(&*write, agent).await?;
     label_row(&*write, &agent, label).await?;
     let current = running(&*write, &agent, label).await?;

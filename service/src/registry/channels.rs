@@ -1,5 +1,6 @@
 //! Channels as an admin edits them: guidance and which optional sections render.
 
+use crate::db::Writer;
 use chrono::{DateTime, Utc};
 use entity::channels;
 use sea_orm::{
@@ -10,7 +11,6 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::guard;
-use crate::cache::Generation;
 use crate::error::{Error, Result, check_name, check_size};
 
 /// Guidance is limited to this many bytes.
@@ -173,17 +173,12 @@ pub async fn delete_in(write: &guard::Write, name: &str) -> Result<channels::Mod
     Ok(active.update(&**write).await?)
 }
 
-pub async fn update(
-    db: &DatabaseConnection,
-    generation: &Generation,
-    name: &str,
-    update: ChannelUpdate,
-) -> Result<ChannelView> {
+pub async fn update(w: &Writer<'_>, name: &str, update: ChannelUpdate) -> Result<ChannelView> {
     if let Some(text) = &update.guidance {
         check_guidance(text)?;
     }
-    let write = guard::begin(db).await?;
+    let write = w.begin().await?;
     let saved = update_in(&write, name, update).await?;
-    guard::commit(write, generation).await?;
+    w.commit(write).await?;
     Ok(saved.into())
 }

@@ -75,6 +75,13 @@ impl Write {
         self
     }
 
+    /// Records the request's `Idempotency-Key` (when it sent one) in this write, so
+    /// the record commits exactly when the write does.
+    pub async fn keyed(self, key: Option<&crate::db::idempotency::Pending>) -> Result<Self> {
+        crate::db::idempotency::record_if(&self.txn, key).await?;
+        Ok(self)
+    }
+
     /// Before this write changes agent `id`: notes the agent's errors as they are,
     /// and has [`commit`] check and publish it. A write opened by [`begin`] already
     /// covers every agent.
@@ -176,7 +183,7 @@ async fn agent_errors(
 
 /// Opens a write's transaction, waits for its turn (the generation row's lock) and
 /// notes the registry check's errors before it.
-pub async fn begin(db: &DatabaseConnection) -> Result<Write> {
+pub async fn begin(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<Write> {
     let txn = crate::db::begin_write(db).await?;
     let generation = crate::db::generation::bump(&txn).await?;
     let (_, errors_before) = errors(&txn).await?;
@@ -187,13 +194,13 @@ pub async fn begin(db: &DatabaseConnection) -> Result<Write> {
         author: None,
         scope: Scope::Everything,
         tool: None,
-        now: Utc::now(),
+        now,
     })
 }
 
 /// Opens a write that changes only the agents it [`Write::touch`]es or
 /// [`Write::created`] (see the module's documentation); it reads nothing more yet.
-pub async fn begin_for_agents(db: &DatabaseConnection) -> Result<Write> {
+pub async fn begin_for_agents(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<Write> {
     let txn = crate::db::begin_write(db).await?;
     let generation = crate::db::generation::bump(&txn).await?;
     Ok(Write {
@@ -203,8 +210,28 @@ pub async fn begin_for_agents(db: &DatabaseConnection) -> Result<Write> {
         author: None,
         scope: Scope::Agents(BTreeSet::new()),
         tool: None,
-        now: Utc::now(),
+        now,
     })
+}
+
+impl crate::db::Writer<'_> {
+    /// [`begin`], at this writer's time, with its key recorded.
+    pub async fn begin(&self) -> Result<Write> {
+        begin(self.db, self.now).await?.keyed(self.key).await
+    }
+
+    /// [`begin_for_agents`], at this writer's time, with its key recorded.
+    pub async fn begin_for_agents(&self) -> Result<Write> {
+        begin_for_agents(self.db, self.now)
+            .await?
+            .keyed(self.key)
+            .await
+    }
+
+    /// [`commit`] through this writer's generation.
+    pub async fn commit(&self, write: Write) -> Result<()> {
+        commit(write, self.generation).await
+    }
 }
 
 /// Refuses the write (rolled back) if it would add a `loadout check` error;
@@ -225,16 +252,16 @@ pub async fn commit(write: Write, generation: &Generation) -> Result<()> {
             match write.tool {
                 Some(tool) => {
                     let linked = agents_linked_to(&write.txn, tool).await?;
-                    crate::releases::publish_some(&write.txn, &linked, author).await?;
+                    crate::releases::publish_some(&write.txn, &linked, author, write.now).await?;
                 }
                 None => {
-                    crate::releases::publish_all(&write.txn, author).await?;
+                    crate::releases::publish_all(&write.txn, author, write.now).await?;
                 }
             }
             errors(&write.txn).await?
         }
         Scope::Agents(ids) => {
-            crate::releases::publish_some(&write.txn, ids, author).await?;
+            crate::releases::publish_some(&write.txn, ids, author, write.now).await?;
             agent_errors(&write.txn, ids).await?
         }
     };

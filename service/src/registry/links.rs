@@ -1,6 +1,6 @@
 //! Which tools an agent has: `agent_tools` links, switched on and off, never removed.
 
-use chrono::Utc;
+use crate::db::Writer;
 use entity::{agent_configurations, agent_tools, tools};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
@@ -10,7 +10,6 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::guard;
-use crate::cache::Generation;
 use crate::error::{Error, Result, check_name};
 
 /// One link of an agent to a tool.
@@ -77,19 +76,13 @@ pub async fn list(db: &DatabaseConnection, agent: &str) -> Result<LinkList> {
 }
 
 /// Switches a link on (creating it if needed) or off (404 if there is none).
-pub async fn set(
-    db: &DatabaseConnection,
-    generation: &Generation,
-    agent: &str,
-    tool: &str,
-    on: bool,
-) -> Result<LinkSet> {
-    let mut write = guard::begin_for_agents(db).await?;
+pub async fn set(w: &Writer<'_>, agent: &str, tool: &str, on: bool) -> Result<LinkSet> {
+    let mut write = w.begin_for_agents().await?;
     let agent = self::agent(&*write, agent).await?;
     write.touch(agent.id).await?;
     let tool = super::tools::row(&*write, tool).await?;
-    set_in(&*write, &agent, &tool, on).await?;
-    guard::commit(write, generation).await?;
+    set_in(&write, &agent, &tool, on).await?;
+    w.commit(write).await?;
     Ok(LinkSet {
         agent: agent.name,
         tool: tool.name,
@@ -101,10 +94,11 @@ pub async fn set(
 /// already open (a connector sync attaching its tools): a missing link is created
 /// and a soft-deleted one revived, on; a link an admin switched off stays off.
 pub async fn attach_in(
-    db: &impl ConnectionTrait,
+    write: &guard::Write,
     agent: &entity::agent_configurations::Model,
     tool: &entity::tools::Model,
 ) -> Result<()> {
+    let db = &**write;
     let existing = agent_tools::Entity::find()
         .filter(agent_tools::Column::AgentId.eq(agent.id))
         .filter(agent_tools::Column::ToolId.eq(tool.id))
@@ -112,18 +106,18 @@ pub async fn attach_in(
         .await?;
     match existing {
         Some(link) if link.deleted_at.is_none() => Ok(()),
-        _ => set_in(db, agent, tool, true).await,
+        _ => set_in(write, agent, tool, true).await,
     }
 }
 
 /// [`set`] inside a write that is already open.
 pub async fn set_in(
-    db: &impl ConnectionTrait,
+    write: &guard::Write,
     agent: &entity::agent_configurations::Model,
     tool: &entity::tools::Model,
     on: bool,
 ) -> Result<()> {
-    let now = Utc::now();
+    let (db, now) = (&**write, write.now());
     let existing = agent_tools::Entity::find()
         .filter(agent_tools::Column::AgentId.eq(agent.id))
         .filter(agent_tools::Column::ToolId.eq(tool.id))
@@ -162,10 +156,10 @@ pub async fn set_in(
 
 /// Switches one link off inside a write that is already open (configuration as
 /// code pruning the links its file no longer names).
-pub async fn switch_off_in(db: &impl ConnectionTrait, link: agent_tools::Model) -> Result<()> {
+pub async fn switch_off_in(write: &guard::Write, link: agent_tools::Model) -> Result<()> {
     let mut active: agent_tools::ActiveModel = link.into();
     active.is_active = Set(false);
-    active.updated_at = Set(Utc::now());
-    active.update(db).await?;
+    active.updated_at = Set(write.now());
+    active.update(&**write).await?;
     Ok(())
 }

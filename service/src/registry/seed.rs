@@ -3,7 +3,7 @@
 use std::fmt;
 
 use anyhow::Context;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use entity::{agent_configurations, agent_tools, channels, prompt_versions, tools};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
@@ -55,11 +55,15 @@ impl fmt::Display for SeedReport {
 
 /// Creates catalog tools, channels, the default agent and its links where absent, in one transaction.
 /// A row that exists in any state (edited, inactive, soft-deleted) is left exactly as it is.
-pub async fn run(db: &DatabaseConnection, seeds: &Seeds) -> anyhow::Result<SeedReport> {
+pub async fn run(
+    db: &DatabaseConnection,
+    seeds: &Seeds,
+    now: DateTime<Utc>,
+) -> anyhow::Result<SeedReport> {
     let txn = crate::db::begin_write(db)
         .await
         .context("cannot start the seed transaction")?;
-    let report = seed(&txn, seeds)
+    let report = seed(&txn, seeds, now)
         .await
         .context("seeding failed; nothing was written")?;
     // A seeded agent starts at revision 1, with `production` and `latest` on it.
@@ -71,7 +75,7 @@ pub async fn run(db: &DatabaseConnection, seeds: &Seeds) -> anyhow::Result<SeedR
             .one(&txn)
             .await?
             .context("the seeded agent is gone")?;
-        crate::releases::publish(&txn, seeded.id, Some("seed"))
+        crate::releases::publish(&txn, seeded.id, Some("seed"), now)
             .await
             .context("cannot publish the seeded agent; nothing was written")?;
     }
@@ -79,8 +83,11 @@ pub async fn run(db: &DatabaseConnection, seeds: &Seeds) -> anyhow::Result<SeedR
     Ok(report)
 }
 
-async fn seed(db: &impl ConnectionTrait, seeds: &Seeds) -> anyhow::Result<SeedReport> {
-    let now = Utc::now();
+async fn seed(
+    db: &impl ConnectionTrait,
+    seeds: &Seeds,
+    now: DateTime<Utc>,
+) -> anyhow::Result<SeedReport> {
     let mut report = SeedReport::default();
 
     let mut tool_ids = Vec::with_capacity(seeds.catalog.tools.len());

@@ -1,6 +1,7 @@
 //! Tools as an admin edits them: create, update, soft-delete, with the definition
 //! rules of `loadout check` applied before the write and the write guard after it.
 
+use crate::db::Writer;
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
@@ -16,7 +17,6 @@ use utoipa::ToSchema;
 
 use super::guard::{self, Problems};
 use super::{Tier, ToolType};
-use crate::cache::Generation;
 use crate::db::page;
 use crate::error::{Error, Result, check_name};
 
@@ -494,47 +494,34 @@ pub async fn mark_gone_in(write: &guard::Write, row: tools::Model) -> Result<too
     Ok(active.update(&**write).await?)
 }
 
-pub async fn create(
-    db: &DatabaseConnection,
-    generation: &Generation,
-    new: NewTool,
-) -> Result<ToolView> {
+pub async fn create(w: &Writer<'_>, new: NewTool) -> Result<ToolView> {
     let def = Definition::from(new);
     def.check(None)?;
-    let mut write = guard::begin(db).await?;
+    let mut write = w.begin().await?;
     let saved = create_in(&write, def).await?;
     write.changes_tool(saved.id);
-    guard::commit(write, generation).await?;
+    w.commit(write).await?;
     Ok(saved.into())
 }
 
 /// Updates a tool; the tool as it would be after the update must pass the check.
-pub async fn update(
-    db: &DatabaseConnection,
-    generation: &Generation,
-    name: &str,
-    update: ToolUpdate,
-) -> Result<ToolView> {
+pub async fn update(w: &Writer<'_>, name: &str, update: ToolUpdate) -> Result<ToolView> {
     if let Some(text) = &update.description {
         check_description(text)?;
     }
-    let mut write = guard::begin(db).await?;
+    let mut write = w.begin().await?;
     let saved = update_in(&write, name, update).await?;
     write.changes_tool(saved.id);
-    guard::commit(write, generation).await?;
+    w.commit(write).await?;
     Ok(saved.into())
 }
 
 /// Soft delete: the row stays with `deleted_at` set, and its agent links are switched off.
-pub async fn delete(
-    db: &DatabaseConnection,
-    generation: &Generation,
-    name: &str,
-) -> Result<ToolView> {
-    let mut write = guard::begin(db).await?;
+pub async fn delete(w: &Writer<'_>, name: &str) -> Result<ToolView> {
+    let mut write = w.begin().await?;
     let found = row(&*write, name).await?;
     write.changes_tool(found.id);
     let saved = delete_in(&write, found).await?;
-    guard::commit(write, generation).await?;
+    w.commit(write).await?;
     Ok(saved.into())
 }

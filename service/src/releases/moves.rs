@@ -116,6 +116,6 @@ pub async fn move_label_why(
         reason: why.reason.map(str::to_owned),
         change_request: why.change_request_id,
     };
-    events::record(db, Event::LabelMoved(moved)).await?;
+    events::record(db, mv.at, Event::LabelMoved(moved)).await?;
     Ok(true)
 }

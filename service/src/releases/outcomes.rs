@@ -13,8 +13,8 @@ use chrono::{DateTime, Utc};
 use entity::{agent_revisions, outcomes, revision_signals, rollouts as rollout_rows};
 use sea_orm::sea_query::{Expr, Func, OnConflict, SimpleExpr};
 use sea_orm::{
-    ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, DatabaseTransaction, EntityTrait,
-    QueryFilter, QuerySelect, Set,
+    ColumnTrait, Condition, ConnectionTrait, DatabaseTransaction, EntityTrait, QueryFilter,
+    QuerySelect, Set,
 };
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -24,7 +24,7 @@ use super::read::agent;
 use super::serve::revision_not_found;
 use super::signals::Signal;
 use super::traffic::{self, EventKind, RolloutState, Transition};
-use crate::cache::Generation;
+use crate::db::Writer;
 use crate::error::{Error, Result, check_id};
 
 crate::closed_set! {
@@ -214,24 +214,23 @@ async fn bound_per_subject(
 /// generation, which `generation` observes after the commit, so this process
 /// serves the base at once (others on their next generation read).
 pub async fn submit(
-    db: &DatabaseConnection,
-    generation: &Generation,
+    w: &Writer<'_>,
     tenant: &str,
     agent_name: &str,
     report: NewOutcome,
-    now: DateTime<Utc>,
     most_per_subject: u64,
 ) -> Result<OutcomeView> {
-    let txn = crate::db::begin_write(db).await?;
-    let recorded = record(&txn, tenant, agent_name, report, now, most_per_subject).await?;
-    let aborted = judge(&txn, recorded.agent_id, recorded.revision_id, now).await?;
+    let txn = crate::db::begin_write(w.db).await?;
+    crate::db::idempotency::record_if(&txn, w.key).await?;
+    let recorded = record(&txn, tenant, agent_name, report, w.now, most_per_subject).await?;
+    let aborted = judge(&txn, recorded.agent_id, recorded.revision_id, w.now).await?;
     let bumped = match aborted.is_empty() {
         true => None,
         false => Some(crate::db::generation::bump(&txn).await?),
     };
     txn.commit().await?;
     if let Some(bumped) = bumped {
-        generation.observe(bumped);
+        w.generation.observe(bumped);
     }
     Ok(recorded.view)
 }

@@ -248,7 +248,7 @@ pub async fn transition(
     }
     .insert(db)
     .await?;
-    events::record(db, rollout_event(db, &saved, &step).await?).await?;
+    events::record(db, step.at, rollout_event(db, &saved, &step).await?).await?;
     Ok(saved)
 }
 

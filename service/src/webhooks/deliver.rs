@@ -1,6 +1,7 @@
 //! Delivering the outbox: claim due deliveries, post each once, record the attempt
 //! (see the parent module for the schedule and the switch-off).
 
+use crate::vocab::Clock;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -81,6 +82,7 @@ pub struct Deliverer<'a> {
     pub outbound: &'a Outbound,
     pub keyring: &'a Keyring,
     pub policy: Policy,
+    pub clock: &'a dyn Clock,
 }
 
 /// What one attempt came to.
@@ -306,7 +308,7 @@ async fn post(
         Ok(url) => url,
         Err(e) => return failed(e.message),
     };
-    let timestamp = Utc::now().timestamp();
+    let timestamp = deliverer.clock.now().timestamp();
     let signature = sign::signature(&key, &event.message_id, timestamp, &event.body);
     let sent = deliverer
         .outbound
@@ -390,7 +392,7 @@ async fn record(
     attempted: Attempted,
 ) -> Result<()> {
     let policy = &deliverer.policy;
-    let now = Utc::now();
+    let now = deliverer.clock.now();
     let ok = attempted.ok();
     let number = delivery.attempts + 1;
     let txn = crate::db::begin_write(deliverer.db).await?;

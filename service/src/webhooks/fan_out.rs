@@ -11,7 +11,7 @@
 //! keeping up; the delivery log shows it), so no tenant's backlog grows without
 //! bound. An event nobody wanted leaves no row.
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use entity::{webhook_deliveries, webhook_events, webhook_subscriptions};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
@@ -31,7 +31,7 @@ pub const EVENTS_PER_PASS: u64 = 32;
 pub const CHUNK: usize = 500;
 
 /// Fans out up to [`EVENTS_PER_PASS`] recorded events; how many it took.
-pub async fn run(db: &DatabaseConnection, max_pending: u64) -> Result<usize> {
+pub async fn run(db: &DatabaseConnection, max_pending: u64, now: DateTime<Utc>) -> Result<usize> {
     let waiting: Vec<webhook_events::Model> = webhook_events::Entity::find()
         .filter(webhook_events::Column::FannedOutAt.is_null())
         .order_by_asc(webhook_events::Column::Id)
@@ -40,7 +40,7 @@ pub async fn run(db: &DatabaseConnection, max_pending: u64) -> Result<usize> {
         .await?;
     let mut done = 0;
     for event in waiting {
-        if one(db, &event, max_pending).await? {
+        if one(db, &event, max_pending, now).await? {
             done += 1;
         }
     }
@@ -52,8 +52,8 @@ async fn one(
     db: &DatabaseConnection,
     event: &webhook_events::Model,
     max_pending: u64,
+    now: DateTime<Utc>,
 ) -> Result<bool> {
-    let now = Utc::now();
     let txn = crate::db::begin_write(db).await?;
     let won = webhook_events::Entity::update_many()
         .col_expr(webhook_events::Column::FannedOutAt, Expr::value(Some(now)))

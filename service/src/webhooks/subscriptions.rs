@@ -21,6 +21,7 @@ use utoipa::ToSchema;
 use super::sign;
 use crate::auth::{Principal, Role};
 use crate::connectors::client::Outbound;
+use crate::db::idempotency::Pending;
 use crate::error::{Error, Result, check_size};
 use crate::events::{ALL, TYPES};
 use crate::secrets::{self, Keyring, SealError};
@@ -348,6 +349,7 @@ pub async fn update(
     id: i32,
     patch: SubscriptionPatch,
     now: DateTime<Utc>,
+    key: Option<&Pending>,
 ) -> Result<SubscriptionView> {
     let url = match &patch.url {
         Some(url) => Some(check_url(outbound, url).await?),
@@ -361,6 +363,7 @@ pub async fn update(
         check_size("description", description, MAX_DESCRIPTION_BYTES)?;
     }
     let txn = crate::db::begin_write(db).await?;
+    crate::db::idempotency::record_if(&txn, key).await?;
     let row = find(&txn, who, id).await?;
     let mut active: webhook_subscriptions::ActiveModel = row.into();
     if let Some(url) = url {
@@ -396,8 +399,10 @@ pub async fn delete(
     who: &Principal,
     id: i32,
     now: DateTime<Utc>,
+    key: Option<&Pending>,
 ) -> Result<SubscriptionView> {
     let txn = crate::db::begin_write(db).await?;
+    crate::db::idempotency::record_if(&txn, key).await?;
     let row = find(&txn, who, id).await?;
     let mut active: webhook_subscriptions::ActiveModel = row.into();
     active.deleted_at = Set(Some(now));

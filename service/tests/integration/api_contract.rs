@@ -182,13 +182,17 @@ struct Served {
 impl Served {
     async fn new(db: TestDb) -> Served {
         let db = db.migrated().await;
-        loadout::registry::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
-            .await
-            .expect("seed");
-        let admin = keys::create(&db.conn, "admin", Role::Operator)
+        loadout::registry::seed::run(
+            &db.conn,
+            &Seeds::embedded().expect("seeds"),
+            chrono::Utc::now(),
+        )
+        .await
+        .expect("seed");
+        let admin = keys::create(&db.conn, "admin", Role::Operator, chrono::Utc::now())
             .await
             .expect("admin key");
-        let agent = keys::create(&db.conn, "agent", Role::Agent)
+        let agent = keys::create(&db.conn, "agent", Role::Agent, chrono::Utc::now())
             .await
             .expect("agent key");
         let state = crate::support::app::state(&db, &[]).await;

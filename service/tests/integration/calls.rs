@@ -32,7 +32,7 @@ impl Tenants {
         }
         let app = app.build().await;
         let key = async |name, role, tenant| {
-            keys::create_for_tenant(&app.db.conn, name, role, Some(tenant))
+            keys::create_for_tenant(&app.db.conn, name, role, Some(tenant), chrono::Utc::now())
                 .await
                 .expect("key")
         };
@@ -289,8 +289,8 @@ db_test! {
     async fn an_admin_reads_and_sets_instructions_in_its_own_tenant_only(db) {
         let api = Tenants::new(db, &[]).await;
         let db = &api.db;
-        let acme_admin = keys::create_for_tenant(&db.conn, "admin-a", Role::Admin, Some("acme")).await.expect("key");
-        let globex_admin = keys::create_for_tenant(&db.conn, "admin-b", Role::Admin, Some("globex")).await.expect("key");
+        let acme_admin = keys::create_for_tenant(&db.conn, "admin-a", Role::Admin, Some("acme"), chrono::Utc::now()).await.expect("key");
+        let globex_admin = keys::create_for_tenant(&db.conn, "admin-b", Role::Admin, Some("globex"), chrono::Utc::now()).await.expect("key");
         let path = "/v1/agents/assistant/users/alice/instructions";
         let (status, put) = api.call(Method::PUT, path, &acme_admin, Some(json!({"instructions": "Set by acme."}))).await;
         assert_eq!(status, StatusCode::OK, "{put}");

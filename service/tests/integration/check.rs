@@ -13,9 +13,13 @@ use serde_json::{Value, json};
 
 async fn seeded(db: TestDb) -> TestDb {
     let db = db.migrated().await;
-    loadout::registry::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
-        .await
-        .expect("seed");
+    loadout::registry::seed::run(
+        &db.conn,
+        &Seeds::embedded().expect("seeds"),
+        chrono::Utc::now(),
+    )
+    .await
+    .expect("seed");
     db
 }
 
@@ -375,7 +379,7 @@ async fn production_serving_weather(db: &TestDb) -> tools::Model {
     let agent = assistant(db).await;
     let agent_id = *agent.id.as_ref();
     link(db, agent_id, weather.id).await;
-    let published = loadout::releases::publish(&db.conn, agent_id, None)
+    let published = loadout::releases::publish(&db.conn, agent_id, None, chrono::Utc::now())
         .await
         .expect("publish");
     assert_eq!((published.number, published.moved.len()), (2, 2));
@@ -402,7 +406,7 @@ db_test! {
         production_serving_weather(&db).await;
         deactivate(&db, "get_weather").await;
         let agent_id = *assistant(&db).await.id.as_ref();
-        let published = loadout::releases::publish(&db.conn, agent_id, None).await.expect("publish");
+        let published = loadout::releases::publish(&db.conn, agent_id, None, chrono::Utc::now()).await.expect("publish");
         // Without get_weather the assistant serves what it served first: revision 1 again.
         assert_eq!((published.number, published.moved), (1, vec!["latest"]));
 
@@ -424,7 +428,7 @@ db_test! {
         assert_eq!(problems_of(&db, check::ProblemCode::LabelToolsMissing).await, Vec::<String>::new());
 
         let agent_id = *assistant(&db).await.id.as_ref();
-        loadout::releases::publish(&db.conn, agent_id, None).await.expect("publish");
+        loadout::releases::publish(&db.conn, agent_id, None, chrono::Utc::now()).await.expect("publish");
         let subjects: Vec<String> = report(&db).await.problems.iter()
             .filter(|p| p.code == check::ProblemCode::LabelToolsMissing)
             .map(|p| p.subject.clone()).collect();
@@ -443,7 +447,7 @@ db_test! {
         detached.is_active = Set(false);
         detached.update(&db.conn).await.expect("detach");
         let agent_id = *assistant(&db).await.id.as_ref();
-        loadout::releases::publish(&db.conn, agent_id, None).await.expect("publish");
+        loadout::releases::publish(&db.conn, agent_id, None, chrono::Utc::now()).await.expect("publish");
 
         let missing = problems_of(&db, check::ProblemCode::LabelToolsMissing).await;
         assert_eq!(missing.len(), 1, "{missing:?}");
@@ -457,7 +461,7 @@ db_test! {
         production_serving_weather(&db).await;
         set_soul(&db, "Another soul.").await;
         let agent_id = *assistant(&db).await.id.as_ref();
-        let published = loadout::releases::publish(&db.conn, agent_id, None).await.expect("publish");
+        let published = loadout::releases::publish(&db.conn, agent_id, None, chrono::Utc::now()).await.expect("publish");
         assert_eq!((published.number, published.moved), (3, vec!["latest"]));
 
         let report = report(&db).await;

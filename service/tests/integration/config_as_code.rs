@@ -98,7 +98,13 @@ async fn apply_dir(
         request_ttl: chrono::TimeDelta::hours(24),
         now: chrono::Utc::now(),
     };
-    apply::apply(db, &generation, input).await
+    let writer = loadout::db::Writer {
+        db,
+        generation: &generation,
+        now: input.now,
+        key: None,
+    };
+    apply::apply(&writer, input).await
 }
 
 async fn plan_dir(db: &sea_orm::DatabaseConnection, dir: &Path, prune: bool) -> plan::Plan {

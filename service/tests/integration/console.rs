@@ -597,7 +597,7 @@ db_test!(
 db_test!(
     async fn a_tenant_admin_reads_the_configuration_and_only_an_operator_may_change_it(db) {
         let site = Site::new(db).await;
-        let tenant_admin = keys::create_for_tenant(&site._db.conn, "acme-admin", Role::Admin, Some("acme"))
+        let tenant_admin = keys::create_for_tenant(&site._db.conn, "acme-admin", Role::Admin, Some("acme"), chrono::Utc::now())
             .await
             .expect("key");
         let Some(client) = browser().await else { return };
@@ -1081,7 +1081,7 @@ db_test!(
             .flag("--connector-allow=127.0.0.1")
             .build()
             .await;
-        let acme = keys::create_for_tenant(&app.db.conn, "acme-admin", Role::Admin, Some("acme")).await.expect("key");
+        let acme = keys::create_for_tenant(&app.db.conn, "acme-admin", Role::Admin, Some("acme"), chrono::Utc::now()).await.expect("key");
         let admin = app.key("admin", Role::Admin).await;
         let base = format!("http://{}", app.listen().await);
         let (_receiver, url) = webhook_receiver().await;

@@ -234,7 +234,7 @@ db_test! {
 
         // Another key of the tenant, scoped to another agent, replays it.
         researcher(&api).await;
-        let other = keys::create_scoped(&api.db.conn, "agent-other", Role::Agent, Some("acme"), Some("researcher")).await.expect("key");
+        let other = keys::create_scoped(&api.db.conn, "agent-other", Role::Agent, Some("acme"), Some("researcher"), chrono::Utc::now()).await.expect("key");
         let (status, replayed, refused) = with_key(&api, Method::POST, &path, &other, "decline-once").await;
         assert_eq!((status, replayed), (StatusCode::UNPROCESSABLE_ENTITY, false), "never another key's answer: {refused}");
         assert_eq!(refused["error"]["code"], "idempotency_key_reused", "{refused}");
@@ -256,8 +256,8 @@ db_test! {
     async fn a_tool_calls_idempotency_key_never_replays_another_agents_proposal(db) {
         let api = api(db, &[]).await;
         researcher(&api).await;
-        let assistant = keys::create_scoped(&api.db.conn, "agent-assistant", Role::Agent, Some("acme"), Some("assistant")).await.expect("key");
-        let other = keys::create_scoped(&api.db.conn, "agent-researcher", Role::Agent, Some("acme"), Some("researcher")).await.expect("key");
+        let assistant = keys::create_scoped(&api.db.conn, "agent-assistant", Role::Agent, Some("acme"), Some("assistant"), chrono::Utc::now()).await.expect("key");
+        let other = keys::create_scoped(&api.db.conn, "agent-researcher", Role::Agent, Some("acme"), Some("researcher"), chrono::Utc::now()).await.expect("key");
         let call = json!({"tool": "delete_tasks", "arguments": {"ids": ["t1"]}, "conversation_id": "c", "idempotency_key": "k-1"});
         let (status, first) = api.call(Method::POST, "/v1/agents/assistant/tool-calls", &assistant, Some(call.clone())).await;
         assert_eq!(status, StatusCode::OK, "{first}");
@@ -376,7 +376,7 @@ async fn close(app: &TestApp, key: &str, session: &str) -> StatusCode {
 db_test! {
     async fn mcp_sessions_are_capped_per_key_and_in_all_and_a_closed_one_frees_its_slot_at_once(db) {
         let api = api(db, &["--mcp-max-sessions-per-key=2", "--mcp-max-sessions=3"]).await;
-        let other = keys::create_for_tenant(&api.db.conn, "agent-b", Role::Agent, Some("acme")).await.expect("key");
+        let other = keys::create_for_tenant(&api.db.conn, "agent-b", Role::Agent, Some("acme"), chrono::Utc::now()).await.expect("key");
         let app = &api.app;
         let mut open = Vec::new();
         for _ in 0..2 {
@@ -406,7 +406,7 @@ db_test! {
         let app = &api.app;
         let mut opened = 0;
         for i in 0..3 {
-            let key = keys::create_for_tenant(&api.db.conn, &format!("tb-agent-{i}"), Role::Agent, Some("tb")).await.expect("key");
+            let key = keys::create_for_tenant(&api.db.conn, &format!("tb-agent-{i}"), Role::Agent, Some("tb"), chrono::Utc::now()).await.expect("key");
             for _ in 0..3 {
                 let (status, _, body) = initialize(app, &key, initialize_body("tb")).await;
                 match status {
@@ -428,7 +428,7 @@ db_test! {
 db_test! {
     async fn a_session_is_its_openers_and_another_key_holding_its_id_can_neither_use_nor_close_it(db) {
         let api = api(db, &[]).await;
-        let other = keys::create_for_tenant(&api.db.conn, "agent-b", Role::Agent, Some("acme")).await.expect("key");
+        let other = keys::create_for_tenant(&api.db.conn, "agent-b", Role::Agent, Some("acme"), chrono::Utc::now()).await.expect("key");
         let app = &api.app;
         let (status, session, body) = initialize(app, &api.agent, initialize_body("a")).await;
         assert_eq!(status, StatusCode::OK, "{body}");

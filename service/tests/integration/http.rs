@@ -98,7 +98,7 @@ db_test! {
         // The key works (and is cached), then is revoked the way `loadout keys revoke` does it.
         assert_eq!(api.get(path).await.status, StatusCode::OK);
         let txn = sea_orm::TransactionTrait::begin(&api.db.conn).await.expect("txn");
-        keys::revoke(&txn, "default", "test-agent").await.expect("revoke");
+        keys::revoke(&txn, "default", "test-agent", chrono::Utc::now()).await.expect("revoke");
         loadout::db::generation::bump(&txn).await.expect("bump");
         txn.commit().await.expect("commit");
         let deadline = Instant::now() + Duration::from_secs(10);

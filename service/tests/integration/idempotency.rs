@@ -51,7 +51,7 @@ db_test! {
     async fn an_idempotency_key_makes_an_admin_write_safe_to_retry(db) {
         let db = db.seeded().await;
         let admin = db.key("admin", Role::Operator).await;
-        let other = keys::create_scoped(&db.conn, "other-admin", Role::Admin, Some("other"), None).await.expect("key");
+        let other = keys::create_scoped(&db.conn, "other-admin", Role::Admin, Some("other"), None, chrono::Utc::now()).await.expect("key");
         let state = crate::support::app::state(&db, &[]).await;
         let body = r#"{"template": "Retried. $soul"}"#;
         let before = versions(&db).await;
@@ -125,5 +125,139 @@ db_test! {
 
         let malformed = put(&state, &admin, "has space", body).await;
         assert_eq!(malformed.status, StatusCode::BAD_REQUEST, "{}", malformed.body);
+    }
+}
+
+/// Sends `body` to `path` twice under one new `Idempotency-Key`: the first answer
+/// must succeed, and the second must be its replay. The replay exists only if the
+/// write recorded the key in its own transaction, so every write the handler hands
+/// the key to is checked. Returns the first answer's body.
+async fn twice(
+    app: &crate::support::app::TestApp,
+    who: &str,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> Value {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let key = format!("idem-{}", NEXT.fetch_add(1, Ordering::Relaxed));
+    let send = || {
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("authorization", format!("Bearer {who}"))
+            .header("content-type", "application/json")
+            .header("idempotency-key", &key)
+            .body(body.map_or_else(Body::empty, |b| Body::from(b.to_owned())))
+            .expect("request");
+        app.request(request)
+    };
+    let first = send().await;
+    assert!(
+        first.status.is_success(),
+        "{method} {path}: {} {}",
+        first.status,
+        first.body
+    );
+    assert!(
+        !first.headers.contains_key("idempotent-replayed"),
+        "{method} {path}: the first is no replay"
+    );
+    let again = send().await;
+    assert!(
+        again.headers.contains_key("idempotent-replayed"),
+        "{method} {path}: the key was not recorded with the write, so the retry ran again: {} {}",
+        again.status,
+        again.body
+    );
+    assert_eq!(
+        (again.status, &again.body),
+        (first.status, &first.body),
+        "{method} {path}"
+    );
+    first.body
+}
+
+db_test! {
+    /// The key reaches each write as an explicit input (no task-local): every kind
+    /// of configuration, release, approval and tenant write, as the API's routes
+    /// take them, records it and replays its answer.
+    async fn every_kind_of_api_write_records_its_idempotency_key(db) {
+        let app = crate::support::app::TestApp::builder(db).flag("--connector-allow=127.0.0.1").build().await;
+        let op = app.operator.clone();
+        let approver = app.key("idem-approver", Role::Approver).await;
+        let agent = app.agent.clone();
+
+        // Agents, templates, instructions.
+        twice(&app, &op, "POST", "/v1/agents", Some(r#"{"name": "idem-agent", "identity": {}, "soul": "Idem."}"#)).await;
+        twice(&app, &op, "PATCH", "/v1/agents/idem-agent", Some(r#"{"soul": "Idem, again."}"#)).await;
+        twice(&app, &op, "PUT", "/v1/agents/idem-agent/prompt-template", Some(r#"{"template": "One. $soul"}"#)).await;
+        twice(&app, &op, "PUT", "/v1/agents/idem-agent/prompt-template", Some(r#"{"template": "Two. $soul"}"#)).await;
+        twice(&app, &op, "POST", "/v1/agents/idem-agent/prompt-template/versions/1/restore", None).await;
+        twice(&app, &op, "DELETE", "/v1/agents/idem-agent/prompt-template", None).await;
+        twice(&app, &op, "DELETE", "/v1/agents/idem-agent", None).await;
+        twice(&app, &op, "PUT", "/v1/agents/assistant/users/bob/instructions", Some(r#"{"instructions": "Brief."}"#)).await;
+        twice(&app, &approver, "PUT", "/v1/users/bob/tools/update_instructions/preference", Some(r#"{"auto_approve": true}"#)).await;
+
+        // The registry and connectors.
+        let tool = r#"{"name": "create_idems", "type": "api", "approval_tier": "requires_approval", "description": "Save idems.",
+            "parameters": {"type": "object", "additionalProperties": false, "required": ["items"], "properties": {"items": {"type": "array",
+            "items": {"type": "object", "additionalProperties": false, "required": ["text"], "properties": {"text": {"type": "string"}}}}}}}"#;
+        twice(&app, &op, "POST", "/v1/tools", Some(tool)).await;
+        twice(&app, &op, "PATCH", "/v1/tools/create_idems", Some(r#"{"description": "Save idems for the user."}"#)).await;
+        twice(&app, &op, "PUT", "/v1/agents/assistant/links/create_idems", None).await;
+        twice(&app, &op, "DELETE", "/v1/agents/assistant/links/create_idems", None).await;
+        twice(&app, &op, "PATCH", "/v1/channels/web", Some(r#"{"guidance": "Answer on the web."}"#)).await;
+        twice(&app, &op, "POST", "/v1/connectors", Some(r#"{"name": "idem-backend", "url": "http://127.0.0.1:9/loadout"}"#)).await;
+        twice(&app, &op, "PATCH", "/v1/connectors/idem-backend", Some(r#"{"timeout_ms": 5000}"#)).await;
+        twice(&app, &op, "PUT", "/v1/tools/create_idems/connector", Some(r#"{"connector": "idem-backend"}"#)).await;
+        twice(&app, &op, "PUT", "/v1/tools/create_idems/connector", Some(r#"{"connector": null}"#)).await;
+        twice(&app, &op, "DELETE", "/v1/connectors/idem-backend", None).await;
+        twice(&app, &op, "DELETE", "/v1/tools/create_idems", None).await;
+
+        // Releases: labels, rollouts, change requests, outcomes.
+        let revisions = app.call(axum::http::Method::GET, "/v1/agents/assistant/revisions", &op, None).await.1;
+        let latest = revisions["revisions"][0]["number"].as_i64().expect("a revision");
+        assert!(latest >= 2, "the writes above made revisions");
+        twice(&app, &op, "PUT", "/v1/agents/assistant/labels/staging", Some(r#"{"revision": 1}"#)).await;
+        twice(&app, &op, "PUT", "/v1/agents/assistant/labels/staging", Some(&format!(r#"{{"revision": {latest}}}"#))).await;
+        twice(&app, &op, "POST", "/v1/agents/assistant/labels/staging/rollback", Some("{}")).await;
+        let rollout = "/v1/agents/assistant/labels/staging/rollout";
+        let start = format!(r#"{{"candidate": {latest}, "percent": 10}}"#);
+        twice(&app, &op, "POST", rollout, Some(&start)).await;
+        twice(&app, &op, "PATCH", rollout, Some(r#"{"percent": 20}"#)).await;
+        twice(&app, &op, "POST", &format!("{rollout}/abort"), Some("{}")).await;
+        twice(&app, &op, "POST", rollout, Some(&start)).await;
+        twice(&app, &op, "POST", &format!("{rollout}/complete"), Some("{}")).await;
+        twice(&app, &op, "PATCH", "/v1/agents/assistant", Some(r#"{"release_mode": "gated"}"#)).await;
+        // A save moves only `latest` now; asking production to follow opens a change request.
+        for (soul, decision) in [("Gated, first.", "approve"), ("Gated, second.", "decline")] {
+            let saved = twice(&app, &op, "PATCH", "/v1/agents/assistant", Some(&format!(r#"{{"soul": "{soul}"}}"#))).await;
+            let revisions = app.call(axum::http::Method::GET, "/v1/agents/assistant/revisions", &op, None).await.1;
+            let newest = revisions["revisions"][0]["number"].as_i64().expect("a revision");
+            let asked = twice(&app, &op, "PUT", "/v1/agents/assistant/labels/production", Some(&format!(r#"{{"revision": {newest}}}"#))).await;
+            let id = asked["id"].as_i64().unwrap_or_else(|| panic!("a change request: {asked} after {saved}"));
+            twice(&app, &approver, "POST", &format!("/v1/change-requests/{id}/{decision}"), Some("{}")).await;
+        }
+        let outcome = r#"{"revision": 1, "conversation_id": "idem-c", "outcome": "success"}"#;
+        twice(&app, &agent, "POST", "/v1/agents/assistant/outcomes", Some(outcome)).await;
+
+        // Webhooks (made without a key: the answer holds the secret) and sign-off power.
+        let made = app.call(axum::http::Method::POST, "/v1/webhooks", &op, Some(serde_json::json!({"url": "http://127.0.0.1:9/hook"}))).await;
+        assert_eq!(made.0, axum::http::StatusCode::CREATED, "{}", made.1);
+        let hook = format!("/v1/webhooks/{}", made.1["subscription"]["id"].as_i64().expect("an id"));
+        twice(&app, &op, "PATCH", &hook, Some(r#"{"description": "Idem hook."}"#)).await;
+        twice(&app, &op, "DELETE", &hook, None).await;
+        app.key("idem-dave", Role::Admin).await;
+        let grant = twice(&app, &op, "POST", "/v1/members/idem-dave/signer-grants", Some(r#"{"reason": "on call"}"#)).await;
+        let grant = grant["id"].as_i64().expect("a grant");
+        twice(&app, &approver, "POST", &format!("/v1/signer-grants/{grant}/approve"), Some("{}")).await;
+
+        // Configuration as code: the instance's own document, one guidance changed.
+        let mut config = app.call(axum::http::Method::GET, "/v1/config", &op, None).await.1;
+        config["channels"][0]["guidance"] = "Changed as code.".into();
+        let apply = serde_json::to_string(&serde_json::json!({"configuration": config})).expect("json");
+        twice(&app, &op, "POST", "/v1/config/apply", Some(&apply)).await;
     }
 }

@@ -206,11 +206,11 @@ db_test! {
         let served = serve(db).await;
         let endpoint = format!("{}/mcp/agents/assistant", served.base);
         assert!(connect(&endpoint, "lo_000000000000_nope").await.is_err(), "a bad key is refused");
-        let approver = keys::create(&served.app.db.conn, "approver", Role::Approver).await.expect("key");
+        let approver = keys::create(&served.app.db.conn, "approver", Role::Approver, chrono::Utc::now()).await.expect("key");
         assert!(connect(&endpoint, &approver).await.is_err(), "an approver key is refused");
         assert!(connect(&format!("{}/mcp", served.base), &served.app.agent).await.is_err(), "an unscoped key names its agent");
 
-        let scoped = keys::create_scoped(&served.app.db.conn, "scoped", Role::Agent, None, Some("assistant")).await.expect("key");
+        let scoped = keys::create_scoped(&served.app.db.conn, "scoped", Role::Agent, None, Some("assistant"), chrono::Utc::now()).await.expect("key");
         let (client, _) = connect(&format!("{}/mcp", served.base), &scoped).await.expect("a scoped key on /mcp");
         assert!(!client.list_all_tools().await.expect("tools").is_empty());
         client.cancel().await.ok();

@@ -114,7 +114,7 @@ db_test! {
 db_test! {
     async fn a_default_tenant_admin_cannot_produce_a_key_that_signs_off(db) {
         let app = TestApp::new(db).await;
-        let admin = keys::create(&app.db.conn, "admin", Role::Admin).await.expect("admin");
+        let admin = keys::create(&app.db.conn, "admin", Role::Admin, chrono::Utc::now()).await.expect("admin");
         gated(&app).await;
         let id = ask(&app, &app.operator).await;
         let minted = made_by(&app, &admin, "minted-approver", "approver", None).await;
@@ -129,7 +129,7 @@ db_test! {
 db_test! {
     async fn sign_off_power_granted_over_the_api_needs_another_signer(db) {
         let app = TestApp::new(db).await;
-        let carol = keys::create(&app.db.conn, "carol", Role::Approver).await.expect("carol");
+        let carol = keys::create(&app.db.conn, "carol", Role::Approver, chrono::Utc::now()).await.expect("carol");
         let dave = app.key("dave", Role::Operator).await;
         let path = "/v1/members/carol/signer-grants";
         let (status, grant) = app.call(Method::POST, path, &app.operator, Some(json!({"reason": "carol reviews releases"}))).await;
@@ -158,12 +158,12 @@ db_test! {
 db_test! {
     async fn members_are_merged_and_granted_on_the_database(db) {
         let app = TestApp::new(db).await;
-        let two = keys::create(&app.db.conn, "operator-laptop", Role::Operator).await.expect("key");
+        let two = keys::create(&app.db.conn, "operator-laptop", Role::Operator, chrono::Utc::now()).await.expect("key");
         gated(&app).await;
         let id = ask(&app, &app.operator).await;
         let (status, _) = approve(&app, id, &two).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "a member of its own, and no signer");
-        loadout::auth::signers::merge(&app.db.conn, "default", "operator", "operator-laptop").await.expect("merge");
+        loadout::auth::signers::merge(&app.db.conn, "default", "operator", "operator-laptop", chrono::Utc::now()).await.expect("merge");
         app.publish().await;
         let (status, refused) = approve(&app, id, &two).await;
         assert_eq!((status, refused["error"]["code"].as_str()), (StatusCode::FORBIDDEN, Some("self_approval")), "merged: the same person now {refused}");

@@ -83,7 +83,7 @@ db_test! {
     async fn every_configuration_route_refuses_a_tenant_admin_and_admits_an_operator(db) {
         let db = db.seeded().await;
         let operator = db.key("operator", Role::Operator).await;
-        let tenant_admin = keys::create_for_tenant(&db.conn, "b-admin", Role::Admin, Some("tenantb")).await.expect("key");
+        let tenant_admin = keys::create_for_tenant(&db.conn, "b-admin", Role::Admin, Some("tenantb"), chrono::Utc::now()).await.expect("key");
         let state = state_of(&db).await;
         let document = crate::support::api::send(&state, Method::GET, "/openapi.json", None, None, None).await.body;
         let paths = document["paths"].as_object().expect("paths");
@@ -132,7 +132,7 @@ db_test! {
     async fn a_tenant_admin_cannot_take_approval_off_every_tenants_deletes(db) {
         let db = db.seeded().await;
         let operator = db.key("operator", Role::Operator).await;
-        let tenant_admin = keys::create_for_tenant(&db.conn, "b-admin", Role::Admin, Some("tenantb")).await.expect("key");
+        let tenant_admin = keys::create_for_tenant(&db.conn, "b-admin", Role::Admin, Some("tenantb"), chrono::Utc::now()).await.expect("key");
         let state = state_of(&db).await;
         let auto = Some(json!({"approval_tier": "auto"}));
         let (status, answer) = call(&state, Method::PATCH, "/v1/tools/delete_tasks", &tenant_admin, auto.clone()).await;
@@ -185,7 +185,7 @@ db_test! {
             let (status, answer) = call(&state, Method::POST, "/v1/keys", &acme_admin, Some(body.clone())).await;
             assert_eq!(status, StatusCode::FORBIDDEN, "{body}: {answer}");
         }
-        let default_admin = keys::create_for_tenant(&db.conn, "d-admin", Role::Admin, None).await.expect("key");
+        let default_admin = keys::create_for_tenant(&db.conn, "d-admin", Role::Admin, None, chrono::Utc::now()).await.expect("key");
         let (status, answer) = call(&state, Method::DELETE, "/v1/keys/operator", &default_admin, None).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{answer}");
         let (status, answer) = call(&state, Method::GET, "/v1/agents/assistant/tools", &operator, None).await;
@@ -231,7 +231,7 @@ db_test! {
         assert_eq!(status, StatusCode::FORBIDDEN);
 
         // Down refuses while two tenants share a key name, and works once they do not.
-        keys::create_for_tenant(&db.conn, "admin", Role::Agent, Some("acme")).await.expect("the name is free in acme");
+        keys::create_for_tenant(&db.conn, "admin", Role::Agent, Some("acme"), chrono::Utc::now()).await.expect("the name is free in acme");
         crate::support::migrate_down_to(&db.conn, "m20261125_000015_key_names_per_tenant").await;
         let err = Migrator::down(&db.conn, Some(1)).await.expect_err("a shared name blocks the down");
         assert!(err.to_string().contains("\"admin\""), "{err}");

@@ -116,7 +116,7 @@ db_test! {
 db_test! {
     async fn an_admin_reads_its_own_tenants_outcomes_and_an_operator_every_tenants(db) {
         let app = TestApp::new(db.seeded().await).await;
-        let key = async |name, role, tenant| keys::create_for_tenant(&app.db.conn, name, role, Some(tenant)).await.expect("key");
+        let key = async |name, role, tenant| keys::create_for_tenant(&app.db.conn, name, role, Some(tenant), chrono::Utc::now()).await.expect("key");
         let acme_agent = key("acme-agent", Role::Agent, "acme").await;
         let acme_admin = key("acme-admin", Role::Admin, "acme").await;
         let globex_agent = key("globex-agent", Role::Agent, "globex").await;
@@ -207,7 +207,7 @@ db_test! {
         assert_eq!(signals["declined_proposals"], json!({"count": 1, "of": 3, "rate": 1.0 / 3.0}), "{counted}");
         assert_eq!(signals["failed_executions"], json!({"count": 1, "of": 2, "rate": 0.5}), "{counted}");
         // Another tenant's admin sees none of it.
-        let other = keys::create_for_tenant(&app.db.conn, "globex-admin", Role::Admin, Some("globex")).await.expect("key");
+        let other = keys::create_for_tenant(&app.db.conn, "globex-admin", Role::Admin, Some("globex"), chrono::Utc::now()).await.expect("key");
         let theirs = revision_report(&app, &other, revision).await;
         assert_eq!(theirs["signals"]["invalid_arguments"]["of"], 0, "{theirs}");
     }

@@ -329,8 +329,8 @@ db_test! {
 db_test! {
     async fn a_tenant_admin_cannot_move_labels_or_sign_off(db) {
         let app = TestApp::new(db).await;
-        let tenant_admin = keys::create_for_tenant(&app.db.conn, "b-admin", Role::Admin, Some("tenantb")).await.expect("key");
-        let tenant_approver = keys::create_for_tenant(&app.db.conn, "b-approver", Role::Approver, Some("tenantb")).await.expect("key");
+        let tenant_admin = keys::create_for_tenant(&app.db.conn, "b-admin", Role::Admin, Some("tenantb"), chrono::Utc::now()).await.expect("key");
+        let tenant_approver = keys::create_for_tenant(&app.db.conn, "b-approver", Role::Approver, Some("tenantb"), chrono::Utc::now()).await.expect("key");
         gated(&app).await;
         let (status, _) = app.call(Method::PUT, PRODUCTION, &tenant_admin, Some(json!({"revision": 2}))).await;
         assert_eq!(status, StatusCode::FORBIDDEN);

@@ -22,9 +22,13 @@ fn instant(text: &str) -> DateTime<Utc> {
 
 async fn seeded(db: TestDb) -> TestDb {
     let db = db.migrated().await;
-    loadout::registry::seed::run(&db.conn, &Seeds::embedded().expect("seeds"))
-        .await
-        .expect("seed");
+    loadout::registry::seed::run(
+        &db.conn,
+        &Seeds::embedded().expect("seeds"),
+        chrono::Utc::now(),
+    )
+    .await
+    .expect("seed");
     db
 }
 

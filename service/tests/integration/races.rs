@@ -116,7 +116,7 @@ db_test! {
         let tasks: Vec<_> = (0..8)
             .map(|_| {
                 let conn = db.conn.clone();
-                tokio::spawn(async move { keys::create(&conn, "twin", Role::Agent).await })
+                tokio::spawn(async move { keys::create(&conn, "twin", Role::Agent, chrono::Utc::now()).await })
             })
             .collect();
         let mut made = 0;

@@ -146,6 +146,7 @@ async fn agent_of(app: &TestApp, name: &str, tenant: &str) -> String {
         name,
         loadout::auth::keys::Role::Agent,
         Some(tenant),
+        chrono::Utc::now(),
     )
     .await
     .expect("agent key")
@@ -191,7 +192,7 @@ db_test! {
         let body = json!({"revision": 1, "conversation_id": "c-1", "outcome": "failure"});
         let (status, refused) = app.call(Method::POST, "/v1/agents/assistant/outcomes", &app.operator, Some(body.clone())).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
-        let admin = loadout::auth::keys::create_for_tenant(&app.db.conn, "tb-admin", loadout::auth::keys::Role::Admin, Some("tb")).await.expect("key");
+        let admin = loadout::auth::keys::create_for_tenant(&app.db.conn, "tb-admin", loadout::auth::keys::Role::Admin, Some("tb"), chrono::Utc::now()).await.expect("key");
         let (status, _) = app.call(Method::POST, "/v1/agents/assistant/outcomes", &admin, Some(body)).await;
         assert_eq!(status, StatusCode::FORBIDDEN);
     }

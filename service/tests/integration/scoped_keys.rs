@@ -22,7 +22,7 @@ db_test! {
         assert_eq!(status, StatusCode::CREATED, "{body}");
         let (status, body) = call(Method::PUT, "/v1/agents/researcher/links/get_tasks".into(), admin.clone(), None).await;
         assert_eq!(status, StatusCode::OK, "{body}");
-        let scoped = keys::create_scoped(&db.conn, "assistant-only", Role::Agent, None, Some("assistant"))
+        let scoped = keys::create_scoped(&db.conn, "assistant-only", Role::Agent, None, Some("assistant"), chrono::Utc::now())
             .await.expect("a scoped key");
 
         let routes = |agent: &str| vec![
@@ -53,8 +53,8 @@ db_test! {
         let listed = keys::list(&db.conn).await.expect("list");
         let scope = |name: &str| listed.iter().find(|k| k.name == name).map(|k| k.agent.clone());
         assert_eq!((scope("assistant-only"), scope("every-agent")), (Some(Some("assistant".to_owned())), Some(None)));
-        assert!(matches!(keys::create_scoped(&db.conn, "x", Role::Admin, None, Some("assistant")).await, Err(KeyError::ScopeNeedsAgentRole)));
-        assert!(matches!(keys::create_scoped(&db.conn, "y", Role::Agent, None, Some("nobody")).await, Err(KeyError::UnknownAgent(_))));
+        assert!(matches!(keys::create_scoped(&db.conn, "x", Role::Admin, None, Some("assistant"), chrono::Utc::now()).await, Err(KeyError::ScopeNeedsAgentRole)));
+        assert!(matches!(keys::create_scoped(&db.conn, "y", Role::Agent, None, Some("nobody"), chrono::Utc::now()).await, Err(KeyError::UnknownAgent(_))));
 
         use migration::{Migrator, MigratorTrait};
         crate::support::migrate_down_to(&db.conn, "m20261124_000011_agent_scoped_keys").await;
@@ -69,7 +69,7 @@ db_test! {
     async fn admins_make_list_and_revoke_keys_over_the_api_in_their_tenant(db) {
         let db = db.seeded().await;
         let admin = db.key("admin", Role::Operator).await;
-        let other_admin = keys::create_for_tenant(&db.conn, "acme-admin", Role::Admin, Some("acme")).await.expect("key");
+        let other_admin = keys::create_for_tenant(&db.conn, "acme-admin", Role::Admin, Some("acme"), chrono::Utc::now()).await.expect("key");
         let state = crate::support::app::state(&db, &[]).await;
         let call = |method: Method, path: &str, key: &str, body: Option<Value>| {
             let (state, path, key) = (state.clone(), path.to_owned(), key.to_owned());

@@ -72,13 +72,13 @@ struct Site {
 impl Site {
     async fn new(db: TestDb, keyring: Vec<String>) -> Site {
         let db = db.seeded().await;
-        let operator = keys::create(&db.conn, "operator", Role::Operator)
+        let operator = keys::create(&db.conn, "operator", Role::Operator, chrono::Utc::now())
             .await
             .expect("key");
-        let admin = keys::create(&db.conn, "admin", Role::Admin)
+        let admin = keys::create(&db.conn, "admin", Role::Admin, chrono::Utc::now())
             .await
             .expect("key");
-        let agent = keys::create(&db.conn, "agent", Role::Agent)
+        let agent = keys::create(&db.conn, "agent", Role::Agent, chrono::Utc::now())
             .await
             .expect("key");
         let state = Site::state(&db, keyring).await;

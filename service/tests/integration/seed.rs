@@ -12,7 +12,7 @@ db_test! {
     async fn migrate_and_seed_give_the_assistant_exactly_the_23_canonical_tools(db) {
         let db = db.migrated().await;
         let seeds = Seeds::embedded().expect("seeds");
-        let report = seed::run(&db.conn, &seeds).await.expect("seed");
+        let report = seed::run(&db.conn, &seeds, chrono::Utc::now()).await.expect("seed");
         assert_eq!(report, SeedReport { tools_created: 0, agents_created: 1, links_created: 23, channels_created: 0 });
         assert_eq!(assistant_operating_model(&db).await, Some(seeds.assistant.operating_model.clone()));
 
@@ -39,7 +39,7 @@ db_test! {
     async fn seeding_again_never_overwrites_an_admin_edit(db) {
         let db = db.migrated().await;
         let seeds = Seeds::embedded().expect("seeds");
-        seed::run(&db.conn, &seeds).await.expect("first seed");
+        seed::run(&db.conn, &seeds, chrono::Utc::now()).await.expect("first seed");
 
         let assistant = agent_configurations::Entity::find()
             .filter(agent_configurations::Column::Name.eq("assistant"))
@@ -54,7 +54,7 @@ db_test! {
         detach.update(&db.conn).await.expect("detach");
         let before = crate::support::dump::rows(&db).await;
 
-        let report = seed::run(&db.conn, &seeds).await.expect("second seed");
+        let report = seed::run(&db.conn, &seeds, chrono::Utc::now()).await.expect("second seed");
         assert_eq!(report, SeedReport::default());
         crate::support::dump::assert_same(&crate::support::dump::rows(&db).await, &before);
     }
@@ -85,7 +85,7 @@ db_test! {
             .filter(channels::Column::Name.eq("heartbeat"))
             .exec(&db.conn).await.expect("remove heartbeat");
 
-        let report = seed::run(&db.conn, &seeds).await.expect("seed");
+        let report = seed::run(&db.conn, &seeds, chrono::Utc::now()).await.expect("seed");
         assert_eq!(report.channels_created, 1);
         let all = channels::Entity::find().all(&db.conn).await.expect("channels");
         assert_eq!(all.len(), 5);

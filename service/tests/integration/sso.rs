@@ -269,7 +269,7 @@ db_test! {
         assert!(!bound.signer && bound.keys.is_empty(), "{bound:?}");
 
         // An operator gives her a role on the database; she signs in again.
-        keys::create_owned(&app.db.conn, "alice-console", Role::Approver, None, None, Owner::Member("alice"))
+        keys::create_owned(&app.db.conn, "alice-console", Role::Approver, None, None, Owner::Member("alice"), chrono::Utc::now())
             .await
             .expect("alice's key");
         let mut alice = Browser::new();

@@ -27,7 +27,7 @@ db_test! {
             .flag("--webhook-max-subscriptions=20")
             .build()
             .await;
-        let tb = keys::create_for_tenant(&app.db.conn, "tb-admin", Role::Admin, Some("tb")).await.expect("key");
+        let tb = keys::create_for_tenant(&app.db.conn, "tb-admin", Role::Admin, Some("tb"), chrono::Utc::now()).await.expect("key");
         let (mut made, mut refused) = (0, 0);
         for i in 0..50 {
             let body = json!({"url": format!("http://127.0.0.1:9/hook/{i}"), "events": ["revision.published"]});
@@ -86,16 +86,16 @@ db_test! {
         assert!(events.iter().all(|e| e.fanned_out_at.is_none()));
         assert_eq!(webhook_deliveries::Entity::find().count(&app.db.conn).await.expect("count"), 0);
 
-        let taken = loadout::webhooks::fan_out::run(&app.db.conn, 100_000).await.expect("fan out");
+        let taken = loadout::webhooks::fan_out::run(&app.db.conn, 100_000, chrono::Utc::now()).await.expect("fan out");
         assert_eq!(taken, 3);
         let deliveries = webhook_deliveries::Entity::find().count(&app.db.conn).await.expect("count");
         // 4,500 take every type; the 20 made over the API take revision.published.
         assert_eq!(deliveries, 3 * 4_500 + 20, "every subscription that wanted each, in chunks");
-        assert_eq!(loadout::webhooks::fan_out::run(&app.db.conn, 100_000).await.expect("again"), 0, "fanned out once");
+        assert_eq!(loadout::webhooks::fan_out::run(&app.db.conn, 100_000, chrono::Utc::now()).await.expect("again"), 0, "fanned out once");
 
         // Past the pending bound, a tenant's new deliveries are recorded failed, unattempted.
         save_soul(&app, "Another write.").await;
-        loadout::webhooks::fan_out::run(&app.db.conn, 1_000).await.expect("fan out");
+        loadout::webhooks::fan_out::run(&app.db.conn, 1_000, chrono::Utc::now()).await.expect("fan out");
         let failed = webhook_deliveries::Entity::find()
             .filter(webhook_deliveries::Column::State.eq("failed"))
             .filter(webhook_deliveries::Column::Attempts.eq(0))
@@ -122,8 +122,8 @@ db_test! {
         });
         let (receiver, address) = Receiver::start().await;
         let app = app(db, &["--webhook-timeout-ms=60000"]).await;
-        let tb = keys::create_for_tenant(&app.db.conn, "tb-admin", Role::Admin, Some("tb")).await.expect("key");
-        let default_admin = keys::create_for_tenant(&app.db.conn, "default-admin", Role::Admin, None).await.expect("key");
+        let tb = keys::create_for_tenant(&app.db.conn, "tb-admin", Role::Admin, Some("tb"), chrono::Utc::now()).await.expect("key");
+        let default_admin = keys::create_for_tenant(&app.db.conn, "default-admin", Role::Admin, None, chrono::Utc::now()).await.expect("key");
         for i in 0..16 {
             subscribe(&app, &tb, &format!("http://{silent_address}/hook/{i}"), &["revision.published"]).await;
         }
@@ -174,7 +174,7 @@ db_test! {
 db_test! {
     async fn no_webhook_secret_is_kept_in_an_idempotency_record(db) {
         let app = TestApp::builder(db).flag("--connector-allow=127.0.0.1").build().await;
-        let admin = keys::create_for_tenant(&app.db.conn, "hook-admin", Role::Admin, None).await.expect("key");
+        let admin = keys::create_for_tenant(&app.db.conn, "hook-admin", Role::Admin, None, chrono::Utc::now()).await.expect("key");
         let created = app.request(
             axum::http::Request::post("/v1/webhooks")
                 .header("authorization", format!("Bearer {admin}"))
@@ -282,7 +282,7 @@ db_test! {
             .await;
         // tb's admin holds one key; two more fit, the fourth is refused, and a
         // revoked key frees its place.
-        let tb = keys::create_for_tenant(&app.db.conn, "tb-admin", Role::Admin, Some("tb")).await.expect("key");
+        let tb = keys::create_for_tenant(&app.db.conn, "tb-admin", Role::Admin, Some("tb"), chrono::Utc::now()).await.expect("key");
         for name in ["tb-a", "tb-b"] {
             let (status, body) = app.call(Method::POST, "/v1/keys", &tb, Some(json!({"name": name, "role": "agent"}))).await;
             assert_eq!(status, StatusCode::CREATED, "{body}");
@@ -353,7 +353,7 @@ db_test! {
             }
         });
         let app = app(db, &["--webhook-timeout-ms=500", "--webhook-retry-base-ms=60000"]).await;
-        let admin = keys::create_for_tenant(&app.db.conn, "stall-admin", Role::Admin, None).await.expect("key");
+        let admin = keys::create_for_tenant(&app.db.conn, "stall-admin", Role::Admin, None, chrono::Utc::now()).await.expect("key");
         subscribe(&app, &admin, &format!("http://{address}/hook"), &["revision.published"]).await;
         save_soul(&app, "A delivery the receiver never finishes taking.").await;
         let mut attempts = Vec::new();

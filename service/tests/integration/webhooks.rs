@@ -348,9 +348,9 @@ db_test! {
         let (receiver_a, address_a) = Receiver::start().await;
         let (receiver_b, address_b) = Receiver::start().await;
         let app = app(db, &[]).await;
-        let admin_a = keys::create_for_tenant(&app.db.conn, "a-admin", Role::Admin, Some("tenanta")).await.expect("key");
-        let admin_b = keys::create_for_tenant(&app.db.conn, "b-admin", Role::Admin, Some("tenantb")).await.expect("key");
-        let agent_b = keys::create_for_tenant(&app.db.conn, "b-agent", Role::Agent, Some("tenantb")).await.expect("key");
+        let admin_a = keys::create_for_tenant(&app.db.conn, "a-admin", Role::Admin, Some("tenanta"), chrono::Utc::now()).await.expect("key");
+        let admin_b = keys::create_for_tenant(&app.db.conn, "b-admin", Role::Admin, Some("tenantb"), chrono::Utc::now()).await.expect("key");
+        let agent_b = keys::create_for_tenant(&app.db.conn, "b-agent", Role::Agent, Some("tenantb"), chrono::Utc::now()).await.expect("key");
         let events = ["proposal.waiting", "proposal.decided"];
         let a = subscribe(&app, &admin_a, &format!("http://{address_a}/hook"), &events).await;
         let b = subscribe(&app, &admin_b, &format!("http://{address_b}/hook"), &events).await;

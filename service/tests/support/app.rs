@@ -153,7 +153,7 @@ impl TestApp {
     /// generation: rows written behind the API (a drifted database) are served
     /// from the next publish on, as after a restart.
     pub async fn publish(&self) {
-        loadout::releases::publish_all(&self.db.conn, Some("rows"))
+        loadout::releases::publish_all(&self.db.conn, Some("rows"), self.state.clock.now())
             .await
             .expect("publish");
         let generation = loadout::db::generation::bump(&self.db.conn)

@@ -121,7 +121,7 @@ impl TestDb {
     pub async fn seeded(self) -> TestDb {
         let db = self.migrated().await;
         let seeds = loadout::registry::catalog::Seeds::embedded().expect("seeds");
-        loadout::registry::seed::run(&db.conn, &seeds)
+        loadout::registry::seed::run(&db.conn, &seeds, chrono::Utc::now())
             .await
             .expect("seed");
         db
@@ -132,13 +132,20 @@ impl TestDb {
     /// `loadout keys create --signer` does (the power such keys had before members).
     pub async fn key(&self, name: &str, role: loadout::auth::keys::Role) -> String {
         use loadout::auth::keys::Role;
-        let key = loadout::auth::keys::create(&self.conn, name, role)
+        let key = loadout::auth::keys::create(&self.conn, name, role, chrono::Utc::now())
             .await
             .expect("create a key");
         if matches!(role, Role::Operator | Role::Approver) {
-            loadout::auth::signers::set_signer_on_database(&self.conn, "default", name, true, None)
-                .await
-                .expect("grant sign-off");
+            loadout::auth::signers::set_signer_on_database(
+                &self.conn,
+                "default",
+                name,
+                true,
+                None,
+                chrono::Utc::now(),
+            )
+            .await
+            .expect("grant sign-off");
         }
         key
     }

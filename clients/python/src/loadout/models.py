@@ -1028,7 +1028,7 @@ class PreviewRow(BaseModel):
 
 class ProblemCode(Enum):
     """
-    What a problem is. Serialises to its code (`"missing_tier"`); the README's
+    What a problem is. Serialises to its code (`"missing_tier"`); the guide's
     `loadout check` table lists every code with its severity.
 
     Declared in the codes' alphabetical order: reports sort problems by code, and

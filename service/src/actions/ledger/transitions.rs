@@ -298,7 +298,7 @@ pub(super) async fn event(
     }
     .insert(db)
     .await?;
-    announce(db, proposal, from, to, actor).await
+    announce(db, proposal, from, to, actor, at).await
 }
 
 /// A proposal's move as a webhook tells it: `proposal.waiting` when it is made,
@@ -309,6 +309,7 @@ async fn announce(
     from: Option<&str>,
     to: State,
     actor: &str,
+    at: DateTime<Utc>,
 ) -> Result<(), DbErr> {
     let waiting = from.is_none() && to == State::Proposed;
     let decided = from == Some(State::Proposed.as_str());
@@ -328,5 +329,5 @@ async fn announce(
         true => events::Event::ProposalWaiting(data),
         false => events::Event::ProposalDecided(data),
     };
-    events::record(db, event).await
+    events::record(db, at, event).await
 }
