@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::TimeDelta;
 use entity::{agent_configurations, agent_labels, agent_tools, connectors};
 use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter};
 use serde::Serialize;
@@ -54,7 +54,6 @@ pub struct Apply<'a> {
     pub max_template_bytes: usize,
     /// How long a change request for a gated agent's `production` waits.
     pub request_ttl: TimeDelta,
-    pub now: DateTime<Utc>,
 }
 
 /// What an apply did.
@@ -542,7 +541,7 @@ impl Applying<'_> {
             if label.revision_id == to.id {
                 continue;
             }
-            let now = self.input.now;
+            let now = self.db.now();
             change_requests::end_pending(self.txn(), p.agent_id, PRODUCTION, now, |_| {
                 Some(ChangeState::Superseded)
             })

@@ -290,7 +290,6 @@ async fn run_apply(
     );
     let who = cli();
     let outbound = args.connectors.outbound()?;
-    let now = SystemClock.now();
     let input = apply::Apply {
         target,
         base,
@@ -300,12 +299,11 @@ async fn run_apply(
         outbound: &outbound,
         max_template_bytes: args.max_template_bytes,
         request_ttl: args.proposals.ttl(Tier::RequiresApproval),
-        now,
     };
     let writer = Writer {
         db,
         generation: &generation,
-        now,
+        now: SystemClock.now(),
         key: None,
     };
     apply::apply(&writer, input)

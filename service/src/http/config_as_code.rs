@@ -108,7 +108,6 @@ async fn apply_config(
         (None, Some(exported)) => Base::Export(exported),
         (None, None) => Base::Nothing,
     };
-    let writing = state.label_writing();
     let input = apply::Apply {
         target: body.configuration,
         base,
@@ -117,8 +116,7 @@ async fn apply_config(
         keyring: &state.secrets,
         outbound: &state.outbound,
         max_template_bytes: state.settings.max_template_bytes,
-        request_ttl: writing.request_ttl,
-        now: writing.now,
+        request_ttl: state.label_writing().request_ttl,
     };
     Ok(Json(
         apply::apply(&state.writer(key(&idempotency)), input).await?,

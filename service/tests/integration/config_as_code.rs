@@ -96,12 +96,11 @@ async fn apply_dir(
         outbound: &outbound,
         max_template_bytes: 64 * 1024,
         request_ttl: chrono::TimeDelta::hours(24),
-        now: chrono::Utc::now(),
     };
     let writer = loadout::db::Writer {
         db,
         generation: &generation,
-        now: input.now,
+        now: chrono::Utc::now(),
         key: None,
     };
     apply::apply(&writer, input).await
