@@ -25,6 +25,10 @@ pub struct Model {
     pub template_version: i32,
     /// `direct`: a save moves `production` too (the default); `gated`: only `latest`.
     pub release_mode: String,
+    /// The agent's Cedar policy set (migration 23); `None`: the tiers decide.
+    pub policy: Option<String>,
+    /// The policy's test cases as JSON (migration 23), run by `loadout check`.
+    pub policy_tests: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
     pub deleted_at: Option<DateTimeUtc>,

@@ -25,6 +25,8 @@ pub mod rollouts;
 pub mod signer_grants;
 pub mod tools;
 pub mod user_agent_prompt_customizations;
+pub mod user_group_members;
+pub mod user_groups;
 pub mod user_tool_preferences;
 pub mod webhook_attempts;
 pub mod webhook_deliveries;

@@ -38,6 +38,9 @@ pub struct Model {
     pub updated_at: DateTimeUtc,
     /// The revision the call was validated under (migration 19; `None` before it).
     pub revision_id: Option<i32>,
+    /// Which revision and policy decided the call, as JSON `{"revision", "policy"}`
+    /// (migration 23; `None`: the tier decided, or a proposal from before).
+    pub decided_by: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -26,6 +26,7 @@ mod m20261126_000019_outcomes;
 mod m20261126_000020_webhooks;
 mod m20261127_000021_members;
 mod m20261127_000022_tenant_bounds;
+mod m20261128_000023_policies;
 
 /// Every migration, oldest first.
 pub struct Migrator;
@@ -56,6 +57,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000020_webhooks::Migration),
             Box::new(m20261127_000021_members::Migration),
             Box::new(m20261127_000022_tenant_bounds::Migration),
+            Box::new(m20261128_000023_policies::Migration),
         ]
     }
 }

@@ -24,6 +24,7 @@ pub mod fetch;
 pub mod http;
 pub mod mcp;
 pub mod metrics;
+pub mod policies;
 pub mod promotion;
 pub mod prompt;
 pub mod registry;

@@ -1,0 +1,529 @@
+//! Policies as data: an agent's Cedar policy set, part of its revision, decides
+//! who may call which tool with which arguments, and what needs approval.
+//!
+//! A policy set is an overlay on the tiers, not Cedar's default-deny:
+//! - a satisfied `forbid` denies the call, with its `@reason("…")`;
+//! - else a satisfied `@requireApproval` `permit` (Docker's MCP gateway's
+//!   convention) makes it wait for an approver;
+//! - else a satisfied `permit` runs it at once; on a `requires_approval` tool only
+//!   when that permit is marked `@skipApproval`, so a sign-off sees the relaxation;
+//! - else the tier and the user's preference decide, exactly as without a policy.
+//!
+//! Nothing unsure comes out `auto`: a policy that fails to evaluate, arguments a
+//! policy cannot read (a number that is not whole), or a policy set that no longer
+//! compiles against the revision's tools all make the call wait for an approver.
+//! A policy's id is its `@id("…")` annotation, else Cedar's `policy0`, `policy1`, …
+
+pub mod cases;
+pub mod groups;
+mod schema;
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::str::FromStr;
+
+use cedar_policy::{
+    Authorizer, Context, Decision as CedarDecision, Effect, Entities, Entity, EntityId,
+    EntityTypeName, EntityUid, Policy as CedarPolicy, PolicyId, PolicySet, Request,
+    RestrictedExpression, Schema, ValidationMode, Validator,
+};
+use miette::Diagnostic;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+pub use schema::MAX_DEPTH;
+
+use crate::vocab::Tier;
+
+/// The largest policy set an agent may hold, in bytes of text.
+pub const MAX_POLICY_BYTES: usize = 256 * 1024;
+
+/// What decided a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// A `forbid` applies: the call is refused.
+    Deny,
+    /// A `@requireApproval` permit applies, or the policy could not decide.
+    Approval,
+    /// A `permit` applies: the call runs at once.
+    Auto,
+    /// No policy applies: the tier (and the user's preference) decides.
+    Tier,
+}
+
+/// A policy's decision on one call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decision {
+    pub outcome: Outcome,
+    /// The policy that decided (`None`: none applied, or the set could not decide).
+    pub policy: Option<String>,
+    /// Why: a forbid's `@reason`, or what could not be decided.
+    pub reason: Option<String>,
+    /// A `forbid` that holds whatever the arguments: the tool is hidden from this
+    /// principal, and a call is refused as if the tool did not exist.
+    pub outright: bool,
+}
+
+impl Decision {
+    fn tier() -> Decision {
+        Decision {
+            outcome: Outcome::Tier,
+            policy: None,
+            reason: None,
+            outright: false,
+        }
+    }
+
+    fn unsure(reason: String) -> Decision {
+        Decision {
+            outcome: Outcome::Approval,
+            policy: None,
+            reason: Some(reason),
+            outright: false,
+        }
+    }
+}
+
+/// Who calls: the key's tenant and member, the user the agent acts for, and the
+/// user's groups.
+#[derive(Clone, Copy, Debug)]
+pub struct Who<'a> {
+    pub tenant: &'a str,
+    pub member: &'a str,
+    /// `None`: the call names no user; it is decided for `User::""`, in no group.
+    pub user: Option<&'a str>,
+    pub groups: &'a [String],
+}
+
+/// A problem in a policy set: where (1-based line and column in its text) and what.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, ToSchema)]
+pub struct PolicyProblem {
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+impl fmt::Display for PolicyProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: {}", self.line, self.column, self.message)
+    }
+}
+
+/// One tool as a policy sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct ToolShape<'a> {
+    pub name: &'a str,
+    pub tier: &'a str,
+    pub parameters: &'a Value,
+}
+
+/// A tool of the compiled set: its action, resource and input schema.
+struct Compiled {
+    action: EntityUid,
+    resource: Entity,
+    parameters: Value,
+}
+
+/// A policy set parsed and validated against a revision's tools, ready to decide.
+pub struct Rules {
+    set: PolicySet,
+    /// The `forbid`s that read no argument: what hides a tool from a principal.
+    outright: PolicySet,
+    schema: Schema,
+    tools: HashMap<String, Compiled>,
+    authorizer: Authorizer,
+}
+
+impl fmt::Debug for Rules {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rules")
+            .field("policies", &self.set.num_of_policies())
+            .finish_non_exhaustive()
+    }
+}
+
+/// An agent's policy as a revision serves it: ready, or (if it no longer compiles
+/// against the revision's tools) broken, which decides nothing `auto`.
+#[derive(Debug)]
+pub enum Policy {
+    Ready(Rules),
+    Broken(String),
+}
+
+impl Policy {
+    /// The policy `text` compiled for `tools`; `None` when there is no policy.
+    pub fn of<'a>(
+        text: Option<&str>,
+        tools: impl Iterator<Item = ToolShape<'a>>,
+    ) -> Option<Policy> {
+        let text = text.filter(|t| !t.trim().is_empty())?;
+        Some(match Rules::compile(text, tools) {
+            Ok(rules) => Policy::Ready(rules),
+            Err(problems) => {
+                let first = problems
+                    .first()
+                    .map(ToString::to_string)
+                    .unwrap_or_default();
+                Policy::Broken(format!("the agent's policy does not compile: {first}"))
+            }
+        })
+    }
+
+    /// The decision on a call of `tool` (of the revision) at `tier`.
+    pub fn decide(&self, tool: &str, tier: Tier, arguments: &Value, who: Who<'_>) -> Decision {
+        match self {
+            Policy::Ready(rules) => rules.decide(tool, tier, arguments, who),
+            Policy::Broken(reason) => Decision::unsure(reason.clone()),
+        }
+    }
+
+    /// Whether a `forbid` denies `who` the tool whatever the arguments.
+    pub fn hides(&self, tool: &str, who: Who<'_>) -> bool {
+        match self {
+            Policy::Ready(rules) => rules.hides(tool, who),
+            Policy::Broken(_) => false,
+        }
+    }
+
+    /// Whether any policy could hide a tool (so a list must ask [`Self::hides`]).
+    pub fn can_hide(&self) -> bool {
+        matches!(self, Policy::Ready(rules) if !rules.outright.is_empty())
+    }
+}
+
+fn uid(kind: &str, id: &str) -> EntityUid {
+    #[expect(clippy::expect_used, reason = "the type names are constants and valid")]
+    let kind = EntityTypeName::from_str(kind).expect("a valid entity type name");
+    EntityUid::from_type_name_and_id(kind, EntityId::new(id))
+}
+
+/// The 1-based line and column of byte `offset` in `text`.
+fn position(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..text.floor_char_boundary(offset.min(text.len()))];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+/// `error` as problems at the places it labels (line 1, column 1 when none).
+fn problems_of(text: &str, error: &dyn Diagnostic, message: String) -> PolicyProblem {
+    let offset = error
+        .labels()
+        .and_then(|mut labels| labels.next())
+        .map_or(0, |l| l.offset());
+    let (line, column) = position(text, offset);
+    let help = error.help().map(|h| format!(" ({h})")).unwrap_or_default();
+    PolicyProblem {
+        line,
+        column,
+        message: format!("{message}{help}"),
+    }
+}
+
+/// Whether a policy reads the call's arguments or item (its JSON form names them).
+fn reads_arguments(policy: &CedarPolicy) -> bool {
+    policy
+        .to_json()
+        .map(|json| {
+            let json = json.to_string();
+            json.contains("\"arguments\"") || json.contains("\"item\"")
+        })
+        .unwrap_or(true)
+}
+
+/// How strict an outcome is, for combining a list call's items.
+fn rank(outcome: Outcome) -> u8 {
+    match outcome {
+        Outcome::Auto => 0,
+        Outcome::Tier => 1,
+        Outcome::Approval => 2,
+        Outcome::Deny => 3,
+    }
+}
+
+/// The most items of one call a policy decides (each is one evaluation).
+pub const MAX_ITEMS: usize = 1000;
+
+impl Rules {
+    /// Parses `text`, names each policy by its `@id`, and validates the set (strict
+    /// mode) against the schema of `tools`. Every problem, at its line and column.
+    pub fn compile<'a>(
+        text: &str,
+        tools: impl Iterator<Item = ToolShape<'a>>,
+    ) -> Result<Rules, Vec<PolicyProblem>> {
+        if text.len() > MAX_POLICY_BYTES {
+            return Err(vec![PolicyProblem {
+                line: 1,
+                column: 1,
+                message: format!("the policy is over {MAX_POLICY_BYTES} bytes"),
+            }]);
+        }
+        let parsed = PolicySet::from_str(text).map_err(|errors| {
+            errors
+                .iter()
+                .map(|e| problems_of(text, e, e.to_string()))
+                .collect::<Vec<_>>()
+        })?;
+        let mut set = PolicySet::new();
+        let mut outright = PolicySet::new();
+        let mut problems = Vec::new();
+        for policy in parsed.policies() {
+            let policy = match policy.annotation("id") {
+                Some(id) => policy.new_id(PolicyId::new(id)),
+                None => policy.clone(),
+            };
+            let hides = policy.effect() == Effect::Forbid && !reads_arguments(&policy);
+            if let Err(e) = set.add(policy.clone()) {
+                let id = policy.id().to_string();
+                let at = text.find(&format!("@id(\"{id}\")")).unwrap_or(0);
+                let (line, column) = position(text, at);
+                problems.push(PolicyProblem {
+                    line,
+                    column,
+                    message: format!("{e}: give each policy its own @id"),
+                });
+                continue;
+            }
+            if hides {
+                // Ids are unique in `set`, so they are here too.
+                let _ = outright.add(policy);
+            }
+        }
+        let tools: Vec<ToolShape<'a>> = tools.collect();
+        let schema_json = schema::schema(tools.iter().map(|t| (t.name, t.parameters)));
+        let schema = Schema::from_json_value(schema_json).map_err(|e| {
+            vec![PolicyProblem {
+                line: 1,
+                column: 1,
+                message: format!("the tools' schemas make no Cedar schema: {e}"),
+            }]
+        })?;
+        let validated = Validator::new(schema.clone()).validate(&set, ValidationMode::Strict);
+        for error in validated.validation_errors() {
+            problems.push(problems_of(text, error, error.to_string()));
+        }
+        if !problems.is_empty() {
+            problems.sort_by_key(|p| (p.line, p.column));
+            return Err(problems);
+        }
+        let tools = tools
+            .iter()
+            .map(|t| {
+                let resource = tool_entity(t);
+                let compiled = Compiled {
+                    action: uid("Action", t.name),
+                    resource,
+                    parameters: t.parameters.clone(),
+                };
+                (t.name.to_owned(), compiled)
+            })
+            .collect();
+        Ok(Rules {
+            set,
+            outright,
+            schema,
+            tools,
+            authorizer: Authorizer::new(),
+        })
+    }
+
+    /// The decision on a call (see the module's doc for the order). A list tool's
+    /// call is decided item by item (`context.item`) and is as strict as its
+    /// strictest item: denied if one is, waits if one must, `auto` only if all are.
+    pub fn decide(&self, tool: &str, tier: Tier, arguments: &Value, who: Who<'_>) -> Decision {
+        let Some(compiled) = self.tools.get(tool) else {
+            return Decision::unsure(format!("the policy does not know the tool {tool:?}"));
+        };
+        let args = match schema::arguments(&compiled.parameters, arguments) {
+            Ok(args) => args,
+            Err(why) => return Decision::unsure(format!("the policy cannot decide: {why}")),
+        };
+        let Some(item_schema) = schema::list_item(&compiled.parameters) else {
+            return self.decide_one(compiled, tier, &args, None, who);
+        };
+        let items = arguments
+            .get("items")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        if items.is_empty() {
+            // Nothing to decide item by item: only a forbid that reads no argument applies.
+            return match self.hides(tool, who) {
+                true => self.decide_one(compiled, tier, &args, None, who),
+                false => Decision::tier(),
+            };
+        }
+        if items.len() > MAX_ITEMS {
+            return Decision::unsure(format!(
+                "the policy decides calls of up to {MAX_ITEMS} items"
+            ));
+        }
+        let mut strictest: Option<Decision> = None;
+        for (i, item) in items.iter().enumerate() {
+            let item = match schema::arguments(item_schema, item) {
+                Ok(item) => item,
+                Err(why) => {
+                    let why = why.replacen("argument /", &format!("argument /items/{i}/"), 1);
+                    return Decision::unsure(format!("the policy cannot decide: {why}"));
+                }
+            };
+            let decision = self.decide_one(compiled, tier, &args, Some(item), who);
+            if strictest
+                .as_ref()
+                .is_none_or(|s| rank(decision.outcome) > rank(s.outcome))
+            {
+                strictest = Some(decision);
+            }
+        }
+        strictest.unwrap_or_else(Decision::tier)
+    }
+
+    fn decide_one(
+        &self,
+        compiled: &Compiled,
+        tier: Tier,
+        args: &Value,
+        item: Option<Value>,
+        who: Who<'_>,
+    ) -> Decision {
+        let mut context = serde_json::json!({
+            "tenant": who.tenant,
+            "member": who.member,
+            "arguments": args,
+        });
+        if let Some(item) = item {
+            context["item"] = item;
+        }
+        let context =
+            match Context::from_json_value(context, Some((&self.schema, &compiled.action))) {
+                Ok(context) => context,
+                Err(e) => return Decision::unsure(format!("the policy cannot decide: {e}")),
+            };
+        let response = match self.ask(&self.set, compiled, context, who) {
+            Ok(response) => response,
+            Err(e) => return Decision::unsure(e),
+        };
+        let reasons: Vec<&PolicyId> = response.diagnostics().reason().collect();
+        if response.decision() == CedarDecision::Deny
+            && let Some(id) = reasons.first()
+        {
+            return Decision {
+                outcome: Outcome::Deny,
+                policy: Some(id.to_string()),
+                reason: Some(self.reason_of(id)),
+                outright: self.outright.policy(id).is_some(),
+            };
+        }
+        if let Some(error) = response.diagnostics().errors().next() {
+            // A policy that failed to evaluate might have denied or asked.
+            return Decision::unsure(format!("a policy failed to evaluate: {error}"));
+        }
+        let permits: Vec<&PolicyId> = match response.decision() {
+            CedarDecision::Allow => reasons,
+            CedarDecision::Deny => Vec::new(),
+        };
+        let annotated = |key: &str| {
+            permits
+                .iter()
+                .find(|id| self.set.annotation(id, key).is_some())
+                .map(|id| id.to_string())
+        };
+        if let Some(id) = annotated("requireApproval") {
+            return Decision {
+                outcome: Outcome::Approval,
+                reason: self
+                    .set
+                    .annotation(&PolicyId::new(&id), "reason")
+                    .map(str::to_owned),
+                policy: Some(id),
+                outright: false,
+            };
+        }
+        let skips = annotated("skipApproval");
+        let auto = match tier {
+            Tier::RequiresApproval => skips,
+            _ => skips.or_else(|| permits.first().map(|id| id.to_string())),
+        };
+        match auto {
+            Some(id) => Decision {
+                outcome: Outcome::Auto,
+                policy: Some(id),
+                reason: None,
+                outright: false,
+            },
+            None => Decision::tier(),
+        }
+    }
+
+    /// Whether a `forbid` that reads no argument denies `who` the tool.
+    pub fn hides(&self, tool: &str, who: Who<'_>) -> bool {
+        if self.outright.is_empty() {
+            return false;
+        }
+        let Some(compiled) = self.tools.get(tool) else {
+            return false;
+        };
+        let context = serde_json::json!({"tenant": who.tenant, "member": who.member});
+        let Ok(context) = Context::from_json_value(context, None) else {
+            return false;
+        };
+        match self.ask(&self.outright, compiled, context, who) {
+            Ok(response) => response.diagnostics().reason().next().is_some(),
+            Err(_) => false,
+        }
+    }
+
+    fn ask(
+        &self,
+        set: &PolicySet,
+        tool: &Compiled,
+        context: Context,
+        who: Who<'_>,
+    ) -> Result<cedar_policy::Response, String> {
+        let principal = uid("User", who.user.unwrap_or(""));
+        let parents: HashSet<EntityUid> = match who.user {
+            Some(_) => who.groups.iter().map(|g| uid("Group", g)).collect(),
+            None => HashSet::new(),
+        };
+        let user = Entity::new_no_attrs(principal.clone(), parents);
+        let entities = Entities::from_entities([user, tool.resource.clone()], None)
+            .map_err(|e| format!("the policy cannot decide: {e}"))?;
+        let request = Request::new(
+            principal,
+            tool.action.clone(),
+            tool.resource.uid(),
+            context,
+            None,
+        )
+        .map_err(|e| format!("the policy cannot decide: {e}"))?;
+        Ok(self.authorizer.is_authorized(&request, set, &entities))
+    }
+
+    fn reason_of(&self, id: &PolicyId) -> String {
+        match self.set.annotation(id, "reason") {
+            Some(reason) => reason.to_owned(),
+            None => format!("policy {id} forbids this call"),
+        }
+    }
+}
+
+fn tool_entity(tool: &ToolShape<'_>) -> Entity {
+    let attrs = HashMap::from([
+        (
+            "name".to_owned(),
+            RestrictedExpression::new_string(tool.name.to_owned()),
+        ),
+        (
+            "tier".to_owned(),
+            RestrictedExpression::new_string(tool.tier.to_owned()),
+        ),
+    ]);
+    let id = uid("Tool", tool.name);
+    Entity::new(id.clone(), attrs, HashSet::new())
+        .unwrap_or_else(|_| Entity::new_no_attrs(id, HashSet::new()))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,281 @@
+//! Groups of users per tenant, for policies (`principal in Group::"ops"`). An
+//! admin's list; a user is an agent's `user_id`. Read at every decision, so a
+//! change applies to the next call. Deletes are soft.
+
+use chrono::{DateTime, Utc};
+use entity::{user_group_members as members, user_groups as groups};
+use sea_orm::{
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection,
+    EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
+};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use crate::db::idempotency::Pending;
+use crate::error::{Error, Result, check_id, check_name};
+
+/// The most groups a tenant may hold, and members a group.
+pub const MAX_GROUPS: u64 = 1000;
+pub const MAX_MEMBERS: u64 = 10_000;
+
+/// A group and its members.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct GroupView {
+    pub name: String,
+    /// User ids, sorted.
+    pub members: Vec<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The tenant's groups, by name.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct GroupList {
+    pub groups: Vec<GroupView>,
+}
+
+/// The body of `POST /v1/groups`.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewGroup {
+    /// Lowercase letters, digits and `_`, as tool names.
+    pub name: String,
+    /// User ids to start with.
+    #[serde(default)]
+    pub members: Vec<String>,
+}
+
+/// The names of the live groups `user` is a live member of, in `tenant`.
+pub async fn of(db: &impl ConnectionTrait, tenant: &str, user: &str) -> Result<Vec<String>> {
+    let names: Vec<String> = groups::Entity::find()
+        .select_only()
+        .column(groups::Column::Name)
+        .inner_join(members::Entity)
+        .filter(groups::Column::TenantId.eq(tenant))
+        .filter(groups::Column::DeletedAt.is_null())
+        .filter(members::Column::UserId.eq(user))
+        .filter(members::Column::DeletedAt.is_null())
+        .order_by_asc(groups::Column::Name)
+        .into_tuple()
+        .all(db)
+        .await?;
+    Ok(names)
+}
+
+/// The tenant's live groups with their live members.
+pub async fn list(db: &DatabaseConnection, tenant: &str) -> Result<GroupList> {
+    let rows = groups::Entity::find()
+        .filter(groups::Column::TenantId.eq(tenant))
+        .filter(groups::Column::DeletedAt.is_null())
+        .order_by_asc(groups::Column::Name)
+        .find_with_related(members::Entity)
+        .all(db)
+        .await?;
+    let groups = rows
+        .into_iter()
+        .map(|(group, members)| view(group, members))
+        .collect();
+    Ok(GroupList { groups })
+}
+
+fn view(group: groups::Model, members: Vec<members::Model>) -> GroupView {
+    let mut names: Vec<String> = members
+        .into_iter()
+        .filter(|m| m.deleted_at.is_none())
+        .map(|m| m.user_id)
+        .collect();
+    names.sort();
+    GroupView {
+        name: group.name,
+        members: names,
+        created_at: group.created_at,
+    }
+}
+
+async fn live(db: &impl ConnectionTrait, tenant: &str, name: &str) -> Result<groups::Model> {
+    groups::Entity::find()
+        .filter(groups::Column::TenantId.eq(tenant))
+        .filter(groups::Column::Name.eq(name))
+        .filter(groups::Column::DeletedAt.is_null())
+        .one(db)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no group named {name:?}")))
+}
+
+/// One group.
+pub async fn get(db: &DatabaseConnection, tenant: &str, name: &str) -> Result<GroupView> {
+    check_name("group", name)?;
+    let group = live(db, tenant, name).await?;
+    let members = members::Entity::find()
+        .filter(members::Column::GroupId.eq(group.id))
+        .filter(members::Column::DeletedAt.is_null())
+        .all(db)
+        .await?;
+    Ok(view(group, members))
+}
+
+/// Creates a group (409 if the tenant has a live one of that name).
+pub async fn create(
+    db: &DatabaseConnection,
+    tenant: &str,
+    new: NewGroup,
+    now: DateTime<Utc>,
+    key: Option<&Pending>,
+) -> Result<GroupView> {
+    check_name("group", &new.name)?;
+    for user in &new.members {
+        check_id("user_id", user)?;
+    }
+    if new.members.len() as u64 > MAX_MEMBERS {
+        return Err(Error::invalid(format!(
+            "a group has at most {MAX_MEMBERS} members"
+        )));
+    }
+    let txn = crate::db::begin_write(db).await?;
+    let count = groups::Entity::find()
+        .filter(groups::Column::TenantId.eq(tenant))
+        .filter(groups::Column::DeletedAt.is_null())
+        .count(&txn)
+        .await?;
+    if count >= MAX_GROUPS {
+        return Err(Error::refused(
+            "too_many_groups",
+            format!("a tenant has at most {MAX_GROUPS} groups"),
+        ));
+    }
+    let name = new.name.clone();
+    let group = groups::ActiveModel {
+        tenant_id: Set(tenant.to_owned()),
+        name: Set(new.name),
+        created_at: Set(now),
+        deleted_at: Set(None),
+        ..Default::default()
+    }
+    .insert(&txn)
+    .await
+    .map_err(|e| Error::from_db(e, || format!("a group named {name:?} exists")))?;
+    let mut users = new.members;
+    users.sort();
+    users.dedup();
+    let mut added = Vec::with_capacity(users.len());
+    for user in users {
+        added.push(insert_member(&txn, group.id, user, now).await?);
+    }
+    crate::db::idempotency::record_if(&txn, key).await?;
+    txn.commit().await?;
+    Ok(view(group, added))
+}
+
+async fn insert_member(
+    db: &impl ConnectionTrait,
+    group: i32,
+    user: String,
+    now: DateTime<Utc>,
+) -> Result<members::Model> {
+    Ok(members::ActiveModel {
+        group_id: Set(group),
+        user_id: Set(user),
+        created_at: Set(now),
+        deleted_at: Set(None),
+        ..Default::default()
+    }
+    .insert(db)
+    .await?)
+}
+
+/// Adds `user` to the group (a member already is answered as it is).
+pub async fn add(
+    db: &DatabaseConnection,
+    tenant: &str,
+    name: &str,
+    user: &str,
+    now: DateTime<Utc>,
+    key: Option<&Pending>,
+) -> Result<GroupView> {
+    check_name("group", name)?;
+    check_id("user_id", user)?;
+    let txn = crate::db::begin_write(db).await?;
+    let group = live(&txn, tenant, name).await?;
+    let current = members::Entity::find()
+        .filter(members::Column::GroupId.eq(group.id))
+        .filter(members::Column::DeletedAt.is_null())
+        .all(&txn)
+        .await?;
+    let mut all = current.clone();
+    if !current.iter().any(|m| m.user_id == user) {
+        if current.len() as u64 >= MAX_MEMBERS {
+            return Err(Error::refused(
+                "too_many_members",
+                format!("a group has at most {MAX_MEMBERS} members"),
+            ));
+        }
+        all.push(insert_member(&txn, group.id, user.to_owned(), now).await?);
+    }
+    crate::db::idempotency::record_if(&txn, key).await?;
+    txn.commit().await?;
+    Ok(view(group, all))
+}
+
+/// Removes `user` from the group (soft; 404 if not a member).
+pub async fn remove(
+    db: &DatabaseConnection,
+    tenant: &str,
+    name: &str,
+    user: &str,
+    now: DateTime<Utc>,
+    key: Option<&Pending>,
+) -> Result<GroupView> {
+    check_name("group", name)?;
+    check_id("user_id", user)?;
+    let txn = crate::db::begin_write(db).await?;
+    let group = live(&txn, tenant, name).await?;
+    let current = members::Entity::find()
+        .filter(members::Column::GroupId.eq(group.id))
+        .filter(members::Column::DeletedAt.is_null())
+        .all(&txn)
+        .await?;
+    let Some(member) = current.iter().find(|m| m.user_id == user).cloned() else {
+        return Err(Error::not_found(format!(
+            "{user:?} is not in group {name:?}"
+        )));
+    };
+    let mut gone: members::ActiveModel = member.into();
+    gone.deleted_at = Set(Some(now));
+    gone.update(&txn).await?;
+    crate::db::idempotency::record_if(&txn, key).await?;
+    txn.commit().await?;
+    let rest = current.into_iter().filter(|m| m.user_id != user).collect();
+    Ok(view(group, rest))
+}
+
+/// Deletes the group and its memberships (soft).
+pub async fn delete(
+    db: &DatabaseConnection,
+    tenant: &str,
+    name: &str,
+    now: DateTime<Utc>,
+    key: Option<&Pending>,
+) -> Result<GroupView> {
+    check_name("group", name)?;
+    let txn = crate::db::begin_write(db).await?;
+    let group = live(&txn, tenant, name).await?;
+    let current = members::Entity::find()
+        .filter(members::Column::GroupId.eq(group.id))
+        .filter(members::Column::DeletedAt.is_null())
+        .all(&txn)
+        .await?;
+    members::Entity::update_many()
+        .col_expr(
+            members::Column::DeletedAt,
+            sea_orm::sea_query::Expr::value(Some(now)),
+        )
+        .filter(members::Column::GroupId.eq(group.id))
+        .filter(members::Column::DeletedAt.is_null())
+        .exec(&txn)
+        .await?;
+    let mut gone: groups::ActiveModel = group.clone().into();
+    gone.deleted_at = Set(Some(now));
+    gone.update(&txn).await?;
+    crate::db::idempotency::record_if(&txn, key).await?;
+    txn.commit().await?;
+    Ok(view(group, current))
+}
