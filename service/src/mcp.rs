@@ -590,6 +590,12 @@ fn call_result(result: CallResult) -> CallToolResult {
             done.content = vec![ContentBlock::text(result.to_string())];
             done
         }
+        CallResult::DryRun(decision) => {
+            let body = to_value(&decision);
+            let mut done = CallToolResult::structured(body.clone());
+            done.content = vec![ContentBlock::text(body.to_string())];
+            done
+        }
     }
 }
 
@@ -740,9 +746,11 @@ impl ServerHandler for Loadout {
                 .unwrap_or_else(|| "mcp".to_owned()),
             message_id: None,
             user_id: meta("user_id").or(caller.user_id.clone()),
-            idempotency_key: None,
+            // A retry of the same call with the same key answers the first call's result.
+            idempotency_key: meta("idempotency_key"),
             // The revision the client names, else the one its endpoint serves.
             revision: Some(revision(&context, &pick.served)?),
+            dry_run: false,
         };
         match call::call(
             &self.state.runner(),

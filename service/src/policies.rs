@@ -98,7 +98,7 @@ pub struct Who<'a> {
 }
 
 /// A problem in a policy set: where (1-based line and column in its text) and what.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct PolicyProblem {
     pub line: usize,
     pub column: usize,

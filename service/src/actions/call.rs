@@ -21,10 +21,11 @@ use utoipa::ToSchema;
 use super::decide::{execute, not_connected};
 use super::describe::describe;
 use super::ledger::{self, Approval, NewProposal};
-use super::views::CallResult;
+use super::views::{CallDecision, CallResult, DecidedBy, DryRunStatus};
 use crate::auth::Principal;
-use crate::error::{Error, Result, check_id, check_name};
+use crate::error::{Error, Kind, Result, check_id, check_name};
 use crate::fetch::Prompts;
+use crate::policies::{Decision, Outcome, Who};
 use crate::vocab::Tier;
 
 use super::Runner;
@@ -58,6 +59,10 @@ pub struct ToolCall {
     /// `user_id`, else its `conversation_id`, is on); 404 `revision_not_found` when the agent has no such revision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<i32>,
+    /// Answer how the call would be decided (`auto`, `approval` or `deny`, and the
+    /// policy that decided) and write nothing, run nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
 }
 
 fn check_request(request: &ToolCall) -> Result<()> {
@@ -93,7 +98,7 @@ async fn attached_tool(
         .filter(agent_tools::Column::DeletedAt.is_null())
         .one(db)
         .await?
-        .ok_or_else(|| Error::not_found(format!("agent {agent:?} has no active tool {tool:?}")))
+        .ok_or_else(|| no_such_tool(agent, tool))
 }
 
 /// The tool as the served revision holds it: 404 if that revision does not have it
@@ -179,6 +184,74 @@ async fn count_refusal(
     Ok(())
 }
 
+/// The code of a call a policy denies (403).
+pub const DENIED_BY_POLICY: &str = "denied_by_policy";
+
+/// 403 `denied_by_policy`, with the reason and the revision and policy that denied.
+pub fn denied(by: &DecidedBy) -> Error {
+    let reason = by.reason.as_deref().unwrap_or("a policy forbids this call");
+    Error::new(
+        Kind::Forbidden,
+        DENIED_BY_POLICY,
+        format!("denied by policy: {reason}"),
+    )
+    .with_details(by.clone())
+}
+
+/// The principal a policy decides for: the key's tenant and member, the user and
+/// the user's groups in that tenant (read now, so a change applies to the next call).
+pub async fn groups_of(
+    db: &impl sea_orm::ConnectionTrait,
+    tenant: &str,
+    user: Option<&str>,
+) -> Result<Vec<String>> {
+    match user {
+        Some(user) => crate::policies::groups::of(db, tenant, user).await,
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The served revision's policy's decision on the call, and what to record of it
+/// (`None`: the revision has no policy, or none applied). A `forbid` that holds
+/// whatever the arguments answers the same 404 as a tool the agent lacks.
+async fn decide_by_policy(
+    db: &DatabaseConnection,
+    who: &Principal,
+    served: &Served,
+    agent: &str,
+    request: &ToolCall,
+    tier: Tier,
+) -> Result<Option<(Decision, DecidedBy)>> {
+    let Some(policy) = &served.policy else {
+        return Ok(None);
+    };
+    let groups = groups_of(db, who.tenant(), request.user_id.as_deref()).await?;
+    let principal = Who {
+        tenant: who.tenant(),
+        member: &who.member,
+        user: request.user_id.as_deref(),
+        groups: &groups,
+    };
+    let decision = policy.decide(&request.tool, tier, &request.arguments, principal);
+    if decision.outcome == Outcome::Deny && decision.outright {
+        return Err(no_such_tool(agent, &request.tool));
+    }
+    if decision.outcome == Outcome::Tier {
+        return Ok(None);
+    }
+    let by = DecidedBy {
+        revision: served.number,
+        policy: decision.policy.clone(),
+        reason: decision.reason.clone(),
+    };
+    Ok(Some((decision, by)))
+}
+
+/// The 404 of a tool the agent does not have (or a policy hides from the caller).
+pub fn no_such_tool(agent: &str, tool: &str) -> Error {
+    Error::not_found(format!("agent {agent:?} has no active tool {tool:?}"))
+}
+
 /// Validates and records the call; runs it now when its tier allows. The agent
 /// comes through the prompt service (cached), the validator from `validators`;
 /// `proposals` say how long a proposal waits, per tier.
@@ -237,6 +310,32 @@ pub async fn call(
     }
     let tier = Tier::or_safest(&def.approval_tier).max(Tier::or_safest(&tool.approval_tier));
     super::requirements::check(&tool.name, request.user_id.as_deref(), &request.arguments)?;
+    let policy = decide_by_policy(runner.db, who, &served, agent, &request, tier).await?;
+    if request.dry_run {
+        let auto = match policy.as_ref().map(|(d, _)| d.outcome) {
+            Some(Outcome::Auto) => true,
+            Some(Outcome::Approval | Outcome::Deny) => false,
+            Some(Outcome::Tier) | None => {
+                runs_now(runner.db, tenant, &tool, tier, request.user_id.as_deref()).await?
+            }
+        };
+        let decision = match policy.as_ref().map(|(d, _)| d.outcome) {
+            Some(Outcome::Deny) => Outcome::Deny,
+            _ if auto => Outcome::Auto,
+            _ => Outcome::Approval,
+        };
+        return Ok(CallResult::DryRun(CallDecision {
+            status: DryRunStatus::DryRun,
+            decision,
+            revision: served.number,
+            decided_by: policy.map(|(_, by)| by),
+        }));
+    }
+    if let Some((decision, by)) = &policy
+        && decision.outcome == Outcome::Deny
+    {
+        return Err(denied(by));
+    }
     // The agent is part of the request: another agent's call with the same key and
     // body is a different request (409), never a replay of that agent's proposal.
     let serialized = serde_json::to_string(&request).map_err(Error::internal)?;
@@ -247,7 +346,13 @@ pub async fn call(
     {
         return Ok(first);
     }
-    let auto = runs_now(runner.db, tenant, &tool, tier, request.user_id.as_deref()).await?;
+    let auto = match policy.as_ref().map(|(d, _)| d.outcome) {
+        Some(Outcome::Auto) => true,
+        Some(Outcome::Approval | Outcome::Deny) => false,
+        Some(Outcome::Tier) | None => {
+            runs_now(runner.db, tenant, &tool, tier, request.user_id.as_deref()).await?
+        }
+    };
     let executors = runner
         .executors_for(loaded.id, &tool.name, &served.pins)
         .await?;
@@ -275,6 +380,10 @@ pub async fn call(
         ttl: proposals.ttl(tier),
         max_attempts: MAX_ATTEMPTS,
         revision_id: Some(served.id),
+        decided_by: match &policy {
+            Some((_, by)) => Some(serde_json::to_string(by).map_err(Error::internal)?),
+            None => None,
+        },
     };
     let created = ledger::create(runner.db, new, &who.member, now)
         .await

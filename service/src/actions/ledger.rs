@@ -65,6 +65,8 @@ pub struct NewProposal {
     /// The revision the call was validated under; its `tool_calls` counter is
     /// counted in the proposal's transaction.
     pub revision_id: Option<i32>,
+    /// JSON [`super::views::DecidedBy`], when a policy decided.
+    pub decided_by: Option<String>,
 }
 
 /// Records a new proposal in state `proposed`, with its creation event. Only the
@@ -101,6 +103,7 @@ pub async fn create(
         created_at: Set(now),
         updated_at: Set(now),
         revision_id: Set(revision_id),
+        decided_by: Set(new.decided_by),
         ..Default::default()
     }
     .insert(&txn)

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use entity::{proposal_events, proposals};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
@@ -36,6 +36,28 @@ pub struct ProposalView {
     pub expires_at: DateTime<Utc>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Which revision's policy decided the call; absent when the tier decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<DecidedBy>,
+}
+
+/// Which revision and policy decided a call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct DecidedBy {
+    /// The revision (its number) whose policy decided.
+    pub revision: i32,
+    /// The deciding policy's id; `null` when the policy could not decide (then the
+    /// call waits for an approver, and `reason` says why).
+    pub policy: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl DecidedBy {
+    /// As stored in `proposals.decided_by`.
+    pub fn parse(stored: Option<&str>) -> Option<DecidedBy> {
+        serde_json::from_str(stored?).ok()
+    }
 }
 
 impl From<proposals::Model> for ProposalView {
@@ -57,6 +79,7 @@ impl From<proposals::Model> for ProposalView {
             expires_at: p.expires_at,
             created_at: p.created_at,
             updated_at: p.updated_at,
+            decided_by: DecidedBy::parse(p.decided_by.as_deref()),
         }
     }
 }
@@ -126,6 +149,28 @@ pub enum RanStatus {
 pub enum CallResult {
     Waiting(CallWaiting),
     Ran(CallRan),
+    DryRun(CallDecision),
+}
+
+/// `dry_run`: what the call would be decided, with nothing written or run.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CallDecision {
+    pub status: DryRunStatus,
+    /// `auto` (it would run at once), `approval` (it would wait for an approver)
+    /// or `deny` (a policy refuses it); never `tier`: the tier's answer is given.
+    pub decision: crate::policies::Outcome,
+    /// The revision the call would be decided under.
+    pub revision: i32,
+    /// Absent when the tier (and the user's preference) decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<DecidedBy>,
+}
+
+/// Always `dry_run`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DryRunStatus {
+    DryRun,
 }
 
 /// A call that has not run (yet): proposed, approved, declined or expired.
@@ -136,6 +181,9 @@ pub struct CallWaiting {
     pub description: String,
     #[schema(value_type = Vec<super::describe::PreviewRow>)]
     pub preview: Value,
+    /// Which revision's policy decided the call; absent when the tier decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<DecidedBy>,
 }
 
 /// A call that ran, or is running: its result (`{error, retryable}` on failure).
@@ -145,17 +193,22 @@ pub struct CallRan {
     pub proposal_id: i32,
     #[schema(value_type = Option<Object>)]
     pub result: Option<Value>,
+    /// Which revision's policy decided the call; absent when the tier decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<DecidedBy>,
 }
 
 impl From<proposals::Model> for CallResult {
     fn from(p: proposals::Model) -> Self {
         let state = p.state.parse::<State>().unwrap_or(State::Failed);
+        let decided_by = DecidedBy::parse(p.decided_by.as_deref());
         let waiting = |status| {
             CallResult::Waiting(CallWaiting {
                 status,
                 proposal_id: p.id,
                 description: p.description.clone(),
                 preview: p.preview.clone(),
+                decided_by: decided_by.clone(),
             })
         };
         let ran = |status| {
@@ -163,6 +216,7 @@ impl From<proposals::Model> for CallResult {
                 status,
                 proposal_id: p.id,
                 result: p.result.clone(),
+                decided_by: decided_by.clone(),
             })
         };
         match state {

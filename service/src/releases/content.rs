@@ -36,6 +36,10 @@ pub struct Content {
     pub tools: Vec<ToolContent>,
     /// Every live channel, by name.
     pub channels: BTreeMap<String, ChannelContent>,
+    /// The agent's Cedar policy set (`policies`); absent when it has none, so the
+    /// content of an agent without one hashes as it did before policies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
 }
 
 /// One tool as the agent is served it.
@@ -78,9 +82,15 @@ impl Content {
         name: &str,
         channels: &Channels,
     ) -> Result<Option<Content>, DbErr> {
-        let Some((_, agent, defs)) = load::agent_with_tool_defs(db, name).await? else {
+        let Some((id, agent, defs)) = load::agent_with_tool_defs(db, name).await? else {
             return Ok(None);
         };
+        let policy: Option<Option<String>> = entity::agent_configurations::Entity::find_by_id(id)
+            .select_only()
+            .column(entity::agent_configurations::Column::Policy)
+            .into_tuple()
+            .one(db)
+            .await?;
         let names: Vec<String> = defs.iter().map(|d| d.name.clone()).collect();
         let types = tool_types(db, names.clone()).await?;
         let mut pins = pins(db, names).await?;
@@ -119,6 +129,7 @@ impl Content {
             template: agent.prompt_template,
             tools,
             channels,
+            policy: policy.flatten().filter(|p| !p.trim().is_empty()),
         }))
     }
 

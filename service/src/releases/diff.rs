@@ -52,6 +52,9 @@ pub struct Diff {
     pub template: Option<TemplateChange>,
     pub tools: ToolChanges,
     pub channels: ChannelChanges,
+    /// `null`: the policy is unchanged; a side without one diffs as empty text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<TextChange>,
 }
 
 /// A text's line diff.
@@ -201,6 +204,12 @@ pub fn diff(old: &Content, new: &Content) -> Diff {
         template,
         tools: tools(&old.tools, &new.tools),
         channels: channels(&old.channels, &new.channels),
+        policy: (old.policy != new.policy).then(|| {
+            lines(
+                old.policy.as_deref().unwrap_or(""),
+                new.policy.as_deref().unwrap_or(""),
+            )
+        }),
     }
 }
 
@@ -445,6 +454,7 @@ mod tests {
             template: None,
             tools: vec![tool("get_tasks"), tool("read_memory")],
             channels: BTreeMap::from([("web".to_owned(), channel())]),
+            policy: None,
         }
     }
 

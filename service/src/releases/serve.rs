@@ -121,6 +121,8 @@ pub struct Served {
     pub channels: Channels,
     /// The connector each bound tool calls, as the revision pins it.
     pub pins: std::collections::BTreeMap<String, ConnectorPin>,
+    /// The revision's policy, compiled once against its tools; `None`: it has none.
+    pub policy: Option<crate::policies::Policy>,
 }
 
 impl Served {
@@ -132,6 +134,7 @@ impl Served {
         versions: Versions,
     ) -> Served {
         let pins = pins(&content);
+        let policy = policy_of(&content);
         let (agent, channels) = loaded(content, working.id, &working.agent.name, versions);
         Served {
             number: revision.number,
@@ -139,8 +142,19 @@ impl Served {
             agent,
             channels,
             pins,
+            policy,
         }
     }
+}
+
+/// `content`'s policy compiled against its tools (`None` when it has none).
+pub fn policy_of(content: &Content) -> Option<crate::policies::Policy> {
+    let tools = content.tools.iter().map(|t| crate::policies::ToolShape {
+        name: &t.name,
+        tier: &t.approval_tier,
+        parameters: &t.parameters,
+    });
+    crate::policies::Policy::of(content.policy.as_deref(), tools)
 }
 
 /// The connector pins of `content`, by tool.

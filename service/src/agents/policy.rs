@@ -1,0 +1,264 @@
+//! An agent's policy as an admin edits it: the Cedar text and its test cases. A
+//! save is a guarded write like any other: the policy must compile against the
+//! agent's tools and pass its tests, and it reaches `production` as every change
+//! does (at once on a `direct` agent, by a signed-off change request on a `gated`
+//! one). See [`crate::policies`] for what a policy decides.
+
+use entity::agent_configurations;
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use super::row;
+use crate::db::Writer;
+use crate::error::{Error, Result};
+use crate::policies::cases::{self, Case};
+use crate::policies::{Outcome, Policy, PolicyProblem, Rules, ToolShape, Who};
+use crate::registry::guard;
+use crate::vocab::{Tier, ToolDef};
+
+/// An agent's policy and its tests.
+#[derive(Debug, Default, Serialize, Deserialize, ToSchema)]
+pub struct PolicyView {
+    pub agent: String,
+    /// Cedar text; `null`: none (the tiers decide).
+    pub policy: Option<String>,
+    /// The policy's test cases (`loadout check` runs them).
+    pub tests: Vec<Case>,
+}
+
+/// The body of `PUT /v1/agents/{agent}/policy`.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyPut {
+    /// Cedar text; `null` or empty: remove the policy.
+    pub policy: Option<String>,
+    #[serde(default)]
+    pub tests: Vec<Case>,
+}
+
+/// The body of `POST /v1/agents/{agent}/policy/validate`: a policy to check
+/// against the agent's tools (nothing is saved), and optionally a call to try.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyTry {
+    pub policy: String,
+    #[serde(default)]
+    pub tests: Vec<Case>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<TriedCall>,
+}
+
+/// A call to decide under a policy being edited.
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TriedCall {
+    pub tool: String,
+    #[schema(value_type = Object)]
+    pub arguments: Value,
+    pub user_id: Option<String>,
+    /// The user's groups; absent: the groups the tenant gives that user now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups: Option<Vec<String>>,
+}
+
+/// What a policy decided, and which policy decided it.
+#[derive(Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct DecisionView {
+    pub decision: Outcome,
+    /// The deciding policy's id (`null`: none applied, or the set could not decide).
+    pub policy: Option<String>,
+    pub reason: Option<String>,
+}
+
+/// The validator's answer.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+pub struct PolicyCheck {
+    /// Empty: the policy compiles against the agent's tools.
+    pub problems: Vec<PolicyProblem>,
+    /// One message per failing test case.
+    pub test_failures: Vec<String>,
+    /// The tried call's decision (when the policy compiles and a call was given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<DecisionView>,
+}
+
+fn shapes(defs: &[ToolDef]) -> Vec<ToolShape<'_>> {
+    defs.iter()
+        .map(|d| ToolShape {
+            name: &d.name,
+            tier: &d.approval_tier,
+            parameters: &d.parameters,
+        })
+        .collect()
+}
+
+/// The agent's working tools (what its next revision will serve).
+async fn working_tools(db: &impl ConnectionTrait, name: &str) -> Result<Vec<ToolDef>> {
+    crate::prompt::load::agent_with_tool_defs(db, name)
+        .await?
+        .map(|(_, _, defs)| defs)
+        .ok_or_else(|| Error::not_found(format!("no agent named {name:?}")))
+}
+
+pub async fn get(db: &DatabaseConnection, name: &str) -> Result<PolicyView> {
+    let found = row(db, name).await?;
+    let tests = match found.policy_tests.as_deref() {
+        Some(text) => cases::parse(text).unwrap_or_default(),
+        None => Vec::new(),
+    };
+    Ok(PolicyView {
+        agent: found.name,
+        policy: found.policy,
+        tests,
+    })
+}
+
+/// 422 `invalid_policy` with every problem, or `policy_test_failed` with every
+/// failing case, for `text` and `tests` against `defs`.
+pub fn check(text: &str, tests: &[Case], defs: &[ToolDef]) -> Result<()> {
+    let shapes = shapes(defs);
+    let rules = Rules::compile(text, shapes.iter().copied()).map_err(|problems| {
+        let first = problems
+            .first()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        Error::refused(
+            "invalid_policy",
+            format!("the policy does not compile: {first}"),
+        )
+        .with_details(serde_json::json!({ "problems": problems }))
+    })?;
+    let failures = cases::run(&Policy::Ready(rules), &shapes, tests);
+    if let Some(first) = failures.first() {
+        return Err(Error::refused(
+            "policy_test_failed",
+            format!("a policy test failed: {first}"),
+        )
+        .with_details(serde_json::json!({ "failures": failures })));
+    }
+    Ok(())
+}
+
+/// Saves the agent's policy and tests inside an open write: checked against the
+/// agent's tools as they are in this write.
+pub async fn save_in(
+    write: &mut guard::Write,
+    name: &str,
+    put: PolicyPut,
+) -> Result<agent_configurations::Model> {
+    let found = row(&**write, name).await?;
+    write.touch(found.id).await?;
+    let policy = put.policy.filter(|p| !p.trim().is_empty());
+    if let Some(text) = &policy {
+        let defs = working_tools(&**write, name).await?;
+        check(text, &put.tests, &defs)?;
+    }
+    if put.tests.len() > cases::MAX_CASES {
+        return Err(Error::invalid(format!(
+            "a policy has at most {} tests",
+            cases::MAX_CASES
+        )));
+    }
+    let tests = match put.tests.is_empty() {
+        true => None,
+        false => Some(serde_json::to_string(&put.tests).map_err(Error::internal)?),
+    };
+    agent_configurations::Entity::update_many()
+        .col_expr(agent_configurations::Column::Policy, Expr::value(policy))
+        .col_expr(
+            agent_configurations::Column::PolicyTests,
+            Expr::value(tests),
+        )
+        .col_expr(
+            agent_configurations::Column::UpdatedAt,
+            Expr::value(write.now()),
+        )
+        .filter(agent_configurations::Column::Id.eq(found.id))
+        .exec(&**write)
+        .await?;
+    row(&**write, name).await
+}
+
+/// Saves the agent's policy (a new revision; on a gated agent, `latest` only).
+pub async fn save(w: &Writer<'_>, author: &str, name: &str, put: PolicyPut) -> Result<PolicyView> {
+    let mut write = w.begin_for_agents().await?.by(author);
+    let saved = save_in(&mut write, name, put).await?;
+    w.commit(write).await?;
+    let tests = saved
+        .policy_tests
+        .as_deref()
+        .map(|t| cases::parse(t).unwrap_or_default())
+        .unwrap_or_default();
+    Ok(PolicyView {
+        agent: saved.name,
+        policy: saved.policy,
+        tests,
+    })
+}
+
+/// Checks a policy being edited against the agent's working tools, runs its tests
+/// and decides a tried call; nothing is saved.
+pub async fn validate(
+    db: &DatabaseConnection,
+    tenant: &str,
+    member: &str,
+    name: &str,
+    tried: PolicyTry,
+) -> Result<PolicyCheck> {
+    if tried.policy.len() > crate::policies::MAX_POLICY_BYTES {
+        return Err(Error::invalid(format!(
+            "the policy is over {} bytes",
+            crate::policies::MAX_POLICY_BYTES
+        )));
+    }
+    let defs = working_tools(db, name).await?;
+    let shapes = shapes(&defs);
+    let rules = match Rules::compile(&tried.policy, shapes.iter().copied()) {
+        Ok(rules) => Policy::Ready(rules),
+        Err(problems) => {
+            return Ok(PolicyCheck {
+                problems,
+                test_failures: Vec::new(),
+                decision: None,
+            });
+        }
+    };
+    let test_failures = cases::run(&rules, &shapes, &tried.tests);
+    let decision = match tried.call {
+        Some(call) => {
+            let Some(tool) = defs.iter().find(|d| d.name == call.tool) else {
+                return Err(Error::not_found(format!(
+                    "agent {name:?} has no active tool {:?}",
+                    call.tool
+                )));
+            };
+            let groups = match (call.groups, call.user_id.as_deref()) {
+                (Some(groups), _) => groups,
+                (None, Some(user)) => crate::policies::groups::of(db, tenant, user).await?,
+                (None, None) => Vec::new(),
+            };
+            let who = Who {
+                tenant,
+                member,
+                user: call.user_id.as_deref(),
+                groups: &groups,
+            };
+            let tier = Tier::or_safest(&tool.approval_tier);
+            let d = rules.decide(&tool.name, tier, &call.arguments, who);
+            Some(DecisionView {
+                decision: d.outcome,
+                policy: d.policy,
+                reason: d.reason,
+            })
+        }
+        None => None,
+    };
+    Ok(PolicyCheck {
+        problems: Vec::new(),
+        test_failures,
+        decision,
+    })
+}
