@@ -9,6 +9,7 @@ pub mod decide;
 pub mod describe;
 pub mod ledger;
 pub mod preferences;
+pub mod redecide;
 pub mod requirements;
 pub mod views;
 pub mod withdrawn;

@@ -567,34 +567,78 @@ pub async fn rendered(
         })
 }
 
-/// What the agent's label serves of its tools, in `format`.
-pub fn tools(pick: &Pick, label: &str, format: Format) -> ToolsView {
+/// Who a tool list is for: a `forbid` of the served revision's policy that holds
+/// whatever the arguments hides that tool from this principal.
+#[derive(Clone, Copy, Debug)]
+pub struct Viewer<'a> {
+    pub tenant: &'a str,
+    pub member: &'a str,
+    pub user: Option<&'a str>,
+}
+
+/// The tools of `pick` that `viewer` may see: all of them, borrowed, unless the
+/// revision's policy can hide one (then the user's groups are read).
+pub async fn visible<'p>(
+    state: &Prompts<'_>,
+    pick: &'p Pick,
+    viewer: Viewer<'_>,
+) -> Result<std::borrow::Cow<'p, [crate::vocab::ToolDef]>> {
+    let tools = &pick.served.agent.tools;
+    let Some(policy) = pick.served.policy.as_ref().filter(|p| p.can_hide()) else {
+        return Ok(std::borrow::Cow::Borrowed(tools));
+    };
+    let groups = match viewer.user {
+        Some(user) => crate::policies::groups::of(state.db, viewer.tenant, user).await?,
+        None => Vec::new(),
+    };
+    let who = crate::policies::Who {
+        tenant: viewer.tenant,
+        member: viewer.member,
+        user: viewer.user,
+        groups: &groups,
+    };
+    let shown = tools
+        .iter()
+        .filter(|t| !policy.hides(&t.name, who))
+        .cloned();
+    Ok(std::borrow::Cow::Owned(shown.collect()))
+}
+
+/// What the agent's label serves of its tools (those `tools` keeps), in `format`.
+pub fn tools(
+    pick: &Pick,
+    label: &str,
+    format: Format,
+    tools: &[crate::vocab::ToolDef],
+) -> ToolsView {
     let served = &pick.served;
     ToolsView::new(
         served.agent.agent.name.clone(),
         served.number,
         label.to_owned(),
         pick.rollout,
-        formats::render(&served.agent.tools, format),
+        formats::render(tools, format),
     )
 }
 
 /// Prompt and tools in one view; the prompt as [`render`] makes it for `tenant`.
 pub async fn loadout(
     state: &Prompts<'_>,
-    tenant: &str,
+    viewer: Viewer<'_>,
     pick: &Pick,
     label: &str,
     request: RenderRequest,
     format: Format,
 ) -> Result<LoadoutView> {
+    let tenant = viewer.tenant;
+    let shown = visible(state, pick, viewer).await?;
     let view = render(state, tenant, pick, label, request).await?;
     let agent_name = view.agent;
     let prompt = PromptBody {
         text: view.text,
         provenance: view.provenance,
     };
-    Ok(match formats::render(&pick.served.agent.tools, format) {
+    Ok(match formats::render(&shown, format) {
         Tools::Openai(tools) => LoadoutView::Openai {
             agent: agent_name,
             prompt,

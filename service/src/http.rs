@@ -13,6 +13,7 @@ pub mod connectors;
 pub mod error;
 pub mod extract;
 pub mod fetch;
+pub mod groups;
 pub mod idempotent;
 pub mod keys;
 pub mod members;

@@ -703,13 +703,15 @@ impl ServerHandler for Loadout {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let (caller, pick) = admitted(&self.state, &context).await?;
-        let tools = pick
-            .served
-            .agent
-            .tools
-            .iter()
-            .map(mcp_tool)
-            .collect::<Result<_, _>>()?;
+        let viewer = fetch::Viewer {
+            tenant: caller.who.tenant(),
+            member: &caller.who.member,
+            user: caller.user_id.as_deref(),
+        };
+        let shown = fetch::visible(&self.state.prompts(), &pick, viewer)
+            .await
+            .map_err(protocol)?;
+        let tools = shown.iter().map(mcp_tool).collect::<Result<_, _>>()?;
         let mut result = ListToolsResult::with_all_items(tools)
             .with_ttl_ms(TTL_MS)
             .with_cache_scope(CACHE_SCOPE);

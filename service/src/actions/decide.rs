@@ -95,6 +95,38 @@ async fn ensure_runnable(
     )
 }
 
+/// The code of a 409 for a proposal a policy, decided again before it ran, denies.
+pub const DECLINED_BY_POLICY: &str = "declined_by_policy";
+
+/// Declines `row` when the policy `production` serves its user now denies it
+/// (see [`super::redecide`]): 409 `declined_by_policy` with the proposal as it
+/// now is. Nothing runs.
+async fn ensure_permitted(
+    db: &DatabaseConnection,
+    row: &proposals::Model,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    let Some(by) = super::redecide::denied_now(db, row).await? else {
+        return Ok(());
+    };
+    let reason = by
+        .reason
+        .clone()
+        .unwrap_or_else(|| "a policy forbids this call".to_owned());
+    let ended = ledger::decline_by_policy(db, row, &reason, now).await?;
+    let message = format!(
+        "the proposal was declined without running: revision {}'s policy denies it now: {reason}",
+        by.revision
+    );
+    Err(
+        Error::new(Kind::Conflict, DECLINED_BY_POLICY, message).with_details(InState {
+            state: ended.state.clone(),
+            reason: Some(reason),
+            proposal: ended.into(),
+        }),
+    )
+}
+
 /// 424: the tool has no executor now; a proposal stays as it is.
 pub fn not_connected(e: NotRunnable) -> Error {
     Error::new(Kind::NotRunnable, "not_connected", e.to_string())
@@ -267,6 +299,7 @@ pub async fn approve_as(
     let will_run = matches!(row.state.parse(), Ok(State::Proposed | State::Approved));
     if will_run {
         ensure_runnable(runner.db, &row, actor, now).await?;
+        ensure_permitted(runner.db, &row, now).await?;
     }
     let kind = tool_type(runner.db, row.tool_id).await?;
     let executors = pinned_executors(runner, &row).await?;

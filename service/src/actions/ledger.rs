@@ -160,6 +160,31 @@ pub async fn end_unrun(
     apply(db, &step, end).await?.or_conflict()
 }
 
+/// Declines a proposal that a policy, decided again as it was about to run, now
+/// denies: from the state `seen` was read in (`proposed` or `approved`), with
+/// `reason` as its result's error and the event's detail. Nothing ran.
+pub async fn decline_by_policy(
+    db: &DatabaseConnection,
+    seen: &proposals::Model,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> Result<proposals::Model, LedgerError> {
+    let Ok(from) = seen.state.parse::<State>() else {
+        return Err(conflict(seen.clone()));
+    };
+    let ended = Outcome::failure(format!("declined by policy: {reason}"), false).result;
+    let step = Step {
+        tenant: &seen.tenant_id,
+        id: seen.id,
+        actor: "policy",
+        now,
+        idempotency: None,
+    };
+    apply(db, &step, Transition::decline_by_policy(from, ended))
+        .await?
+        .or_conflict()
+}
+
 /// What an approval leads to.
 #[derive(Debug)]
 pub enum Approval {

@@ -15,6 +15,7 @@ use super::extract::{AdminKey, ApiJson, ApiPath, ApiQuery, OperatorKey};
 use super::idempotent::{Idempotency, key};
 use crate::agents::definition::{self, AgentList, AgentUpdate, AgentView, CreatedAgent, NewAgent};
 use crate::agents::instructions::{self, InstructionsPut, InstructionsView};
+use crate::agents::policy::{self, PolicyCheck, PolicyPut, PolicyTry, PolicyView};
 use crate::agents::preview::{self, Preview, PreviewRequest};
 use crate::agents::template::{
     self, SavedTemplate, TemplatePut, TemplateView, VersionList, VersionView,
@@ -32,6 +33,8 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(restore_version))
         .routes(routes!(preview))
         .routes(routes!(get_instructions, put_instructions))
+        .routes(routes!(get_policy, put_policy))
+        .routes(routes!(validate_policy))
 }
 
 /// A page of agents by name: `limit` (1 to 1,000; 100 unless given) after `after`.
@@ -312,4 +315,45 @@ async fn preview(
         )
         .await?,
     ))
+}
+
+#[utoipa::path(get, path = "/v1/agents/{agent}/policy", tag = "admin",
+    summary = "The agent's Cedar policy and its tests, as the working copy holds them (admin or operator)",
+    params(("agent" = String, Path)),
+    responses((status = 200, body = PolicyView, description = "The policy (`null`: none)"), E400, E401, E403, E404))]
+async fn get_policy(
+    State(state): State<AppState>,
+    AdminKey(_who): AdminKey,
+    ApiPath(name): ApiPath<String>,
+) -> ApiResult<Json<PolicyView>> {
+    Ok(Json(policy::get(&state.db, &name).await?))
+}
+
+#[utoipa::path(put, path = "/v1/agents/{agent}/policy", tag = "admin",
+    summary = "Save the agent's policy and tests: compiled against its tools, tests run, a new revision (operator)",
+    params(("agent" = String, Path)), request_body = PolicyPut,
+    responses((status = 200, body = PolicyView, description = "Saved; `latest` serves it (and `production` too on a direct agent)"), E400, E401, E403, E404, E409, E413, E422))]
+async fn put_policy(
+    State(state): State<AppState>,
+    OperatorKey(who): OperatorKey,
+    ApiPath(name): ApiPath<String>,
+    idempotency: Idempotency,
+    ApiJson(put): ApiJson<PolicyPut>,
+) -> ApiResult<Json<PolicyView>> {
+    let w = state.writer(key(&idempotency));
+    Ok(Json(policy::save(&w, &who.member, &name, put).await?))
+}
+
+#[utoipa::path(post, path = "/v1/agents/{agent}/policy/validate", tag = "admin",
+    summary = "Check a policy being edited against the agent's tools, run its tests, decide a tried call; saves nothing (admin or operator)",
+    params(("agent" = String, Path)), request_body = PolicyTry,
+    responses((status = 200, body = PolicyCheck, description = "The problems at line and column, failing tests, the tried call's decision"), E400, E401, E403, E404, E413))]
+async fn validate_policy(
+    State(state): State<AppState>,
+    AdminKey(who): AdminKey,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(tried): ApiJson<PolicyTry>,
+) -> ApiResult<Json<PolicyCheck>> {
+    let check = policy::validate(&state.db, who.tenant(), &who.member, &name, tried).await?;
+    Ok(Json(check))
 }

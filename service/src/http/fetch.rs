@@ -365,10 +365,26 @@ async fn get_tools(
     let label = q.label.as_deref().unwrap_or(PRODUCTION);
     let subject = subject(q.user_id.as_deref(), q.conversation_id.as_deref())?;
     let (first, part) = pick_first(&state, &name, label, subject).await?;
-    let key = Some(format!("tools\0{name}\0{format}\0{label}{part}"));
+    // A policy may hide tools from a principal: the key names the caller's member
+    // (and, where the served revision can hide one, the user), never one list for all.
+    let (tenant, member) = (who.tenant(), who.member.as_str());
+    let user = first
+        .as_ref()
+        .filter(|p| p.served.policy.as_ref().is_some_and(|p| p.can_hide()))
+        .and(q.user_id.as_deref())
+        .unwrap_or("\u{1}");
+    let key = Some(format!(
+        "tools\0{name}\0{format}\0{label}{part}\0{tenant}\0{member}\0{user}"
+    ));
     cached(&state, &headers, key, async {
         let pick = picked(&state, &name, label, first).await?;
-        Ok(fetch::tools(&pick, label, format))
+        let viewer = fetch::Viewer {
+            tenant,
+            member,
+            user: q.user_id.as_deref(),
+        };
+        let shown = fetch::visible(&state.prompts(), &pick, viewer).await?;
+        Ok(fetch::tools(&pick, label, format, &shown))
     })
     .await
 }
@@ -424,7 +440,10 @@ async fn get_loadout(
     let tenant = who.tenant();
     let label = prompt.label().to_owned();
     let (first, part) = pick_first(&state, &name, &label, prompt.subject()?).await?;
+    // The member is part of the key: a policy may hide tools from a principal.
+    let member = who.member.as_str();
     let key = prompt.user_id.is_none().then(|| {
+        let part = format!("{part}\0{member}");
         prompt.key(
             "loadout",
             &name,
@@ -437,7 +456,13 @@ async fn get_loadout(
     cached(&state, &headers, key, async {
         let pick = picked(&state, &name, &label, first).await?;
         let request = prompt.into_request(now);
-        fetch::loadout(&state.prompts(), tenant, &pick, &label, request, format).await
+        let user = request.user_id.clone();
+        let viewer = fetch::Viewer {
+            tenant,
+            member,
+            user: user.as_deref(),
+        };
+        fetch::loadout(&state.prompts(), viewer, &pick, &label, request, format).await
     })
     .await
 }

@@ -15,8 +15,8 @@ use utoipa_axum::routes;
 use super::error::ApiError;
 use super::extract::MAX_BODY_BYTES;
 use super::{
-    agents, calls, config_as_code, connectors, fetch, keys, members, ops, outcomes, promotion,
-    registry, releases, rollouts, trace, webhooks,
+    agents, calls, config_as_code, connectors, fetch, groups, keys, members, ops, outcomes,
+    promotion, registry, releases, rollouts, trace, webhooks,
 };
 use crate::app::AppState;
 
@@ -84,6 +84,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(connectors::routes())
         .merge(keys::routes())
         .merge(members::routes())
+        .merge(groups::routes())
         .merge(webhooks::routes())
         .merge(config_as_code::routes())
 }

@@ -1,6 +1,8 @@
 //! Groups of users per tenant, for policies (`principal in Group::"ops"`). An
 //! admin's list; a user is an agent's `user_id`. Read at every decision, so a
-//! change applies to the next call. Deletes are soft.
+//! change applies to the next call; a change bumps the generation too, so no tool
+//! list a policy filtered by group is served from a cache made before it. Deletes
+//! are soft.
 
 use chrono::{DateTime, Utc};
 use entity::{user_group_members as members, user_groups as groups};
@@ -11,7 +13,7 @@ use sea_orm::{
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use crate::db::idempotency::Pending;
+use crate::db::Writer;
 use crate::error::{Error, Result, check_id, check_name};
 
 /// The most groups a tenant may hold, and members a group.
@@ -114,13 +116,7 @@ pub async fn get(db: &DatabaseConnection, tenant: &str, name: &str) -> Result<Gr
 }
 
 /// Creates a group (409 if the tenant has a live one of that name).
-pub async fn create(
-    db: &DatabaseConnection,
-    tenant: &str,
-    new: NewGroup,
-    now: DateTime<Utc>,
-    key: Option<&Pending>,
-) -> Result<GroupView> {
+pub async fn create(w: &Writer<'_>, tenant: &str, new: NewGroup) -> Result<GroupView> {
     check_name("group", &new.name)?;
     for user in &new.members {
         check_id("user_id", user)?;
@@ -130,7 +126,8 @@ pub async fn create(
             "a group has at most {MAX_MEMBERS} members"
         )));
     }
-    let txn = crate::db::begin_write(db).await?;
+    let (txn, now) = (crate::db::begin_write(w.db).await?, w.now);
+    let generation = crate::db::generation::bump(&txn).await?;
     let count = groups::Entity::find()
         .filter(groups::Column::TenantId.eq(tenant))
         .filter(groups::Column::DeletedAt.is_null())
@@ -160,8 +157,9 @@ pub async fn create(
     for user in users {
         added.push(insert_member(&txn, group.id, user, now).await?);
     }
-    crate::db::idempotency::record_if(&txn, key).await?;
+    crate::db::idempotency::record_if(&txn, w.key).await?;
     txn.commit().await?;
+    w.generation.observe(generation);
     Ok(view(group, added))
 }
 
@@ -183,17 +181,11 @@ async fn insert_member(
 }
 
 /// Adds `user` to the group (a member already is answered as it is).
-pub async fn add(
-    db: &DatabaseConnection,
-    tenant: &str,
-    name: &str,
-    user: &str,
-    now: DateTime<Utc>,
-    key: Option<&Pending>,
-) -> Result<GroupView> {
+pub async fn add(w: &Writer<'_>, tenant: &str, name: &str, user: &str) -> Result<GroupView> {
     check_name("group", name)?;
     check_id("user_id", user)?;
-    let txn = crate::db::begin_write(db).await?;
+    let (txn, now) = (crate::db::begin_write(w.db).await?, w.now);
+    let generation = crate::db::generation::bump(&txn).await?;
     let group = live(&txn, tenant, name).await?;
     let current = members::Entity::find()
         .filter(members::Column::GroupId.eq(group.id))
@@ -210,23 +202,18 @@ pub async fn add(
         }
         all.push(insert_member(&txn, group.id, user.to_owned(), now).await?);
     }
-    crate::db::idempotency::record_if(&txn, key).await?;
+    crate::db::idempotency::record_if(&txn, w.key).await?;
     txn.commit().await?;
+    w.generation.observe(generation);
     Ok(view(group, all))
 }
 
 /// Removes `user` from the group (soft; 404 if not a member).
-pub async fn remove(
-    db: &DatabaseConnection,
-    tenant: &str,
-    name: &str,
-    user: &str,
-    now: DateTime<Utc>,
-    key: Option<&Pending>,
-) -> Result<GroupView> {
+pub async fn remove(w: &Writer<'_>, tenant: &str, name: &str, user: &str) -> Result<GroupView> {
     check_name("group", name)?;
     check_id("user_id", user)?;
-    let txn = crate::db::begin_write(db).await?;
+    let (txn, now) = (crate::db::begin_write(w.db).await?, w.now);
+    let generation = crate::db::generation::bump(&txn).await?;
     let group = live(&txn, tenant, name).await?;
     let current = members::Entity::find()
         .filter(members::Column::GroupId.eq(group.id))
@@ -241,22 +228,18 @@ pub async fn remove(
     let mut gone: members::ActiveModel = member.into();
     gone.deleted_at = Set(Some(now));
     gone.update(&txn).await?;
-    crate::db::idempotency::record_if(&txn, key).await?;
+    crate::db::idempotency::record_if(&txn, w.key).await?;
     txn.commit().await?;
+    w.generation.observe(generation);
     let rest = current.into_iter().filter(|m| m.user_id != user).collect();
     Ok(view(group, rest))
 }
 
 /// Deletes the group and its memberships (soft).
-pub async fn delete(
-    db: &DatabaseConnection,
-    tenant: &str,
-    name: &str,
-    now: DateTime<Utc>,
-    key: Option<&Pending>,
-) -> Result<GroupView> {
+pub async fn delete(w: &Writer<'_>, tenant: &str, name: &str) -> Result<GroupView> {
     check_name("group", name)?;
-    let txn = crate::db::begin_write(db).await?;
+    let (txn, now) = (crate::db::begin_write(w.db).await?, w.now);
+    let generation = crate::db::generation::bump(&txn).await?;
     let group = live(&txn, tenant, name).await?;
     let current = members::Entity::find()
         .filter(members::Column::GroupId.eq(group.id))
@@ -275,7 +258,8 @@ pub async fn delete(
     let mut gone: groups::ActiveModel = group.clone().into();
     gone.deleted_at = Set(Some(now));
     gone.update(&txn).await?;
-    crate::db::idempotency::record_if(&txn, key).await?;
+    crate::db::idempotency::record_if(&txn, w.key).await?;
     txn.commit().await?;
+    w.generation.observe(generation);
     Ok(view(group, current))
 }

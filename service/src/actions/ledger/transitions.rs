@@ -59,6 +59,16 @@ impl Transition {
         Self::plain(State::Proposed, State::Declined)
     }
 
+    /// `from` (`proposed` or `approved`) → `declined` by a policy decided again at
+    /// execution: `ended` as its result and the event's detail.
+    pub fn decline_by_policy(from: State, ended: Value) -> Self {
+        Self {
+            sets: vec![(proposals::Column::Result, Expr::value(ended.clone()))],
+            detail: Some(ended),
+            ..Self::plain(from, State::Declined)
+        }
+    }
+
     /// `proposed` → `approved`, only before `expires_at`.
     pub fn approve(now: DateTime<Utc>) -> Self {
         Self {
