@@ -194,22 +194,7 @@ pub fn canonical(value: &Value) -> Value {
     }
 }
 
-/// `value` with object keys sorted (nulls kept): a JSON Schema as stored.
-pub fn sorted(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            let mut out = Map::new();
-            for key in keys {
-                out.insert(key.clone(), sorted(&map[key]));
-            }
-            Value::Object(out)
-        }
-        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
-        other => other.clone(),
-    }
-}
+pub use crate::digest::sorted;
 
 fn sha256(text: &[u8]) -> String {
     crate::digest::sha256_hex(text)

@@ -338,7 +338,7 @@ pub async fn call(
     }
     // The agent is part of the request: another agent's call with the same key and
     // body is a different request (409), never a replay of that agent's proposal.
-    let serialized = serde_json::to_string(&request).map_err(Error::internal)?;
+    let serialized = crate::digest::canonical(&request).map_err(Error::internal)?;
     let signed = format!("{agent:?}\n{serialized}");
     let request_hash = crate::digest::sha256_hex(signed.as_bytes());
     if let Some(key) = &request.idempotency_key

@@ -49,6 +49,8 @@ fn shorten(text: &str) -> String {
 /// "Create tasks: Buy groceries, Call the dentist", and one preview row per field
 /// (`{field, new}`; old values are not known to loadout).
 pub fn describe(tool: &str, arguments: &Value) -> (String, Vec<PreviewRow>) {
+    // Fields by name, whatever order the caller sent them in.
+    let arguments = &crate::digest::sorted(arguments);
     let mut labels = Vec::new();
     let mut preview = Vec::new();
     if let Some(fields) = arguments.as_object() {

@@ -40,8 +40,7 @@ use transitions::{Applied, Step, Transition, apply};
 
 /// SHA-256 of the arguments' canonical JSON (object keys sorted), bound to a proposal.
 pub fn arguments_hash(arguments: &Value) -> String {
-    // serde_json's Map keeps keys sorted (no `preserve_order`), so this is canonical.
-    crate::digest::sha256_hex(arguments.to_string().as_bytes())
+    crate::digest::sha256_hex(crate::digest::sorted(arguments).to_string().as_bytes())
 }
 
 /// What a new proposal holds.

@@ -10,7 +10,8 @@
 //! definition on its own, shared with the admin endpoints and the catalog test),
 //! `tool` (the catalog against the database, each active tool, colliding names),
 //! `prompt` (tool names in prompts, template lint), `agent` (links, idle agents),
-//! `secrets` (connectors' header values sealed and openable) and `labels` (labels
+//! `secrets` (connectors' header values sealed and openable), `agent::policies`
+//! (each agent's Cedar policy compiles and passes its tests) and `labels` (labels
 //! serving tools since deleted, switched off or unconnected).
 //! `code` holds [`ProblemCode`], one documented variant per code.
 
@@ -152,6 +153,7 @@ pub async fn agents(
         prompt::stale_names_in_templates(&rows, &mut out);
         prompt::template_lint(&rows, &mut out);
         agent::links(&rows, &mut out);
+        agent::policies(&rows, &mut out);
         Report::finish(out.0, rows.counts())
     })
     .await
@@ -221,6 +223,7 @@ pub fn check(
     prompt::stale_names_in_templates(&rows, &mut out);
     prompt::template_lint(&rows, &mut out);
     agent::links(&rows, &mut out);
+    agent::policies(&rows, &mut out);
     agent::agents_without_tools(&rows, &mut out);
     Report::finish(out.0, rows.counts())
 }

@@ -227,7 +227,7 @@ fn title(name: &str) -> String {
 /// - `"additionalProperties": false`;
 /// - `"properties": {}` if it had none;
 /// - `"required"` listing every property: the names already required, in their
-///   original order, then the others in `properties` order. Required names that
+///   original order, then the others by name. Required names that
 ///   are not properties are dropped, since strict mode cannot satisfy them.
 ///
 /// A property that was not required becomes nullable so that the model can still
@@ -305,12 +305,17 @@ fn strict_object(obj: &mut Map<String, Value>) {
             required.push(name.clone());
         }
     }
+    // The rest by name: key order is not part of JSON (and PostgreSQL's `jsonb`
+    // keeps its own), so the output must not depend on it.
+    let mut rest: Vec<String> = Vec::new();
     for (name, prop) in properties.iter_mut() {
         if !was_required.contains(name) {
             make_nullable(prop);
-            required.push(name.clone());
+            rest.push(name.clone());
         }
     }
+    rest.sort();
+    required.extend(rest);
 
     obj.insert("properties".to_owned(), Value::Object(properties));
     obj.insert(

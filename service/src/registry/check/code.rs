@@ -39,6 +39,10 @@ crate::closed_set! {
         NotConnected = "not_connected",
         /// An active tool is not in the catalog.
         NotInCatalog = "not_in_catalog",
+        /// An agent's policy does not compile against its tools' schemas.
+        PolicyInvalid = "policy_invalid",
+        /// An agent's policy test does not give its expected decision.
+        PolicyTestFailed = "policy_test_failed",
         /// A soul, template or tool prompt section names an inactive or retired tool.
         PromptNamesInactiveTool = "prompt_names_inactive_tool",
         /// A sync found a synced tool's remote tool gone from its server.
