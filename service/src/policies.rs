@@ -350,11 +350,11 @@ impl Rules {
             Ok(args) => args,
             Err(why) => return Decision::unsure(format!("the policy cannot decide: {why}")),
         };
-        let Some(item_schema) = schema::list_item(&compiled.parameters) else {
+        let Some((list, item_schema)) = schema::list_item(&compiled.parameters) else {
             return self.decide_one(compiled, tier, &args, None, who);
         };
         let items = arguments
-            .get("items")
+            .get(list)
             .and_then(Value::as_array)
             .map(Vec::as_slice)
             .unwrap_or_default();
@@ -375,7 +375,7 @@ impl Rules {
             let item = match schema::arguments(item_schema, item) {
                 Ok(item) => item,
                 Err(why) => {
-                    let why = why.replacen("argument /", &format!("argument /items/{i}/"), 1);
+                    let why = why.replacen("argument /", &format!("argument /{list}/{i}/"), 1);
                     return Decision::unsure(format!("the policy cannot decide: {why}"));
                 }
             };

@@ -290,6 +290,20 @@ pub async fn call(
     let stamp = runner.generation.current();
     let tool = attached_tool(runner.db, loaded.id, agent, &request.tool).await?;
     let def = served_tool(&served, agent, &tool.name)?;
+    // A tool a policy hides from this caller is refused as if it did not exist,
+    // before its arguments are checked (a validation error would tell its schema).
+    if let Some(policy) = served.policy.as_ref().filter(|p| p.can_hide()) {
+        let groups = groups_of(runner.db, tenant, request.user_id.as_deref()).await?;
+        let principal = Who {
+            tenant,
+            member: &who.member,
+            user: request.user_id.as_deref(),
+            groups: &groups,
+        };
+        if policy.hides(&tool.name, principal) {
+            return Err(no_such_tool(agent, &request.tool));
+        }
+    }
     let schema = Schema {
         key: Key {
             revision_id: served.id,

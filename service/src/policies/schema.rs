@@ -33,15 +33,22 @@ pub fn arguments_type(parameters: &Value) -> Value {
     }
 }
 
-/// The schema of one item of a list tool (a top-level `items` array of objects,
-/// the shape of every `create_` and `update_` tool), whose calls are decided item
-/// by item with the item in `context.item`.
-pub fn list_item(parameters: &Value) -> Option<&Value> {
-    let items = parameters.get("properties")?.get("items")?;
-    let (kind, _) = base_type(items)?;
-    let item = items.get("items")?;
-    match (kind, base_type(item)) {
-        ("array", Some(("object", false))) => Some(item),
+/// The list a list tool's call is decided by, item by item (with the item in
+/// `context.item`): its one top-level property that is an array of objects (the
+/// shape of every `create_` and `update_` tool: `{"tasks": [{…}, …]}`). Its name
+/// and the schema of one item; `None` when there is not exactly one.
+pub fn list_item(parameters: &Value) -> Option<(&str, &Value)> {
+    let properties = parameters.get("properties")?.as_object()?;
+    let mut lists = properties.iter().filter_map(|(name, p)| {
+        let (kind, _) = base_type(p)?;
+        let item = p.get("items")?;
+        match (kind, base_type(item)) {
+            ("array", Some(("object", false))) => Some((name.as_str(), item)),
+            _ => None,
+        }
+    });
+    match (lists.next(), lists.next()) {
+        (Some(one), None) => Some(one),
         _ => None,
     }
 }
@@ -56,7 +63,7 @@ pub fn schema<'a>(tools: impl Iterator<Item = (&'a str, &'a Value)>) -> Value {
             "member": {"type": "String"},
             "arguments": arguments_type(parameters),
         });
-        if let Some(item) = list_item(parameters) {
+        if let Some((_, item)) = list_item(parameters) {
             attributes["item"] = arguments_type(item);
         }
         let context = json!({"type": "Record", "attributes": attributes});

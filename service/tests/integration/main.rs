@@ -26,6 +26,7 @@ mod migrate;
 mod operator;
 mod outage;
 mod outcomes;
+mod policies;
 mod promotion;
 mod prompt;
 mod proposals;

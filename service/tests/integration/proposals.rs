@@ -57,6 +57,7 @@ async fn propose(db: &TestDb, tenant: &str, now: DateTime<Utc>) -> rows::Model {
         ttl: TimeDelta::hours(24),
         max_attempts: 2,
         revision_id: None,
+        decided_by: None,
     };
     ledger::create(&db.conn, new, "test-agent", now)
         .await
