@@ -77,6 +77,12 @@ pub struct AgentDoc {
     /// The tools it is linked to, by name.
     #[serde(default)]
     pub tools: Vec<String>,
+    /// Its Cedar policy (`policy.cedar`; absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    /// The policy's test cases (`policy-tests.json`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policy_tests: Vec<crate::policies::cases::Case>,
 }
 
 /// A tool.

@@ -44,8 +44,10 @@ pub struct Error {
     /// Stable and machine-readable, e.g. `not_found`, `invalid_arguments`.
     pub code: &'static str,
     pub message: String,
-    /// `null` unless the code documents details.
-    pub details: Value,
+    /// `null` unless the code documents details. Boxed: a `Value` object is an
+    /// `IndexMap` here (cedar-policy switches serde_json's `preserve_order` on), and
+    /// every `Result` carries this type.
+    pub details: Box<Value>,
     /// What caused an internal error, for the log (see [`Error::chain`]).
     #[source]
     pub source: Option<Box<dyn std::error::Error + Send + Sync>>,
@@ -59,7 +61,7 @@ impl Error {
             kind,
             code,
             message: message.into(),
-            details: Value::Null,
+            details: Box::new(Value::Null),
             source: None,
         }
     }
@@ -67,7 +69,7 @@ impl Error {
     /// Structured details; anything `Serialize` (one that cannot be serialised
     /// leaves the details `null`).
     pub fn with_details(mut self, details: impl Serialize) -> Self {
-        self.details = serde_json::to_value(details).unwrap_or(Value::Null);
+        self.details = Box::new(serde_json::to_value(details).unwrap_or(Value::Null));
         self
     }
 

@@ -587,10 +587,7 @@ pub async fn visible<'p>(
     let Some(policy) = pick.served.policy.as_ref().filter(|p| p.can_hide()) else {
         return Ok(std::borrow::Cow::Borrowed(tools));
     };
-    let groups = match viewer.user {
-        Some(user) => crate::policies::groups::of(state.db, viewer.tenant, user).await?,
-        None => Vec::new(),
-    };
+    let groups = crate::policies::groups::of_user(state.db, viewer.tenant, viewer.user).await?;
     let who = crate::policies::Who {
         tenant: viewer.tenant,
         member: viewer.member,

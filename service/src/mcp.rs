@@ -773,7 +773,7 @@ impl ServerHandler for Loadout {
                     error: RefusalBody {
                         code: e.code,
                         message: e.message,
-                        details: e.details,
+                        details: *e.details,
                     },
                 });
                 let mut failed = CallToolResult::structured_error(body.clone());

@@ -529,8 +529,15 @@ const OWNERS: &[(&str, &[&str])] = &[
     // The seed writes the canonical registry before any owner's rules can apply.
     (
         "agent_configurations",
-        &["agents::definition", "agents::template", "registry::seed"],
+        &[
+            "agents::definition",
+            "agents::template",
+            "agents::policy",
+            "registry::seed",
+        ],
     ),
+    ("user_groups", &["policies::groups"]),
+    ("user_group_members", &["policies::groups"]),
     ("prompt_versions", &["agents::template", "registry::seed"]),
     // A tool's connector binding is the connector store's rule (kinds must match).
     (

@@ -198,19 +198,6 @@ pub fn denied(by: &DecidedBy) -> Error {
     .with_details(by.clone())
 }
 
-/// The principal a policy decides for: the key's tenant and member, the user and
-/// the user's groups in that tenant (read now, so a change applies to the next call).
-pub async fn groups_of(
-    db: &impl sea_orm::ConnectionTrait,
-    tenant: &str,
-    user: Option<&str>,
-) -> Result<Vec<String>> {
-    match user {
-        Some(user) => crate::policies::groups::of(db, tenant, user).await,
-        None => Ok(Vec::new()),
-    }
-}
-
 /// The served revision's policy's decision on the call, and what to record of it
 /// (`None`: the revision has no policy, or none applied). A `forbid` that holds
 /// whatever the arguments answers the same 404 as a tool the agent lacks.
@@ -225,7 +212,8 @@ async fn decide_by_policy(
     let Some(policy) = &served.policy else {
         return Ok(None);
     };
-    let groups = groups_of(db, who.tenant(), request.user_id.as_deref()).await?;
+    let groups =
+        crate::policies::groups::of_user(db, who.tenant(), request.user_id.as_deref()).await?;
     let principal = Who {
         tenant: who.tenant(),
         member: &who.member,
@@ -293,7 +281,8 @@ pub async fn call(
     // A tool a policy hides from this caller is refused as if it did not exist,
     // before its arguments are checked (a validation error would tell its schema).
     if let Some(policy) = served.policy.as_ref().filter(|p| p.can_hide()) {
-        let groups = groups_of(runner.db, tenant, request.user_id.as_deref()).await?;
+        let groups =
+            crate::policies::groups::of_user(runner.db, tenant, request.user_id.as_deref()).await?;
         let principal = Who {
             tenant,
             member: &who.member,

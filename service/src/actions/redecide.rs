@@ -53,7 +53,8 @@ pub async fn denied_now(
         .await?
         .map(|e| e.actor)
         .unwrap_or_default();
-    let groups = super::call::groups_of(db, &row.tenant_id, row.user_id.as_deref()).await?;
+    let groups =
+        crate::policies::groups::of_user(db, &row.tenant_id, row.user_id.as_deref()).await?;
     let who = Who {
         tenant: &row.tenant_id,
         member: &member,
@@ -62,7 +63,7 @@ pub async fn denied_now(
     };
     let tier = Tier::or_safest(&tool.approval_tier);
     let decision = policy.decide(&row.tool_name, tier, &row.arguments, who);
-    Ok((decision.outcome == Outcome::Deny).then(|| DecidedBy {
+    Ok((decision.outcome == Outcome::Deny).then_some(DecidedBy {
         revision: revision.number,
         policy: decision.policy,
         reason: decision.reason,

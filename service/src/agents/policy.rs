@@ -85,6 +85,18 @@ pub struct PolicyCheck {
     pub decision: Option<DecisionView>,
 }
 
+/// The details of a 422 `invalid_policy`.
+#[derive(Debug, Serialize)]
+struct Problems {
+    problems: Vec<PolicyProblem>,
+}
+
+/// The details of a 422 `policy_test_failed`.
+#[derive(Debug, Serialize)]
+struct Failures {
+    failures: Vec<String>,
+}
+
 fn shapes(defs: &[ToolDef]) -> Vec<ToolShape<'_>> {
     defs.iter()
         .map(|d| ToolShape {
@@ -129,15 +141,15 @@ pub fn check(text: &str, tests: &[Case], defs: &[ToolDef]) -> Result<()> {
             "invalid_policy",
             format!("the policy does not compile: {first}"),
         )
-        .with_details(serde_json::json!({ "problems": problems }))
+        .with_details(Problems { problems })
     })?;
-    let failures = cases::run(&Policy::Ready(rules), &shapes, tests);
+    let failures = cases::run(&Policy::Ready(Box::new(rules)), &shapes, tests);
     if let Some(first) = failures.first() {
         return Err(Error::refused(
             "policy_test_failed",
             format!("a policy test failed: {first}"),
         )
-        .with_details(serde_json::json!({ "failures": failures })));
+        .with_details(Failures { failures }));
     }
     Ok(())
 }
@@ -217,7 +229,7 @@ pub async fn validate(
     let defs = working_tools(db, name).await?;
     let shapes = shapes(&defs);
     let rules = match Rules::compile(&tried.policy, shapes.iter().copied()) {
-        Ok(rules) => Policy::Ready(rules),
+        Ok(rules) => Policy::Ready(Box::new(rules)),
         Err(problems) => {
             return Ok(PolicyCheck {
                 problems,
@@ -235,10 +247,11 @@ pub async fn validate(
                     call.tool
                 )));
             };
-            let groups = match (call.groups, call.user_id.as_deref()) {
-                (Some(groups), _) => groups,
-                (None, Some(user)) => crate::policies::groups::of(db, tenant, user).await?,
-                (None, None) => Vec::new(),
+            let groups = match call.groups {
+                Some(groups) => groups,
+                None => {
+                    crate::policies::groups::of_user(db, tenant, call.user_id.as_deref()).await?
+                }
             };
             let who = Who {
                 tenant,

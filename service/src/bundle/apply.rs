@@ -440,6 +440,23 @@ impl Applying<'_> {
             }
         };
         self.links(&saved, doc).await?;
+        // After the links: the policy is checked against the tools they give.
+        let policy = doc.policy.clone().filter(|p| !p.trim().is_empty());
+        let stored_tests = saved
+            .policy_tests
+            .as_deref()
+            .and_then(|t| crate::policies::cases::parse(t).ok())
+            .unwrap_or_default();
+        let saved = match saved.policy == policy && stored_tests == doc.policy_tests {
+            true => saved,
+            false => {
+                let put = crate::agents::policy::PolicyPut {
+                    policy,
+                    tests: doc.policy_tests.clone(),
+                };
+                crate::agents::policy::save_in(self.db, &doc.name, put).await?
+            }
+        };
         self.agents.insert(doc.name.clone(), saved);
         Ok(())
     }

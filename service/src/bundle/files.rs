@@ -6,6 +6,8 @@
 //! agents/NAME/soul.md          the soul, as plain text
 //! agents/NAME/template.md      the template (absent: the built-in assembly)
 //! agents/NAME/operating_model.md, interaction_learning.md   (absent: none)
+//! agents/NAME/policy.cedar     the Cedar policy (absent: none)
+//! agents/NAME/policy-tests.json   its test cases, a JSON array (absent: none)
 //! tools/NAME.json              type, description, tier, schema, connector, ...
 //! channels/NAME.toml           description, guidance, the include_* switches
 //! connectors/NAME.toml         kind, url, method, timeout_ms, [headers] X = { env = "VAR" }
@@ -197,6 +199,13 @@ fn write_agent(dir: &Path, agent: &AgentDoc) -> anyhow::Result<()> {
         if let Some(text) = text {
             put(&dir.join(file), text)?;
         }
+    }
+    if let Some(policy) = &agent.policy {
+        put(&dir.join("policy.cedar"), policy)?;
+    }
+    if !agent.policy_tests.is_empty() {
+        let text = serde_json::to_string_pretty(&agent.policy_tests)?;
+        put(&dir.join("policy-tests.json"), &format!("{text}\n"))?;
     }
     Ok(())
 }
@@ -392,12 +401,14 @@ fn read_agent(folder: &Folder, name: &str, dir: &Path) -> anyhow::Result<AgentDo
             dir.display()
         );
     }
-    const KNOWN: [&str; 5] = [
+    const KNOWN: [&str; 7] = [
         "agent.toml",
         "soul.md",
         "template.md",
         "operating_model.md",
         "interaction_learning.md",
+        "policy.cedar",
+        "policy-tests.json",
     ];
     for (file, path) in entries(dir)? {
         if !KNOWN.contains(&file.as_str()) {
@@ -418,5 +429,11 @@ fn read_agent(folder: &Folder, name: &str, dir: &Path) -> anyhow::Result<AgentDo
         interaction_learning: folder.get_optional(&dir.join("interaction_learning.md"))?,
         release_mode: f.release_mode,
         tools: f.tools,
+        policy: folder.get_optional(&dir.join("policy.cedar"))?,
+        policy_tests: match folder.get_optional(&dir.join("policy-tests.json"))? {
+            Some(text) => crate::policies::cases::parse(&text)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", dir.join("policy-tests.json").display()))?,
+            None => Vec::new(),
+        },
     })
 }

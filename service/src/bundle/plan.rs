@@ -283,6 +283,20 @@ fn agent(c: &mut Change, old: Option<&AgentDoc>, new: &AgentDoc, prune: bool) {
         old.and_then(|o| o.interaction_learning.as_deref()),
         new.interaction_learning.as_deref(),
     );
+    c.text(
+        "policy",
+        old.and_then(|o| o.policy.as_deref()),
+        new.policy.as_deref(),
+    );
+    let tests = |t: &[crate::policies::cases::Case]| match t.is_empty() {
+        true => Value::Null,
+        false => serde_json::to_value(t).unwrap_or(Value::Null),
+    };
+    c.field(
+        "policy_tests",
+        old.map_or(Value::Null, |o| tests(&o.policy_tests)),
+        tests(&new.policy_tests),
+    );
 }
 
 fn tool(c: &mut Change, old: Option<&ToolDoc>, new: &ToolDoc) {

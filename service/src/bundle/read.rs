@@ -75,6 +75,12 @@ pub async fn current(db: &impl ConnectionTrait) -> Result<Current> {
                     .as_str()
                     .to_owned(),
                 tools: linked.remove(&a.id).unwrap_or_default(),
+                policy: a.policy.clone().filter(|p| !p.trim().is_empty()),
+                policy_tests: a
+                    .policy_tests
+                    .as_deref()
+                    .and_then(|t| crate::policies::cases::parse(t).ok())
+                    .unwrap_or_default(),
             })
             .collect(),
         tools: tool_rows

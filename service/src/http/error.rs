@@ -26,7 +26,7 @@ impl IntoResponse for ApiError {
             error: ErrorDetail {
                 code: public.code.to_owned(),
                 message: public.message,
-                details: public.details,
+                details: *public.details,
             },
         };
         let mut response = (status(public.kind), axum::Json(body)).into_response();

@@ -7,7 +7,7 @@ use axum::extract::State;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::{ApiResult, E400, E401, E403, E404, E409, E422};
+use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422};
 use super::extract::{AdminKey, ApiJson, ApiPath};
 use super::idempotent::{Idempotency, key};
 use crate::app::AppState;
@@ -33,7 +33,7 @@ async fn list_groups(
 #[utoipa::path(post, path = "/v1/groups", tag = "groups",
     summary = "Create a group, with members to start with (admin)",
     request_body = NewGroup,
-    responses((status = 200, body = GroupView, description = "The group"), E400, E401, E403, E409, E422))]
+    responses((status = 200, body = GroupView, description = "The group"), E400, E401, E403, E409, E413, E422))]
 async fn create_group(
     State(state): State<AppState>,
     AdminKey(who): AdminKey,

@@ -63,6 +63,19 @@ pub async fn of(db: &impl ConnectionTrait, tenant: &str, user: &str) -> Result<V
     Ok(names)
 }
 
+/// The groups of `user` (none when the call names no user): what a policy's
+/// principal is `in`.
+pub async fn of_user(
+    db: &impl ConnectionTrait,
+    tenant: &str,
+    user: Option<&str>,
+) -> Result<Vec<String>> {
+    match user {
+        Some(user) => of(db, tenant, user).await,
+        None => Ok(Vec::new()),
+    }
+}
+
 /// The tenant's live groups with their live members.
 pub async fn list(db: &DatabaseConnection, tenant: &str) -> Result<GroupList> {
     let rows = groups::Entity::find()

@@ -16,7 +16,10 @@
 //! name starting with `__`, nesting deeper than [`MAX_DEPTH`]) is left out: a
 //! policy cannot read it, and the validator says so.
 
-use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
 
 /// The deepest nesting of objects and arrays a policy can read.
 pub const MAX_DEPTH: usize = 8;
@@ -24,12 +27,45 @@ pub const MAX_DEPTH: usize = 8;
 /// The action group every tool's action is in.
 pub const CALL: &str = "call";
 
-/// The tool's input schema as a Cedar type (JSON schema format); an object with no
-/// property a policy can read is an empty record.
-pub fn arguments_type(parameters: &Value) -> Value {
+/// A Cedar type, as Cedar's JSON schema format writes it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type")]
+pub enum CedarType {
+    String,
+    Long,
+    Boolean,
+    Set {
+        element: Box<CedarType>,
+    },
+    Record {
+        attributes: BTreeMap<String, Attribute>,
+    },
+}
+
+/// A record's attribute: its type, and whether every value has it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Attribute {
+    #[serde(flatten)]
+    pub of: CedarType,
+    pub required: bool,
+}
+
+fn attribute(of: CedarType, required: bool) -> Attribute {
+    Attribute { of, required }
+}
+
+fn empty_record() -> CedarType {
+    CedarType::Record {
+        attributes: BTreeMap::new(),
+    }
+}
+
+/// The tool's input schema as a Cedar record type; an object with no property a
+/// policy can read is an empty record.
+pub fn arguments_type(parameters: &Value) -> CedarType {
     match cedar_type(parameters, 0) {
-        Some((t, _)) if t["type"] == "Record" => t,
-        _ => json!({"type": "Record", "attributes": {}}),
+        Some((t @ CedarType::Record { .. }, _)) => t,
+        _ => empty_record(),
     }
 }
 
@@ -53,41 +89,107 @@ pub fn list_item(parameters: &Value) -> Option<(&str, &Value)> {
     }
 }
 
+#[derive(Serialize)]
+struct Namespace {
+    #[serde(rename = "entityTypes")]
+    entity_types: BTreeMap<&'static str, EntityType>,
+    actions: BTreeMap<String, Action>,
+}
+
+#[derive(Serialize)]
+struct EntityType {
+    #[serde(rename = "memberOfTypes", skip_serializing_if = "Vec::is_empty")]
+    member_of_types: Vec<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shape: Option<CedarType>,
+}
+
+#[derive(Serialize)]
+struct Action {
+    #[serde(rename = "memberOf", skip_serializing_if = "Vec::is_empty")]
+    member_of: Vec<ActionRef>,
+    #[serde(rename = "appliesTo", skip_serializing_if = "Option::is_none")]
+    applies_to: Option<AppliesTo>,
+}
+
+#[derive(Serialize)]
+struct ActionRef {
+    id: &'static str,
+}
+
+#[derive(Serialize)]
+struct AppliesTo {
+    #[serde(rename = "principalTypes")]
+    principal_types: Vec<&'static str>,
+    #[serde(rename = "resourceTypes")]
+    resource_types: Vec<&'static str>,
+    context: CedarType,
+}
+
 /// The schema of `tools` (name, input schema), in Cedar's JSON schema format.
 pub fn schema<'a>(tools: impl Iterator<Item = (&'a str, &'a Value)>) -> Value {
-    let mut actions = Map::new();
-    actions.insert(CALL.to_owned(), json!({}));
+    let mut actions = BTreeMap::new();
+    let group = Action {
+        member_of: Vec::new(),
+        applies_to: None,
+    };
+    actions.insert(CALL.to_owned(), group);
     for (name, parameters) in tools {
-        let mut attributes = json!({
-            "tenant": {"type": "String"},
-            "member": {"type": "String"},
-            "arguments": arguments_type(parameters),
-        });
+        let mut attributes = BTreeMap::from([
+            ("tenant".to_owned(), attribute(CedarType::String, true)),
+            ("member".to_owned(), attribute(CedarType::String, true)),
+            (
+                "arguments".to_owned(),
+                attribute(arguments_type(parameters), true),
+            ),
+        ]);
         if let Some((_, item)) = list_item(parameters) {
-            attributes["item"] = arguments_type(item);
+            attributes.insert("item".to_owned(), attribute(arguments_type(item), true));
         }
-        let context = json!({"type": "Record", "attributes": attributes});
-        let action = json!({
-            "memberOf": [{"id": CALL}],
-            "appliesTo": {
-                "principalTypes": ["User"],
-                "resourceTypes": ["Tool"],
-                "context": context,
-            }
-        });
+        let action = Action {
+            member_of: vec![ActionRef { id: CALL }],
+            applies_to: Some(AppliesTo {
+                principal_types: vec!["User"],
+                resource_types: vec!["Tool"],
+                context: CedarType::Record { attributes },
+            }),
+        };
         actions.insert(name.to_owned(), action);
     }
-    json!({"": {
-        "entityTypes": {
-            "Group": {},
-            "User": {"memberOfTypes": ["Group"]},
-            "Tool": {"shape": {"type": "Record", "attributes": {
-                "name": {"type": "String"},
-                "tier": {"type": "String"},
-            }}},
-        },
-        "actions": actions,
-    }})
+    let tool = CedarType::Record {
+        attributes: BTreeMap::from([
+            ("name".to_owned(), attribute(CedarType::String, true)),
+            ("tier".to_owned(), attribute(CedarType::String, true)),
+        ]),
+    };
+    let entity_types = BTreeMap::from([
+        (
+            "Group",
+            EntityType {
+                member_of_types: Vec::new(),
+                shape: None,
+            },
+        ),
+        (
+            "User",
+            EntityType {
+                member_of_types: vec!["Group"],
+                shape: None,
+            },
+        ),
+        (
+            "Tool",
+            EntityType {
+                member_of_types: Vec::new(),
+                shape: Some(tool),
+            },
+        ),
+    ]);
+    let namespace = Namespace {
+        entity_types,
+        actions,
+    };
+    serde_json::to_value(BTreeMap::from([("", namespace)])).unwrap_or(Value::Null)
 }
 
 /// The one type of a schema's `type` besides `"null"`, and whether it allows `null`.
@@ -118,21 +220,23 @@ fn base_type(schema: &Value) -> Option<(&str, bool)> {
 
 /// A JSON Schema as a Cedar type, and whether the value may be `null`; `None` when
 /// a policy cannot read it.
-fn cedar_type(schema: &Value, depth: usize) -> Option<(Value, bool)> {
+fn cedar_type(schema: &Value, depth: usize) -> Option<(CedarType, bool)> {
     if depth > MAX_DEPTH {
         return None;
     }
     let (kind, nullable) = base_type(schema)?;
     let t = match kind {
-        "string" => json!({"type": "String"}),
-        "integer" | "number" => json!({"type": "Long"}),
-        "boolean" => json!({"type": "Boolean"}),
+        "string" => CedarType::String,
+        "integer" | "number" => CedarType::Long,
+        "boolean" => CedarType::Boolean,
         "array" => {
             let (element, element_nullable) = cedar_type(schema.get("items")?, depth + 1)?;
             if element_nullable {
                 return None;
             }
-            json!({"type": "Set", "element": element})
+            CedarType::Set {
+                element: Box::new(element),
+            }
         }
         "object" => {
             let required: Vec<&str> = schema
@@ -140,20 +244,19 @@ fn cedar_type(schema: &Value, depth: usize) -> Option<(Value, bool)> {
                 .and_then(Value::as_array)
                 .map(|r| r.iter().filter_map(Value::as_str).collect())
                 .unwrap_or_default();
-            let mut attributes = Map::new();
+            let mut attributes = BTreeMap::new();
             let properties = schema.get("properties").and_then(Value::as_object);
             for (name, property) in properties.into_iter().flatten() {
                 if name.starts_with("__") {
                     continue;
                 }
-                let Some((mut t, nullable)) = cedar_type(property, depth + 1) else {
+                let Some((t, nullable)) = cedar_type(property, depth + 1) else {
                     continue;
                 };
                 let needed = required.contains(&name.as_str()) && !nullable;
-                t["required"] = Value::Bool(needed);
-                attributes.insert(name.clone(), t);
+                attributes.insert(name.clone(), attribute(t, needed));
             }
-            json!({"type": "Record", "attributes": attributes})
+            CedarType::Record { attributes }
         }
         _ => return None,
     };
@@ -165,10 +268,14 @@ fn cedar_type(schema: &Value, depth: usize) -> Option<(Value, bool)> {
 /// the argument that cannot be decided (a number that is not a whole number
 /// within ±2^63, or a value of another type than the schema says).
 pub fn arguments(parameters: &Value, value: &Value) -> Result<Value, String> {
-    if !matches!(cedar_type(parameters, 0), Some((t, _)) if t["type"] == "Record") {
-        return Ok(json!({}));
+    let nothing = || Value::Object(Map::new());
+    if !matches!(
+        cedar_type(parameters, 0),
+        Some((CedarType::Record { .. }, _))
+    ) {
+        return Ok(nothing());
     }
-    Ok(convert(parameters, value, 0, "")?.unwrap_or_else(|| json!({})))
+    Ok(convert(parameters, value, 0, "")?.unwrap_or_else(nothing))
 }
 
 fn convert(schema: &Value, value: &Value, depth: usize, at: &str) -> Result<Option<Value>, String> {
@@ -207,13 +314,13 @@ fn convert(schema: &Value, value: &Value, depth: usize, at: &str) -> Result<Opti
         }
         "object" => {
             let object = value.as_object().ok_or_else(mismatch)?;
-            let Some((t, _)) = cedar_type(schema, depth) else {
+            let Some((CedarType::Record { attributes }, _)) = cedar_type(schema, depth) else {
                 return Ok(None);
             };
             let properties = schema.get("properties").and_then(Value::as_object);
             let mut out = Map::new();
             for (name, property) in properties.into_iter().flatten() {
-                if t["attributes"].get(name).is_none() {
+                if !attributes.contains_key(name) {
                     continue;
                 }
                 let Some(v) = object.get(name) else { continue };
@@ -245,6 +352,7 @@ fn whole(value: &Value) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn refunds() -> Value {
         json!({
@@ -263,7 +371,7 @@ mod tests {
 
     #[test]
     fn a_strict_schema_becomes_a_record_with_what_a_policy_can_read() {
-        let t = arguments_type(&refunds());
+        let t = serde_json::to_value(arguments_type(&refunds())).expect("json");
         let attributes = t["attributes"].as_object().expect("attributes");
         assert_eq!(
             attributes["amount"],
@@ -310,7 +418,7 @@ mod tests {
         for _ in 0..=MAX_DEPTH + 1 {
             schema = json!({"type": "object", "required": ["x"], "properties": {"x": schema}});
         }
-        let t = arguments_type(&schema);
+        let t = serde_json::to_value(arguments_type(&schema)).expect("json");
         let mut at = &t;
         let mut depth = 0;
         while let Some(next) = at["attributes"].get("x") {

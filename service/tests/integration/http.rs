@@ -41,11 +41,13 @@ db_test! {
             assert_eq!(reply.body["text"].as_str().expect("text").trim_end(), golden.trim_end(), "{channel}");
         }
         let web = api.get("/v1/agents/assistant/prompt?channel=web").await;
-        insta::assert_json_snapshot!("prompt_web_provenance", web.body["provenance"]);
+        // Keys sorted: JSON key order is not part of the contract (and PostgreSQL's
+        // `jsonb` keeps stored schemas in its own), so both backends share a snapshot.
+        insta::assert_json_snapshot!("prompt_web_provenance", loadout::digest::sorted(&web.body["provenance"]));
         for format in ["openai", "anthropic", "mcp"] {
             let reply = api.get(&format!("/v1/agents/assistant/tools?format={format}")).await;
             assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
-            insta::assert_json_snapshot!(format!("tools_{format}"), reply.body);
+            insta::assert_json_snapshot!(format!("tools_{format}"), loadout::digest::sorted(&reply.body));
         }
         let loadout = api.get("/v1/agents/assistant/loadout?channel=web&format=openai").await;
         assert_eq!(loadout.status, StatusCode::OK);
@@ -623,6 +625,9 @@ db_test! {
             "PUT /v1/tools/{tool}/connector",
             "GET /v1/keys", "POST /v1/keys", "DELETE /v1/keys/{key}",
             "GET /v1/members", "POST /v1/members/{member}/signer-grants", "GET /v1/signer-grants",
+            "GET /v1/agents/{agent}/policy", "PUT /v1/agents/{agent}/policy", "POST /v1/agents/{agent}/policy/validate",
+            "GET /v1/groups", "POST /v1/groups", "GET /v1/groups/{group}", "DELETE /v1/groups/{group}",
+            "PUT /v1/groups/{group}/members/{user_id}", "DELETE /v1/groups/{group}/members/{user_id}",
             "POST /v1/signer-grants/{id}/approve", "POST /v1/signer-grants/{id}/decline",
             "GET /v1/config", "POST /v1/config/plan", "POST /v1/config/apply",
             "GET /v1/webhooks", "POST /v1/webhooks", "GET /v1/webhooks/{id}", "PATCH /v1/webhooks/{id}",
@@ -647,6 +652,9 @@ db_test! {
         let subscription = api.json(Method::POST, "/v1/webhooks", Some(&api.operator),
             Some(json!({"url": "https://93.184.216.34/hook", "events": ["label.moved"]}))).await;
         assert_eq!((subscription.status, &subscription.body["subscription"]["id"]), (StatusCode::CREATED, &json!(1)), "{}", subscription.body);
+        // One group, for the group routes.
+        let group = api.json(Method::POST, "/v1/groups", Some(&api.operator), Some(json!({"name": "ops"}))).await;
+        assert_eq!(group.status, StatusCode::OK, "{}", group.body);
         // And one change request: a gated agent's production asked to move.
         let gated = api.json(Method::PATCH, "/v1/agents/assistant", Some(&api.operator),
             Some(json!({"release_mode": "gated", "soul": "Staged."}))).await;
@@ -661,7 +669,7 @@ db_test! {
                 .replace("{id}", "1").replace("{conversation_id}", "c-1").replace("{connector}", "backend")
                 .replace("{channel}", "web").replace("{user_id}", "u-1").replace("{version}", "1")
                 .replace("{number}", "1").replace("{label}", "production")
-                .replace("{from}", "1").replace("{to}", "1");
+                .replace("{from}", "1").replace("{to}", "1").replace("{group}", "ops");
             let concrete = match concrete.as_str() {
                 "/v1/agents/assistant/prompt" | "/v1/agents/assistant/loadout" => format!("{concrete}?channel=web"),
                 _ => concrete,

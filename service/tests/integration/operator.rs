@@ -39,6 +39,7 @@ fn operator_only(method: &str, path: &str) -> bool {
         "/prompt/preview",
         "/tool-calls",
         "/outcomes",
+        "/policy/validate",
     ];
     let configuration = ["/v1/agents", "/v1/tools", "/v1/channels"];
     let write = method != "get";
@@ -65,6 +66,7 @@ fn concrete(template: &str) -> String {
         .replace("{number}", "1")
         .replace("{label}", "production")
         .replace("{user_id}", "alice")
+        .replace("{group}", "ops")
         .replace("{id}", "1")
         .replace("{conversation_id}", "c1")
         .replace("{key}", "nobody")

@@ -107,7 +107,7 @@ pub(super) fn policies(rows: &Rows, out: &mut Problems) {
                 continue;
             }
         };
-        for failure in cases::run(&Policy::Ready(rules), &tools, &cases) {
+        for failure in cases::run(&Policy::Ready(Box::new(rules)), &tools, &cases) {
             out.error(
                 "agent",
                 &agent.name,
