@@ -1071,6 +1071,19 @@ fn the_readme_walkthrough_works_when_pasted() {
         printed.contains("production"),
         "the revisions and the label's history are listed: {printed}"
     );
+    assert!(
+        printed.contains("\"state\":\"approved\""),
+        "the reviewer signed the policy's release off: {printed}"
+    );
+    assert!(
+        printed.contains("\"decision\":\"deny\"") && printed.contains("\"policy\":\"no-links\""),
+        "the signed-off policy denies a link, naming its rule: {printed}"
+    );
+    assert!(
+        printed.contains("\"policy\":\"ops-instructions\"")
+            && printed.matches("\"status\":\"succeeded\"").count() >= 1,
+        "bob's call ran at once under the ops rule: {printed}"
+    );
 }
 
 #[test]

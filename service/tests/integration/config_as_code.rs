@@ -523,3 +523,43 @@ db_test! {
         assert_eq!(after, config, "nothing was written");
     }
 }
+
+db_test! {
+    async fn a_policy_and_its_tests_round_trip_through_files_and_a_bad_one_is_refused_whole(db) {
+        let app = TestApp::new(db).await;
+        let policy = "@id(\"frozen\")\nforbid (principal, action == Action::\"update_instructions\", resource);\n";
+        let tests = json!([{"tool": "update_instructions", "arguments": {"instructions": "x"}, "user": "u1", "expect": "deny", "policy": "frozen"}]);
+        ok(&app, Method::PUT, "/v1/agents/assistant/policy", Some(json!({"policy": policy, "tests": tests}))).await;
+        let dir = tempfile_dir();
+        export(&app.db.conn, dir.path()).await;
+        let folder = dir.path().join("agents/assistant");
+        assert_eq!(std::fs::read_to_string(folder.join("policy.cedar")).expect("policy.cedar"), policy);
+        let written: Value = serde_json::from_str(&std::fs::read_to_string(folder.join("policy-tests.json")).expect("tests")).expect("json");
+        assert_eq!(written, tests);
+        assert!(!plan_dir(&app.db.conn, dir.path(), false).await.changes_anything, "an export plans no change");
+
+        // Loosen it in the file: the plan shows a line diff, the apply serves it.
+        edit(&folder.join("policy.cedar"), |t| t.replace("forbid", "permit"));
+        std::fs::remove_file(folder.join("policy-tests.json")).expect("remove");
+        let planned = plan_dir(&app.db.conn, dir.path(), false).await;
+        let change = &planned.changes[0];
+        assert!(change.texts.iter().any(|t| t.field == "policy"), "{:?}", change);
+        apply_dir(&app.db.conn, dir.path(), None, false).await.expect("apply");
+        app.state.generation.observe(loadout::db::generation::current(&app.db.conn).await.expect("gen"));
+        let (_, saved) = app.call(Method::GET, "/v1/agents/assistant/policy", &app.operator, None).await;
+        assert!(saved["policy"].as_str().unwrap_or("").contains("permit"), "{saved}");
+        assert_eq!(saved["tests"], json!([]));
+        assert!(!plan_dir(&app.db.conn, dir.path(), false).await.changes_anything, "a re-apply is a no-op");
+
+        // A policy naming an argument the tool lacks: refused, nothing written.
+        let dir = tempfile_dir();
+        export(&app.db.conn, dir.path()).await;
+        let folder = dir.path().join("agents/assistant");
+        std::fs::write(folder.join("policy.cedar"), "permit (principal, action == Action::\"update_instructions\", resource)\nwhen { context.arguments.nope == 1 };\n").expect("write");
+        edit(&folder.join("soul.md"), |t| format!("{t}\nAlso this."));
+        let refused = apply_dir(&app.db.conn, dir.path(), None, false).await.expect_err("refused");
+        assert_eq!(refused.code, "invalid_policy", "{refused:?}");
+        let (_, agent) = app.call(Method::GET, "/v1/agents/assistant", &app.operator, None).await;
+        assert!(!agent["soul"].as_str().unwrap_or("").contains("Also this."), "nothing written: {agent}");
+    }
+}
