@@ -12,6 +12,7 @@ pub mod agents;
 pub mod connectors;
 pub mod page;
 pub mod pages;
+pub mod policies;
 pub mod proposals;
 pub mod registry;
 pub mod releases;
@@ -44,6 +45,7 @@ pub fn router() -> Router<AppState> {
         .route("/console/sso/callback", get(session::sso_callback))
         .merge(pages::routes())
         .merge(agents::routes())
+        .merge(policies::routes())
         .merge(releases::routes())
         .merge(rollouts::routes())
         .merge(proposals::routes())

@@ -28,8 +28,9 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
-    DiscoverResult, ErrorData, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    ContentBlock, CreateTaskResult, DetailedTask, DiscoverResult, ErrorData, GetTaskParams,
+    GetTaskResult, Task, TaskPayload, TaskStatus, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
     Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult, ListToolsResult,
     MetaObject, PaginatedRequestParams, Prompt, PromptArgument, PromptMessage, Role as MessageRole,
     ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
@@ -42,7 +43,7 @@ use tokio::sync::watch;
 
 use self::sessions::{Bounded, Full, PeerSlot, Sessions, Ticket};
 use crate::actions::call::{self, ToolCall};
-use crate::actions::views::{CallRan, CallResult, CallWaiting};
+use crate::actions::views::{CallRan, CallResult, CallWaiting, WaitingStatus};
 use crate::app::AppState;
 use crate::auth::{Principal, Role};
 use crate::error::{Error, Kind};
@@ -561,6 +562,78 @@ fn to_value(body: &impl serde::Serialize) -> Value {
     serde_json::to_value(body).unwrap_or(Value::Null)
 }
 
+/// How a proposal's task is named: `proposal-42`.
+const TASK_PREFIX: &str = "proposal-";
+
+/// How often a client should poll a task for its decision.
+const TASK_POLL_MS: u64 = 2_000;
+
+fn task_id(proposal: i32) -> String {
+    format!("{TASK_PREFIX}{proposal}")
+}
+
+/// The agent a proposal belongs to (`None`: no such proposal).
+async fn proposal_agent(state: &AppState, id: i32) -> Option<i32> {
+    use sea_orm::EntityTrait;
+    entity::proposals::Entity::find_by_id(id)
+        .one(&state.db)
+        .await
+        .ok()
+        .flatten()
+        .map(|p| p.agent_id)
+}
+
+/// A proposal as a task: `working` while it waits or runs; `completed` with the
+/// tool's result once it ran (a failed run is a result with `isError`);
+/// `failed` with a JSON-RPC error when it was declined or expired unrun.
+fn detailed_task(id: &str, row: crate::actions::views::ProposalView) -> DetailedTask {
+    use crate::actions::decide::State;
+    let task = Task::new(
+        id,
+        TaskStatus::Working,
+        row.created_at.to_rfc3339(),
+        row.updated_at.to_rfc3339(),
+    )
+    .with_poll_interval_ms(TASK_POLL_MS);
+    let state = row.state.parse::<State>().unwrap_or(State::Failed);
+    let object = |value: Value| value.as_object().cloned().unwrap_or_default();
+    let payload = match state {
+        State::Proposed | State::Approved | State::Executing => TaskPayload::Working,
+        State::Succeeded | State::Failed => {
+            let ran = CallResult::Ran(CallRan {
+                status: match state {
+                    State::Succeeded => crate::actions::views::RanStatus::Succeeded,
+                    _ => crate::actions::views::RanStatus::Failed,
+                },
+                proposal_id: row.id,
+                result: row.result.clone(),
+                decided_by: row.decided_by.clone(),
+            });
+            TaskPayload::Completed {
+                result: object(serde_json::to_value(call_result(ran)).unwrap_or(Value::Null)),
+            }
+        }
+        State::Declined | State::Expired => {
+            let why = row
+                .result
+                .as_ref()
+                .and_then(|r| r.get("error"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .unwrap_or_else(|| format!("the proposal was {}", row.state));
+            let mut data = serde_json::Map::new();
+            data.insert("state".to_owned(), Value::from(row.state.clone()));
+            data.insert("proposal_id".to_owned(), Value::from(row.id));
+            let mut error = serde_json::Map::new();
+            error.insert("code".to_owned(), Value::from(-32000));
+            error.insert("message".to_owned(), Value::from(why));
+            error.insert("data".to_owned(), Value::Object(data));
+            TaskPayload::Failed { error }
+        }
+    };
+    DetailedTask::new(task, payload)
+}
+
 /// A REST call result as a tool result.
 fn call_result(result: CallResult) -> CallToolResult {
     match result {
@@ -606,6 +679,7 @@ impl ServerHandler for Loadout {
             .enable_tool_list_changed()
             .enable_prompts()
             .enable_prompts_list_changed()
+            .enable_tasks()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("loadout", env!("CARGO_PKG_VERSION")))
@@ -724,6 +798,9 @@ impl ServerHandler for Loadout {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let tasks = context
+            .client_capabilities()
+            .is_some_and(|c| c.supports_tasks());
         let (caller, pick) = admitted(&self.state, &context).await?;
         let arguments = request.arguments.unwrap_or_default();
         refuse_nul(&arguments)?;
@@ -765,6 +842,20 @@ impl ServerHandler for Loadout {
         )
         .await
         {
+            // A client that declared tasks gets a proposal as a task, `working`
+            // until an approver decides it (`tasks/get`).
+            Ok(CallResult::Waiting(waiting))
+                if waiting.status == WaitingStatus::ProposedForApproval && tasks =>
+            {
+                let now = self.state.clock.now().to_rfc3339();
+                let task = Task::new(task_id(waiting.proposal_id), TaskStatus::Working, &now, &now)
+                    .with_status_message(format!(
+                        "proposed for approval as proposal {}: {}",
+                        waiting.proposal_id, waiting.description
+                    ))
+                    .with_poll_interval_ms(TASK_POLL_MS);
+                Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
+            }
             Ok(result) => Ok(call_result(result).into()),
             Err(e) if e.kind == Kind::NotFound => Err(protocol(e)),
             Err(e) => {
@@ -781,6 +872,42 @@ impl ServerHandler for Loadout {
                 Ok(failed.into())
             }
         }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let caller = caller(&context)?;
+        let id = request
+            .task_id
+            .strip_prefix(TASK_PREFIX)
+            .and_then(|n| n.parse::<i32>().ok())
+            .ok_or_else(|| ErrorData::invalid_params("no such task", None))?;
+        // The caller's tenant's proposal, of the endpoint's agent; anything else is not found.
+        let detail = crate::actions::decide::get(&self.state.db, &caller.who, id)
+            .await
+            .map_err(protocol)?;
+        let row = detail.proposal;
+        let agent = crate::fetch::agent(&self.state.prompts(), &caller.agent)
+            .await
+            .map_err(protocol)?;
+        if proposal_agent(&self.state, id).await != Some(agent.id) {
+            return Err(ErrorData::invalid_params("no such task", None));
+        }
+        Ok(GetTaskResult::new(detailed_task(&request.task_id, row)))
+    }
+
+    async fn cancel_task(
+        &self,
+        _request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        Err(ErrorData::invalid_request(
+            "a proposal is decided by an approver; its caller cannot cancel it",
+            None,
+        ))
     }
 
     async fn list_prompts(

@@ -51,3 +51,41 @@ async def test_the_prompt_is_the_agents_instructions_fetched_through_the_cache(l
     again = await agent.get_system_prompt(RunContextWrapper(context=None))
     assert first == again == c.prompt(AGENT, "web").text
     assert recorder.count() == 1
+
+
+POLICY = """
+@id("ann-instructions")
+permit (principal == User::"ann", action == Action::"update_instructions", resource);
+
+@id("no-links")
+@reason("instructions may not carry links")
+forbid (principal, action == Action::"update_instructions", resource)
+when { context.arguments.instructions like "*http*" };
+"""
+
+
+async def test_needs_approval_asks_loadout_how_it_would_decide_under_the_agents_policy(live):
+    live.rest("PUT", f"/v1/agents/{AGENT}/policy", live.operator, {"policy": POLICY})
+    c = AsyncClient(live.url, live.agent_key)
+    try:
+        tools = {t.name: t for t in await function_tools(c, AGENT, conversation_id="conv-policy",
+                                                            user_id=lambda ctx: "ann", needs_approval=True)}
+        check = tools["update_instructions"].needs_approval
+        ctx = RunContextWrapper(context=None)
+        assert await check(ctx, {"instructions": "Be brief."}, "call-1") is False
+        assert await check(ctx, {"instructions": "See http://x"}, "call-2") is True
+        decided = await c.decide(AGENT, "update_instructions", {"instructions": "See http://x"},
+                                 conversation_id="conv-policy", user_id="ann")
+        assert (decided.decision, decided.policy, decided.reason) == (
+            "deny", "no-links", "instructions may not carry links")
+        # A dry run wrote nothing: no proposal in that conversation.
+        listed = live.rest("GET", "/v1/conversations/conv-policy/proposals", live.approver)
+        assert listed["proposals"] == []
+        sync = Client(live.url, live.agent_key)
+        assert sync.decide(AGENT, "update_instructions", {"instructions": "Be brief."},
+                           conversation_id="conv-policy", user_id="ann").decision == "auto"
+        without = {t.name: t for t in await function_tools(c, AGENT, conversation_id="conv-policy")}
+        assert without["update_instructions"].needs_approval is False, "opt-in only"
+    finally:
+        live.rest("PUT", f"/v1/agents/{AGENT}/policy", live.operator, {"policy": None})
+        await c.aclose()

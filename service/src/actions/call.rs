@@ -8,6 +8,12 @@
 //! of that revision's and the working copy's, so a tier raised for safety applies at
 //! once. The tool must still be the agent's in the working copy: one switched off,
 //! unlinked or deleted since is refused whatever the revision says.
+//!
+//! That revision's policy (`crate::policies`) decides before the tier: a tool a
+//! `forbid` hides from the caller is refused as unknown before its arguments are
+//! checked; a `forbid` on the arguments is 403 `denied_by_policy`; a
+//! `@requireApproval` permit waits; a `permit` runs. What it decided is recorded on
+//! the proposal (`decided_by`). A `dry_run` answers the decision and writes nothing.
 
 use chrono::{DateTime, Utc};
 use entity::{agent_tools, proposals, tools, user_tool_preferences};
@@ -334,11 +340,6 @@ pub async fn call(
             decided_by: policy.map(|(_, by)| by),
         }));
     }
-    if let Some((decision, by)) = &policy
-        && decision.outcome == Outcome::Deny
-    {
-        return Err(denied(by));
-    }
     // The agent is part of the request: another agent's call with the same key and
     // body is a different request (409), never a replay of that agent's proposal.
     let serialized = crate::digest::canonical(&request).map_err(Error::internal)?;
@@ -348,6 +349,12 @@ pub async fn call(
         && let Some(first) = replay(runner.db, tenant, key, &request_hash).await?
     {
         return Ok(first);
+    }
+    // After the replay: a retry of a call answered before gets its first answer.
+    if let Some((decision, by)) = &policy
+        && decision.outcome == Outcome::Deny
+    {
+        return Err(denied(by));
     }
     let auto = match policy.as_ref().map(|(d, _)| d.outcome) {
         Some(Outcome::Auto) => true,

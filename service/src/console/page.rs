@@ -99,6 +99,22 @@ fn environment() -> Result<Environment<'static>, minijinja::Error> {
             include_str!("../../../templates/console/problems.html"),
         ),
         (
+            "policy.html",
+            include_str!("../../../templates/console/policy.html"),
+        ),
+        (
+            "policy_problems.html",
+            include_str!("../../../templates/console/policy_problems.html"),
+        ),
+        (
+            "decision.html",
+            include_str!("../../../templates/console/decision.html"),
+        ),
+        (
+            "groups.html",
+            include_str!("../../../templates/console/groups.html"),
+        ),
+        (
             "preview.html",
             include_str!("../../../templates/console/preview.html"),
         ),

@@ -1175,3 +1175,43 @@ db_test!(
         .await;
     }
 );
+
+db_test!(
+    async fn the_policy_editor_shows_a_validation_error_and_a_tried_calls_decision_by_keyboard_too(db) {
+        let site = Site::new(db).await;
+        let Some(client) = browser().await else { return };
+        run("policy", client, async |c: &Client| {
+            sign_in(c, &site, &site.admin).await?;
+            c.goto(&format!("{}/console/agents/assistant/policy", site.base)).await?;
+            // An argument the tool does not take: the validator's error at its line.
+            let editor = field(c, "Cedar policy").await?;
+            editor.send_keys("@id(\"no-links\")\nforbid (principal, action == Action::\"update_instructions\", resource)\nwhen { context.arguments.text like \"*http*\" };").await?;
+            region_shows(c, "Policy problems", "Line 3").await?;
+            region_shows(c, "Policy problems", "text").await?;
+            // Fixed by keyboard: select all, type the right attribute.
+            tab_to(c, "policy|").await?;
+            c.active_element().await?.send_keys(&format!("{CONTROL}a{NO_MODIFIER}@id(\"no-links\")\nforbid (principal, action == Action::\"update_instructions\", resource)\nwhen {{ context.arguments.instructions like \"*http*\" }};")).await?;
+            region_shows(c, "Policy problems", "No problems").await?;
+            // Try a call, reaching every field and the button by Tab.
+            tab_to(c, "try_tool|").await?;
+            c.active_element().await?.send_keys("update_instructions").await?;
+            tab_to(c, "try_arguments|").await?;
+            c.active_element().await?.send_keys(&format!("{CONTROL}a{NO_MODIFIER}{{\"instructions\": \"see http://x\"}}")).await?;
+            tab_to(c, "try_user|").await?;
+            c.active_element().await?.send_keys("bob").await?;
+            tab_to(c, "|Try|policy-form").await?;
+            c.active_element().await?.send_keys(ENTER).await?;
+            region_shows(c, "Decision", "deny").await?;
+            region_shows(c, "Decision", "no-links").await?;
+            // Nothing was saved by checking or trying; Save does.
+            let (_, before) = site.api(Method::GET, "/v1/agents/assistant/policy", &site.admin, None).await;
+            ensure!(before["policy"].is_null(), "saved early: {before}");
+            button(c, "//form[@id='policy-form']", "Save policy").await?.click().await?;
+            page_shows(c, "Saved: the policy is in a new revision.").await?;
+            let (_, after) = site.api(Method::GET, "/v1/agents/assistant/policy", &site.admin, None).await;
+            ensure!(after["policy"].as_str().unwrap_or("").contains("no-links"), "{after}");
+            Ok(())
+        })
+        .await;
+    }
+);

@@ -404,3 +404,70 @@ async fn closing_delete(base: &str, key: &str) -> u16 {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("a status: {head}"))
 }
+
+/// A client that declares the tasks extension (SEP-2663).
+struct TasksClient;
+
+impl ClientHandler for TasksClient {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        rmcp::model::ClientConfig::new(
+            rmcp::model::ClientCapabilities::builder().enable_tasks().build(),
+            rmcp::model::Implementation::new("tasks-client", "0"),
+        )
+    }
+}
+
+db_test! {
+    async fn a_tasks_client_gets_a_working_task_then_the_result_once_an_approver_approves(db) {
+        use rmcp::model::{CallToolResponse, GetTaskParams, TaskPayload, TaskStatus};
+        let served = serve(db).await;
+        let approver = served.app.key("approver", loadout::auth::keys::Role::Approver).await;
+        let endpoint = format!("{}/mcp/agents/assistant?channel=web&user_id=alice", served.base);
+        let client = TasksClient.serve(transport(&endpoint, &served.app.agent)).await.expect("initialize");
+        let args = json!({"instructions": "Answer in French."}).as_object().cloned().unwrap_or_default();
+        let response = client.call_tool_once(CallToolRequestParams::new("update_instructions").with_arguments(args.clone()))
+            .await.expect("tools/call");
+        let CallToolResponse::Task(created) = response else { panic!("a task, not {response:?}") };
+        assert_eq!(created.task.status, TaskStatus::Working);
+        let id = created.task.task_id.clone();
+        let polled = client.get_task(GetTaskParams::new(&id)).await.expect("tasks/get");
+        assert_eq!(polled.task.status(), TaskStatus::Working, "still waiting for a person");
+
+        let proposal: i64 = id.trim_start_matches("proposal-").parse().expect("a proposal id");
+        let (status, body) = served.app.call(Method::POST, &format!("/v1/proposals/{proposal}/approve"), &approver, None).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let done = client.get_task(GetTaskParams::new(&id)).await.expect("tasks/get");
+        let TaskPayload::Completed { result } = &done.task.payload else { panic!("completed, not {:?}", done.task) };
+        assert_eq!(result.get("isError"), Some(&json!(false)), "{result:?}");
+        let (_, instructions) = served.app.call(Method::GET, "/v1/agents/assistant/users/alice/instructions", &served.app.operator, None).await;
+        assert_eq!(instructions["instructions"], "Answer in French.", "it ran once approved");
+
+        // Declined: the task fails with the decline.
+        let response = client.call_tool_once(CallToolRequestParams::new("update_instructions").with_arguments(args))
+            .await.expect("tools/call");
+        let CallToolResponse::Task(created) = response else { panic!("a task, not {response:?}") };
+        let proposal: i64 = created.task.task_id.trim_start_matches("proposal-").parse().expect("id");
+        let (status, _) = served.app.call(Method::POST, &format!("/v1/proposals/{proposal}/decline"), &approver, None).await;
+        assert_eq!(status, StatusCode::OK);
+        let failed = client.get_task(GetTaskParams::new(&created.task.task_id)).await.expect("tasks/get");
+        assert_eq!(failed.task.status(), TaskStatus::Failed, "{failed:?}");
+        // Another tenant's task is not found.
+        let other = loadout::auth::keys::create_scoped(&served.app.db.conn, "other-agent", loadout::auth::keys::Role::Agent, Some("acme"), Some("assistant"), chrono::Utc::now()).await.expect("key");
+        let stranger = TasksClient.serve(transport(&endpoint, &other)).await.expect("initialize");
+        assert!(stranger.get_task(GetTaskParams::new(&id)).await.is_err(), "another tenant's task");
+        client.cancel().await.ok();
+        stranger.cancel().await.ok();
+    }
+}
+
+db_test! {
+    async fn a_client_without_tasks_keeps_the_structured_proposal(db) {
+        let served = serve(db).await;
+        let endpoint = format!("{}/mcp/agents/assistant?channel=web&user_id=alice", served.base);
+        let (client, _) = connect(&endpoint, &served.app.agent).await.expect("initialize");
+        let args = json!({"instructions": "x"}).as_object().cloned().unwrap_or_default();
+        let result = client.call_tool(CallToolRequestParams::new("update_instructions").with_arguments(args)).await.expect("tools/call");
+        assert_eq!(result.structured_content.as_ref().and_then(|s| s.get("status")).cloned(), Some(json!("proposed_for_approval")), "{result:?}");
+        client.cancel().await.ok();
+    }
+}

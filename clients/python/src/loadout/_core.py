@@ -15,7 +15,7 @@ from typing import Any
 
 from . import _tracing, errors, models
 from ._store import DiskStore
-from .results import Loadout, Prompt, Proposal, Source, Tools, ToolResult
+from .results import Decision, Loadout, Prompt, Proposal, Source, Tools, ToolResult
 
 log = logging.getLogger("loadout")
 monotonic = time.monotonic
@@ -276,6 +276,28 @@ class Core:
         if revision is not None:
             body["revision"] = revision
         return body
+
+    @staticmethod
+    def decide_request(tool: str, arguments: Any, conversation_id: str, user_id: str | None,
+                       revision: int | None) -> dict[str, Any]:
+        body: dict[str, Any] = {"tool": tool, "arguments": arguments, "conversation_id": conversation_id,
+                                "dry_run": True}
+        if user_id is not None:
+            body["user_id"] = user_id
+        if revision is not None:
+            body["revision"] = revision
+        return body
+
+    @staticmethod
+    def decide_answer(tool: str, status: int, headers: Any, body: bytes) -> Decision:
+        """A dry run's answer: the `Decision`, or the typed error (404 for a tool the agent lacks or
+        a policy hides from this caller)."""
+        if status != 200:
+            raise errors.from_response(status, body, headers)
+        data = json.loads(body)
+        by = data.get("decided_by") or {}
+        return Decision(tool=tool, decision=data["decision"], revision=data["revision"],
+                        policy=by.get("policy"), reason=by.get("reason"))
 
     @staticmethod
     def call_answer(agent: str, request: dict[str, Any], status: int, headers: Any,

@@ -68,10 +68,16 @@ def relay(outcome: ToolResult | Proposal) -> str:
 
 async def function_tools(client: Client | AsyncClient, agent: str, *, conversation_id: Per,
                          user_id: Per = None, label: str | None = None,
-                         fallback: list[dict[str, Any]] | None = None) -> list[Tool]:
+                         fallback: list[dict[str, Any]] | None = None,
+                         needs_approval: bool = False) -> list[Tool]:
     """The agent's loadout tools (OpenAI strict schemas) as SDK function tools. Each call is
     `call_tool` on loadout with the revision the tools came from; a proposal, invalid arguments or
-    a failed call come back to the model as the tool's output (JSON), never as an exception."""
+    a failed call come back to the model as the tool's output (JSON), never as an exception.
+
+    `needs_approval=True` gives each tool the SDK's `needs_approval` callable: loadout decides the
+    call without running it (`decide`, a dry run under the agent's policy, tier and the user's
+    preference), and the run is interrupted for the calls loadout would not run at once. loadout's
+    own ledger still records and gates the call when it is made."""
     # A rollout assigns by user, else by conversation: given as strings, they pick the tools of
     # the revision this subject's prompt comes from (functions of the context are known only per call).
     subject = {name: value for name, value in (("user_id", user_id), ("conversation_id", conversation_id))
@@ -95,12 +101,25 @@ async def function_tools(client: Client | AsyncClient, agent: str, *, conversati
 
         return invoke
 
+    def approval(name: str) -> Callable[[Any, dict[str, Any], str], Any]:
+        async def needs(ctx: Any, params: dict[str, Any], _call_id: str) -> bool:
+            try:
+                decided = await _call(client, "decide", agent, name, params,
+                                      conversation_id=_resolve(conversation_id, ctx) or "agents-sdk",
+                                      user_id=_resolve(user_id, ctx), revision=revision)
+            except errors.LoadoutError:
+                return True  # what cannot be decided is never run unasked
+            return bool(decided.needs_approval)
+
+        return needs
+
     tools: list[Tool] = []  # Tool, not FunctionTool: what `Agent(tools=)` takes (a list is invariant)
     for tool in listed.tools:
         function = tool["function"]
         tools.append(FunctionTool(name=function["name"], description=function.get("description", ""),
                                   params_json_schema=function["parameters"], on_invoke_tool=invoker(function["name"]),
-                                  strict_json_schema=bool(function.get("strict", True))))
+                                  strict_json_schema=bool(function.get("strict", True)),
+                                  needs_approval=approval(function["name"]) if needs_approval else False))
     return tools
 
 

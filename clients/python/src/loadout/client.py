@@ -11,7 +11,7 @@ import httpx
 
 from . import errors
 from ._core import LOADOUT, PROMPT, TOOLS, Core, Entry, Offline, _segment, monotonic
-from .results import Loadout, Prompt, Proposal, Tools, ToolResult
+from .results import Decision, Loadout, Prompt, Proposal, Tools, ToolResult
 
 
 class Client:
@@ -133,6 +133,14 @@ class Client:
         request = self._core.call_request(agent, tool, arguments, conversation_id, user_id, message_id,
                                           idempotency_key, revision)
         return self._send_call(agent, request)
+
+    def decide(self, agent: str, tool: str, arguments: Any, *, conversation_id: str,
+               user_id: str | None = None, revision: int | None = None) -> Decision:
+        """How loadout would decide this call now (its policy, else the tier and the user's
+        preference), without writing or running anything: for an SDK's `needs_approval`."""
+        request = self._core.decide_request(tool, arguments, conversation_id, user_id, revision)
+        r = self._post(f"/v1/agents/{_segment(agent)}/tool-calls", request)
+        return self._core.decide_answer(tool, r.status_code, r.headers, r.content)
 
     def _send_call(self, agent: str, request: dict[str, Any]) -> ToolResult | Proposal:
         r = self._post(f"/v1/agents/{_segment(agent)}/tool-calls", request)

@@ -81,6 +81,24 @@ class ToolResult:
 
 
 @dataclass(frozen=True, slots=True)
+class Decision:
+    """How loadout would decide a call, asked with `decide` (a dry run: nothing written, nothing
+    run): `auto` runs at once, `approval` waits for an approver, `deny` is refused by a policy.
+    `policy` and `reason` name the rule of the agent's policy that decided (`None`: the tier did)."""
+
+    tool: str
+    decision: str
+    revision: int
+    policy: str | None = None
+    reason: str | None = None
+
+    @property
+    def needs_approval(self) -> bool:
+        """Whether the call would not run at once (it waits, or is refused)."""
+        return self.decision != "auto"
+
+
+@dataclass(frozen=True, slots=True)
 class Proposal:
     """A tool call waiting for a person (`proposed_for_approval`), approved and not yet run
     (`approved`), or running (`executing`). `wait(proposal)` waits for its end."""
