@@ -29,11 +29,11 @@ use axum::response::{IntoResponse, Response};
 use rmcp::ServerHandler;
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
-    ContentBlock, CreateTaskResult, DetailedTask, DiscoverResult, ErrorData, GetTaskParams,
-    GetTaskResult, Task, TaskPayload, TaskStatus, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
+    ContentBlock, CreateTaskResult, DetailedTask, DiscoverResult, ErrorData,
+    GetPromptRequestParams, GetPromptResponse, GetPromptResult, GetTaskParams, GetTaskResult,
     Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult, ListToolsResult,
     MetaObject, PaginatedRequestParams, Prompt, PromptArgument, PromptMessage, Role as MessageRole,
-    ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+    ServerCapabilities, ServerConfig, SubscriptionFilter, Task, TaskPayload, TaskStatus, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -848,12 +848,17 @@ impl ServerHandler for Loadout {
                 if waiting.status == WaitingStatus::ProposedForApproval && tasks =>
             {
                 let now = self.state.clock.now().to_rfc3339();
-                let task = Task::new(task_id(waiting.proposal_id), TaskStatus::Working, &now, &now)
-                    .with_status_message(format!(
-                        "proposed for approval as proposal {}: {}",
-                        waiting.proposal_id, waiting.description
-                    ))
-                    .with_poll_interval_ms(TASK_POLL_MS);
+                let task = Task::new(
+                    task_id(waiting.proposal_id),
+                    TaskStatus::Working,
+                    &now,
+                    &now,
+                )
+                .with_status_message(format!(
+                    "proposed for approval as proposal {}: {}",
+                    waiting.proposal_id, waiting.description
+                ))
+                .with_poll_interval_ms(TASK_POLL_MS);
                 Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
             }
             Ok(result) => Ok(call_result(result).into()),

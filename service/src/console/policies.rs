@@ -10,11 +10,11 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 
-use super::page::{CsrfOnly, Path, Query, Signed, blank, error_page, refusal, render, wants_partial};
+use super::page::{CsrfOnly, Path, Query, Signed, blank, error_page, render, wants_partial};
 use super::session::{Admin, Checked, Operator, csrf_field};
 use crate::agents::policy::{self, DecisionView, PolicyPut, PolicyTry, TriedCall};
 use crate::app::AppState;
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::policies::PolicyProblem;
 use crate::policies::cases::{self, Case};
 use crate::policies::groups::{self, GroupView, NewGroup};
@@ -225,7 +225,7 @@ async fn try_call(
                 page.problems = problems;
                 page.test_failures = failures;
             }
-            Err(e) if e.kind == crate::error::Kind::Internal => {
+            Err(e) if e.kind == Kind::Internal => {
                 return error_page(Some(&signed), &e);
             }
             Err(e) => page.try_error = Some(e.message),
@@ -276,14 +276,18 @@ async fn save(
     };
     let w = state.writer(None);
     match policy::save(&w, &signed.who.member, &name, put).await {
-        Ok(_) => Redirect::to(&format!("/console/agents/{name}/policy?saved=policy")).into_response(),
+        Ok(_) => {
+            Redirect::to(&format!("/console/agents/{name}/policy?saved=policy")).into_response()
+        }
+        Err(e) if matches!(e.kind, Kind::Internal | Kind::NotFound) => {
+            error_page(Some(&signed), &e)
+        }
         Err(e) => {
-            let again_with = |status: StatusCode, e: Error| async move {
-                let mut response = again(&state, &signed, &name, form, |p| p.error = Some(e.message)).await;
-                *response.status_mut() = status;
-                response
-            };
-            refusal(&signed, e, again_with).await
+            let status = crate::web::status(e.kind);
+            let mut response =
+                again(&state, &signed, &name, form, |p| p.error = Some(e.message)).await;
+            *response.status_mut() = status;
+            response
         }
     }
 }
@@ -341,7 +345,7 @@ async fn groups_page(State(state): State<AppState>, Admin(signed): Admin) -> Res
 async fn done(state: &AppState, signed: &Signed, outcome: Result<GroupView>) -> Response {
     match outcome {
         Ok(_) => Redirect::to("/console/groups").into_response(),
-        Err(e) if matches!(e.kind, crate::error::Kind::Internal) => error_page(Some(signed), &e),
+        Err(e) if e.kind == Kind::Internal => error_page(Some(signed), &e),
         Err(e) => groups_of(state, signed, Some(e.message)).await,
     }
 }

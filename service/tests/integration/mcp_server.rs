@@ -411,7 +411,9 @@ struct TasksClient;
 impl ClientHandler for TasksClient {
     fn get_info(&self) -> rmcp::model::ClientConfig {
         rmcp::model::ClientConfig::new(
-            rmcp::model::ClientCapabilities::builder().enable_tasks().build(),
+            rmcp::model::ClientCapabilities::builder()
+                .enable_tasks()
+                .build(),
             rmcp::model::Implementation::new("tasks-client", "0"),
         )
     }
