@@ -19,36 +19,6 @@ class Action(Enum):
     keep = 'keep'
 
 
-class AgentDoc(BaseModel):
-    """
-    An agent: its texts, settings and the tools it is linked to (links switched on).
-    """
-
-    model_config = ConfigDict(
-        extra='forbid',
-    )
-    identity: dict[str, Any]
-    """
-    `{display_name, role, description}` (null fields are left out).
-    """
-    interaction_learning: str | None = None
-    name: str
-    operating_model: str | None = None
-    release_mode: str
-    """
-    `direct` or `gated`.
-    """
-    soul: str
-    template: str | None = None
-    """
-    `null`: the built-in assembly renders the prompt.
-    """
-    tools: list[str] | None = None
-    """
-    The tools it is linked to, by name.
-    """
-
-
 class Annotations(BaseModel):
     """
     MCP tool annotations (`title` and the behaviour hints), serialised in camelCase.
@@ -341,6 +311,23 @@ class CreatedKey(BaseModel):
     tenant: str
 
 
+class DecidedBy(BaseModel):
+    """
+    Which revision and policy decided a call.
+    """
+
+    policy: str | None = None
+    """
+    The deciding policy's id; `null` when the policy could not decide (then the
+    call waits for an approver, and `reason` says why).
+    """
+    reason: str | None = None
+    revision: int
+    """
+    The revision (its number) whose policy decided.
+    """
+
+
 class Decision(BaseModel):
     """
     The body of an approve or decline.
@@ -353,6 +340,14 @@ class Decision(BaseModel):
     """
     Why, kept with the decision.
     """
+
+
+class DryRunStatus(Enum):
+    """
+    Always `dry_run`.
+    """
+
+    dry_run = 'dry_run'
 
 
 class ErrorDetail(BaseModel):
@@ -459,6 +454,19 @@ class GrantView(BaseModel):
     reason: str | None = None
     requested_by: str
     state: GrantState
+
+
+class GroupView(BaseModel):
+    """
+    A group and its members.
+    """
+
+    created_at: AwareDatetime
+    members: list[str]
+    """
+    User ids, sorted.
+    """
+    name: str
 
 
 class Guard(BaseModel):
@@ -838,6 +846,24 @@ class NewConnector(BaseModel):
     """
 
 
+class NewGroup(BaseModel):
+    """
+    The body of `POST /v1/groups`.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    members: list[str] | None = None
+    """
+    User ids to start with.
+    """
+    name: str
+    """
+    Lowercase letters, digits and `_`, as tool names.
+    """
+
+
 class NewKey(BaseModel):
     """
     The body of `POST /v1/keys`.
@@ -921,6 +947,17 @@ class OpenAiTool(BaseModel):
     """
 
 
+class Outcome(Enum):
+    """
+    What decided a call.
+    """
+
+    deny = 'deny'
+    approval = 'approval'
+    auto = 'auto'
+    tier = 'tier'
+
+
 class OutcomeKind(Enum):
     """
     What a client says a conversation came to.
@@ -962,6 +999,16 @@ class PlanBase(BaseModel):
     prune: bool
     target: str
     version: int = Field(..., ge=0)
+
+
+class PolicyProblem(BaseModel):
+    """
+    A problem in a policy set: where (1-based line and column in its text) and what.
+    """
+
+    column: int = Field(..., ge=0)
+    line: int = Field(..., ge=0)
+    message: str
 
 
 class Preference(BaseModel):
@@ -1051,6 +1098,8 @@ class ProblemCode(Enum):
     no_executor = 'no_executor'
     not_connected = 'not_connected'
     not_in_catalog = 'not_in_catalog'
+    policy_invalid = 'policy_invalid'
+    policy_test_failed = 'policy_test_failed'
     prompt_names_inactive_tool = 'prompt_names_inactive_tool'
     remote_tool_gone = 'remote_tool_gone'
     retired_tool_active = 'retired_tool_active'
@@ -1532,6 +1581,11 @@ class ToolCall(BaseModel):
     Checked against the tool's JSON Schema.
     """
     conversation_id: str
+    dry_run: bool | None = None
+    """
+    Answer how the call would be decided (`auto`, `approval` or `deny`, and the
+    policy that decided) and write nothing, run nothing.
+    """
     idempotency_key: str | None = None
     """
     The same key with the same request answers the first response; with another, 409.
@@ -1684,6 +1738,23 @@ class Format6(Enum):
     mcp = 'mcp'
 
 
+class TriedCall(BaseModel):
+    """
+    A call to decide under a policy being edited.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    arguments: dict[str, Any]
+    groups: list[str] | None = None
+    """
+    The user's groups; absent: the groups the tenant gives that user now.
+    """
+    tool: str
+    user_id: str | None = None
+
+
 class ValueChange(BaseModel):
     """
     One field's old and new value; `null` where the field is absent.
@@ -1795,11 +1866,30 @@ class AttemptList(BaseModel):
     attempts: list[AttemptView]
 
 
+class CallDecision(BaseModel):
+    """
+    `dry_run`: what the call would be decided, with nothing written or run.
+    """
+
+    decided_by: DecidedBy | None = None
+    decision: Outcome
+    """
+    `auto` (it would run at once), `approval` (it would wait for an approver)
+    or `deny` (a policy refuses it); never `tier`: the tier's answer is given.
+    """
+    revision: int
+    """
+    The revision the call would be decided under.
+    """
+    status: DryRunStatus
+
+
 class CallRan(BaseModel):
     """
     A call that ran, or is running: its result (`{error, retryable}` on failure).
     """
 
+    decided_by: DecidedBy | None = None
     proposal_id: int
     result: dict[str, Any] | None = None
     status: RanStatus
@@ -1810,10 +1900,48 @@ class CallWaiting(BaseModel):
     A call that has not run (yet): proposed, approved, declined or expired.
     """
 
+    decided_by: DecidedBy | None = None
     description: str
     preview: list[PreviewRow]
     proposal_id: int
     status: WaitingStatus
+
+
+class Case(BaseModel):
+    """
+    One test case.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    arguments: dict[str, Any]
+    expect: Outcome
+    """
+    `deny`, `approval`, `auto` or `tier` (no policy applies).
+    """
+    groups: list[str] | None = None
+    """
+    The user's groups.
+    """
+    member: str | None = None
+    name: str | None = None
+    """
+    Shown when the case fails (default: its position).
+    """
+    policy: str | None = None
+    """
+    The policy expected to decide, when it matters.
+    """
+    tenant: str | None = None
+    """
+    The caller's tenant (default `default`) and member (default `test`).
+    """
+    tool: str
+    user: str | None = None
+    """
+    The user the agent acts for (absent: none).
+    """
 
 
 class ChangeEvent(BaseModel):
@@ -2010,6 +2138,11 @@ class Content(BaseModel):
     """
     Empty when the agent has none (the section renders nothing).
     """
+    policy: str | None = None
+    """
+    The agent's Cedar policy set (`policies`); absent when it has none, so the
+    content of an agent without one hashes as it did before policies.
+    """
     soul: str
     template: str | None = None
     """
@@ -2019,6 +2152,19 @@ class Content(BaseModel):
     """
     The agent's active tools as served, sorted by name.
     """
+
+
+class DecisionView(BaseModel):
+    """
+    What a policy decided, and which policy decided it.
+    """
+
+    decision: Outcome
+    policy: str | None = None
+    """
+    The deciding policy's id (`null`: none applied, or the set could not decide).
+    """
+    reason: str | None = None
 
 
 class ErrorBody(BaseModel):
@@ -2035,6 +2181,14 @@ class GrantList(BaseModel):
     """
 
     grants: list[GrantView]
+
+
+class GroupList(BaseModel):
+    """
+    The tenant's groups, by name.
+    """
+
+    groups: list[GroupView]
 
 
 class LabelHistory(BaseModel):
@@ -2154,6 +2308,67 @@ class NewTool(BaseModel):
     """
 
 
+class PolicyCheck(BaseModel):
+    """
+    The validator's answer.
+    """
+
+    decision: DecisionView | None = None
+    problems: list[PolicyProblem]
+    """
+    Empty: the policy compiles against the agent's tools.
+    """
+    test_failures: list[str]
+    """
+    One message per failing test case.
+    """
+
+
+class PolicyPut(BaseModel):
+    """
+    The body of `PUT /v1/agents/{agent}/policy`.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    policy: str | None = None
+    """
+    Cedar text; `null` or empty: remove the policy.
+    """
+    tests: list[Case] | None = None
+
+
+class PolicyTry(BaseModel):
+    """
+    The body of `POST /v1/agents/{agent}/policy/validate`: a policy to check
+    against the agent's tools (nothing is saved), and optionally a call to try.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    call: TriedCall | None = None
+    policy: str
+    tests: list[Case] | None = None
+
+
+class PolicyView(BaseModel):
+    """
+    An agent's policy and its tests.
+    """
+
+    agent: str
+    policy: str | None = None
+    """
+    Cedar text; `null`: none (the tiers decide).
+    """
+    tests: list[Case]
+    """
+    The policy's test cases (`loadout check` runs them).
+    """
+
+
 class Preview(BaseModel):
     """
     The candidate's lint report and renders.
@@ -2173,6 +2388,7 @@ class ProposalView(BaseModel):
     attempts: int
     conversation_id: str
     created_at: AwareDatetime
+    decided_by: DecidedBy | None = None
     description: str
     """
     One line for people, e.g. "Create tasks: Buy groceries".
@@ -2421,6 +2637,44 @@ class VersionList(BaseModel):
     versions: list[VersionView]
 
 
+class AgentDoc(BaseModel):
+    """
+    An agent: its texts, settings and the tools it is linked to (links switched on).
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    identity: dict[str, Any]
+    """
+    `{display_name, role, description}` (null fields are left out).
+    """
+    interaction_learning: str | None = None
+    name: str
+    operating_model: str | None = None
+    policy: str | None = None
+    """
+    Its Cedar policy (`policy.cedar`; absent: none).
+    """
+    policy_tests: list[Case] | None = None
+    """
+    The policy's test cases (`policy-tests.json`).
+    """
+    release_mode: str
+    """
+    `direct` or `gated`.
+    """
+    soul: str
+    template: str | None = None
+    """
+    `null`: the built-in assembly renders the prompt.
+    """
+    tools: list[str] | None = None
+    """
+    The tools it is linked to, by name.
+    """
+
+
 class AgentList(BaseModel):
     """
     A page of live agents by name.
@@ -2453,8 +2707,8 @@ class Bundle(BaseModel):
     """
 
 
-class CallResult(RootModel[CallWaiting | CallRan]):
-    root: CallWaiting | CallRan
+class CallResult(RootModel[CallWaiting | CallRan | CallDecision]):
+    root: CallWaiting | CallRan | CallDecision
     """
     What a tool call answers: a proposal to relay, or the result of a call that ran.
     """
@@ -2720,6 +2974,7 @@ class Diff(BaseModel):
     """
     interaction_learning: TextChange | None = None
     operating_model: TextChange | None = None
+    policy: TextChange | None = None
     soul: TextChange | None = None
     template: TemplateChange | None = None
     tools: ToolChanges
