@@ -23,8 +23,8 @@ use std::fmt;
 use std::str::FromStr;
 
 use cedar_policy::{
-    Authorizer, Context, Decision as CedarDecision, Effect, Entities, Entity, EntityId,
-    EntityTypeName, EntityUid, Policy as CedarPolicy, PolicyId, PolicySet, Request,
+    ActionConstraint, Authorizer, Context, Decision as CedarDecision, Effect, Entities, Entity,
+    EntityId, EntityTypeName, EntityUid, Policy as CedarPolicy, PolicyId, PolicySet, Request,
     RestrictedExpression, Schema, ValidationMode, Validator,
 };
 use miette::Diagnostic;
@@ -124,6 +124,51 @@ struct Compiled {
     action: EntityUid,
     resource: Entity,
     parameters: Value,
+    /// The policies whose action scope can hold for this tool: what a call of it
+    /// is evaluated against (a policy scoped to another action never applies).
+    set: PolicySet,
+    /// Of those, the `forbid`s that read no argument.
+    outright: PolicySet,
+}
+
+/// Whether `policy`'s action scope can hold for `action`.
+fn applies_to(policy: &CedarPolicy, action: &EntityUid, group: &EntityUid) -> bool {
+    match policy.action_constraint() {
+        ActionConstraint::Any => true,
+        ActionConstraint::Eq(uid) => &uid == action,
+        ActionConstraint::In(uids) => uids.iter().any(|u| u == action || u == group),
+    }
+}
+
+/// The policies of `set` that can apply to `action` (each keeps its id).
+fn subset(set: &PolicySet, action: &EntityUid, group: &EntityUid) -> PolicySet {
+    let mut out = PolicySet::new();
+    for policy in set.policies().filter(|p| applies_to(p, action, group)) {
+        // Ids are unique in `set`, so they are here too.
+        let _ = out.add(policy.clone());
+    }
+    out
+}
+
+/// A converted argument value (see `schema::arguments`: strings, whole numbers,
+/// booleans, sets and records only) as a Cedar value, with no schema lookup.
+fn restricted(value: &Value) -> Option<RestrictedExpression> {
+    Some(match value {
+        Value::String(s) => RestrictedExpression::new_string(s.clone()),
+        Value::Bool(b) => RestrictedExpression::new_bool(*b),
+        Value::Number(n) => RestrictedExpression::new_long(n.as_i64()?),
+        Value::Array(items) => {
+            RestrictedExpression::new_set(items.iter().map(restricted).collect::<Option<Vec<_>>>()?)
+        }
+        Value::Object(fields) => {
+            let fields = fields
+                .iter()
+                .map(|(k, v)| Some((k.clone(), restricted(v)?)))
+                .collect::<Option<Vec<_>>>()?;
+            RestrictedExpression::new_record(fields).ok()?
+        }
+        Value::Null => return None,
+    })
 }
 
 /// A policy set parsed and validated against a revision's tools, ready to decide.
@@ -131,7 +176,6 @@ pub struct Rules {
     set: PolicySet,
     /// The `forbid`s that read no argument: what hides a tool from a principal.
     outright: PolicySet,
-    schema: Schema,
     tools: HashMap<String, Compiled>,
     authorizer: Authorizer,
 }
@@ -318,13 +362,16 @@ impl Rules {
             problems.sort_by_key(|p| (p.line, p.column));
             return Err(problems);
         }
+        let group = uid("Action", schema::CALL);
         let tools = tools
             .iter()
             .map(|t| {
-                let resource = tool_entity(t);
+                let action = uid("Action", t.name);
                 let compiled = Compiled {
-                    action: uid("Action", t.name),
-                    resource,
+                    set: subset(&set, &action, &group),
+                    outright: subset(&outright, &action, &group),
+                    resource: tool_entity(t),
+                    action,
                     parameters: t.parameters.clone(),
                 };
                 (t.name.to_owned(), compiled)
@@ -333,7 +380,6 @@ impl Rules {
         Ok(Rules {
             set,
             outright,
-            schema,
             tools,
             authorizer: Authorizer::new(),
         })
@@ -346,8 +392,10 @@ impl Rules {
         let Some(compiled) = self.tools.get(tool) else {
             return Decision::unsure(format!("the policy does not know the tool {tool:?}"));
         };
-        let args = match schema::arguments(&compiled.parameters, arguments) {
-            Ok(args) => args,
+        let args = match schema::arguments(&compiled.parameters, arguments).map(|a| restricted(&a))
+        {
+            Ok(Some(args)) => args,
+            Ok(None) => return Decision::unsure("the policy cannot read the arguments".to_owned()),
             Err(why) => return Decision::unsure(format!("the policy cannot decide: {why}")),
         };
         let Some((list, item_schema)) = schema::list_item(&compiled.parameters) else {
@@ -372,8 +420,11 @@ impl Rules {
         }
         let mut strictest: Option<Decision> = None;
         for (i, item) in items.iter().enumerate() {
-            let item = match schema::arguments(item_schema, item) {
-                Ok(item) => item,
+            let item = match schema::arguments(item_schema, item).map(|i| restricted(&i)) {
+                Ok(Some(item)) => item,
+                Ok(None) => {
+                    return Decision::unsure(format!("the policy cannot read /{list}/{i}"));
+                }
                 Err(why) => {
                     let why = why.replacen("argument /", &format!("argument /{list}/{i}/"), 1);
                     return Decision::unsure(format!("the policy cannot decide: {why}"));
@@ -394,22 +445,20 @@ impl Rules {
         &self,
         compiled: &Compiled,
         tier: Tier,
-        args: &Value,
-        item: Option<Value>,
+        args: &RestrictedExpression,
+        item: Option<RestrictedExpression>,
         who: Who<'_>,
     ) -> Decision {
-        let mut context = principal_context(who);
-        context.insert("arguments".to_owned(), args.clone());
+        let mut pairs = principal_pairs(who);
+        pairs.push(("arguments".to_owned(), args.clone()));
         if let Some(item) = item {
-            context.insert("item".to_owned(), item);
+            pairs.push(("item".to_owned(), item));
         }
-        let context = Value::Object(context);
-        let context =
-            match Context::from_json_value(context, Some((&self.schema, &compiled.action))) {
-                Ok(context) => context,
-                Err(e) => return Decision::unsure(format!("the policy cannot decide: {e}")),
-            };
-        let response = match self.ask(&self.set, compiled, context, who) {
+        let context = match Context::from_pairs(pairs) {
+            Ok(context) => context,
+            Err(e) => return Decision::unsure(format!("the policy cannot decide: {e}")),
+        };
+        let response = match self.ask(&compiled.set, compiled, context, who) {
             Ok(response) => response,
             Err(e) => return Decision::unsure(e),
         };
@@ -435,7 +484,7 @@ impl Rules {
         let annotated = |key: &str| {
             permits
                 .iter()
-                .find(|id| self.set.annotation(id, key).is_some())
+                .find(|id| compiled.set.annotation(id, key).is_some())
                 .map(|id| id.to_string())
         };
         if let Some(id) = annotated("requireApproval") {
@@ -473,11 +522,13 @@ impl Rules {
         let Some(compiled) = self.tools.get(tool) else {
             return false;
         };
-        let context = Value::Object(principal_context(who));
-        let Ok(context) = Context::from_json_value(context, None) else {
+        if compiled.outright.is_empty() {
+            return false;
+        }
+        let Ok(context) = Context::from_pairs(principal_pairs(who)) else {
             return false;
         };
-        match self.ask(&self.outright, compiled, context, who) {
+        match self.ask(&compiled.outright, compiled, context, who) {
             Ok(response) => response.diagnostics().reason().next().is_some(),
             Err(_) => false,
         }
@@ -518,11 +569,17 @@ impl Rules {
 }
 
 /// `{tenant, member}`: what every context holds.
-fn principal_context(who: Who<'_>) -> serde_json::Map<String, Value> {
-    let mut context = serde_json::Map::new();
-    context.insert("tenant".to_owned(), Value::from(who.tenant));
-    context.insert("member".to_owned(), Value::from(who.member));
-    context
+fn principal_pairs(who: Who<'_>) -> Vec<(String, RestrictedExpression)> {
+    vec![
+        (
+            "tenant".to_owned(),
+            RestrictedExpression::new_string(who.tenant.to_owned()),
+        ),
+        (
+            "member".to_owned(),
+            RestrictedExpression::new_string(who.member.to_owned()),
+        ),
+    ]
 }
 
 fn tool_entity(tool: &ToolShape<'_>) -> Entity {

@@ -473,3 +473,39 @@ db_test! {
         client.cancel().await.ok();
     }
 }
+
+db_test! {
+    async fn a_tool_a_policy_forbids_is_absent_from_tools_list_and_a_meta_key_dedupes_retries(db) {
+        let served = serve(db).await;
+        let policy = "@id(\"no-mail-for-alice\") forbid (principal == User::\"alice\", action == Action::\"get_gmail\", resource);";
+        let (status, body) = served.app.call(Method::PUT, "/v1/agents/assistant/policy", &served.app.operator, Some(json!({"policy": policy}))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let names = |tools: Vec<rmcp::model::Tool>| tools.iter().map(|t| t.name.to_string()).collect::<Vec<_>>();
+        let alice = format!("{}/mcp/agents/assistant?channel=web&user_id=alice", served.base);
+        let (client, _) = connect(&alice, &served.app.agent).await.expect("initialize");
+        let listed = names(client.list_all_tools().await.expect("tools/list"));
+        assert!(!listed.contains(&"get_gmail".to_owned()) && listed.contains(&"get_tasks".to_owned()), "{listed:?}");
+        let args = json!({"id": "m1"}).as_object().cloned().unwrap_or_default();
+        let refused = client.call_tool(CallToolRequestParams::new("get_gmail").with_arguments(args)).await;
+        assert!(refused.is_err(), "a hidden tool is unknown: {refused:?}");
+        let bob = format!("{}/mcp/agents/assistant?channel=web&user_id=bob", served.base);
+        let (other, _) = connect(&bob, &served.app.agent).await.expect("initialize");
+        assert!(names(other.list_all_tools().await.expect("tools/list")).contains(&"get_gmail".to_owned()));
+
+        // The same call twice with one `_meta` idempotency key: one proposal.
+        let call = || {
+            let mut params = CallToolRequestParams::new("delete_tasks")
+                .with_arguments(json!({"ids": ["t1"]}).as_object().cloned().unwrap_or_default());
+            let meta = json!({"idempotency_key": "retry-1"}).as_object().cloned().unwrap_or_default();
+            params.meta = Some(meta.into());
+            params
+        };
+        let first = client.call_tool(call()).await.expect("first");
+        let second = client.call_tool(call()).await.expect("retry");
+        let id = |r: &rmcp::model::CallToolResult| r.structured_content.as_ref().and_then(|s| s.get("proposal_id")).cloned();
+        assert!(id(&first).is_some(), "{first:?}");
+        assert_eq!(id(&first), id(&second), "a retry answers the first call");
+        client.cancel().await.ok();
+        other.cancel().await.ok();
+    }
+}
