@@ -119,6 +119,12 @@ pub struct ToolShape<'a> {
     pub parameters: &'a Value,
 }
 
+/// Who a request is decided for, as Cedar takes it: built once per call.
+struct Party {
+    principal: EntityUid,
+    entities: Entities,
+}
+
 /// A tool of the compiled set: its action, resource and input schema.
 struct Compiled {
     action: EntityUid,
@@ -392,14 +398,24 @@ impl Rules {
         let Some(compiled) = self.tools.get(tool) else {
             return Decision::unsure(format!("the policy does not know the tool {tool:?}"));
         };
-        let args = match schema::arguments(&compiled.parameters, arguments).map(|a| restricted(&a))
-        {
+        let list = schema::list_item(&compiled.parameters);
+        let converted = schema::arguments(&compiled.parameters, arguments).map(|mut a| {
+            if let (Some((name, _)), Value::Object(fields)) = (list, &mut a) {
+                fields.remove(name);
+            }
+            restricted(&a)
+        });
+        let args = match converted {
             Ok(Some(args)) => args,
             Ok(None) => return Decision::unsure("the policy cannot read the arguments".to_owned()),
             Err(why) => return Decision::unsure(format!("the policy cannot decide: {why}")),
         };
-        let Some((list, item_schema)) = schema::list_item(&compiled.parameters) else {
-            return self.decide_one(compiled, tier, &args, None, who);
+        let party = match self.party(compiled, who) {
+            Ok(party) => party,
+            Err(e) => return Decision::unsure(e),
+        };
+        let Some((list, item_schema)) = list else {
+            return self.decide_one(compiled, tier, &args, None, who, &party);
         };
         let items = arguments
             .get(list)
@@ -409,7 +425,7 @@ impl Rules {
         if items.is_empty() {
             // Nothing to decide item by item: only a forbid that reads no argument applies.
             return match self.hides(tool, who) {
-                true => self.decide_one(compiled, tier, &args, None, who),
+                true => self.decide_one(compiled, tier, &args, None, who, &party),
                 false => Decision::tier(),
             };
         }
@@ -430,7 +446,7 @@ impl Rules {
                     return Decision::unsure(format!("the policy cannot decide: {why}"));
                 }
             };
-            let decision = self.decide_one(compiled, tier, &args, Some(item), who);
+            let decision = self.decide_one(compiled, tier, &args, Some(item), who, &party);
             if strictest
                 .as_ref()
                 .is_none_or(|s| rank(decision.outcome) > rank(s.outcome))
@@ -448,6 +464,7 @@ impl Rules {
         args: &RestrictedExpression,
         item: Option<RestrictedExpression>,
         who: Who<'_>,
+        party: &Party,
     ) -> Decision {
         let mut pairs = principal_pairs(who);
         pairs.push(("arguments".to_owned(), args.clone()));
@@ -458,7 +475,7 @@ impl Rules {
             Ok(context) => context,
             Err(e) => return Decision::unsure(format!("the policy cannot decide: {e}")),
         };
-        let response = match self.ask(&compiled.set, compiled, context, who) {
+        let response = match self.ask(&compiled.set, compiled, context, party) {
             Ok(response) => response,
             Err(e) => return Decision::unsure(e),
         };
@@ -528,19 +545,17 @@ impl Rules {
         let Ok(context) = Context::from_pairs(principal_pairs(who)) else {
             return false;
         };
-        match self.ask(&compiled.outright, compiled, context, who) {
+        let Ok(party) = self.party(compiled, who) else {
+            return false;
+        };
+        match self.ask(&compiled.outright, compiled, context, &party) {
             Ok(response) => response.diagnostics().reason().next().is_some(),
             Err(_) => false,
         }
     }
 
-    fn ask(
-        &self,
-        set: &PolicySet,
-        tool: &Compiled,
-        context: Context,
-        who: Who<'_>,
-    ) -> Result<cedar_policy::Response, String> {
+    /// The principal and the entities a request of `tool` by `who` is decided with.
+    fn party(&self, tool: &Compiled, who: Who<'_>) -> Result<Party, String> {
         let principal = uid("User", who.user.unwrap_or(""));
         let parents: HashSet<EntityUid> = match who.user {
             Some(_) => who.groups.iter().map(|g| uid("Group", g)).collect(),
@@ -549,15 +564,30 @@ impl Rules {
         let user = Entity::new_no_attrs(principal.clone(), parents);
         let entities = Entities::from_entities([user, tool.resource.clone()], None)
             .map_err(|e| format!("the policy cannot decide: {e}"))?;
-        let request = Request::new(
+        Ok(Party {
             principal,
+            entities,
+        })
+    }
+
+    fn ask(
+        &self,
+        set: &PolicySet,
+        tool: &Compiled,
+        context: Context,
+        party: &Party,
+    ) -> Result<cedar_policy::Response, String> {
+        let request = Request::new(
+            party.principal.clone(),
             tool.action.clone(),
             tool.resource.uid(),
             context,
             None,
         )
         .map_err(|e| format!("the policy cannot decide: {e}"))?;
-        Ok(self.authorizer.is_authorized(&request, set, &entities))
+        Ok(self
+            .authorizer
+            .is_authorized(&request, set, &party.entities))
     }
 
     fn reason_of(&self, id: &PolicyId) -> String {

@@ -135,16 +135,22 @@ pub fn schema<'a>(tools: impl Iterator<Item = (&'a str, &'a Value)>) -> Value {
     };
     actions.insert(CALL.to_owned(), group);
     for (name, parameters) in tools {
+        let mut arguments = arguments_type(parameters);
+        let mut item = None;
+        if let Some((list, one)) = list_item(parameters) {
+            // Decided item by item: the list is `context.item`, one at a time.
+            if let CedarType::Record { attributes } = &mut arguments {
+                attributes.remove(list);
+            }
+            item = Some(arguments_type(one));
+        }
         let mut attributes = BTreeMap::from([
             ("tenant".to_owned(), attribute(CedarType::String, true)),
             ("member".to_owned(), attribute(CedarType::String, true)),
-            (
-                "arguments".to_owned(),
-                attribute(arguments_type(parameters), true),
-            ),
+            ("arguments".to_owned(), attribute(arguments, true)),
         ]);
-        if let Some((_, item)) = list_item(parameters) {
-            attributes.insert("item".to_owned(), attribute(arguments_type(item), true));
+        if let Some(item) = item {
+            attributes.insert("item".to_owned(), attribute(item, true));
         }
         let action = Action {
             member_of: vec![ActionRef { id: CALL }],
