@@ -100,7 +100,7 @@ pub const DECLINED_BY_POLICY: &str = "declined_by_policy";
 
 /// Declines `row` when the policy `production` serves its user now denies it
 /// (see [`super::redecide`]): 409 `declined_by_policy` with the proposal as it
-/// now is. Nothing runs.
+/// now is (a failed one's retry ends it failed, not retryable). Nothing runs.
 async fn ensure_permitted(
     db: &DatabaseConnection,
     row: &proposals::Model,
@@ -113,9 +113,17 @@ async fn ensure_permitted(
         .reason
         .clone()
         .unwrap_or_else(|| "a policy forbids this call".to_owned());
-    let ended = ledger::decline_by_policy(db, row, &reason, now).await?;
+    // A failed proposal's retry ends it failed for good (a run happened); one that
+    // never ran is declined.
+    let ended = match row.state.parse::<State>() {
+        Ok(State::Failed) => {
+            let why = format!("declined by policy: {reason}");
+            ledger::end_unrun(db, row, "policy", &why, now).await?
+        }
+        _ => ledger::decline_by_policy(db, row, &reason, now).await?,
+    };
     let message = format!(
-        "the proposal was declined without running: revision {}'s policy denies it now: {reason}",
+        "the proposal did not run: revision {}'s policy denies it now: {reason}",
         by.revision
     );
     Err(
@@ -364,6 +372,7 @@ pub async fn retry(
     let row = ledger::get(runner.db, who.tenant(), id).await?;
     ledger::retryable(&row)?;
     ensure_runnable(runner.db, &row, &who.member, runner.clock.now()).await?;
+    ensure_permitted(runner.db, &row, runner.clock.now()).await?;
     let kind = tool_type(runner.db, row.tool_id).await?;
     let executors = pinned_executors(runner, &row).await?;
     executors

@@ -488,3 +488,22 @@ db_test! {
         assert_eq!(again, first);
     }
 }
+
+db_test! {
+    async fn a_retry_a_policy_now_denies_ends_the_proposal_and_never_reaches_the_connector(db) {
+        let (url, received) = target().await;
+        let api = app(db, true).await;
+        api.connect("backend", &format!("{url}/boom"), 5_000).await;
+        let id = api.propose().await;
+        let failed = api.approve(id).await;
+        assert_eq!(failed["result"]["retryable"], json!(true), "{failed}");
+        let policy = "@id(\"no-deletes\") @reason(\"deletes are frozen\") forbid (principal, action == Action::\"delete_tasks\", resource) when { context.arguments.ids.contains(\"t1\") };";
+        let (status, body) = api.call(Method::PUT, "/v1/agents/assistant/policy", &api.operator, Some(json!({"policy": policy}))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let (status, refused) = api.call(Method::POST, &format!("/v1/proposals/{id}/retry"), &api.operator, None).await;
+        assert_eq!((status, refused["error"]["code"].as_str()), (StatusCode::CONFLICT, Some("declined_by_policy")), "{refused}");
+        let (_, now) = api.call(Method::GET, &format!("/v1/proposals/{id}"), &api.operator, None).await;
+        assert_eq!((now["state"].as_str(), now["result"]["retryable"].as_bool()), (Some("failed"), Some(false)), "{now}");
+        assert_eq!(received.lock().expect("log").len(), 1, "only the first attempt reached the backend");
+    }
+}
