@@ -128,6 +128,17 @@ pub async fn get(db: &DatabaseConnection, name: &str) -> Result<PolicyView> {
     })
 }
 
+/// 400 for more tests than a policy may carry (checked before any is run).
+fn too_many_tests(tests: &[Case]) -> Result<()> {
+    match tests.len() > cases::MAX_CASES {
+        true => Err(Error::invalid(format!(
+            "a policy has at most {} tests",
+            cases::MAX_CASES
+        ))),
+        false => Ok(()),
+    }
+}
+
 /// 422 `invalid_policy` with every problem, or `policy_test_failed` with every
 /// failing case, for `text` and `tests` against `defs`.
 pub fn check(text: &str, tests: &[Case], defs: &[ToolDef]) -> Result<()> {
@@ -164,15 +175,10 @@ pub async fn save_in(
     let found = row(&**write, name).await?;
     write.touch(found.id).await?;
     let policy = put.policy.filter(|p| !p.trim().is_empty());
+    too_many_tests(&put.tests)?;
     if let Some(text) = &policy {
         let defs = working_tools(&**write, name).await?;
         check(text, &put.tests, &defs)?;
-    }
-    if put.tests.len() > cases::MAX_CASES {
-        return Err(Error::invalid(format!(
-            "a policy has at most {} tests",
-            cases::MAX_CASES
-        )));
     }
     let tests = match put.tests.is_empty() {
         true => None,
@@ -220,6 +226,7 @@ pub async fn validate(
     name: &str,
     tried: PolicyTry,
 ) -> Result<PolicyCheck> {
+    too_many_tests(&tried.tests)?;
     if tried.policy.len() > crate::policies::MAX_POLICY_BYTES {
         return Err(Error::invalid(format!(
             "the policy is over {} bytes",

@@ -106,25 +106,31 @@ fn view(group: groups::Model, members: Vec<members::Model>) -> GroupView {
     }
 }
 
-async fn live(db: &impl ConnectionTrait, tenant: &str, name: &str) -> Result<groups::Model> {
-    groups::Entity::find()
+/// The tenant's live group `name` and its live members (404 when there is none).
+async fn live(
+    db: &impl ConnectionTrait,
+    tenant: &str,
+    name: &str,
+) -> Result<(groups::Model, Vec<members::Model>)> {
+    let group = groups::Entity::find()
         .filter(groups::Column::TenantId.eq(tenant))
         .filter(groups::Column::Name.eq(name))
         .filter(groups::Column::DeletedAt.is_null())
         .one(db)
         .await?
-        .ok_or_else(|| Error::not_found(format!("no group named {name:?}")))
-}
-
-/// One group.
-pub async fn get(db: &DatabaseConnection, tenant: &str, name: &str) -> Result<GroupView> {
-    check_name("group", name)?;
-    let group = live(db, tenant, name).await?;
+        .ok_or_else(|| Error::not_found(format!("no group named {name:?}")))?;
     let members = members::Entity::find()
         .filter(members::Column::GroupId.eq(group.id))
         .filter(members::Column::DeletedAt.is_null())
         .all(db)
         .await?;
+    Ok((group, members))
+}
+
+/// One group.
+pub async fn get(db: &DatabaseConnection, tenant: &str, name: &str) -> Result<GroupView> {
+    check_name("group", name)?;
+    let (group, members) = live(db, tenant, name).await?;
     Ok(view(group, members))
 }
 
@@ -199,12 +205,7 @@ pub async fn add(w: &Writer<'_>, tenant: &str, name: &str, user: &str) -> Result
     check_id("user_id", user)?;
     let (txn, now) = (crate::db::begin_write(w.db).await?, w.now);
     let generation = crate::db::generation::bump(&txn).await?;
-    let group = live(&txn, tenant, name).await?;
-    let current = members::Entity::find()
-        .filter(members::Column::GroupId.eq(group.id))
-        .filter(members::Column::DeletedAt.is_null())
-        .all(&txn)
-        .await?;
+    let (group, current) = live(&txn, tenant, name).await?;
     let mut all = current.clone();
     if !current.iter().any(|m| m.user_id == user) {
         if current.len() as u64 >= MAX_MEMBERS {
@@ -227,12 +228,7 @@ pub async fn remove(w: &Writer<'_>, tenant: &str, name: &str, user: &str) -> Res
     check_id("user_id", user)?;
     let (txn, now) = (crate::db::begin_write(w.db).await?, w.now);
     let generation = crate::db::generation::bump(&txn).await?;
-    let group = live(&txn, tenant, name).await?;
-    let current = members::Entity::find()
-        .filter(members::Column::GroupId.eq(group.id))
-        .filter(members::Column::DeletedAt.is_null())
-        .all(&txn)
-        .await?;
+    let (group, current) = live(&txn, tenant, name).await?;
     let Some(member) = current.iter().find(|m| m.user_id == user).cloned() else {
         return Err(Error::not_found(format!(
             "{user:?} is not in group {name:?}"
@@ -253,12 +249,7 @@ pub async fn delete(w: &Writer<'_>, tenant: &str, name: &str) -> Result<GroupVie
     check_name("group", name)?;
     let (txn, now) = (crate::db::begin_write(w.db).await?, w.now);
     let generation = crate::db::generation::bump(&txn).await?;
-    let group = live(&txn, tenant, name).await?;
-    let current = members::Entity::find()
-        .filter(members::Column::GroupId.eq(group.id))
-        .filter(members::Column::DeletedAt.is_null())
-        .all(&txn)
-        .await?;
+    let (group, current) = live(&txn, tenant, name).await?;
     members::Entity::update_many()
         .col_expr(
             members::Column::DeletedAt,
