@@ -748,7 +748,27 @@ async fn screenshots() {
             .await?;
         shot("diff").await?;
         c.goto(&format!("{}/console/proposals", site.base)).await?;
-        shot("proposals").await
+        shot("proposals").await?;
+        c.goto(&format!("{}/console/agents/assistant/policy", site.base))
+            .await?;
+        field(c, "Cedar policy")
+            .await?
+            .send_keys("@id(\"no-links\")\n@reason(\"instructions may not carry links\")\nforbid (principal, action == Action::\"update_instructions\", resource)\nwhen { context.arguments.instructions like \"*http*\" };")
+            .await?;
+        region_shows(c, "Policy problems", "No problems").await?;
+        field(c, "Tool").await?.send_keys("update_instructions").await?;
+        let arguments = field(c, "Arguments (JSON)").await?;
+        arguments.clear().await?;
+        arguments.send_keys("{\"instructions\": \"see http://x\"}").await?;
+        field(c, "User").await?.send_keys("bob").await?;
+        button(c, "//form[@id='policy-form']", "Try").await?.click().await?;
+        let decision = region_shows(c, "Decision", "no-links").await?;
+        c.execute(
+            "arguments[0].scrollIntoView()",
+            vec![serde_json::to_value(&decision)?],
+        )
+        .await?;
+        shot("policy").await
     })
     .await;
 }
