@@ -29,6 +29,9 @@ pub struct Model {
     pub policy: Option<String>,
     /// The policy's test cases as JSON (migration 23), run by `loadout check`.
     pub policy_tests: Option<String>,
+    /// The model, its parameters and response schema as JSON (migration 24);
+    /// `None`: the application chooses.
+    pub model_settings: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
     pub deleted_at: Option<DateTimeUtc>,

@@ -16,6 +16,9 @@ pub struct Model {
     /// In `gated` mode a protected label moves only by an approved change request
     /// or a rollback; `production` is protected whatever this says.
     pub protected: bool,
+    /// Approving a change request for this label needs its release checks to
+    /// pass (migration 24).
+    pub require_checks: bool,
     pub updated_at: DateTimeUtc,
 }
 

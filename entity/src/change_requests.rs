@@ -45,6 +45,8 @@ pub struct Model {
     /// decided by member, never by key).
     pub requested_member_id: Option<i32>,
     pub decided_member_id: Option<i32>,
+    /// The release checks computed when it opened, as JSON (migration 24).
+    pub checks: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

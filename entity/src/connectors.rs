@@ -19,6 +19,9 @@ pub struct Model {
     /// Header name → value. Secrets: never returned by the API, never logged.
     pub headers: Json,
     pub timeout_ms: i32,
+    /// `true`: a sync applies the server's changes at once; `false`: a changed or
+    /// new remote tool is held for an operator (migration 24).
+    pub trusted: bool,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
     pub deleted_at: Option<DateTimeUtc>,

@@ -35,6 +35,9 @@ pub struct Model {
     /// `false` for a tool an admin accepted with a schema strict mode cannot express
     /// (exported with `strict: false`, warned about by `loadout check`).
     pub strict: bool,
+    /// SHA-256 of the remote definition this synced tool serves (migration 24);
+    /// `None` for tools an admin made and tools synced before pinning.
+    pub pinned_fingerprint: Option<String>,
     pub is_active: bool,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,

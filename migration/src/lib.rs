@@ -27,6 +27,7 @@ mod m20261126_000020_webhooks;
 mod m20261127_000021_members;
 mod m20261127_000022_tenant_bounds;
 mod m20261128_000023_policies;
+mod m20261128_000024_tool_contracts;
 
 /// Every migration, oldest first.
 pub struct Migrator;
@@ -58,6 +59,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000021_members::Migration),
             Box::new(m20261127_000022_tenant_bounds::Migration),
             Box::new(m20261128_000023_policies::Migration),
+            Box::new(m20261128_000024_tool_contracts::Migration),
         ]
     }
 }

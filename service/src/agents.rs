@@ -1,12 +1,13 @@
 //! Agent configurations as an admin edits them: identity, soul and sections
 //! ([`definition`]), the versioned prompt template ([`template`]), the policy
-//! ([`policy`]), users' standing instructions ([`instructions`]), previews of
+//! ([`policy`]), the model settings ([`model`]), users' standing instructions ([`instructions`]), previews of
 //! unsaved templates ([`preview`]) and the console's overview ([`board`]).
 //! Every write goes through the registry write guard ([`crate::registry::guard`]).
 
 pub mod board;
 pub mod definition;
 pub mod instructions;
+pub mod model;
 pub mod policy;
 pub mod preview;
 pub mod template;

@@ -83,6 +83,9 @@ pub struct AgentDoc {
     /// The policy's test cases (`policy-tests.json`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub policy_tests: Vec<crate::policies::cases::Case>,
+    /// Its model settings (`model.json`; absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<crate::releases::model::ModelSettings>,
 }
 
 /// A tool.
@@ -130,6 +133,11 @@ pub struct ConnectorDoc {
     pub url: String,
     pub method: String,
     pub timeout_ms: i32,
+    /// Apply the server's new and changed tools on sync at once (`true`) or hold
+    /// them for an operator (`false`); absent: a new connector holds them, an
+    /// existing one keeps its setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trusted: Option<bool>,
     /// Header names and where each value comes from.
     #[serde(default)]
     pub headers: BTreeMap<String, HeaderValue>,
@@ -220,6 +228,8 @@ struct ConnectorPrint<'a> {
     url: &'a str,
     method: &'a str,
     timeout_ms: i32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trusted: Option<bool>,
     headers: Vec<&'a str>,
 }
 
@@ -245,6 +255,7 @@ impl Bundle {
                 url: &c.url,
                 method: &c.method,
                 timeout_ms: c.timeout_ms,
+                trusted: c.trusted,
                 headers: c.headers.keys().map(String::as_str).collect(),
             };
             out.insert(format!("connector/{}", c.name), fingerprint(&print));

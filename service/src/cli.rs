@@ -14,6 +14,7 @@ pub mod migrate;
 pub mod promote;
 pub mod prompt;
 pub mod proposals;
+pub mod replay;
 pub mod revisions;
 pub mod rollout;
 pub mod secrets;
@@ -84,6 +85,8 @@ pub enum Command {
     },
     /// An agent's revisions, one revision (--show N) or what changed between two (--diff A B).
     Revisions(revisions::RevisionsArgs),
+    /// Check a tenant's recorded calls of each changed tool against a candidate revision.
+    Replay(replay::ReplayArgs),
     /// Where an agent's labels point, or one label's moves (--history LABEL).
     Labels(labels::LabelsArgs),
     /// Point a label at a revision; a protected label of a gated agent waits for a sign-off.
@@ -207,6 +210,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Revisions(args) => {
             with_db(&cli.database_url, true, |db| {
                 Box::pin(async move { print(revisions::output(db, &args).await?) })
+            })
+            .await
+        }
+        Command::Replay(args) => {
+            with_db(&cli.database_url, true, |db| {
+                Box::pin(async move { print(replay::output(db, &args).await?) })
             })
             .await
         }

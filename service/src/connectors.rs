@@ -8,9 +8,11 @@
 //! - [`store`] keeps them as operators edit them (create, edit, bind to tools,
 //!   header values sealed on save); [`sync`] brings an MCP server's tools into the
 //!   registry through the write guard, with their schemas made strict by [`schema`].
-//!   These sit above the registry (layer 8).
+//!   These sit above the registry (layer 8). [`pins`] holds a server's new or
+//!   changed tools for an operator when the connector is not `trusted`.
 
 pub mod client;
+pub mod pins;
 pub mod schema;
 pub mod store;
 pub mod sync;

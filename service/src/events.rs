@@ -33,6 +33,8 @@ pub const TYPES: &[&str] = &[
     "change_request.decided",
     "proposal.waiting",
     "proposal.decided",
+    "tool_change.pending",
+    "tool_change.decided",
 ];
 
 /// The process-wide nudge: rung by [`record`], heard by the delivery job, which
@@ -113,6 +115,20 @@ pub struct Proposal {
     pub actor: String,
 }
 
+/// A synced tool's remote definition held for an operator, or its decision.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolChange {
+    pub id: i32,
+    pub tool: String,
+    pub connector: String,
+    /// `added` or `changed`.
+    pub kind: String,
+    /// `pending`, or the decision: `accepted`, `rejected`, `superseded`.
+    pub state: String,
+    /// Who decided (`None` while pending or when superseded by a sync).
+    pub actor: Option<String>,
+}
+
 /// Something that changed, as a webhook tells it: `type` and `data`.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", content = "data")]
@@ -137,6 +153,10 @@ pub enum Event {
     ProposalWaiting(Proposal),
     #[serde(rename = "proposal.decided")]
     ProposalDecided(Proposal),
+    #[serde(rename = "tool_change.pending")]
+    ToolChangePending(ToolChange),
+    #[serde(rename = "tool_change.decided")]
+    ToolChangeDecided(ToolChange),
 }
 
 impl Event {
@@ -153,6 +173,8 @@ impl Event {
             Event::ChangeRequestDecided(_) => "change_request.decided",
             Event::ProposalWaiting(_) => "proposal.waiting",
             Event::ProposalDecided(_) => "proposal.decided",
+            Event::ToolChangePending(_) => "tool_change.pending",
+            Event::ToolChangeDecided(_) => "tool_change.decided",
         }
     }
 

@@ -25,6 +25,7 @@ use crate::prompt::builder::{self, Channels, RenderedPrompt, Source};
 use crate::prompt::load::{self, LoadedAgent};
 use crate::registry::formats::{self, AnthropicTool, Format, McpTool, OpenAiTool, Tools};
 use crate::releases::content::Content;
+use crate::releases::model::ServedModel;
 use crate::releases::serve::{self, Served};
 use crate::releases::traffic::{self, Running, Side};
 use crate::vocab::Clock;
@@ -437,18 +438,27 @@ pub enum LoadoutView {
         agent: String,
         prompt: PromptBody,
         tools: Vec<OpenAiTool>,
+        /// The model settings for the channel; absent when the revision has none.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        model: Option<ServedModel>,
     },
     /// Anthropic Messages API tools.
     Anthropic {
         agent: String,
         prompt: PromptBody,
         tools: Vec<AnthropicTool>,
+        /// The model settings for the channel; absent when the revision has none.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        model: Option<ServedModel>,
     },
     /// MCP tools, as loadout's MCP server lists them.
     Mcp {
         agent: String,
         prompt: PromptBody,
         tools: Vec<McpTool>,
+        /// The model settings for the channel; absent when the revision has none.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        model: Option<ServedModel>,
     },
 }
 
@@ -629,6 +639,7 @@ pub async fn loadout(
 ) -> Result<LoadoutView> {
     let tenant = viewer.tenant;
     let shown = visible(state, pick, viewer).await?;
+    let model = model_for(pick, request.channel.as_deref());
     let view = render(state, tenant, pick, label, request).await?;
     let agent_name = view.agent;
     let prompt = PromptBody {
@@ -640,16 +651,24 @@ pub async fn loadout(
             agent: agent_name,
             prompt,
             tools,
+            model,
         },
         Tools::Anthropic(tools) => LoadoutView::Anthropic {
             agent: agent_name,
             prompt,
             tools,
+            model,
         },
         Tools::Mcp(tools) => LoadoutView::Mcp {
             agent: agent_name,
             prompt,
             tools,
+            model,
         },
     })
+}
+
+/// The model settings `pick`'s revision serves on `channel`.
+pub fn model_for(pick: &Pick, channel: Option<&str>) -> Option<ServedModel> {
+    pick.served.model.as_ref().map(|m| m.resolve(channel))
 }

@@ -977,6 +977,11 @@ impl ServerHandler for Loadout {
         let message = PromptMessage::new_text(MessageRole::User, rendered);
         let mut result = GetPromptResult::new(vec![message]);
         result.meta = served_meta(&caller, &pick);
+        let model = crate::fetch::model_for(&pick, Some(&request.name));
+        if let (Some(meta), Some(model)) = (result.meta.as_mut(), model) {
+            let model = serde_json::to_value(model).unwrap_or(Value::Null);
+            meta.0.insert("loadout/model".to_owned(), model);
+        }
         Ok(result.into())
     }
 }

@@ -6,5 +6,8 @@
 //! [`crate::releases`]' ([`crate::releases::moves`], [`crate::releases::traffic`]).
 
 pub mod change_requests;
+pub mod checks;
 pub mod labels;
+pub mod replay;
 pub mod rollouts;
+pub mod snapshots;

@@ -20,8 +20,10 @@
 //! Below `registry` (whose write guard calls it) and above `prompt`: it uses
 //! `prompt`, `db`, `vocab`, `entity` and `error` only.
 
+pub mod compat;
 pub mod content;
 pub mod diff;
+pub mod model;
 pub mod guard;
 pub mod moves;
 pub mod outcomes;

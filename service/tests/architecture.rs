@@ -533,6 +533,7 @@ const OWNERS: &[(&str, &[&str])] = &[
             "agents::definition",
             "agents::template",
             "agents::policy",
+            "agents::model",
             "registry::seed",
         ],
     ),
@@ -559,6 +560,8 @@ const OWNERS: &[(&str, &[&str])] = &[
     ("label_moves", &["releases::moves"]),
     ("agent_revisions", &["releases"]),
     ("change_requests", &["promotion::change_requests"]),
+    ("render_snapshots", &["promotion::snapshots"]),
+    ("tool_changes", &["connectors::pins"]),
     (
         "rollouts",
         &[

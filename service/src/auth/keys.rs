@@ -414,6 +414,15 @@ async fn named(
         .ok_or_else(|| KeyError::NotFound(name.to_owned()))
 }
 
+/// The tenant of key `id` (revoked keys too): the default tenant for a key
+/// without one, or one that is gone.
+pub async fn tenant_of_key(db: &impl ConnectionTrait, id: i32) -> Result<String, DbErr> {
+    let found = api_keys::Entity::find_by_id(id).one(db).await?;
+    Ok(found
+        .and_then(|k| k.tenant_id)
+        .unwrap_or_else(|| DEFAULT_TENANT.to_owned()))
+}
+
 /// The role of the key named `name` in `tenant`.
 pub async fn role_of(
     db: &impl ConnectionTrait,

@@ -295,6 +295,7 @@ impl Applying<'_> {
                 method: doc.method.clone(),
                 headers: Map::new(),
                 timeout_ms: doc.timeout_ms,
+                trusted: doc.trusted.unwrap_or(false),
             };
             store::create_in(self.db, input.keyring, new).await?;
         }
@@ -321,6 +322,7 @@ impl Applying<'_> {
             url: Some(doc.url.clone()),
             method: Some(doc.method.clone()),
             timeout_ms: Some(doc.timeout_ms),
+            trusted: doc.trusted,
             headers: headers_changed.then_some(given),
             keep: match headers_changed {
                 true => keep,
@@ -456,6 +458,14 @@ impl Applying<'_> {
                 };
                 crate::agents::policy::save_in(self.db, &doc.name, put).await?
             }
+        };
+        let stored = crate::releases::model::ModelSettings::parse(saved.model_settings.as_deref())
+            .ok()
+            .flatten();
+        let model = doc.model.clone().filter(|m| !m.is_empty());
+        let saved = match stored == model {
+            true => saved,
+            false => crate::agents::model::save_in(self.db, &doc.name, model).await?,
         };
         self.agents.insert(doc.name.clone(), saved);
         Ok(())

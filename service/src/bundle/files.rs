@@ -8,6 +8,7 @@
 //! agents/NAME/operating_model.md, interaction_learning.md   (absent: none)
 //! agents/NAME/policy.cedar     the Cedar policy (absent: none)
 //! agents/NAME/policy-tests.json   its test cases, a JSON array (absent: none)
+//! agents/NAME/model.json        its model settings (absent: none)
 //! tools/NAME.json              type, description, tier, schema, connector, ...
 //! channels/NAME.toml           description, guidance, the include_* switches
 //! connectors/NAME.toml         kind, url, method, timeout_ms, [headers] X = { env = "VAR" }
@@ -90,6 +91,8 @@ struct ConnectorFile {
     url: String,
     method: String,
     timeout_ms: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    trusted: Option<bool>,
     #[serde(default)]
     headers: BTreeMap<String, EnvRef>,
 }
@@ -169,6 +172,7 @@ pub fn write(dir: &Path, bundle: &Bundle) -> anyhow::Result<()> {
             url: c.url.clone(),
             method: c.method.clone(),
             timeout_ms: c.timeout_ms,
+            trusted: c.trusted,
             headers,
         };
         let path = dir.join("connectors").join(format!("{}.toml", c.name));
@@ -206,6 +210,10 @@ fn write_agent(dir: &Path, agent: &AgentDoc) -> anyhow::Result<()> {
     if !agent.policy_tests.is_empty() {
         let text = serde_json::to_string_pretty(&agent.policy_tests)?;
         put(&dir.join("policy-tests.json"), &format!("{text}\n"))?;
+    }
+    if let Some(model) = &agent.model {
+        let text = serde_json::to_string_pretty(model)?;
+        put(&dir.join("model.json"), &format!("{text}\n"))?;
     }
     Ok(())
 }
@@ -383,6 +391,7 @@ pub fn read(dir: &Path) -> anyhow::Result<Bundle> {
             url: f.url,
             method: f.method,
             timeout_ms: f.timeout_ms,
+            trusted: f.trusted,
             headers: f
                 .headers
                 .into_iter()
@@ -401,7 +410,7 @@ fn read_agent(folder: &Folder, name: &str, dir: &Path) -> anyhow::Result<AgentDo
             dir.display()
         );
     }
-    const KNOWN: [&str; 7] = [
+    const KNOWN: [&str; 8] = [
         "agent.toml",
         "soul.md",
         "template.md",
@@ -409,6 +418,7 @@ fn read_agent(folder: &Folder, name: &str, dir: &Path) -> anyhow::Result<AgentDo
         "interaction_learning.md",
         "policy.cedar",
         "policy-tests.json",
+        "model.json",
     ];
     for (file, path) in entries(dir)? {
         if !KNOWN.contains(&file.as_str()) {
@@ -434,6 +444,12 @@ fn read_agent(folder: &Folder, name: &str, dir: &Path) -> anyhow::Result<AgentDo
             Some(text) => crate::policies::cases::parse(&text)
                 .map_err(|e| anyhow::anyhow!("{}: {e}", dir.join("policy-tests.json").display()))?,
             None => Vec::new(),
+        },
+        model: match folder.get_optional(&dir.join("model.json"))? {
+            Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
+                anyhow::anyhow!("{}: {e}", dir.join("model.json").display())
+            })?),
+            None => None,
         },
     })
 }

@@ -297,6 +297,11 @@ fn agent(c: &mut Change, old: Option<&AgentDoc>, new: &AgentDoc, prune: bool) {
         old.map_or(Value::Null, |o| tests(&o.policy_tests)),
         tests(&new.policy_tests),
     );
+    c.field(
+        "model",
+        old.map_or(Value::Null, |o| v(&o.model)),
+        v(&new.model),
+    );
 }
 
 fn tool(c: &mut Change, old: Option<&ToolDoc>, new: &ToolDoc) {
@@ -366,6 +371,13 @@ fn connector(c: &mut Change, old: Option<&ConnectorDoc>, new: &ConnectorDoc) {
     c.field("url", get(|t| v(&t.url)), v(&new.url));
     c.field("method", get(|t| v(&t.method)), v(&new.method));
     c.field("timeout_ms", get(|t| v(t.timeout_ms)), v(new.timeout_ms));
+    if let Some(trusted) = new.trusted {
+        let before = match old {
+            None => v(false),
+            Some(old) => v(old.trusted.unwrap_or(false)),
+        };
+        c.field("trusted", before, v(trusted));
+    }
     let names_old: BTreeSet<&String> = old.iter().flat_map(|o| o.headers.keys()).collect();
     let names_new: BTreeSet<&String> = new.headers.keys().collect();
     for name in names_old.union(&names_new) {

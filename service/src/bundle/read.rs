@@ -81,6 +81,9 @@ pub async fn current(db: &impl ConnectionTrait) -> Result<Current> {
                     .as_deref()
                     .and_then(|t| crate::policies::cases::parse(t).ok())
                     .unwrap_or_default(),
+                model: crate::releases::model::ModelSettings::parse(a.model_settings.as_deref())
+                    .ok()
+                    .flatten(),
             })
             .collect(),
         tools: tool_rows
@@ -119,6 +122,7 @@ pub async fn current(db: &impl ConnectionTrait) -> Result<Current> {
                 url: c.url.clone(),
                 method: c.method.clone(),
                 timeout_ms: c.timeout_ms,
+                trusted: Some(c.trusted),
                 headers: c
                     .headers
                     .as_object()

@@ -1,9 +1,15 @@
 //! `loadout connectors sync NAME`: the same sync as `POST /v1/connectors/{name}/sync`,
 //! run from the command line against the database, printing the report as JSON.
+//! `loadout connectors changes`, `accept ID` and `reject ID`: the synced tools'
+//! remote definitions held for an operator (`/v1/tool-changes`).
 
 use anyhow::Context;
 use sea_orm::DatabaseConnection;
 
+use std::fmt::Write as _;
+
+use crate::auth::Principal;
+use crate::connectors::pins::{self, ToolChangeList};
 use crate::connectors::sync::{self, SyncRequest};
 use crate::db::Writer;
 use crate::vocab::{Clock, SystemClock};
@@ -37,6 +43,33 @@ pub enum ConnectorsCommand {
         #[command(flatten)]
         secrets: crate::cli::secrets::SecretsArgs,
     },
+    /// List the new or changed remote tools held for an operator (pending ones
+    /// unless --state says otherwise), with the served and proposed descriptions.
+    Changes {
+        /// `pending` (default), `accepted`, `rejected`, `superseded` or `all`.
+        #[arg(long)]
+        state: Option<String>,
+        /// Only this connector's.
+        #[arg(long)]
+        connector: Option<String>,
+        /// Print the API's JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Accept a held change: the tool serves it (a gated agent gets a revision to sign off).
+    Accept {
+        id: i32,
+        /// Who accepts, as the change records it.
+        #[arg(long, default_value = "cli")]
+        by: String,
+    },
+    /// Reject a held change: the tool keeps its pinned definition.
+    Reject {
+        id: i32,
+        /// Who rejects, as the change records it.
+        #[arg(long, default_value = "cli")]
+        by: String,
+    },
 }
 
 fn parse_rename(text: &str) -> Result<(String, String), String> {
@@ -51,16 +84,35 @@ pub async fn run(
     database_url: &str,
     command: ConnectorsCommand,
 ) -> anyhow::Result<()> {
-    let ConnectorsCommand::Sync {
-        name,
-        dry_run,
-        overwrite,
-        agent,
-        renames,
-        allow_loose,
-        connectors,
-        secrets,
-    } = command;
+    let (name, dry_run, overwrite, agent, renames, allow_loose, connectors, secrets) = match command {
+        ConnectorsCommand::Sync {
+            name,
+            dry_run,
+            overwrite,
+            agent,
+            renames,
+            allow_loose,
+            connectors,
+            secrets,
+        } => (name, dry_run, overwrite, agent, renames, allow_loose, connectors, secrets),
+        ConnectorsCommand::Changes {
+            state,
+            connector,
+            json,
+        } => {
+            let filter = pins::ChangeFilter { state, connector };
+            let list = pins::list(db, filter)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            match json {
+                true => println!("{}", serde_json::to_string_pretty(&list)?),
+                false => print!("{}", changes_text(&list)),
+            }
+            return Ok(());
+        }
+        ConnectorsCommand::Accept { id, by } => return decide(db, id, &by, true).await,
+        ConnectorsCommand::Reject { id, by } => return decide(db, id, &by, false).await,
+    };
     let (keyring, _) = secrets.keyring(database_url, false)?;
     let outbound = connectors.outbound()?;
     let generation = crate::db::generation::current(db)
@@ -90,4 +142,61 @@ pub async fn run(
         .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
+}
+
+/// Accepts or rejects a held change as `by`, printing the change as JSON.
+async fn decide(db: &DatabaseConnection, id: i32, by: &str, accept: bool) -> anyhow::Result<()> {
+    let generation = crate::db::generation::current(db)
+        .await
+        .context("cannot read the configuration generation")?;
+    let generation = std::sync::Arc::new(crate::cache::Generation::new(generation));
+    let writer = Writer {
+        db,
+        generation: &generation,
+        now: SystemClock.now(),
+        key: None,
+    };
+    let who = Principal::database(by);
+    let decided = match accept {
+        true => pins::accept(&writer, &who, id).await,
+        false => pins::reject(&writer, &who, id).await,
+    }
+    .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    println!("{}", serde_json::to_string_pretty(&decided)?);
+    Ok(())
+}
+
+/// The held changes for people: one block per change, with the description diff.
+fn changes_text(list: &ToolChangeList) -> String {
+    let mut out = String::new();
+    if list.changes.is_empty() {
+        out.push_str("no held changes\n");
+    }
+    for c in &list.changes {
+        let _ = writeln!(
+            out,
+            "change {} ({}, {}): tool {} of connector {}",
+            c.id,
+            c.kind.as_str(),
+            c.state.as_str(),
+            c.tool,
+            c.connector
+        );
+        for hunk in &c.description_diff.hunks {
+            for line in &hunk.lines {
+                let _ = writeln!(out, "  {}{}", line.kind.sign(), line.text);
+            }
+        }
+        for change in &c.contract {
+            let _ = writeln!(
+                out,
+                "  {} {} {}: {}",
+                change.compat.as_str(),
+                change.kind.as_str(),
+                change.path,
+                change.detail
+            );
+        }
+    }
+    out
 }

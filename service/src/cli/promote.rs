@@ -29,6 +29,9 @@ pub struct PromoteArgs {
     /// Why, kept in the label's history (or the change request).
     #[arg(long)]
     pub reason: Option<String>,
+    /// Require release checks to pass before a change request for the label is approved.
+    #[arg(long)]
+    pub require_checks: bool,
     /// Print the API's JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -102,6 +105,7 @@ pub async fn promote(db: &DatabaseConnection, args: PromoteArgs) -> anyhow::Resu
     let put = LabelPut {
         revision: args.revision,
         protected: None,
+        require_checks: args.require_checks.then_some(true),
         reason: args.reason,
     };
     let outcome = labels::put(&writing, &cli(), &args.agent, &args.label, put, None).await?;

@@ -194,6 +194,34 @@ pub fn diff_text(found: &RevisionDiff) -> String {
             field_text(&mut out, &format!("  {}", change.field), change);
         }
     }
+    if !d.contract.is_empty() {
+        let verdict = match d.breaking {
+            true => "BREAKING for callers",
+            false => "compatible for callers",
+        };
+        let _ = writeln!(out, "tool contract: {verdict}");
+        for c in &d.contract {
+            let at = match c.path.is_empty() {
+                true => String::new(),
+                false => format!(" {}", c.path),
+            };
+            let _ = writeln!(
+                out,
+                "  {} {} {}{at}: {}",
+                c.compat.as_str(),
+                c.tool,
+                c.kind.as_str(),
+                c.detail
+            );
+        }
+    }
+    if let Some(policy) = &d.policy {
+        let _ = writeln!(out, "--- policy (revision {from})\n+++ policy (revision {to})");
+        hunks(&mut out, policy, "");
+    }
+    for change in &d.model {
+        field_text(&mut out, &format!("model {}", change.field), change);
+    }
     for name in &d.channels.added {
         let _ = writeln!(out, "channel added: {name}");
     }

@@ -32,6 +32,9 @@ pub struct ConnectorView {
     /// Header names; values are never shown.
     pub headers: Vec<String>,
     pub timeout_ms: i32,
+    /// `true`: a sync applies the server's new and changed tools at once; `false`:
+    /// it holds them as pending changes for an operator (`docs/contracts.md`).
+    pub trusted: bool,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -50,6 +53,7 @@ impl From<connectors::Model> for ConnectorView {
             method: c.method,
             headers,
             timeout_ms: c.timeout_ms,
+            trusted: c.trusted,
             created_at: c.created_at,
             updated_at: c.updated_at,
         }
@@ -85,6 +89,10 @@ pub struct NewConnector {
     /// 1 to 30000 (the cap on every call); 30000 when absent.
     #[serde(default = "thirty_seconds")]
     pub timeout_ms: i32,
+    /// Apply the server's new and changed tools at once on sync (`false`, the
+    /// default: hold them for an operator).
+    #[serde(default)]
+    pub trusted: bool,
 }
 
 fn http() -> String {
@@ -111,6 +119,8 @@ pub struct ConnectorUpdate {
     #[schema(value_type = Option<std::collections::BTreeMap<String, String>>)]
     pub headers: Option<Map<String, Value>>,
     pub timeout_ms: Option<i32>,
+    /// Apply the server's new and changed tools at once on sync, or hold them.
+    pub trusted: Option<bool>,
 }
 
 /// Header names only: values are secrets.
@@ -127,6 +137,7 @@ impl std::fmt::Debug for NewConnector {
             .field("method", &self.method)
             .field("headers", &names(&self.headers))
             .field("timeout_ms", &self.timeout_ms)
+            .field("trusted", &self.trusted)
             .finish()
     }
 }
@@ -138,6 +149,7 @@ impl std::fmt::Debug for ConnectorUpdate {
             .field("method", &self.method)
             .field("headers", &self.headers.as_ref().map(names))
             .field("timeout_ms", &self.timeout_ms)
+            .field("trusted", &self.trusted)
             .finish()
     }
 }
@@ -303,6 +315,7 @@ pub struct Change {
     pub url: Option<String>,
     pub method: Option<String>,
     pub timeout_ms: Option<i32>,
+    pub trusted: Option<bool>,
     /// New header values, sealed on write, replacing every header but `keep`'s.
     /// `None` with nothing to keep: the stored headers stay, or are all dropped when
     /// `url` moves the connector to another scheme, host or port.
@@ -319,6 +332,7 @@ impl From<ConnectorUpdate> for Change {
             url: update.url,
             method: update.method,
             timeout_ms: update.timeout_ms,
+            trusted: update.trusted,
             headers: update.headers,
             keep: Vec::new(),
         }
@@ -359,6 +373,7 @@ pub async fn create_in(
         method: Set(new.method),
         headers: Set(Value::Object(Map::new())),
         timeout_ms: Set(new.timeout_ms),
+        trusted: Set(new.trusted),
         created_at: Set(now),
         updated_at: Set(now),
         deleted_at: Set(None),
@@ -471,6 +486,9 @@ pub async fn update_in(
     }
     if let Some(ms) = change.timeout_ms {
         active.timeout_ms = Set(ms);
+    }
+    if let Some(trusted) = change.trusted {
+        active.trusted = Set(trusted);
     }
     active.updated_at = Set(write.now());
     Ok(active.update(&**write).await?)

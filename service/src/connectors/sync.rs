@@ -22,6 +22,11 @@
 //!   raising is allowed.
 //! - An admin's edit of a synced tool's description or tier (it differs from what
 //!   the last sync wrote) survives a re-sync unless `overwrite`.
+//! - Pins ([`super::pins`]): every synced tool records its remote definition's
+//!   fingerprint. On a connector that is not `trusted`, a new remote tool arrives
+//!   switched off and a changed one keeps serving its pin; both are held as pending
+//!   changes for an operator (`held` in the report). A trusted connector's sync
+//!   applies them at once and moves the pin.
 //! - Bounds: at most [`mcp::ListLimits`] tools and pages, each answer within the
 //!   connector cap, each schema within [`MAX_SCHEMA_BYTES`] (a larger one is
 //!   refused, the rest still sync).
@@ -36,6 +41,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::schema::{MAX_SCHEMA_BYTES, normalize};
+use super::pins::{self, ChangeKind};
 use super::store;
 use crate::connectors::client::mcp::{self, McpError, Server};
 use crate::connectors::client::{Kind, Outbound, sealing};
@@ -91,6 +97,9 @@ pub struct SyncReport {
     pub unchanged: Vec<SyncEntry>,
     /// Tools whose remote tool is gone: switched off.
     pub disabled: Vec<SyncEntry>,
+    /// New or changed remote tools held for an operator (a connector that is not
+    /// `trusted`): a new one is stored switched off, a changed one serves its pin.
+    pub held: Vec<SyncEntry>,
     pub refused: Vec<SyncEntry>,
 }
 
@@ -149,6 +158,8 @@ fn snake_case(text: &str) -> String {
 
 /// A remote tool as loadout would store it.
 struct Wanted {
+    /// As its server sent it (what the pin's fingerprint covers).
+    tool: Tool,
     remote: String,
     name: String,
     description: String,
@@ -165,6 +176,7 @@ impl Wanted {
     /// What the registry's synced-tool writes take.
     fn synced(&self, connector: &connectors::Model) -> tools_owner::Synced {
         tools_owner::Synced {
+            fingerprint: super::pins::fingerprint(&self.tool),
             connector_id: connector.id,
             remote_name: self.remote.clone(),
             description: self.description.clone(),
@@ -287,27 +299,30 @@ fn plan(
             refused.push(refuse(Some(name), reason));
             continue;
         }
-        let tier = tier_of(&tool, &name);
-        let remote_schema = Value::Object((*tool.input_schema).clone());
         let allow_loose = request.allow_loose.contains(&remote);
-        let (schema, loose) = match schema_of(&remote_schema, &name, tier, allow_loose) {
-            Ok(taken) => taken,
-            Err(why) => {
-                refused.push(refuse(Some(name), why));
-                continue;
-            }
-        };
-        wanted.push(Wanted {
-            remote,
-            name,
-            description,
-            tier,
-            schema,
-            remote_schema,
-            loose,
-        });
+        match want(tool, name.clone(), description, allow_loose) {
+            Ok(want) => wanted.push(want),
+            Err(why) => refused.push(refuse(Some(name), why)),
+        }
     }
     (wanted, refused)
+}
+
+/// The remote tool `tool` stored as `name`, or why it cannot be.
+fn want(tool: Tool, name: String, description: String, allow_loose: bool) -> Result<Wanted, String> {
+    let tier = tier_of(&tool, &name);
+    let remote_schema = Value::Object((*tool.input_schema).clone());
+    let (schema, loose) = schema_of(&remote_schema, &name, tier, allow_loose)?;
+    Ok(Wanted {
+        remote: tool.name.to_string(),
+        tool,
+        name,
+        description,
+        tier,
+        schema,
+        remote_schema,
+        loose,
+    })
 }
 
 /// What reading a connector's server takes, lent by the state: the outbound
@@ -430,20 +445,40 @@ async fn apply(
         seen.insert(want.remote.clone());
         let saved = match existing.get(&want.name) {
             None => {
+                let on = connector.trusted;
                 let saved =
-                    tools_owner::create_synced_in(write, &want.name, &want.synced(connector))
+                    tools_owner::create_synced_in(write, &want.name, &want.synced(connector), on)
                         .await?;
-                report.added.push(entry);
+                if on {
+                    report.added.push(entry);
+                } else {
+                    let held = pins::hold_in(write, &saved, connector, ChangeKind::Added, &want.tool)
+                        .await?;
+                    report.held.push(SyncEntry {
+                        reason: Some(held.reason()),
+                        ..entry
+                    });
+                }
                 saved
             }
             Some(row) if ours(row, connector, &want.remote) => {
-                let (saved, changed) =
-                    update(write, row, &want, connector, request.overwrite).await?;
-                match changed {
-                    true => report.updated.push(entry),
-                    false => report.unchanged.push(entry),
+                match pinned(write, row, &want, connector, request.overwrite).await? {
+                    Pinned::Applied(saved, true) => {
+                        report.updated.push(entry);
+                        saved
+                    }
+                    Pinned::Applied(saved, false) => {
+                        report.unchanged.push(entry);
+                        saved
+                    }
+                    Pinned::Held(held) => {
+                        report.held.push(SyncEntry {
+                            reason: Some(held.reason()),
+                            ..entry
+                        });
+                        row.clone()
+                    }
                 }
-                saved
             }
             Some(_) => {
                 report.refused.push(SyncEntry {
@@ -462,6 +497,93 @@ async fn apply(
     }
     report.disabled = disable_gone(write, connector, &seen).await?;
     Ok(report)
+}
+
+/// What a sync did with an existing tool's remote definition.
+enum Pinned {
+    /// Applied (`true` when anything changed), or nothing to apply.
+    Applied(tools::Model, bool),
+    /// Held for an operator: the tool serves its pin.
+    Held(pins::Held),
+}
+
+/// Applies the server's definition of an existing tool when its connector is
+/// trusted, when it is the pinned one, or when a tool synced before pins stores
+/// exactly it (the pin is then recorded); holds it otherwise. A tool still waiting
+/// for its `added` change is not served: it is updated in place and held again.
+async fn pinned(
+    write: &guard::Write,
+    row: &tools::Model,
+    want: &Wanted,
+    connector: &connectors::Model,
+    overwrite: bool,
+) -> Result<Pinned> {
+    let fingerprint = pins::fingerprint(&want.tool);
+    let waiting = pins::waits_for_acceptance(&**write, row.id).await?;
+    if connector.trusted {
+        pins::supersede_in(write, row, connector).await?;
+        let (saved, changed) = update(write, row, want, connector, overwrite).await?;
+        if waiting {
+            return Ok(Pinned::Applied(tools_owner::switch_on_in(write, saved).await?, true));
+        }
+        return Ok(Pinned::Applied(saved, changed));
+    }
+    let is_pin = row.pinned_fingerprint.as_deref() == Some(fingerprint.as_str());
+    if waiting {
+        // Never served: kept in line with the server, and held again.
+        let saved = match is_pin {
+            true => row.clone(),
+            false => update(write, row, want, connector, overwrite).await?.0,
+        };
+        let held = pins::hold_in(write, &saved, connector, ChangeKind::Added, &want.tool).await?;
+        return Ok(Pinned::Held(held));
+    }
+    if is_pin {
+        // The server sends the pinned definition (again): nothing is held.
+        pins::supersede_in(write, row, connector).await?;
+        let (saved, changed) = update(write, row, want, connector, overwrite).await?;
+        return Ok(Pinned::Applied(saved, changed));
+    }
+    if row.pinned_fingerprint.is_none() && stores(row, want) {
+        tools_owner::pin_in(write, row.clone(), &fingerprint).await?;
+        return Ok(Pinned::Applied(row.clone(), false));
+    }
+    let held = pins::hold_in(write, row, connector, ChangeKind::Changed, &want.tool).await?;
+    Ok(Pinned::Held(held))
+}
+
+/// Whether a tool synced before pins stores exactly what the server sends now.
+fn stores(row: &tools::Model, want: &Wanted) -> bool {
+    row.synced_description.as_deref() == Some(want.description.as_str())
+        && row.remote_schema.as_ref() == Some(&want.remote_schema)
+        && row.remote_gone_at.is_none()
+}
+
+/// Accepts a held definition inside the operator's write: the tool serves it,
+/// pinned, switched on when it was `added` (an admin's edit of the description or
+/// tier is kept, as a re-sync keeps it).
+pub(super) async fn accept_in(
+    write: &guard::Write,
+    row: &tools::Model,
+    connector: &connectors::Model,
+    remote: &Tool,
+    added: bool,
+) -> Result<tools::Model> {
+    let description = remote
+        .description
+        .as_deref()
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    // The sync held it only once it could be stored; a loose schema was allowed then.
+    let want = want(remote.clone(), row.name.clone(), description, true)
+        .map_err(|why| Error::conflict(format!("the held definition cannot be stored now: {why}")))?;
+    let (saved, _) = update(write, row, &want, connector, false).await?;
+    let saved = tools_owner::pin_in(write, saved, &pins::fingerprint(remote)).await?;
+    if added {
+        return tools_owner::switch_on_in(write, saved).await;
+    }
+    Ok(saved)
 }
 
 fn ours(row: &tools::Model, connector: &connectors::Model, remote: &str) -> bool {
@@ -499,6 +621,8 @@ async fn update(
         tier.to_owned()
     };
     let came_back = row.remote_gone_at.is_some();
+    // A new pin alone (a tool synced before pins) is written, not reported.
+    let repin = row.pinned_fingerprint.as_deref() != Some(synced_fingerprint(want).as_str());
     let changed = description != row.description
         || approval_tier != row.approval_tier
         || want.schema != row.parameters
@@ -507,7 +631,7 @@ async fn update(
         || row.synced_description.as_deref() != Some(want.description.as_str())
         || row.synced_tier.as_deref() != Some(tier)
         || came_back;
-    if !changed {
+    if !changed && !repin {
         return Ok((row.clone(), false));
     }
     let mut synced = want.synced(connector);
@@ -516,6 +640,10 @@ async fn update(
         tools_owner::update_synced_in(write, row.clone(), description, approval_tier, &synced)
             .await?;
     Ok((saved, true))
+}
+
+fn synced_fingerprint(want: &Wanted) -> String {
+    super::pins::fingerprint(&want.tool)
 }
 
 /// Switches off this connector's synced tools whose remote tool is gone.

@@ -10,10 +10,11 @@ use axum::routing::{get, post};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::page::{Path, Query, Signed, blank, error_page, refusal, render};
+use super::page::{CsrfOnly, Path, Query, Signed, blank, error_page, refusal, render};
 use super::session::{Checked, Operator, csrf_field};
 use crate::app::AppState;
 use crate::connectors::store::{self as store, ConnectorUpdate, ConnectorView, NewConnector};
+use crate::connectors::pins::{self, ChangeFilter, ToolChangeView};
 use crate::connectors::sync::{self as syncing, SyncReport, SyncRequest};
 use crate::error::{Error, Result};
 
@@ -22,6 +23,7 @@ pub fn routes() -> Router<AppState> {
         .route("/console/connectors", get(list).post(create))
         .route("/console/connectors/{name}", post(update))
         .route("/console/connectors/{name}/sync", post(sync))
+        .route("/console/tool-changes/{id}/{decision}", post(decide))
 }
 
 /// A connector form as posted. Headers are one `Name: value` per line.
@@ -46,6 +48,9 @@ struct Fields {
     /// A checkbox on the edit form: remove every header.
     #[serde(default, skip_serializing)]
     clear_headers: Option<String>,
+    /// A checkbox: apply the server's new and changed tools at once on sync.
+    #[serde(default)]
+    trusted: Option<String>,
 }
 
 csrf_field!(Fields, SyncForm);
@@ -95,15 +100,25 @@ struct Connectors {
     saved: Option<String>,
     /// A sync's report (or dry run's plan), shown under its connector.
     report: Option<SyncReport>,
+    /// Remote definitions held for an operator, newest first.
+    changes: Vec<ToolChangeView>,
+    /// The change just accepted or rejected, and how.
+    decided: Option<String>,
 }
 
 /// The page around `page`'s form state, with the live connectors filled in.
 async fn show(state: &AppState, signed: &Signed, status: StatusCode, page: Connectors) -> Response {
-    match store::list(&state.db).await {
-        Ok(list) => {
+    let read = async {
+        let list = store::list(&state.db).await?;
+        let held = pins::list(&state.db, ChangeFilter::default()).await?;
+        Ok::<_, Error>((list, held))
+    };
+    match read.await {
+        Ok((list, held)) => {
             let page = Connectors {
                 title: "Connectors",
                 connectors: list.connectors,
+                changes: held.changes,
                 ..page
             };
             render(Some(signed), status, "connectors.html", page)
@@ -115,6 +130,7 @@ async fn show(state: &AppState, signed: &Signed, status: StatusCode, page: Conne
 #[derive(Deserialize)]
 struct Saved {
     saved: Option<String>,
+    decided: Option<String>,
 }
 
 async fn list(
@@ -129,9 +145,46 @@ async fn list(
             ..Default::default()
         },
         saved: query.saved,
+        decided: query.decided,
         ..Default::default()
     };
     show(&state, &signed, StatusCode::OK, page).await
+}
+
+/// Accepts or rejects a held change, then the page again saying which.
+async fn decide(
+    State(state): State<AppState>,
+    Operator(signed): Operator,
+    Path((id, decision)): Path<(i32, String)>,
+    Checked(_form): Checked<CsrfOnly>,
+) -> Response {
+    let writer = state.writer(None);
+    let done = match decision.as_str() {
+        "accept" => pins::accept(&writer, &signed.who, id).await,
+        "reject" => pins::reject(&writer, &signed.who, id).await,
+        _ => Err(Error::not_found("no such decision")),
+    };
+    match done {
+        Ok(change) => {
+            tracing::info!(change = id, by = %signed.who.key_name, "tool change {} in the console", change.state.as_str());
+            Redirect::to(&format!(
+                "/console/connectors?decided={}+change+{id}#changes",
+                change.state.as_str()
+            ))
+            .into_response()
+        }
+        Err(e) => {
+            let page = |status, e: Error| {
+                let page = Connectors {
+                    error: Some(e.message),
+                    ..Default::default()
+                };
+                let (state, signed) = (state.clone(), signed.clone());
+                async move { show(&state, &signed, status, page).await }
+            };
+            refusal(&signed, e, page).await
+        }
+    }
 }
 
 /// A refused write's page: the page again, the form as typed (headers excepted)
@@ -166,6 +219,7 @@ async fn create(
             method: blank(&form.method).unwrap_or_else(|| "POST".to_owned()),
             headers: form.headers()?.unwrap_or_default(),
             timeout_ms: form.timeout()?.unwrap_or(30_000),
+            trusted: form.trusted.is_some(),
         };
         store::create(&state.writer(None), &state.outbound, &state.secrets, new).await
     };
@@ -202,6 +256,7 @@ async fn update(
             method: blank(&form.method),
             headers,
             timeout_ms: form.timeout()?,
+            trusted: Some(form.trusted.is_some()),
         };
         store::update(
             &state.writer(None),

@@ -43,6 +43,8 @@ struct LabelForm {
     #[serde(default)]
     protected: Option<String>,
     #[serde(default)]
+    require_checks: Option<String>,
+    #[serde(default)]
     reason: String,
 }
 
@@ -68,6 +70,7 @@ async fn put_label(
     let put = LabelPut {
         revision: form.revision,
         protected: form.protected.as_deref().map(|p| p == "on"),
+        require_checks: form.require_checks.as_deref().map(|p| p == "on"),
         reason: blank(&form.reason),
     };
     let done = labels::put(
@@ -162,7 +165,8 @@ async fn decide(
     let done = match decision.as_str() {
         "approve" => change_requests::approve(&state.writer(None), &signed.who, id, body).await,
         "decline" => change_requests::decline(&state.writer(None), &signed.who, id, body).await,
-        _ => Err(Error::not_found("no such decision: approve or decline")),
+        "checks" => change_requests::recheck(&state.db, &signed.who, id, state.clock.now()).await,
+        _ => Err(Error::not_found("no such decision: approve, decline or checks")),
     };
     match done {
         Ok(_) => Redirect::to("/console/proposals").into_response(),

@@ -183,7 +183,13 @@ pub fn validate(
             tool: tool.tool.to_owned(),
         })
     })?;
-    let errors = errors(&validator.validator, arguments);
+    check(&validator.validator, arguments)
+}
+
+/// The refusal a call with `arguments` gets under `validator`: a 422
+/// `invalid_arguments` naming the first error, every error in its details.
+pub fn check(validator: &Validator, arguments: &Value) -> Result<()> {
+    let errors = errors(validator, arguments);
     let Some(first) = errors.first() else {
         return Ok(());
     };

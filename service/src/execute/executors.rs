@@ -326,5 +326,9 @@ fn connector_of(row: &entity::connectors::Model, tool: &entity::tools::Model) ->
         headers,
         timeout: std::time::Duration::from_millis(u64::try_from(row.timeout_ms).unwrap_or(30_000)),
         remote_schema: tool.remote_schema.clone().filter(|_| tool.strict),
+        accepted_schema: tool
+            .remote_schema
+            .clone()
+            .filter(|_| !row.trusted && tool.remote_name.is_some()),
     }
 }

@@ -15,7 +15,9 @@ use super::extract::{AdminKey, ApiJson, ApiPath, ApiQuery, OperatorKey};
 use super::idempotent::{Idempotency, key};
 use crate::agents::definition::{self, AgentList, AgentUpdate, AgentView, CreatedAgent, NewAgent};
 use crate::agents::instructions::{self, InstructionsPut, InstructionsView};
+use crate::agents::model::{self, ModelView};
 use crate::agents::policy::{self, PolicyCheck, PolicyPut, PolicyTry, PolicyView};
+use crate::releases::model::ModelSettings;
 use crate::agents::preview::{self, Preview, PreviewRequest};
 use crate::agents::template::{
     self, SavedTemplate, TemplatePut, TemplateView, VersionList, VersionView,
@@ -35,6 +37,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(get_instructions, put_instructions))
         .routes(routes!(get_policy, put_policy))
         .routes(routes!(validate_policy))
+        .routes(routes!(get_model, put_model))
 }
 
 /// A page of agents by name: `limit` (1 to 1,000; 100 unless given) after `after`.
@@ -356,4 +359,31 @@ async fn validate_policy(
 ) -> ApiResult<Json<PolicyCheck>> {
     let check = policy::validate(&state.db, who.tenant(), &who.member, &name, tried).await?;
     Ok(Json(check))
+}
+
+#[utoipa::path(get, path = "/v1/agents/{agent}/model", tag = "admin",
+    summary = "The agent's model settings as the working copy holds them (admin or operator)",
+    params(("agent" = String, Path)),
+    responses((status = 200, body = ModelView, description = "The settings (`null`: none)"), E400, E401, E403, E404))]
+async fn get_model(
+    State(state): State<AppState>,
+    AdminKey(_who): AdminKey,
+    ApiPath(name): ApiPath<String>,
+) -> ApiResult<Json<ModelView>> {
+    Ok(Json(model::get(&state.db, &name).await?))
+}
+
+#[utoipa::path(put, path = "/v1/agents/{agent}/model", tag = "admin",
+    summary = "Save the agent's model, parameters and response schema (`{}` removes them): a new revision (operator)",
+    params(("agent" = String, Path)), request_body = ModelSettings,
+    responses((status = 200, body = ModelView, description = "Saved; `latest` serves it (and `production` too on a direct agent)"), E400, E401, E403, E404, E409, E413, E422))]
+async fn put_model(
+    State(state): State<AppState>,
+    OperatorKey(who): OperatorKey,
+    ApiPath(name): ApiPath<String>,
+    idempotency: Idempotency,
+    ApiJson(settings): ApiJson<ModelSettings>,
+) -> ApiResult<Json<ModelView>> {
+    let w = state.writer(key(&idempotency));
+    Ok(Json(model::save(&w, &who.member, &name, Some(settings)).await?))
 }

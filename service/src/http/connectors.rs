@@ -8,12 +8,13 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422, E424};
-use super::extract::{ApiJson, ApiPath, OperatorKey};
+use super::extract::{ApiJson, ApiPath, ApiQuery, OperatorKey};
 use super::idempotent::{Idempotency, key};
 use crate::app::AppState;
 use crate::connectors::store::{
     self, Binding, BindingView, ConnectorList, ConnectorUpdate, ConnectorView, NewConnector,
 };
+use crate::connectors::pins::{self, ChangeFilter, ToolChangeList, ToolChangeView};
 use crate::connectors::sync::{self, SyncReport, SyncRequest};
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -22,6 +23,10 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(get_connector, update_connector, delete_connector))
         .routes(routes!(bind_tool))
         .routes(routes!(sync_connector))
+        .routes(routes!(list_tool_changes))
+        .routes(routes!(get_tool_change))
+        .routes(routes!(accept_tool_change))
+        .routes(routes!(reject_tool_change))
 }
 
 #[utoipa::path(get, path = "/v1/connectors", tag = "connectors", summary = "List connectors; header values are never shown (operator)",
@@ -136,5 +141,55 @@ async fn bind_tool(
 ) -> ApiResult<Json<BindingView>> {
     Ok(Json(
         store::bind(&state.writer(key(&idempotency)), &tool, binding).await?,
+    ))
+}
+
+#[utoipa::path(get, path = "/v1/tool-changes", tag = "connectors", summary = "Synced tools' new or changed remote definitions held for an operator, newest first (operator)",
+    params(ChangeFilter),
+    responses((status = 200, body = ToolChangeList, description = "Held changes with the served and proposed descriptions and the classified schema changes"), E400, E401, E403, E404))]
+async fn list_tool_changes(
+    State(state): State<AppState>,
+    _key: OperatorKey,
+    ApiQuery(filter): ApiQuery<ChangeFilter>,
+) -> ApiResult<Json<ToolChangeList>> {
+    Ok(Json(pins::list(&state.db, filter).await?))
+}
+
+#[utoipa::path(get, path = "/v1/tool-changes/{id}", tag = "connectors", summary = "One held tool change (operator)",
+    params(("id" = i32, Path)),
+    responses((status = 200, body = ToolChangeView, description = "The change"), E400, E401, E403, E404))]
+async fn get_tool_change(
+    State(state): State<AppState>,
+    _key: OperatorKey,
+    ApiPath(id): ApiPath<i32>,
+) -> ApiResult<Json<ToolChangeView>> {
+    Ok(Json(pins::get(&state.db, id).await?))
+}
+
+#[utoipa::path(post, path = "/v1/tool-changes/{id}/accept", tag = "connectors", summary = "Accept a held change: the tool serves it, pinned (a gated agent gets a revision to sign off) (operator)",
+    params(("id" = i32, Path)),
+    responses((status = 200, body = ToolChangeView, description = "The change, accepted"), E400, E401, E403, E404, E409, E422))]
+async fn accept_tool_change(
+    State(state): State<AppState>,
+    OperatorKey(who): OperatorKey,
+    ApiPath(id): ApiPath<i32>,
+    idempotency: Idempotency,
+) -> ApiResult<Json<ToolChangeView>> {
+    Ok(Json(
+        pins::accept(&state.writer(key(&idempotency)), &who, id).await?,
+    ))
+}
+
+#[utoipa::path(post, path = "/v1/tool-changes/{id}/reject", tag = "connectors", summary = "Reject a held change: the pin stays and the same definition is not held again (operator)",
+    params(("id" = i32, Path)),
+    responses((status = 200, body = ToolChangeView, description = "The change, rejected"), E400, E401, E403, E404, E409))]
+async fn reject_tool_change(
+    State(state): State<AppState>,
+    OperatorKey(who): OperatorKey,
+    ApiPath(id): ApiPath<i32>,
+    idempotency: Idempotency,
+) -> ApiResult<Json<ToolChangeView>> {
+    Ok(Json(
+        pins::reject(&state.writer(key(&idempotency)), &who, id).await?,
     ))
 }

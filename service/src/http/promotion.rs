@@ -30,6 +30,7 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(get_change_request))
         .routes(routes!(approve_change_request))
         .routes(routes!(decline_change_request))
+        .routes(routes!(recheck_change_request))
 }
 
 #[utoipa::path(put, path = "/v1/agents/{agent}/labels/{label}", tag = "admin", summary = "Create or move a label (operator); a protected label of a gated agent waits for a sign-off",
@@ -156,4 +157,19 @@ async fn decline_change_request(
     let declined =
         change_requests::decline(&state.writer(key(&idempotency)), &who, id, decision).await?;
     Ok(Json(declined))
+}
+
+#[utoipa::path(post, path = "/v1/change-requests/{id}/checks", tag = "proposals", summary = "Run a pending change request's release checks again, for the tenant that requested it (admin, operator or default-tenant approver)",
+    description = "After a fix (a render snapshot accepted, ...). 409 `conflict`: it is no longer pending.",
+    params(("id" = i32, Path)),
+    responses((status = 200, body = ChangeRequestView, description = "The request with its checks as run now"), E400, E401, E403, E404, E409))]
+async fn recheck_change_request(
+    State(state): State<AppState>,
+    ApproverKey(who): ApproverKey,
+    ApiPath(id): ApiPath<i32>,
+) -> ApiResult<Json<ChangeRequestView>> {
+    let now = state.clock.now();
+    Ok(Json(
+        change_requests::recheck(&state.db, &who, id, now).await?,
+    ))
 }

@@ -9,10 +9,12 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::{ApiResult, E400, E401, E403, E404};
-use super::extract::{AdminKey, ApiPath, ApiQuery};
+use super::error::{ApiResult, E400, E401, E403, E404, E413, E422};
+use super::extract::{AdminKey, ApiJson, ApiPath, ApiQuery};
 use crate::app::AppState;
 use crate::db::page;
+use crate::promotion::replay::{self, ReplayQuery, ReplayReport, Replayer};
+use crate::promotion::snapshots::{self, RenderCheck, SnapshotList, SnapshotPut, SnapshotView};
 use crate::releases::diff::{self, RevisionDiff};
 use crate::releases::read::{self, LabelHistory, LabelList, RevisionList, RevisionView};
 
@@ -21,6 +23,9 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(list_revisions))
         .routes(routes!(get_revision))
         .routes(routes!(diff_revisions))
+        .routes(routes!(replay))
+        .routes(routes!(list_snapshots, put_snapshot, delete_snapshot))
+        .routes(routes!(compare_snapshots))
         .routes(routes!(list_labels))
         .routes(routes!(label_history))
 }
@@ -71,6 +76,109 @@ async fn diff_revisions(
     ApiPath((name, from, to)): ApiPath<(String, i32, i32)>,
 ) -> ApiResult<Json<RevisionDiff>> {
     Ok(Json(diff::between(&state.db, &name, from, to).await?))
+}
+
+#[utoipa::path(get, path = "/v1/agents/{agent}/replay", tag = "admin", summary = "The key's tenant's recorded calls of each tool a candidate revision changes, checked against it: refusals and changed decisions; arguments never in the answer (admin)",
+    params(("agent" = String, Path), ReplayQuery),
+    responses((status = 200, body = ReplayReport, description = "Per changed tool: calls replayed, refused (with the refusal a call would get) and decided differently"), E400, E401, E403, E404))]
+async fn replay(
+    State(state): State<AppState>,
+    AdminKey(who): AdminKey,
+    ApiPath(name): ApiPath<String>,
+    ApiQuery(query): ApiQuery<ReplayQuery>,
+) -> ApiResult<Json<ReplayReport>> {
+    let replayer = Replayer {
+        tenant: who.tenant(),
+        member: &who.member,
+    };
+    Ok(Json(replay::run(&state.db, replayer, &name, query).await?))
+}
+
+#[utoipa::path(get, path = "/v1/agents/{agent}/snapshots", tag = "admin", summary = "The key's tenant's render snapshots of the agent: expected renders per channel and user (admin)",
+    params(("agent" = String, Path)),
+    responses((status = 200, body = SnapshotList, description = "The snapshots"), E400, E401, E403, E404))]
+async fn list_snapshots(
+    State(state): State<AppState>,
+    AdminKey(who): AdminKey,
+    ApiPath(name): ApiPath<String>,
+) -> ApiResult<Json<SnapshotList>> {
+    Ok(Json(snapshots::list(&state.db, who.tenant(), &name).await?))
+}
+
+#[utoipa::path(put, path = "/v1/agents/{agent}/snapshots", tag = "admin", summary = "Record a revision's render (production's by default) as the expected one for a channel and user; accepting a change request's difference is recording its candidate (admin)",
+    params(("agent" = String, Path)), request_body = SnapshotPut,
+    responses((status = 200, body = SnapshotView, description = "The snapshot as recorded"), E400, E401, E403, E404, E413, E422))]
+async fn put_snapshot(
+    State(state): State<AppState>,
+    AdminKey(who): AdminKey,
+    ApiPath(name): ApiPath<String>,
+    ApiJson(put): ApiJson<SnapshotPut>,
+) -> ApiResult<Json<SnapshotView>> {
+    let now = state.clock.now();
+    Ok(Json(
+        snapshots::record(&state.db, who.tenant(), &name, put, now).await?,
+    ))
+}
+
+/// Which snapshot: its channel and user.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotKey {
+    pub channel: String,
+    pub user_id: Option<String>,
+}
+
+#[utoipa::path(delete, path = "/v1/agents/{agent}/snapshots", tag = "admin", summary = "Delete the key's tenant's snapshot of a channel and user (admin)",
+    params(("agent" = String, Path), SnapshotKey),
+    responses((status = 200, body = SnapshotView, description = "The snapshot as deleted"), E400, E401, E403, E404))]
+async fn delete_snapshot(
+    State(state): State<AppState>,
+    AdminKey(who): AdminKey,
+    ApiPath(name): ApiPath<String>,
+    ApiQuery(which): ApiQuery<SnapshotKey>,
+) -> ApiResult<Json<SnapshotView>> {
+    let now = state.clock.now();
+    let user = which.user_id.as_deref();
+    Ok(Json(
+        snapshots::delete(&state.db, who.tenant(), &name, &which.channel, user, now).await?,
+    ))
+}
+
+/// The revision whose renders are compared.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct CompareQuery {
+    pub revision: i32,
+}
+
+/// Each snapshot compared with a revision's render.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct SnapshotComparison {
+    pub agent: String,
+    pub revision: i32,
+    pub renders: Vec<RenderCheck>,
+}
+
+#[utoipa::path(get, path = "/v1/agents/{agent}/snapshots/compare", tag = "admin", summary = "The key's tenant's snapshots compared with a revision's renders, each difference as a line diff (admin)",
+    params(("agent" = String, Path), CompareQuery),
+    responses((status = 200, body = SnapshotComparison, description = "Each snapshot: matches, or its diff"), E400, E401, E403, E404))]
+async fn compare_snapshots(
+    State(state): State<AppState>,
+    AdminKey(who): AdminKey,
+    ApiPath(name): ApiPath<String>,
+    ApiQuery(query): ApiQuery<CompareQuery>,
+) -> ApiResult<Json<SnapshotComparison>> {
+    let revision = read::revision(&state.db, &name, query.revision).await?;
+    let agent_id = crate::registry::links::agent(&state.db, &name).await?.id;
+    let renders =
+        snapshots::compare(&state.db, who.tenant(), agent_id, &name, &revision.content).await?;
+    Ok(Json(SnapshotComparison {
+        agent: revision.agent,
+        revision: query.revision,
+        renders,
+    }))
 }
 
 #[utoipa::path(get, path = "/v1/agents/{agent}/labels", tag = "admin", summary = "An agent's labels and the revision each points at (admin)",

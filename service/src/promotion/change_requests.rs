@@ -16,7 +16,7 @@
 //! transaction, and only if the label still points where it did when the request
 //! was made; otherwise the request is `superseded` (409).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 use entity::{agent_configurations, agent_labels, agent_revisions, change_requests};
@@ -27,6 +27,7 @@ use sea_orm::{
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::checks::{self, ReleaseChecks, Subject};
 use crate::auth::{Principal, Role};
 use crate::db::Writer;
 use crate::error::{Error, Kind, Result, check_size};
@@ -108,6 +109,11 @@ pub struct ChangeRequestView {
     pub decision_reason: Option<String>,
     /// The request, then its decision, oldest first.
     pub events: Vec<ChangeEvent>,
+    /// The release checks computed when it opened (or last run again); `null` for
+    /// a request from before checks.
+    pub checks: Option<ReleaseChecks>,
+    /// Whether the label requires the checks to pass before approval.
+    pub require_checks: bool,
 }
 
 /// Change requests, newest first (at most [`LIST_LIMIT`]).
@@ -210,6 +216,16 @@ async fn views(
         .await?
         .into_iter()
         .collect();
+    let requiring: BTreeSet<(i32, String)> = agent_labels::Entity::find()
+        .select_only()
+        .column(agent_labels::Column::AgentId)
+        .column(agent_labels::Column::Name)
+        .filter(agent_labels::Column::RequireChecks.eq(true))
+        .into_tuple::<(i32, String)>()
+        .all(db)
+        .await?
+        .into_iter()
+        .collect();
     let number = |id: i32| {
         numbers
             .get(&id)
@@ -236,6 +252,8 @@ async fn views(
                 to_revision: number(row.to_revision_id)?,
                 state,
                 events: events(&row, state),
+                checks: ReleaseChecks::parse(row.checks.as_deref()),
+                require_checks: requiring.contains(&(row.agent_id, row.label.clone())),
                 label: row.label,
                 reason: row.reason,
                 requested_by: row.requested_by,
@@ -344,6 +362,19 @@ pub async fn open(
     })
     .await?;
     let label = request.label;
+    let computed = compute_checks(
+        db,
+        Requester {
+            tenant: who.tenant(),
+            member: &who.member,
+        },
+        request.agent_id,
+        request.from_revision_id,
+        request.to_revision_id,
+        now,
+    )
+    .await?;
+    let checks_text = serde_json::to_string(&computed).map_err(Error::internal)?;
     let row = change_requests::ActiveModel {
         agent_id: Set(request.agent_id),
         label: Set(label.to_owned()),
@@ -361,6 +392,7 @@ pub async fn open(
         rollout_guard_min_outcomes: Set(request.guard.map(|g| g.min_outcomes)),
         rollout_guard_alpha: Set(request.guard.map(|g| g.alpha)),
         rollout_id: Set(request.rollout_id),
+        checks: Set(Some(checks_text)),
         ..Default::default()
     }
     .insert(db)
@@ -542,12 +574,15 @@ pub async fn approve(
     if !may_sign_off(who) {
         return Err(Error::forbidden(SIGNERS));
     }
-    let at = agent_labels::Entity::find()
+    let label = agent_labels::Entity::find()
         .filter(agent_labels::Column::AgentId.eq(row.agent_id))
         .filter(agent_labels::Column::Name.eq(&row.label))
         .one(&*write)
-        .await?
-        .map(|label| label.revision_id);
+        .await?;
+    if label.as_ref().is_some_and(|l| l.require_checks) {
+        refuse_failing_checks(&row)?;
+    }
+    let at = label.map(|label| label.revision_id);
     if at != Some(row.from_revision_id) {
         let reason = Some("the label moved after the request was made");
         decide(&*write, row, ChangeState::Superseded, None, reason, w.now).await?;
@@ -580,6 +615,107 @@ pub async fn approve(
     let answer = view(&*write, approved, w.now).await?;
     w.commit(write).await?;
     Ok(answer)
+}
+
+/// 409 `checks_failed` naming the failing checks (or saying none were run).
+fn refuse_failing_checks(row: &change_requests::Model) -> Result<()> {
+    let id = row.id;
+    match ReleaseChecks::parse(row.checks.as_deref()) {
+        Some(found) if found.passed => Ok(()),
+        Some(found) => Err(Error::new(
+            Kind::Conflict,
+            "checks_failed",
+            format!(
+                "the label requires release checks to pass, and {} failed; fix them, then run the checks again (POST /v1/change-requests/{id}/checks)",
+                found.failing().join(", ")
+            ),
+        )),
+        None => Err(Error::new(
+            Kind::Conflict,
+            "checks_failed",
+            format!(
+                "the label requires release checks to pass, and none were run; run them (POST /v1/change-requests/{id}/checks)"
+            ),
+        )),
+    }
+}
+
+/// Whose recorded calls and snapshots the checks read.
+struct Requester<'a> {
+    tenant: &'a str,
+    member: &'a str,
+}
+
+/// The release checks of moving the agent's label from one revision to another.
+async fn compute_checks(
+    db: &impl ConnectionTrait,
+    who: Requester<'_>,
+    agent_id: i32,
+    from_revision_id: i32,
+    to_revision_id: i32,
+    now: DateTime<Utc>,
+) -> Result<ReleaseChecks> {
+    let agent = agent_configurations::Entity::find_by_id(agent_id)
+        .one(db)
+        .await?
+        .ok_or_else(|| Error::internal(format!("no agent with id {agent_id}")))?;
+    let revision = |id: i32| async move {
+        agent_revisions::Entity::find_by_id(id)
+            .one(db)
+            .await?
+            .ok_or_else(|| Error::internal(format!("no revision with id {id}")))
+    };
+    let (from, to) = (revision(from_revision_id).await?, revision(to_revision_id).await?);
+    let (old, new) = (
+        crate::releases::content::Content::parse(&from.content)?,
+        crate::releases::content::Content::parse(&to.content)?,
+    );
+    let subject = Subject {
+        agent_id,
+        agent: &agent.name,
+        tenant: who.tenant,
+        member: who.member,
+        base: (from.number, &old),
+        candidate: (to.number, &new),
+        policy_tests: agent.policy_tests.as_deref(),
+    };
+    checks::compute(db, subject, now).await
+}
+
+/// Runs a pending request's release checks again (after a fix: a snapshot
+/// accepted, a recorded call's tool fixed in a new request's revision...), for
+/// the tenant that requested it; whoever may read requests may run them.
+pub async fn recheck(
+    db: &DatabaseConnection,
+    who: &Principal,
+    id: i32,
+    now: DateTime<Utc>,
+) -> Result<ChangeRequestView> {
+    may_read(who)?;
+    let row = find(db, id).await?;
+    if state_at(&row, now) != ChangeState::Pending {
+        return Err(Error::conflict(format!(
+            "change request {id} is {}, not pending",
+            state_at(&row, now).as_str()
+        )));
+    }
+    let tenant = crate::auth::keys::tenant_of_key(db, row.requested_key_id).await?;
+    let computed = compute_checks(
+        db,
+        Requester {
+            tenant: &tenant,
+            member: &row.requested_by,
+        },
+        row.agent_id,
+        row.from_revision_id,
+        row.to_revision_id,
+        now,
+    )
+    .await?;
+    let mut active: change_requests::ActiveModel = row.into();
+    active.checks = Set(Some(serde_json::to_string(&computed).map_err(Error::internal)?));
+    let saved = active.update(db).await?;
+    view(db, saved, now).await
 }
 
 /// Does what an approved request asks, in its write: moves the label, or starts

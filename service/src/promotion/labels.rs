@@ -39,6 +39,10 @@ pub struct LabelPut {
     /// Protect (or unprotect) the label; unchanged when absent. `production` is
     /// always protected, and a protected label of a `gated` agent stays so.
     pub protected: Option<bool>,
+    /// Require a change request's release checks to pass before anyone may
+    /// approve it; unchanged when absent. Turned off only on a `direct` agent, or a
+    /// label that is not protected.
+    pub require_checks: Option<bool>,
     /// Why, kept in the label's history (or the change request).
     pub reason: Option<String>,
 }
@@ -236,6 +240,19 @@ pub async fn put(
             "a protected label of a gated agent stays protected (it would move without sign-off); switch the agent to direct first",
         ));
     }
+    if guarded && put.require_checks == Some(false) && found.as_ref().is_some_and(|f| f.require_checks) {
+        return Err(unprotect(
+            "a protected label of a gated agent keeps requiring checks (approvals would skip them); switch the agent to direct first",
+        ));
+    }
+    if let (Some(true), Some(label)) = (put.require_checks, &found)
+        && !label.require_checks
+    {
+        // Tightening needs no sign-off: it applies now, to the request made below too.
+        let mut active: agent_labels::ActiveModel = label.clone().into();
+        active.require_checks = Set(true);
+        active.update(&*write).await?;
+    }
     let from = found.as_ref().map(|f| f.revision_id);
     let back = from != Some(to.id) && previous(&*write, agent.id, label).await? == Some(to.id);
     if guarded && !back && from != Some(to.id) {
@@ -265,6 +282,14 @@ pub async fn put(
         reason: put.reason.as_deref(),
     };
     let moved = move_now(&*write, who, step, put.protected, writing.now).await?;
+    if let Some(flag) = put.require_checks
+        && let Some(label) = label_row(&*write, agent.id, label).await?
+        && label.require_checks != flag
+    {
+        let mut active: agent_labels::ActiveModel = label.into();
+        active.require_checks = Set(flag);
+        active.update(&*write).await?;
+    }
     guard::commit(write, writing.generation).await?;
     Ok(Outcome::Moved(moved))
 }

@@ -421,13 +421,17 @@ pub struct Synced {
     /// The schema as the server sent it.
     pub remote_schema: Value,
     pub strict: bool,
+    /// The remote definition's fingerprint (`connectors::pins`), pinned.
+    pub fingerprint: String,
 }
 
-/// Creates a synced `mcp` tool inside an open registry write, switched on.
+/// Creates a synced `mcp` tool inside an open registry write, switched on or
+/// (`on` false: held for an operator) off.
 pub async fn create_synced_in(
     write: &guard::Write,
     name: &str,
     synced: &Synced,
+    on: bool,
 ) -> Result<tools::Model> {
     write.covers_registry()?;
     let now = write.now();
@@ -445,7 +449,8 @@ pub async fn create_synced_in(
         remote_gone_at: Set(None),
         remote_schema: Set(Some(synced.remote_schema.clone())),
         strict: Set(synced.strict),
-        is_active: Set(true),
+        pinned_fingerprint: Set(Some(synced.fingerprint.clone())),
+        is_active: Set(on),
         created_at: Set(now),
         updated_at: Set(now),
         deleted_at: Set(None),
@@ -472,12 +477,35 @@ pub async fn update_synced_in(
     active.parameters = Set(synced.schema.clone());
     active.remote_schema = Set(Some(synced.remote_schema.clone()));
     active.strict = Set(synced.strict);
+    active.pinned_fingerprint = Set(Some(synced.fingerprint.clone()));
     active.synced_description = Set(Some(synced.description.clone()));
     active.synced_tier = Set(Some(synced.tier.clone()));
     if came_back {
         active.remote_gone_at = Set(None);
         active.is_active = Set(true);
     }
+    active.updated_at = Set(write.now());
+    Ok(active.update(&**write).await?)
+}
+
+/// Records the fingerprint of the remote definition a synced tool serves, inside
+/// an open registry write.
+pub async fn pin_in(write: &guard::Write, row: tools::Model, fingerprint: &str) -> Result<tools::Model> {
+    write.covers_registry()?;
+    if row.pinned_fingerprint.as_deref() == Some(fingerprint) {
+        return Ok(row);
+    }
+    let mut active: tools::ActiveModel = row.into();
+    active.pinned_fingerprint = Set(Some(fingerprint.to_owned()));
+    active.updated_at = Set(write.now());
+    Ok(active.update(&**write).await?)
+}
+
+/// Switches on a synced tool an operator accepted, inside an open registry write.
+pub async fn switch_on_in(write: &guard::Write, row: tools::Model) -> Result<tools::Model> {
+    write.covers_registry()?;
+    let mut active: tools::ActiveModel = row.into();
+    active.is_active = Set(true);
     active.updated_at = Set(write.now());
     Ok(active.update(&**write).await?)
 }

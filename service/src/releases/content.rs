@@ -13,6 +13,7 @@ use crate::connectors::client::ConnectorPin;
 use crate::error::{Error, Result};
 use crate::prompt::builder::Channels;
 use crate::prompt::load;
+use crate::releases::model::ModelSettings;
 
 /// An agent's served content. Fields are in a fixed order and maps are sorted
 /// (`serde_json`'s `Value` keeps object keys sorted, and channels are a
@@ -40,6 +41,10 @@ pub struct Content {
     /// content of an agent without one hashes as it did before policies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
+    /// The model, its parameters and response schema (`releases::model`); absent
+    /// when none are set, so older contents hash as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelSettings>,
 }
 
 /// One tool as the agent is served it.
@@ -85,12 +90,17 @@ impl Content {
         let Some((id, agent, defs)) = load::agent_with_tool_defs(db, name).await? else {
             return Ok(None);
         };
-        let policy: Option<Option<String>> = entity::agent_configurations::Entity::find_by_id(id)
-            .select_only()
-            .column(entity::agent_configurations::Column::Policy)
-            .into_tuple()
-            .one(db)
-            .await?;
+        let stored: Option<(Option<String>, Option<String>)> =
+            entity::agent_configurations::Entity::find_by_id(id)
+                .select_only()
+                .column(entity::agent_configurations::Column::Policy)
+                .column(entity::agent_configurations::Column::ModelSettings)
+                .into_tuple()
+                .one(db)
+                .await?;
+        let (policy, model) = stored.unwrap_or_default();
+        // Settings were checked when saved; text that no longer reads serves none.
+        let model = ModelSettings::parse(model.as_deref()).unwrap_or_default();
         let names: Vec<String> = defs.iter().map(|d| d.name.clone()).collect();
         let types = tool_types(db, names.clone()).await?;
         let mut pins = pins(db, names).await?;
@@ -129,7 +139,8 @@ impl Content {
             template: agent.prompt_template,
             tools,
             channels,
-            policy: policy.flatten().filter(|p| !p.trim().is_empty()),
+            policy: policy.filter(|p| !p.trim().is_empty()),
+            model,
         }))
     }
 

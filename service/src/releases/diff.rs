@@ -10,7 +10,9 @@ use serde_json::Value;
 use similar::{ChangeTag, TextDiff};
 use utoipa::ToSchema;
 
+use super::compat::{self, ContractChange};
 use super::content::{ChannelContent, Content, ToolContent};
+use super::model::ModelSettings;
 use super::read;
 use crate::error::Result;
 
@@ -55,6 +57,14 @@ pub struct Diff {
     /// `null`: the policy is unchanged; a side without one diffs as empty text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<TextChange>,
+    /// The model settings that differ, by dotted path (`parameters.temperature`,
+    /// `channels.voice.model`); a response schema is one value.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub model: Vec<ValueChange>,
+    /// Each tool change classified for callers (`docs/contracts.md`).
+    pub contract: Vec<ContractChange>,
+    /// Whether any of `contract` is breaking.
+    pub breaking: bool,
 }
 
 /// A text's line diff.
@@ -195,6 +205,7 @@ pub fn diff(old: &Content, new: &Content) -> Diff {
             new.template.as_deref().unwrap_or(""),
         ),
     });
+    let contract = compat::tools(&old.tools, &new.tools);
     Diff {
         identical: old == new,
         identity: identity(&old.identity, &new.identity),
@@ -210,6 +221,48 @@ pub fn diff(old: &Content, new: &Content) -> Diff {
                 new.policy.as_deref().unwrap_or(""),
             )
         }),
+        model: model(old.model.as_ref(), new.model.as_ref()),
+        breaking: compat::any_breaking(&contract),
+        contract,
+    }
+}
+
+/// The model settings' leaves that differ, by dotted path.
+fn model(old: Option<&ModelSettings>, new: Option<&ModelSettings>) -> Vec<ValueChange> {
+    let (mut before, mut after) = (BTreeMap::new(), BTreeMap::new());
+    leaves("", &serde_json::to_value(old).unwrap_or(Value::Null), &mut before);
+    leaves("", &serde_json::to_value(new).unwrap_or(Value::Null), &mut after);
+    let paths: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    paths
+        .into_iter()
+        .filter_map(|path| {
+            let b = before.get(path).cloned().unwrap_or(Value::Null);
+            let a = after.get(path).cloned().unwrap_or(Value::Null);
+            (b != a).then(|| ValueChange {
+                field: path.clone(),
+                before: b,
+                after: a,
+            })
+        })
+        .collect()
+}
+
+/// Each leaf of `value` by dotted path; a response schema is one leaf.
+fn leaves(at: &str, value: &Value, out: &mut BTreeMap<String, Value>) {
+    match value {
+        Value::Object(fields) if !at.ends_with("response_schema") => {
+            for (key, value) in fields {
+                let path = match at.is_empty() {
+                    true => key.clone(),
+                    false => format!("{at}.{key}"),
+                };
+                leaves(&path, value, out);
+            }
+        }
+        Value::Null => {}
+        leaf => {
+            out.insert(at.to_owned(), leaf.clone());
+        }
     }
 }
 
@@ -455,6 +508,7 @@ mod tests {
             tools: vec![tool("get_tasks"), tool("read_memory")],
             channels: BTreeMap::from([("web".to_owned(), channel())]),
             policy: None,
+            model: None,
         }
     }
 

@@ -74,6 +74,8 @@ pub struct LabelView {
     /// In `gated` mode, moved only by an approved change request or a rollback
     /// (`production` always is).
     pub protected: bool,
+    /// Approving a change request for it needs its release checks to pass.
+    pub require_checks: bool,
     pub updated_at: DateTime<Utc>,
 }
 
@@ -230,6 +232,7 @@ pub async fn labels(db: &impl ConnectionTrait, name: &str) -> Result<LabelList> 
             Ok(LabelView {
                 revision: number_of(&numbers, l.revision_id)?,
                 protected: l.protected || l.name == super::moves::PRODUCTION,
+                require_checks: l.require_checks,
                 name: l.name,
                 updated_at: l.updated_at,
             })

@@ -123,6 +123,8 @@ pub struct Served {
     pub pins: std::collections::BTreeMap<String, ConnectorPin>,
     /// The revision's policy, compiled once against its tools; `None`: it has none.
     pub policy: Option<crate::policies::Policy>,
+    /// The revision's model settings; `None`: it has none.
+    pub model: Option<crate::releases::model::ModelSettings>,
 }
 
 impl Served {
@@ -135,6 +137,7 @@ impl Served {
     ) -> Served {
         let pins = pins(&content);
         let policy = policy_of(&content);
+        let model = content.model.clone();
         let (agent, channels) = loaded(content, working.id, &working.agent.name, versions);
         Served {
             number: revision.number,
@@ -143,6 +146,7 @@ impl Served {
             channels,
             pins,
             policy,
+            model,
         }
     }
 }

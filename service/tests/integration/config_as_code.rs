@@ -563,3 +563,47 @@ db_test! {
         assert!(!agent["soul"].as_str().unwrap_or("").contains("Also this."), "nothing written: {agent}");
     }
 }
+
+db_test! {
+    async fn model_settings_round_trip_through_files_and_are_served_with_the_loadout(db) {
+        let app = TestApp::new(db).await;
+        let settings = json!({
+            "model": "gpt-4.1",
+            "parameters": {"temperature": 0.2, "max_tokens": 800, "provider_options": {"seed": 7}},
+            "response_schema": {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"], "additionalProperties": false},
+            "channels": {"web": {"model": "gpt-4.1-mini", "parameters": {"max_tokens": 200}}},
+        });
+        let saved = ok(&app, Method::PUT, "/v1/agents/assistant/model", Some(settings.clone())).await;
+        assert_eq!(saved["settings"], settings, "{saved}");
+        let dir = tempfile_dir();
+        export(&app.db.conn, dir.path()).await;
+        let file = dir.path().join("agents/assistant/model.json");
+        let written: Value = serde_json::from_str(&std::fs::read_to_string(&file).expect("model.json")).expect("json");
+        assert_eq!(written, settings);
+        assert!(!plan_dir(&app.db.conn, dir.path(), false).await.changes_anything, "an export plans no change");
+
+        // Change the temperature in the file: the plan names it, the apply serves it.
+        edit(&file, |t| t.replace("0.2", "0.7"));
+        let planned = plan_dir(&app.db.conn, dir.path(), false).await;
+        assert!(planned.changes[0].fields.iter().any(|f| f.field == "model"), "{:?}", planned.changes);
+        apply_dir(&app.db.conn, dir.path(), None, false).await.expect("apply");
+        app.state.generation.observe(loadout::db::generation::current(&app.db.conn).await.expect("gen"));
+        assert!(!plan_dir(&app.db.conn, dir.path(), false).await.changes_anything, "a re-apply is a no-op");
+        let (status, loadout) = app.call(Method::GET, "/v1/agents/assistant/loadout?channel=web", &app.agent, None).await;
+        assert_eq!(status, StatusCode::OK, "{loadout}");
+        assert_eq!(loadout["model"]["model"], "gpt-4.1-mini", "the web channel's model: {loadout}");
+        assert_eq!(loadout["model"]["parameters"], json!({"temperature": 0.7, "max_tokens": 200, "provider_options": {"seed": 7}}));
+        assert_eq!(loadout["model"]["response_schema"]["required"], json!(["answer"]));
+
+        // A revision's diff names what changed, by path.
+        let (_, revisions) = app.call(Method::GET, "/v1/agents/assistant/revisions", &app.operator, None).await;
+        let newest = revisions["revisions"][0]["number"].as_i64().expect("number");
+        let (_, diff) = app.call(Method::GET, &format!("/v1/agents/assistant/revisions/{}/diff/{newest}", newest - 1), &app.operator, None).await;
+        assert_eq!(diff["diff"]["model"], json!([{"field": "parameters.temperature", "before": 0.2, "after": 0.7}]), "{diff}");
+
+        // Out of range: refused with the field, nothing saved.
+        let (status, refused) = app.call(Method::PUT, "/v1/agents/assistant/model", &app.operator, Some(json!({"parameters": {"temperature": 9}}))).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+        assert!(refused["error"]["message"].as_str().unwrap_or("").contains("parameters.temperature"), "{refused}");
+    }
+}

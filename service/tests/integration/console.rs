@@ -422,7 +422,7 @@ db_test!(
         let site = Site::new(db).await;
         let server = crate::mcp_connectors::McpServer::start();
         let (status, body) = site.api(Method::POST, "/v1/connectors", &site.admin,
-            Some(json!({"name": "weather", "kind": "mcp", "url": server.url}))).await;
+            Some(json!({"name": "weather", "kind": "mcp", "url": server.url, "trusted": true}))).await;
         assert_eq!(status, StatusCode::CREATED, "{body}");
         let Some(client) = browser().await else { return };
         run("sync", client, async |c: &Client| {

@@ -208,7 +208,7 @@ impl Drop for McpServer {
 
 async fn connect_weather(api: &TestApp, server: &McpServer) {
     let (status, body) = api.call(Method::POST, "/v1/connectors", &api.operator,
-        Some(json!({"name": "weather", "kind": "mcp", "url": server.url, "headers": {"authorization": "Bearer mcp-secret"}, "timeout_ms": 5000}))).await;
+        Some(json!({"name": "weather", "kind": "mcp", "url": server.url, "headers": {"authorization": "Bearer mcp-secret"}, "timeout_ms": 5000, "trusted": true}))).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     assert_eq!(body["kind"], "mcp", "{body}");
 }

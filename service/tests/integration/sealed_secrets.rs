@@ -462,7 +462,7 @@ db_test! {
         let server = McpServer::start();
         let site = Site::new(db, ring(10)).await;
         let (status, body) = site.call(Method::POST, "/v1/connectors",
-            Some(json!({"name": "weather", "kind": "mcp", "url": server.url, "headers": {"authorization": "Bearer mcp-secret"}, "timeout_ms": 5000}))).await;
+            Some(json!({"name": "weather", "kind": "mcp", "url": server.url, "headers": {"authorization": "Bearer mcp-secret"}, "timeout_ms": 5000, "trusted": true}))).await;
         assert_eq!(status, StatusCode::CREATED, "{body}");
         let sync = || site.call(Method::POST, "/v1/connectors/weather/sync", Some(json!({"agent": "assistant"})));
         let (status, body) = sync().await;

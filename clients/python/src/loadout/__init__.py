@@ -15,10 +15,10 @@ from .errors import (
     ProposalDeclined, ProposalExpired, ServerError, TooManyRequests, ToolCallFailed, Unauthorized, Unprocessable,
     Unreachable, WaitTimeout,
 )
-from .results import Decision, Loadout, Prompt, Proposal, Tools, ToolResult
+from .results import Decision, Loadout, Model, Prompt, Proposal, Tools, ToolResult
 
 __all__ = [
-    "AsyncClient", "BadRequest", "Client", "Conflict", "Decision", "Forbidden", "InvalidArguments", "Loadout", "LoadoutError",
+    "AsyncClient", "BadRequest", "Client", "Conflict", "Decision", "Forbidden", "InvalidArguments", "Loadout", "LoadoutError", "Model",
     "NotConnected", "NotFound", "PayloadTooLarge", "Prompt", "Proposal", "ProposalDeclined", "ProposalExpired",
     "ServerError", "TooManyRequests", "ToolCallFailed", "ToolResult", "Tools", "Unauthorized", "Unprocessable",
     "Unreachable", "WaitTimeout", "errors",

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import _tracing, errors, models
 from ._store import DiskStore
-from .results import Decision, Loadout, Prompt, Proposal, Source, Tools, ToolResult
+from .results import Decision, Loadout, Model, Prompt, Proposal, Source, Tools, ToolResult
 
 log = logging.getLogger("loadout")
 monotonic = time.monotonic
@@ -81,7 +81,7 @@ def _parse(kind: str, body: bytes, etag: str | None, source: Source) -> Any:
     tools = Tools(agent=data["agent"], format=data["format"], tools=data["tools"], revision=p.revision,
                   label=p.label, source=source, etag=etag)
     return Loadout(agent=data["agent"], prompt=p, tools=tools, revision=p.revision, label=p.label, source=source,
-                   etag=etag)
+                   etag=etag, model=Model.from_json(data.get("model")))
 
 
 def with_source(result: Any, source: Source) -> Any:

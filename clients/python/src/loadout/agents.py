@@ -12,7 +12,11 @@ and the prompt as the agent's instructions, fetched per run through the client's
                   tools=await function_tools(client, "assistant", conversation_id="c-1"))
 
 `user_id` and `conversation_id` may be strings, or functions of the run's context (the
-`RunContextWrapper`) for one agent object serving many users."""
+`RunContextWrapper`) for one agent object serving many users.
+
+`build_agent` makes the whole `Agent` from one loadout: the prompt as instructions, the tools,
+and the model settings the revision serves (model, temperature, max tokens, top_p, provider
+options, and the response schema as the agent's output type)."""
 
 from __future__ import annotations
 
@@ -21,12 +25,12 @@ import json
 from collections.abc import Callable
 from typing import Any, Union
 
-from agents import FunctionTool, RunContextWrapper, Tool
+from agents import Agent, AgentOutputSchemaBase, FunctionTool, ModelSettings, RunContextWrapper, Tool
 
 from . import errors
 from .aio import AsyncClient
 from .client import Client
-from .results import Prompt, Proposal, ToolResult
+from .results import Loadout, Model, Prompt, Proposal, ToolResult
 
 Per = Union[str, None, Callable[[RunContextWrapper[Any]], Union[str, None]]]
 
@@ -123,4 +127,57 @@ async def function_tools(client: Client | AsyncClient, agent: str, *, conversati
     return tools
 
 
-__all__ = ["function_tools", "instructions", "relay"]
+class ResponseSchema(AgentOutputSchemaBase):
+    """The revision's response JSON schema as the agent's output type: the model is asked for it
+    (strict when the schema is), and its answer is parsed as JSON."""
+
+    def __init__(self, schema: dict[str, Any], name: str = "response") -> None:
+        self._schema = schema
+        self._name = name
+
+    def is_plain_text(self) -> bool:
+        return False
+
+    def name(self) -> str:
+        return self._name
+
+    def json_schema(self) -> dict[str, Any]:
+        return self._schema
+
+    def is_strict_json_schema(self) -> bool:
+        return self._schema.get("additionalProperties") is False
+
+    def validate_json(self, json_str: str) -> Any:
+        return json.loads(json_str)
+
+
+def model_settings(model: Model | None) -> ModelSettings:
+    """The SDK's `ModelSettings` for loadout's served settings (provider options as `extra_args`)."""
+    if model is None:
+        return ModelSettings()
+    return ModelSettings(temperature=model.temperature, max_tokens=model.max_tokens, top_p=model.top_p,
+                         extra_args=dict(model.provider_options) or None)
+
+
+async def build_agent(client: Client | AsyncClient, agent: str, channel: str, *, conversation_id: Per,
+                      user_id: Per = None, label: str | None = None, name: str | None = None,
+                      needs_approval: bool = False) -> Agent[Any]:
+    """The SDK `Agent` as the agent's revision defines it: the prompt as instructions (fetched per
+    run through the cache), the tools through loadout, and the model, its settings and response
+    schema from the same loadout (a revision without them leaves the SDK's defaults)."""
+    subject = {key: value for key, value in (("user_id", user_id), ("conversation_id", conversation_id))
+               if isinstance(value, str)}
+    fetched: Loadout = await _call(client, "loadout", agent, channel, label=label, **subject)
+    served = fetched.model
+    tools = await function_tools(client, agent, conversation_id=conversation_id, user_id=user_id, label=label,
+                                 needs_approval=needs_approval)
+    output = ResponseSchema(served.response_schema) if served and served.response_schema else None
+    built: Agent[Any] = Agent(name=name or agent, instructions=instructions(client, agent, channel, user_id=user_id,
+                                                                          label=label),
+                              tools=tools, model_settings=model_settings(served),
+                              **({"model": served.name} if served and served.name else {}),
+                              **({"output_type": output} if output else {}))
+    return built
+
+
+__all__ = ["ResponseSchema", "build_agent", "function_tools", "instructions", "model_settings", "relay"]

@@ -59,8 +59,33 @@ class Tools:
 
 
 @dataclass(frozen=True, slots=True)
+class Model:
+    """The model settings a revision serves for the channel: the model's name, its parameters and
+    the response JSON schema, all optional (`None`: the application chooses)."""
+
+    name: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    top_p: float | None = None
+    provider_options: dict[str, Any] = field(default_factory=dict)
+    response_schema: dict[str, Any] | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> Model | None:
+        """The `model` of a loadout answer (`None` when it has none)."""
+        if not data:
+            return None
+        parameters = data.get("parameters") or {}
+        return cls(name=data.get("model"), temperature=parameters.get("temperature"),
+                   max_tokens=parameters.get("max_tokens"), top_p=parameters.get("top_p"),
+                   provider_options=dict(parameters.get("provider_options") or {}),
+                   response_schema=data.get("response_schema"))
+
+
+@dataclass(frozen=True, slots=True)
 class Loadout:
-    """Prompt and tools of one revision, fetched in one round trip."""
+    """Prompt and tools of one revision, fetched in one round trip, with the model settings the
+    revision serves for the channel (`model`, `None` when it has none)."""
 
     agent: str
     prompt: Prompt
@@ -69,6 +94,7 @@ class Loadout:
     label: str | None
     source: Source
     etag: str | None = field(default=None, repr=False)
+    model: Model | None = None
 
 
 @dataclass(frozen=True, slots=True)

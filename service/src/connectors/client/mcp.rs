@@ -241,6 +241,12 @@ pub async fn call(
         Ok(open) => open,
         Err(e) => return Outcome::failure(e.to_string(), e.retryable()),
     };
+    if let Some(accepted) = &connector.accepted_schema {
+        if let Err(why) = still_accepted(&session, &client, &connector.remote_tool, accepted).await {
+            session.cancel().await.ok();
+            return why;
+        }
+    }
     let mut params = CallToolRequestParams::new(connector.remote_tool.clone());
     let mut arguments = call.arguments.clone();
     if let Some(remote) = &connector.remote_schema {
@@ -260,6 +266,37 @@ pub async fn call(
             Outcome::failure(e.to_string(), e.retryable())
         }
     }
+}
+
+/// Whether the server's `tools/list` still gives `remote` the input schema an
+/// operator accepted; the failure to answer with otherwise (not retried: a retry
+/// meets the same server until someone accepts its change).
+async fn still_accepted(
+    session: &Session,
+    client: &Capped,
+    remote: &str,
+    accepted: &Value,
+) -> Result<(), Outcome> {
+    let tools = match list_pages(session, client, ListLimits::default()).await {
+        Ok(tools) => tools,
+        Err(e) => return Err(Outcome::failure(e.to_string(), e.retryable())),
+    };
+    let Some(tool) = tools.iter().find(|t| t.name == remote) else {
+        return Err(Outcome::failure(
+            format!("the server no longer lists {remote:?}; sync the connector"),
+            false,
+        ));
+    };
+    let sent = Value::Object((*tool.input_schema).clone());
+    if crate::digest::sorted(&sent) != crate::digest::sorted(accepted) {
+        return Err(Outcome::failure(
+            format!(
+                "the server's input schema of {remote:?} is not the one accepted; the call was not sent (sync the connector and accept or reject the change)"
+            ),
+            false,
+        ));
+    }
+    Ok(())
 }
 
 /// The idempotency key and the call's context, as `_meta` entries.

@@ -47,6 +47,11 @@ pub struct Connector {
     /// ([`super::nulls::drop_nulls`]). `None` for tools an admin made and tools
     /// accepted loose (their arguments are checked against the remote's own schema).
     pub remote_schema: Option<serde_json::Value>,
+    /// The input schema an operator accepted for a synced tool of a connector that
+    /// is not `trusted` (`connectors::pins`): the call runs only while the server's
+    /// `tools/list` still gives it. `None`: the connector is trusted, or the tool
+    /// is not synced.
+    pub accepted_schema: Option<serde_json::Value>,
 }
 
 impl std::fmt::Debug for Connector {

@@ -9,6 +9,9 @@ crate::closed_set! {
     pub enum ProblemCode as "problem code" {
         /// An agent has no active link to an active tool.
         AgentWithoutTools = "agent_without_tools",
+        /// A revision waiting to be released (`latest` ahead of `production`, a
+        /// running rollout's candidate) changes a tool in a way that breaks callers.
+        BreakingChange = "breaking_change",
         /// A catalog tool is soft-deleted in the database.
         CatalogToolDeleted = "catalog_tool_deleted",
         /// A catalog tool is inactive in the database.

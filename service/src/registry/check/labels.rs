@@ -19,20 +19,23 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use entity::{agent_configurations, agent_labels, agent_revisions, agent_tools, tools};
+use entity::{agent_configurations, agent_labels, agent_revisions, agent_tools, rollouts, tools};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect};
 
 use super::code::ProblemCode;
 use super::report::{Problem, Problems, Severity};
 use crate::execute::executors::Executors;
 use crate::registry::ToolType;
-use crate::releases::{LATEST, content::Content};
+use crate::releases::compat::{self, Compat};
+use crate::releases::{LATEST, PRODUCTION, content::Content};
 
 /// Every label, and the revisions they point at (text not parsed: the rules run
 /// off the async workers).
 pub(super) struct Labeled {
     /// (agent id, label, revision id), by agent and label.
     labels: Vec<(i32, String, i32)>,
+    /// Running rollouts: (agent id, label, base revision id, candidate revision id).
+    rollouts: Vec<(i32, String, i32, i32)>,
     /// Revision id → (number, canonical content).
     revisions: BTreeMap<i32, (i32, String)>,
 }
@@ -49,12 +52,30 @@ impl Labeled {
             .await?;
         labels.sort();
         let latest = latest(&labels);
-        // Only the revisions the rules look at: labels on `latest`'s are left out.
-        let ids: BTreeSet<i32> = labels
+        let rollouts: Vec<(i32, String, i32, i32)> = rollouts::Entity::find()
+            .select_only()
+            .column(rollouts::Column::AgentId)
+            .column(rollouts::Column::Label)
+            .column(rollouts::Column::BaseRevisionId)
+            .column(rollouts::Column::CandidateRevisionId)
+            .filter(rollouts::Column::State.is_in(["active", "paused"]))
+            .into_tuple()
+            .all(db)
+            .await?;
+        // Only the revisions the rules look at: labels on `latest`'s are left out,
+        // but `latest` itself is read where a label is elsewhere (to compare them).
+        let mut ids: BTreeSet<i32> = labels
             .iter()
             .filter(|(agent, _, id)| latest.get(agent) != Some(id))
             .map(|(_, _, id)| *id)
             .collect();
+        let behind: BTreeSet<i32> = labels
+            .iter()
+            .filter(|(agent, label, id)| label == PRODUCTION && latest.get(agent) != Some(id))
+            .map(|(agent, _, _)| *agent)
+            .collect();
+        ids.extend(latest.iter().filter(|(a, _)| behind.contains(a)).map(|(_, id)| *id));
+        ids.extend(rollouts.iter().flat_map(|(_, _, base, candidate)| [*base, *candidate]));
         let mut revisions = BTreeMap::new();
         // Bounded batches: a database with many agents could exceed a backend's
         // bind parameter limit in one IN list.
@@ -71,7 +92,11 @@ impl Labeled {
                 .await?;
             revisions.extend(rows.into_iter().map(|(id, n, text)| (id, (n, text))));
         }
-        Ok(Labeled { labels, revisions })
+        Ok(Labeled {
+            labels,
+            rollouts,
+            revisions,
+        })
     }
 }
 
@@ -159,7 +184,64 @@ pub(super) fn problems(
             );
         }
     }
+    breaking(labeled, &live, &mut out);
     out.0
+}
+
+/// `breaking_change`: `latest` against `production` where they differ, and each
+/// running rollout's candidate against its base (warnings: releasing is a
+/// person's decision, and a replay says whether anyone's calls break).
+fn breaking(labeled: &Labeled, live: &BTreeMap<i32, &str>, out: &mut Problems) {
+    let latest = latest(&labeled.labels);
+    let content = |id: i32| {
+        labeled
+            .revisions
+            .get(&id)
+            .and_then(|(n, text)| Content::parse(text).ok().map(|c| (*n, c)))
+    };
+    let mut pairs: Vec<(i32, String, i32, i32)> = labeled
+        .labels
+        .iter()
+        .filter(|(_, label, _)| label == PRODUCTION)
+        .filter_map(|(agent, _, id)| {
+            let newest = *latest.get(agent)?;
+            (newest != *id).then(|| (*agent, LATEST.to_owned(), *id, newest))
+        })
+        .collect();
+    pairs.extend(labeled.rollouts.iter().map(|(agent, label, base, candidate)| {
+        (*agent, format!("{label} rollout"), *base, *candidate)
+    }));
+    for (agent, what, base, candidate) in pairs {
+        let (Some(name), Some((from, old)), Some((to, new))) =
+            (live.get(&agent), content(base), content(candidate))
+        else {
+            continue;
+        };
+        let broken: Vec<String> = compat::tools(&old.tools, &new.tools)
+            .into_iter()
+            .filter(|c| c.compat == Compat::Breaking)
+            .map(|c| match c.path.is_empty() {
+                true => format!("{} {}", c.tool, c.kind.as_str()),
+                false => format!("{} {} {}", c.tool, c.kind.as_str(), c.path),
+            })
+            .collect();
+        if broken.is_empty() {
+            continue;
+        }
+        out.add(
+            Severity::Warning,
+            "label",
+            &format!("{name}/{what}"),
+            ProblemCode::BreakingChange,
+            format!(
+                "revision {to} breaks callers of revision {from}: {}",
+                broken.join("; ")
+            ),
+            format!(
+                "replay the recorded calls against it (`loadout replay {name} --candidate {to}`) before releasing it"
+            ),
+        );
+    }
 }
 
 /// Each agent's `latest` revision id, by agent id.

@@ -1,0 +1,262 @@
+//! Release checks: what a change request carries, computed when it opens (and
+//! again on demand) for the revision it would release against the one the label
+//! serves. A protected label with `require_checks` refuses approval while any
+//! check fails.
+//!
+//! - `registry`: the agent's error-raising registry rules pass (`loadout check`).
+//! - `breaking`: each tool change classified for callers ([`crate::releases::compat`]);
+//!   a breaking change warns, it does not fail: whether it breaks anyone is what
+//!   `replay` measures.
+//! - `replay`: the requesting tenant's last recorded calls of each changed tool
+//!   ([`super::replay`]); fails if the candidate would refuse any.
+//! - `policy_tests`: the agent's policy tests pass against the candidate's policy.
+//! - `render`: the tenant's render snapshots ([`super::snapshots`]) match the
+//!   candidate's renders; a difference fails until it is accepted (recorded again
+//!   from the candidate) and the checks are run again.
+//!
+//! What is stored holds counts, codes and masked messages: never arguments,
+//! proposal ids, user ids or rendered text (another tenant's admin may read the
+//! request). The diff of a render is read per tenant from the snapshots API.
+
+use std::collections::BTreeSet;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::replay::{self, Replayer, Revisions};
+use super::snapshots;
+use crate::error::{Error, Result};
+use crate::policies::cases;
+use crate::policies::{Policy, ToolShape};
+use crate::registry::check::Severity;
+use crate::releases::compat::{self, Compat, ContractChange};
+use crate::releases::content::Content;
+
+/// Recorded calls a change request's replay reads per tool.
+pub const REPLAY_LIMIT: u64 = 1000;
+
+crate::closed_set! {
+    /// A release check.
+    pub enum CheckName as "release check" {
+        Registry = "registry",
+        Breaking = "breaking",
+        Replay = "replay",
+        PolicyTests = "policy_tests",
+        Render = "render",
+    }
+}
+
+crate::closed_set! {
+    /// How a check came out.
+    pub enum CheckStatus as "release check status" {
+        Pass = "pass",
+        /// Worth a look; does not block approval.
+        Warn = "warn",
+        /// Blocks approval where the label requires checks.
+        Fail = "fail",
+    }
+}
+
+/// One check's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct CheckResult {
+    pub name: CheckName,
+    pub status: CheckStatus,
+    /// In words, e.g. "of 1000 recorded calls to create_tasks, 37 would now be refused (first: ...)".
+    pub summary: Vec<String>,
+    /// The classified tool changes (`breaking` only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub contract: Vec<ContractChange>,
+}
+
+/// A change request's release checks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct ReleaseChecks {
+    /// No check fails.
+    pub passed: bool,
+    pub computed_at: DateTime<Utc>,
+    /// The revisions compared: what the label serves, and the candidate.
+    pub base: i32,
+    pub candidate: i32,
+    pub checks: Vec<CheckResult>,
+}
+
+impl ReleaseChecks {
+    /// The failing checks' names.
+    pub fn failing(&self) -> Vec<&'static str> {
+        self.checks
+            .iter()
+            .filter(|c| c.status == CheckStatus::Fail)
+            .map(|c| c.name.as_str())
+            .collect()
+    }
+
+    /// Read back from a change request's stored text.
+    pub fn parse(text: Option<&str>) -> Option<ReleaseChecks> {
+        text.and_then(|t| serde_json::from_str(t).ok())
+    }
+}
+
+/// What the checks compare, and for whom.
+pub struct Subject<'a> {
+    pub agent_id: i32,
+    pub agent: &'a str,
+    /// The tenant whose recorded calls and snapshots are read, and its member.
+    pub tenant: &'a str,
+    pub member: &'a str,
+    pub base: (i32, &'a Content),
+    pub candidate: (i32, &'a Content),
+    /// The agent's policy tests (the working copy's).
+    pub policy_tests: Option<&'a str>,
+}
+
+/// Runs every check.
+pub async fn compute(
+    db: &impl sea_orm::ConnectionTrait,
+    subject: Subject<'_>,
+    now: DateTime<Utc>,
+) -> Result<ReleaseChecks> {
+    let (base, old) = subject.base;
+    let (candidate, new) = subject.candidate;
+    let mut checks = vec![registry(db, subject.agent_id).await?];
+    checks.push(breaking(old, new));
+    let who = Replayer {
+        tenant: subject.tenant,
+        member: subject.member,
+    };
+    let revisions = Revisions {
+        agent_id: subject.agent_id,
+        name: subject.agent,
+        base: subject.base,
+        candidate: subject.candidate,
+    };
+    let report = replay::between(db, who, revisions, REPLAY_LIMIT).await?;
+    checks.push(CheckResult {
+        name: CheckName::Replay,
+        status: match report.refused {
+            0 => CheckStatus::Pass,
+            _ => CheckStatus::Fail,
+        },
+        summary: match report.tools.iter().any(|t| t.recorded > 0) {
+            true => report.summary(),
+            false => vec!["no recorded calls of the changed tools".to_owned()],
+        },
+        contract: Vec::new(),
+    });
+    checks.push(policy_tests(new, subject.policy_tests));
+    let renders =
+        snapshots::compare(db, subject.tenant, subject.agent_id, subject.agent, new).await?;
+    let differ: Vec<String> = renders
+        .iter()
+        .filter(|r| !r.matches)
+        .map(|r| match &r.error {
+            Some(why) => format!("channel {}: cannot render: {why}", r.channel),
+            None => format!("channel {}: the render differs from its snapshot", r.channel),
+        })
+        .collect();
+    checks.push(CheckResult {
+        name: CheckName::Render,
+        status: match differ.is_empty() {
+            true => CheckStatus::Pass,
+            false => CheckStatus::Fail,
+        },
+        summary: match (renders.is_empty(), differ.is_empty()) {
+            (true, _) => vec!["no render snapshots recorded".to_owned()],
+            (false, true) => vec![format!("{} snapshots match", renders.len())],
+            (false, false) => differ,
+        },
+        contract: Vec::new(),
+    });
+    Ok(ReleaseChecks {
+        passed: checks.iter().all(|c| c.status != CheckStatus::Fail),
+        computed_at: now,
+        base,
+        candidate,
+        checks,
+    })
+}
+
+async fn registry(db: &impl sea_orm::ConnectionTrait, agent_id: i32) -> Result<CheckResult> {
+    let seeds = crate::registry::catalog::Seeds::shared().map_err(Error::internal)?;
+    let executors = crate::execute::executors::Executors::load(db, None).await?;
+    let ids = BTreeSet::from([agent_id]);
+    let report = crate::registry::check::agents(db, &seeds.catalog, &executors, &ids).await?;
+    let errors: Vec<String> = report
+        .problems
+        .iter()
+        .filter(|p| p.severity == Severity::Error)
+        .map(|p| format!("{} {}: {}", p.kind, p.subject, p.message))
+        .collect();
+    Ok(CheckResult {
+        name: CheckName::Registry,
+        status: match errors.is_empty() {
+            true => CheckStatus::Pass,
+            false => CheckStatus::Fail,
+        },
+        summary: match errors.is_empty() {
+            true => vec!["no registry errors".to_owned()],
+            false => errors,
+        },
+        contract: Vec::new(),
+    })
+}
+
+fn breaking(old: &Content, new: &Content) -> CheckResult {
+    let contract = compat::tools(&old.tools, &new.tools);
+    let broken: Vec<String> = contract
+        .iter()
+        .filter(|c| c.compat == Compat::Breaking)
+        .map(|c| format!("{} {}: {}", c.tool, c.kind.as_str(), c.detail))
+        .collect();
+    CheckResult {
+        name: CheckName::Breaking,
+        status: match broken.is_empty() {
+            true => CheckStatus::Pass,
+            false => CheckStatus::Warn,
+        },
+        summary: match (contract.is_empty(), broken.is_empty()) {
+            (true, _) => vec!["no tool changes".to_owned()],
+            (false, true) => vec![format!("{} compatible tool changes", contract.len())],
+            (false, false) => broken,
+        },
+        contract,
+    }
+}
+
+fn policy_tests(candidate: &Content, tests: Option<&str>) -> CheckResult {
+    let cases = tests
+        .map(|t| cases::parse(t).unwrap_or_default())
+        .unwrap_or_default();
+    let shapes: Vec<ToolShape<'_>> = candidate
+        .tools
+        .iter()
+        .map(|t| ToolShape {
+            name: &t.name,
+            tier: &t.approval_tier,
+            parameters: &t.parameters,
+        })
+        .collect();
+    let failures = match (&candidate.policy, cases.is_empty()) {
+        (None, _) | (_, true) => Vec::new(),
+        (Some(text), false) => {
+            match crate::policies::Rules::compile(text, shapes.iter().copied()) {
+                Ok(rules) => cases::run(&Policy::Ready(Box::new(rules)), &shapes, &cases),
+                Err(problems) => problems.iter().map(ToString::to_string).collect(),
+            }
+        }
+    };
+    CheckResult {
+        name: CheckName::PolicyTests,
+        status: match failures.is_empty() {
+            true => CheckStatus::Pass,
+            false => CheckStatus::Fail,
+        },
+        summary: match (failures.is_empty(), cases.len()) {
+            (true, 0) => vec!["no policy tests".to_owned()],
+            (true, n) => vec![format!("{n} policy tests pass")],
+            (false, _) => failures,
+        },
+        contract: Vec::new(),
+    }
+}

@@ -1,0 +1,591 @@
+//! Whether a change to an agent's tools breaks the code that calls them: each
+//! change between two revisions' tools classified as `breaking` (a call valid
+//! before may be refused now, or the tool is gone) or `compatible` (every call
+//! valid before is still valid). The table is in `docs/contracts.md`.
+//!
+//! Schemas are mostly OpenAI's strict form, where every property is listed in
+//! `required` and an optional one admits `null`; so an argument is *required*
+//! when it is listed in `required` and does not admit `null`. Pure: no I/O.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+use super::content::ToolContent;
+
+/// How deep a schema is compared; past it a difference is `other`, breaking.
+const MAX_DEPTH: usize = 32;
+
+crate::closed_set! {
+    /// What a change means for the callers of a tool.
+    pub enum Compat as "compatibility" {
+        /// A call that was valid before may be refused, or the tool is gone.
+        Breaking = "breaking",
+        /// Every call valid before is still valid.
+        Compatible = "compatible",
+    }
+}
+
+crate::closed_set! {
+    /// What kind of change (the table in `docs/contracts.md`).
+    pub enum ContractKind as "contract change" {
+        ToolRemoved = "tool_removed",
+        ToolAdded = "tool_added",
+        RequiredAdded = "required_argument_added",
+        OptionalAdded = "optional_argument_added",
+        PropertyRemoved = "property_removed",
+        MadeRequired = "argument_made_required",
+        MadeOptional = "argument_made_optional",
+        TypeNarrowed = "type_narrowed",
+        TypeWidened = "type_widened",
+        TypeChanged = "type_changed",
+        EnumValueRemoved = "enum_value_removed",
+        EnumValueAdded = "enum_value_added",
+        EnumAdded = "enum_added",
+        EnumRemoved = "enum_removed",
+        ConstraintTightened = "constraint_tightened",
+        ConstraintLoosened = "constraint_loosened",
+        AdditionalClosed = "additional_properties_closed",
+        AdditionalOpened = "additional_properties_opened",
+        DescriptionChanged = "description_changed",
+        TierRaised = "approval_tier_raised",
+        TierLowered = "approval_tier_lowered",
+        Other = "other",
+    }
+}
+
+/// One classified change to one tool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
+pub struct ContractChange {
+    pub tool: String,
+    /// JSON Pointer into the arguments (`/refunds/items/amount`); empty for the tool itself.
+    pub path: String,
+    pub kind: ContractKind,
+    pub compat: Compat,
+    /// In words, with before and after where they are short.
+    pub detail: String,
+}
+
+/// Whether any change is breaking.
+pub fn any_breaking(changes: &[ContractChange]) -> bool {
+    changes.iter().any(|c| c.compat == Compat::Breaking)
+}
+
+/// The classified changes from `old` to `new` (tools matched by name), in tool
+/// name order, then path order. Equal tools give nothing.
+pub fn tools(old: &[ToolContent], new: &[ToolContent]) -> Vec<ContractChange> {
+    let before: BTreeMap<&str, &ToolContent> = old.iter().map(|t| (t.name.as_str(), t)).collect();
+    let after: BTreeMap<&str, &ToolContent> = new.iter().map(|t| (t.name.as_str(), t)).collect();
+    let names: BTreeSet<&str> = before.keys().chain(after.keys()).copied().collect();
+    let mut out = Vec::new();
+    for name in names {
+        let mut changes = Changes::new(name);
+        match (before.get(name), after.get(name)) {
+            (Some(_), None) => changes.tool(ContractKind::ToolRemoved, Compat::Breaking, "the tool is gone"),
+            (None, Some(_)) => changes.tool(ContractKind::ToolAdded, Compat::Compatible, "a new tool"),
+            (Some(old), Some(new)) => tool(&mut changes, old, new),
+            (None, None) => {}
+        }
+        out.extend(changes.sorted());
+    }
+    out
+}
+
+/// The classified changes between two input schemas of tool `tool`.
+pub fn schema(tool: &str, old: &Value, new: &Value) -> Vec<ContractChange> {
+    let mut changes = Changes::new(tool);
+    compare(&mut changes, "", old, new, 0);
+    changes.sorted()
+}
+
+fn tool(changes: &mut Changes, old: &ToolContent, new: &ToolContent) {
+    if old.description != new.description {
+        changes.tool(ContractKind::DescriptionChanged, Compat::Compatible, "description changed");
+    }
+    let (a, b) = (tier_rank(&old.approval_tier), tier_rank(&new.approval_tier));
+    if a != b {
+        let detail = format!("{} → {}", old.approval_tier, new.approval_tier);
+        match b > a {
+            true => changes.tool(
+                ContractKind::TierRaised,
+                Compatible,
+                &format!("{detail}: calls are still taken, and may wait for an approver"),
+            ),
+            false => changes.tool(ContractKind::TierLowered, Compatible, &detail),
+        }
+    }
+    match (old.strict, new.strict) {
+        (true, false) => changes.tool(ContractKind::Other, Compatible, "served loose (strict: false)"),
+        (false, true) => changes.tool(
+            ContractKind::Other,
+            Compat::Breaking,
+            "now strict: extra or missing fields are refused",
+        ),
+        _ => {}
+    }
+    compare(changes, "", &old.parameters, &new.parameters, 0);
+}
+
+use Compat::Compatible;
+
+fn tier_rank(tier: &str) -> u8 {
+    match tier {
+        "auto" => 0,
+        "user_configurable" => 1,
+        _ => 2,
+    }
+}
+
+/// The changes found so far for one tool.
+struct Changes {
+    tool: String,
+    out: Vec<ContractChange>,
+}
+
+impl Changes {
+    fn new(tool: &str) -> Self {
+        Changes {
+            tool: tool.to_owned(),
+            out: Vec::new(),
+        }
+    }
+
+    fn tool(&mut self, kind: ContractKind, compat: Compat, detail: &str) {
+        self.at("", kind, compat, detail.to_owned());
+    }
+
+    fn at(&mut self, path: &str, kind: ContractKind, compat: Compat, detail: String) {
+        self.out.push(ContractChange {
+            tool: self.tool.clone(),
+            path: path.to_owned(),
+            kind,
+            compat,
+            detail,
+        });
+    }
+
+    fn sorted(mut self) -> Vec<ContractChange> {
+        self.out.sort_by(|a, b| a.path.cmp(&b.path));
+        self.out
+    }
+}
+
+/// A JSON Pointer segment, escaped.
+fn segment(name: &str) -> String {
+    name.replace('~', "~0").replace('/', "~1")
+}
+
+/// The set of JSON types a schema admits besides `null`; `None`: any type.
+fn types(schema: &Value) -> Option<BTreeSet<String>> {
+    let mut set = BTreeSet::new();
+    match schema.get("type") {
+        Some(Value::String(t)) => {
+            set.insert(t.clone());
+        }
+        Some(Value::Array(list)) => {
+            set.extend(list.iter().filter_map(Value::as_str).map(str::to_owned));
+        }
+        _ => {
+            // Branches of anyOf/oneOf with types: their union.
+            let branches = ["anyOf", "oneOf"]
+                .iter()
+                .filter_map(|k| schema.get(*k).and_then(Value::as_array))
+                .flatten()
+                .collect::<Vec<_>>();
+            if branches.is_empty() {
+                return None;
+            }
+            for branch in branches {
+                set.extend(types(branch)?);
+                if admits_null(branch) {
+                    set.insert("null".to_owned());
+                }
+            }
+        }
+    }
+    set.remove("null");
+    Some(set)
+}
+
+/// Whether a schema admits `null`: its type says so, a branch does, or it has no type.
+fn admits_null(schema: &Value) -> bool {
+    match schema.get("type") {
+        Some(Value::String(t)) => t == "null",
+        Some(Value::Array(list)) => list.iter().any(|t| t == "null"),
+        _ => {
+            let branches: Vec<&Value> = ["anyOf", "oneOf"]
+                .iter()
+                .filter_map(|k| schema.get(*k).and_then(Value::as_array))
+                .flatten()
+                .collect();
+            branches.is_empty() || branches.iter().any(|b| admits_null(b))
+        }
+    }
+}
+
+/// Whether every value of type set `a` is of type set `b` (`integer` ⊂ `number`).
+fn within(a: &BTreeSet<String>, b: &BTreeSet<String>) -> bool {
+    a.iter()
+        .all(|t| b.contains(t) || (t == "integer" && b.contains("number")))
+}
+
+fn shown(set: &BTreeSet<String>) -> String {
+    set.iter().cloned().collect::<Vec<_>>().join("|")
+}
+
+/// The non-null branch of a strict-form nullable `anyOf` (`[{...}, {"type": "null"}]`).
+fn unwrapped(schema: &Value) -> &Value {
+    let Some(branches) = schema.get("anyOf").and_then(Value::as_array) else {
+        return schema;
+    };
+    let mut real = branches.iter().filter(|b| b.get("type") != Some(&Value::from("null")));
+    match (real.next(), real.next()) {
+        (Some(only), None) => only,
+        _ => schema,
+    }
+}
+
+fn compare(changes: &mut Changes, path: &str, old: &Value, new: &Value, depth: usize) {
+    if old == new {
+        return;
+    }
+    if depth > MAX_DEPTH {
+        changes.at(path, ContractKind::Other, Compat::Breaking, "changed too deep to compare".into());
+        return;
+    }
+    let (Some(a), Some(b)) = (old.as_object(), new.as_object()) else {
+        changes.at(path, ContractKind::Other, Compat::Breaking, "changed (not compared)".into());
+        return;
+    };
+    if a.get("description") != b.get("description") && !path.is_empty() {
+        changes.at(path, ContractKind::DescriptionChanged, Compatible, "description changed".into());
+    }
+    let (old_u, new_u) = (unwrapped(old), unwrapped(new));
+    for key in ["allOf", "$ref", "not", "if", "then", "else"] {
+        if old_u.get(key) != new_u.get(key) {
+            changes.at(path, ContractKind::Other, Compat::Breaking, format!("{key} changed (not compared)"));
+            return;
+        }
+    }
+    let multi = |v: &Value| {
+        v.get("anyOf").and_then(Value::as_array).is_some_and(|b| b.len() > 2)
+            || v.get("oneOf").is_some()
+    };
+    if (multi(old_u) || multi(new_u)) && old_u != new_u {
+        changes.at(path, ContractKind::Other, Compat::Breaking, "anyOf/oneOf changed (not compared)".into());
+        return;
+    }
+    match (types(old_u), types(new_u)) {
+        (Some(t1), Some(t2)) if t1 != t2 => {
+            let detail = format!("type {} → {}", shown(&t1), shown(&t2));
+            if within(&t2, &t1) {
+                changes.at(path, ContractKind::TypeNarrowed, Compat::Breaking, detail);
+                return;
+            } else if within(&t1, &t2) {
+                changes.at(path, ContractKind::TypeWidened, Compatible, detail);
+            } else {
+                changes.at(path, ContractKind::TypeChanged, Compat::Breaking, detail);
+                return;
+            }
+        }
+        (None, Some(t2)) => {
+            changes.at(path, ContractKind::TypeNarrowed, Compat::Breaking, format!("type any → {}", shown(&t2)));
+            return;
+        }
+        (Some(t1), None) => {
+            changes.at(path, ContractKind::TypeWidened, Compatible, format!("type {} → any", shown(&t1)));
+        }
+        _ => {}
+    }
+    enums(changes, path, old_u, new_u);
+    constraints(changes, path, old_u, new_u);
+    properties(changes, path, old_u, new_u, depth);
+    if let (Some(x), Some(y)) = (old_u.get("items"), new_u.get("items")) {
+        compare(changes, &format!("{path}/items"), x, y, depth + 1);
+    } else if old_u.get("items") != new_u.get("items") {
+        let kind = match new_u.get("items") {
+            Some(_) => ContractKind::ConstraintTightened,
+            None => ContractKind::ConstraintLoosened,
+        };
+        let compat = match kind {
+            ContractKind::ConstraintTightened => Compat::Breaking,
+            _ => Compatible,
+        };
+        changes.at(path, kind, compat, "items changed".into());
+    }
+}
+
+/// The values an `enum` (or `const`) allows; `None`: any.
+fn allowed(schema: &Value) -> Option<Vec<Value>> {
+    if let Some(list) = schema.get("enum").and_then(Value::as_array) {
+        return Some(list.iter().filter(|v| !v.is_null()).cloned().collect());
+    }
+    schema.get("const").map(|c| vec![c.clone()])
+}
+
+fn enums(changes: &mut Changes, path: &str, old: &Value, new: &Value) {
+    match (allowed(old), allowed(new)) {
+        (None, Some(values)) => changes.at(
+            path,
+            ContractKind::EnumAdded,
+            Compat::Breaking,
+            format!("only {} allowed now", list(&values)),
+        ),
+        (Some(_), None) => changes.at(path, ContractKind::EnumRemoved, Compatible, "any value allowed now".into()),
+        (Some(before), Some(after)) => {
+            let removed: Vec<Value> = before.iter().filter(|v| !after.contains(v)).cloned().collect();
+            let added: Vec<Value> = after.iter().filter(|v| !before.contains(v)).cloned().collect();
+            if !removed.is_empty() {
+                changes.at(path, ContractKind::EnumValueRemoved, Compat::Breaking, format!("{} no longer allowed", list(&removed)));
+            }
+            if !added.is_empty() {
+                changes.at(path, ContractKind::EnumValueAdded, Compatible, format!("{} allowed now", list(&added)));
+            }
+        }
+        (None, None) => {}
+    }
+}
+
+fn list(values: &[Value]) -> String {
+    values.iter().map(Value::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// Lower bounds: raising them tightens.
+const LOWER: [&str; 5] = ["minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"];
+/// Upper bounds: lowering them tightens.
+const UPPER: [&str; 5] = ["maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"];
+/// Compared only as equal or not: any new or changed value tightens.
+const OPAQUE: [&str; 3] = ["pattern", "format", "multipleOf"];
+
+fn constraints(changes: &mut Changes, path: &str, old: &Value, new: &Value) {
+    let number = |v: &Value, key: &str| v.get(key).and_then(Value::as_f64);
+    let mut note = |key: &str, tighter: bool, before: Option<&Value>, after: Option<&Value>| {
+        let shown = |v: Option<&Value>| v.map_or("none".to_owned(), Value::to_string);
+        let detail = format!("{key} {} → {}", shown(before), shown(after));
+        match tighter {
+            true => changes.at(path, ContractKind::ConstraintTightened, Compat::Breaking, detail),
+            false => changes.at(path, ContractKind::ConstraintLoosened, Compatible, detail),
+        }
+    };
+    for key in LOWER {
+        match (number(old, key), number(new, key)) {
+            (a, b) if a == b => {}
+            (None, Some(_)) => note(key, true, old.get(key), new.get(key)),
+            (Some(_), None) => note(key, false, old.get(key), new.get(key)),
+            (Some(a), Some(b)) => note(key, b > a, old.get(key), new.get(key)),
+            (None, None) => {}
+        }
+    }
+    for key in UPPER {
+        match (number(old, key), number(new, key)) {
+            (a, b) if a == b => {}
+            (None, Some(_)) => note(key, true, old.get(key), new.get(key)),
+            (Some(_), None) => note(key, false, old.get(key), new.get(key)),
+            (Some(a), Some(b)) => note(key, b < a, old.get(key), new.get(key)),
+            (None, None) => {}
+        }
+    }
+    for key in OPAQUE {
+        match (old.get(key), new.get(key)) {
+            (a, b) if a == b => {}
+            (a, None) => note(key, false, a, None),
+            (a, b) => note(key, true, a, b),
+        }
+    }
+    let unique = |v: &Value| v.get("uniqueItems") == Some(&Value::Bool(true));
+    if unique(old) != unique(new) {
+        note("uniqueItems", unique(new), old.get("uniqueItems"), new.get("uniqueItems"));
+    }
+}
+
+/// Whether a property is required: listed in `required` and not admitting `null`.
+fn required(object: &Value, name: &str, schema: &Value) -> bool {
+    let listed = object
+        .get("required")
+        .and_then(Value::as_array)
+        .is_some_and(|r| r.iter().any(|n| n == name));
+    listed && !admits_null(schema)
+}
+
+/// Whether the object refuses properties it does not name.
+fn closed(object: &Value) -> bool {
+    object.get("additionalProperties") == Some(&Value::Bool(false))
+}
+
+fn properties(changes: &mut Changes, path: &str, old: &Value, new: &Value, depth: usize) {
+    let empty = Map::new();
+    let a = old.get("properties").and_then(Value::as_object).unwrap_or(&empty);
+    let b = new.get("properties").and_then(Value::as_object).unwrap_or(&empty);
+    let names: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    for name in names {
+        let at = format!("{path}/{}", segment(name));
+        match (a.get(name), b.get(name)) {
+            (None, Some(schema)) => match required(new, name, schema) {
+                true => changes.at(&at, ContractKind::RequiredAdded, Compat::Breaking, "a new required argument".into()),
+                false => changes.at(&at, ContractKind::OptionalAdded, Compatible, "a new optional argument".into()),
+            },
+            (Some(_), None) => match closed(new) {
+                true => changes.at(&at, ContractKind::PropertyRemoved, Compat::Breaking, "removed: a call still sending it is refused".into()),
+                false => changes.at(&at, ContractKind::PropertyRemoved, Compatible, "removed (extra properties are still allowed)".into()),
+            },
+            (Some(x), Some(y)) => {
+                match (required(old, name, x), required(new, name, y)) {
+                    (false, true) => changes.at(&at, ContractKind::MadeRequired, Compat::Breaking, "optional → required".into()),
+                    (true, false) => changes.at(&at, ContractKind::MadeOptional, Compatible, "required → optional".into()),
+                    _ => {}
+                }
+                compare(changes, &at, x, y, depth + 1);
+            }
+            (None, None) => {}
+        }
+    }
+    let is_object = |v: &Value| v.get("properties").is_some() || v.get("type") == Some(&Value::from("object"));
+    if is_object(old) && is_object(new) {
+        match (closed(old), closed(new)) {
+            (false, true) => changes.at(path, ContractKind::AdditionalClosed, Compat::Breaking, "additionalProperties closed".into()),
+            (true, false) => changes.at(path, ContractKind::AdditionalOpened, Compatible, "additionalProperties opened".into()),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn object(properties: Value, required: &[&str]) -> Value {
+        json!({"type": "object", "properties": properties, "required": required, "additionalProperties": false})
+    }
+
+    fn kinds(changes: &[ContractChange]) -> Vec<(String, &'static str, &'static str)> {
+        changes
+            .iter()
+            .map(|c| (c.path.clone(), c.kind.as_str(), c.compat.as_str()))
+            .collect()
+    }
+
+    fn one(old: Value, new: Value) -> Vec<(String, &'static str, &'static str)> {
+        kinds(&schema("t", &old, &new))
+    }
+
+    #[test]
+    fn required_and_optional_arguments_added_in_strict_and_loose_form() {
+        let base = object(json!({"a": {"type": "string"}}), &["a"]);
+        let strict_required = object(json!({"a": {"type": "string"}, "b": {"type": "string"}}), &["a", "b"]);
+        let strict_optional = object(json!({"a": {"type": "string"}, "b": {"type": ["string", "null"]}}), &["a", "b"]);
+        let loose_optional = object(json!({"a": {"type": "string"}, "b": {"type": "string"}}), &["a"]);
+        assert_eq!(one(base.clone(), strict_required), [("/b".into(), "required_argument_added", "breaking")]);
+        assert_eq!(one(base.clone(), strict_optional), [("/b".into(), "optional_argument_added", "compatible")]);
+        assert_eq!(one(base, loose_optional), [("/b".into(), "optional_argument_added", "compatible")]);
+    }
+
+    #[test]
+    fn removal_breaks_a_closed_object_and_required_ness_changes_both_ways() {
+        let two = object(json!({"a": {"type": "string"}, "b": {"type": ["string", "null"]}}), &["a", "b"]);
+        let one_left = object(json!({"a": {"type": "string"}}), &["a"]);
+        assert_eq!(one(two.clone(), one_left), [("/b".into(), "property_removed", "breaking")]);
+        let required_b = object(json!({"a": {"type": "string"}, "b": {"type": "string"}}), &["a", "b"]);
+        assert_eq!(
+            one(two.clone(), required_b.clone()),
+            [("/b".into(), "argument_made_required", "breaking")]
+        );
+        assert_eq!(one(required_b, two)[0], ("/b".into(), "argument_made_optional", "compatible"));
+    }
+
+    #[test]
+    fn types_narrow_widen_and_change() {
+        let at = |t: Value| object(json!({"n": {"type": t}}), &["n"]);
+        assert_eq!(one(at(json!("number")), at(json!("integer"))), [("/n".into(), "type_narrowed", "breaking")]);
+        assert_eq!(one(at(json!("integer")), at(json!("number"))), [("/n".into(), "type_widened", "compatible")]);
+        assert_eq!(one(at(json!("string")), at(json!("boolean"))), [("/n".into(), "type_changed", "breaking")]);
+        assert_eq!(one(at(json!("string")), at(json!(["string", "integer"]))), [("/n".into(), "type_widened", "compatible")]);
+    }
+
+    #[test]
+    fn enums_constraints_and_additional_properties() {
+        let e = |values: Value| object(json!({"s": {"type": "string", "enum": values}}), &["s"]);
+        assert_eq!(one(e(json!(["a", "b"])), e(json!(["a"]))), [("/s".into(), "enum_value_removed", "breaking")]);
+        assert_eq!(one(e(json!(["a"])), e(json!(["a", "b"]))), [("/s".into(), "enum_value_added", "compatible")]);
+        let plain = object(json!({"s": {"type": "string"}}), &["s"]);
+        assert_eq!(one(plain.clone(), e(json!(["a"]))), [("/s".into(), "enum_added", "breaking")]);
+        assert_eq!(one(e(json!(["a"])), plain.clone()), [("/s".into(), "enum_removed", "compatible")]);
+        let max = |n: u64| object(json!({"s": {"type": "string", "maxLength": n}}), &["s"]);
+        assert_eq!(one(max(10), max(5)), [("/s".into(), "constraint_tightened", "breaking")]);
+        assert_eq!(one(max(5), max(10)), [("/s".into(), "constraint_loosened", "compatible")]);
+        let pattern = object(json!({"s": {"type": "string", "pattern": "^a"}}), &["s"]);
+        assert_eq!(one(plain.clone(), pattern.clone()), [("/s".into(), "constraint_tightened", "breaking")]);
+        assert_eq!(one(pattern, plain), [("/s".into(), "constraint_loosened", "compatible")]);
+        let open = json!({"type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"]});
+        let shut = object(json!({"s": {"type": "string"}}), &["s"]);
+        assert_eq!(one(open.clone(), shut.clone()), [("".into(), "additional_properties_closed", "breaking")]);
+        assert_eq!(one(shut, open), [("".into(), "additional_properties_opened", "compatible")]);
+    }
+
+    #[test]
+    fn list_items_are_compared_at_their_path() {
+        let list = |amount: Value| {
+            let item = object(json!({"amount": amount, "reason": {"type": "string"}}), &["amount", "reason"]);
+            object(json!({"refunds": {"type": "array", "items": item}}), &["refunds"])
+        };
+        let changes = one(list(json!({"type": "number"})), list(json!({"type": "integer"})));
+        assert_eq!(changes, [("/refunds/items/amount".into(), "type_narrowed", "breaking")]);
+    }
+
+    fn tool(name: &str, parameters: Value) -> ToolContent {
+        ToolContent {
+            name: name.into(),
+            description: format!("Does {name}."),
+            parameters,
+            strict: true,
+            approval_tier: "auto".into(),
+            tool_type: "builtin".into(),
+            prompt_section: None,
+            connector: None,
+        }
+    }
+
+    #[test]
+    fn tools_removed_added_retiered_and_unchanged() {
+        let p = object(json!({}), &[]);
+        let (a, b) = (tool("get_a", p.clone()), tool("get_b", p.clone()));
+        assert!(tools(std::slice::from_ref(&a), std::slice::from_ref(&a)).is_empty());
+        let changes = tools(std::slice::from_ref(&a), std::slice::from_ref(&b));
+        assert_eq!(
+            kinds(&changes),
+            [("".into(), "tool_removed", "breaking"), ("".into(), "tool_added", "compatible")]
+        );
+        assert!(any_breaking(&changes));
+        let mut raised = a.clone();
+        raised.approval_tier = "requires_approval".into();
+        raised.description = "Other words.".into();
+        let changes = tools(&[a], &[raised]);
+        assert!(!any_breaking(&changes));
+        assert_eq!(changes.len(), 2, "{changes:?}");
+    }
+
+    #[test]
+    fn garbage_schemas_do_not_panic_and_count_as_breaking() {
+        for (old, new) in [
+            (json!(1), json!("x")),
+            (json!({"type": 7}), json!({"type": [1, null]})),
+            (json!({"properties": 3}), json!({"properties": {"a": 1}})),
+            (json!({"anyOf": "x"}), json!({"oneOf": [1]})),
+        ] {
+            let _ = schema("t", &old, &new);
+        }
+        assert!(any_breaking(&schema("t", &json!(1), &json!("x"))));
+        let mut deep = json!({"type": "string"});
+        for _ in 0..40 {
+            deep = json!({"type": "object", "properties": {"x": deep}});
+        }
+        let mut deeper = json!({"type": "integer"});
+        for _ in 0..40 {
+            deeper = json!({"type": "object", "properties": {"x": deeper}});
+        }
+        assert!(any_breaking(&schema("t", &deep, &deeper)));
+    }
+}
