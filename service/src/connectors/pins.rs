@@ -50,7 +50,7 @@ const FINGERPRINTED: [&str; 6] = [
 
 crate::closed_set! {
     /// Where a held change is in its life.
-    pub enum ChangeState as "tool change state" {
+    pub enum ToolChangeState as "tool change state" {
         /// Held: the tool serves its pin.
         Pending = "pending",
         /// An operator accepted it: the tool serves it, pinned.
@@ -64,7 +64,7 @@ crate::closed_set! {
 
 crate::closed_set! {
     /// What the server did.
-    pub enum ChangeKind as "tool change kind" {
+    pub enum ToolChangeKind as "tool change kind" {
         /// A tool it did not have: stored switched off until accepted.
         Added = "added",
         /// A tool whose definition differs from the pin.
@@ -96,8 +96,8 @@ pub struct ToolChangeView {
     pub id: i32,
     pub tool: String,
     pub connector: String,
-    pub kind: ChangeKind,
-    pub state: ChangeState,
+    pub kind: ToolChangeKind,
+    pub state: ToolChangeState,
     pub fingerprint: String,
     /// The fingerprint the tool serves (`null` for a tool synced before pins).
     pub pinned_fingerprint: Option<String>,
@@ -167,7 +167,7 @@ pub async fn hold_in(
     write: &guard::Write,
     row: &tools::Model,
     connector: &connectors::Model,
-    kind: ChangeKind,
+    kind: ToolChangeKind,
     remote: &Tool,
 ) -> Result<Held> {
     let db = &**write;
@@ -177,14 +177,14 @@ pub async fn hold_in(
         .filter(tool_changes::Column::Fingerprint.eq(&fingerprint))
         .filter(
             tool_changes::Column::State
-                .is_in([ChangeState::Pending.as_str(), ChangeState::Rejected.as_str()]),
+                .is_in([ToolChangeState::Pending.as_str(), ToolChangeState::Rejected.as_str()]),
         )
         .order_by_desc(tool_changes::Column::Id)
         .one(db)
         .await?;
     if let Some(earlier) = earlier {
         return Ok(match earlier.state.parse() {
-            Ok(ChangeState::Rejected) => Held::Rejected(earlier.id),
+            Ok(ToolChangeState::Rejected) => Held::Rejected(earlier.id),
             _ => Held::Pending(earlier.id),
         });
     }
@@ -196,7 +196,7 @@ pub async fn hold_in(
         kind: Set(kind.as_str().to_owned()),
         fingerprint: Set(fingerprint),
         definition: Set(definition),
-        state: Set(ChangeState::Pending.as_str().to_owned()),
+        state: Set(ToolChangeState::Pending.as_str().to_owned()),
         created_at: Set(write.now()),
         ..Default::default()
     }
@@ -211,8 +211,8 @@ pub async fn hold_in(
 pub async fn waits_for_acceptance(db: &impl ConnectionTrait, tool_id: i32) -> Result<bool> {
     let pending = tool_changes::Entity::find()
         .filter(tool_changes::Column::ToolId.eq(tool_id))
-        .filter(tool_changes::Column::State.eq(ChangeState::Pending.as_str()))
-        .filter(tool_changes::Column::Kind.eq(ChangeKind::Added.as_str()))
+        .filter(tool_changes::Column::State.eq(ToolChangeState::Pending.as_str()))
+        .filter(tool_changes::Column::Kind.eq(ToolChangeKind::Added.as_str()))
         .count(db)
         .await?;
     Ok(pending > 0)
@@ -228,11 +228,11 @@ pub async fn supersede_in(
     let db = &**write;
     let pending = tool_changes::Entity::find()
         .filter(tool_changes::Column::ToolId.eq(row.id))
-        .filter(tool_changes::Column::State.eq(ChangeState::Pending.as_str()))
+        .filter(tool_changes::Column::State.eq(ToolChangeState::Pending.as_str()))
         .all(db)
         .await?;
     for change in pending {
-        let decided = decide_in(db, change, ChangeState::Superseded, None, write.now()).await?;
+        let decided = decide_in(db, change, ToolChangeState::Superseded, None, write.now()).await?;
         announce(db, &decided, row, connector, None, write.now()).await?;
     }
     Ok(())
@@ -242,7 +242,7 @@ pub async fn supersede_in(
 async fn decide_in(
     db: &impl ConnectionTrait,
     change: tool_changes::Model,
-    state: ChangeState,
+    state: ToolChangeState,
     who: Option<&Principal>,
     now: DateTime<Utc>,
 ) -> Result<tool_changes::Model> {
@@ -273,7 +273,7 @@ async fn announce(
         actor: actor.map(str::to_owned),
     };
     let event = match change.state.parse() {
-        Ok(ChangeState::Pending) => Event::ToolChangePending(payload),
+        Ok(ToolChangeState::Pending) => Event::ToolChangePending(payload),
         _ => Event::ToolChangeDecided(payload),
     };
     events::record(db, now, event).await?;
@@ -286,7 +286,7 @@ pub async fn list(db: &DatabaseConnection, filter: ChangeFilter) -> Result<ToolC
     match filter.state.as_deref().unwrap_or("pending") {
         "all" => {}
         state => {
-            let state: ChangeState = state.parse().map_err(|_| {
+            let state: ToolChangeState = state.parse().map_err(|_| {
                 Error::invalid(
                     "state must be pending, accepted, rejected, superseded or all",
                 )
@@ -360,14 +360,14 @@ async fn view(db: &impl ConnectionTrait, row: tool_changes::Model) -> Result<Too
         .to_owned();
     let proposed_schema = definition.get("inputSchema").cloned().unwrap_or(Value::Null);
     let served_schema = tool.remote_schema.clone().unwrap_or(Value::Null);
-    let contract = match ChangeKind::Added.as_str() == row.kind {
+    let contract = match ToolChangeKind::Added.as_str() == row.kind {
         true => Vec::new(),
         false => compat::schema(&tool.name, &served_schema, &proposed_schema),
     };
     Ok(ToolChangeView {
         id: row.id,
-        kind: row.kind.parse().unwrap_or(ChangeKind::Changed),
-        state: row.state.parse().unwrap_or(ChangeState::Pending),
+        kind: row.kind.parse().unwrap_or(ToolChangeKind::Changed),
+        state: row.state.parse().unwrap_or(ToolChangeState::Pending),
         fingerprint: row.fingerprint,
         pinned_fingerprint: tool.pinned_fingerprint.clone(),
         description_diff: lines(&tool.description, &proposed_description),
@@ -387,37 +387,37 @@ async fn view(db: &impl ConnectionTrait, row: tool_changes::Model) -> Result<Too
 /// fingerprint, and an added tool is switched on. A registry write through the
 /// guard: a `gated` agent gets a revision that waits for sign-off.
 pub async fn accept(w: &Writer<'_>, who: &Principal, id: i32) -> Result<ToolChangeView> {
-    decide(w, who, id, ChangeState::Accepted).await
+    decide(w, who, id, ToolChangeState::Accepted).await
 }
 
 /// Rejects a pending change: the pin stays, and a sync does not hold the same
 /// definition again.
 pub async fn reject(w: &Writer<'_>, who: &Principal, id: i32) -> Result<ToolChangeView> {
-    decide(w, who, id, ChangeState::Rejected).await
+    decide(w, who, id, ToolChangeState::Rejected).await
 }
 
 async fn decide(
     w: &Writer<'_>,
     who: &Principal,
     id: i32,
-    state: ChangeState,
+    state: ToolChangeState,
 ) -> Result<ToolChangeView> {
     let write = w.begin().await?.by(&who.member);
     let change = find(&*write, id).await?;
-    if change.state != ChangeState::Pending.as_str() {
+    if change.state != ToolChangeState::Pending.as_str() {
         return Err(Error::conflict(format!(
             "tool change {id} is {}, not pending",
             change.state
         )));
     }
     let (tool, connector) = owners(&*write, &change).await?;
-    if state == ChangeState::Accepted {
+    if state == ToolChangeState::Accepted {
         let definition: Value = serde_json::from_str(&change.definition)
             .map_err(|e| Error::internal(format!("change {id} holds no tool: {e}")))?;
         let remote: Tool = serde_json::from_value(definition).map_err(|e| {
             Error::internal(format!("change {id} holds no MCP tool: {e}"))
         })?;
-        let added = change.kind == ChangeKind::Added.as_str();
+        let added = change.kind == ToolChangeKind::Added.as_str();
         super::sync::accept_in(&write, &tool, &connector, &remote, added).await?;
     }
     let decided = decide_in(&*write, change, state, Some(who), write.now()).await?;

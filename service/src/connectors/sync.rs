@@ -41,7 +41,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::schema::{MAX_SCHEMA_BYTES, normalize};
-use super::pins::{self, ChangeKind};
+use super::pins::{self, ToolChangeKind};
 use super::store;
 use crate::connectors::client::mcp::{self, McpError, Server};
 use crate::connectors::client::{Kind, Outbound, sealing};
@@ -452,7 +452,7 @@ async fn apply(
                 if on {
                     report.added.push(entry);
                 } else {
-                    let held = pins::hold_in(write, &saved, connector, ChangeKind::Added, &want.tool)
+                    let held = pins::hold_in(write, &saved, connector, ToolChangeKind::Added, &want.tool)
                         .await?;
                     report.held.push(SyncEntry {
                         reason: Some(held.reason()),
@@ -535,7 +535,7 @@ async fn pinned(
             true => row.clone(),
             false => update(write, row, want, connector, overwrite).await?.0,
         };
-        let held = pins::hold_in(write, &saved, connector, ChangeKind::Added, &want.tool).await?;
+        let held = pins::hold_in(write, &saved, connector, ToolChangeKind::Added, &want.tool).await?;
         return Ok(Pinned::Held(held));
     }
     if is_pin {
@@ -548,7 +548,7 @@ async fn pinned(
         tools_owner::pin_in(write, row.clone(), &fingerprint).await?;
         return Ok(Pinned::Applied(row.clone(), false));
     }
-    let held = pins::hold_in(write, row, connector, ChangeKind::Changed, &want.tool).await?;
+    let held = pins::hold_in(write, row, connector, ToolChangeKind::Changed, &want.tool).await?;
     Ok(Pinned::Held(held))
 }
 

@@ -33,11 +33,11 @@ crate::closed_set! {
     pub enum ContractKind as "contract change" {
         ToolRemoved = "tool_removed",
         ToolAdded = "tool_added",
-        RequiredAdded = "required_argument_added",
-        OptionalAdded = "optional_argument_added",
+        RequiredArgumentAdded = "required_argument_added",
+        OptionalArgumentAdded = "optional_argument_added",
         PropertyRemoved = "property_removed",
-        MadeRequired = "argument_made_required",
-        MadeOptional = "argument_made_optional",
+        ArgumentMadeRequired = "argument_made_required",
+        ArgumentMadeOptional = "argument_made_optional",
         TypeNarrowed = "type_narrowed",
         TypeWidened = "type_widened",
         TypeChanged = "type_changed",
@@ -47,11 +47,11 @@ crate::closed_set! {
         EnumRemoved = "enum_removed",
         ConstraintTightened = "constraint_tightened",
         ConstraintLoosened = "constraint_loosened",
-        AdditionalClosed = "additional_properties_closed",
-        AdditionalOpened = "additional_properties_opened",
+        AdditionalPropertiesClosed = "additional_properties_closed",
+        AdditionalPropertiesOpened = "additional_properties_opened",
         DescriptionChanged = "description_changed",
-        TierRaised = "approval_tier_raised",
-        TierLowered = "approval_tier_lowered",
+        ApprovalTierRaised = "approval_tier_raised",
+        ApprovalTierLowered = "approval_tier_lowered",
         Other = "other",
     }
 }
@@ -109,11 +109,11 @@ fn tool(changes: &mut Changes, old: &ToolContent, new: &ToolContent) {
         let detail = format!("{} → {}", old.approval_tier, new.approval_tier);
         match b > a {
             true => changes.tool(
-                ContractKind::TierRaised,
+                ContractKind::ApprovalTierRaised,
                 Compatible,
                 &format!("{detail}: calls are still taken, and may wait for an approver"),
             ),
-            false => changes.tool(ContractKind::TierLowered, Compatible, &detail),
+            false => changes.tool(ContractKind::ApprovalTierLowered, Compatible, &detail),
         }
     }
     match (old.strict, new.strict) {
@@ -423,8 +423,8 @@ fn properties(changes: &mut Changes, path: &str, old: &Value, new: &Value, depth
         let at = format!("{path}/{}", segment(name));
         match (a.get(name), b.get(name)) {
             (None, Some(schema)) => match required(new, name, schema) {
-                true => changes.at(&at, ContractKind::RequiredAdded, Compat::Breaking, "a new required argument".into()),
-                false => changes.at(&at, ContractKind::OptionalAdded, Compatible, "a new optional argument".into()),
+                true => changes.at(&at, ContractKind::RequiredArgumentAdded, Compat::Breaking, "a new required argument".into()),
+                false => changes.at(&at, ContractKind::OptionalArgumentAdded, Compatible, "a new optional argument".into()),
             },
             (Some(_), None) => match closed(new) {
                 true => changes.at(&at, ContractKind::PropertyRemoved, Compat::Breaking, "removed: a call still sending it is refused".into()),
@@ -432,8 +432,8 @@ fn properties(changes: &mut Changes, path: &str, old: &Value, new: &Value, depth
             },
             (Some(x), Some(y)) => {
                 match (required(old, name, x), required(new, name, y)) {
-                    (false, true) => changes.at(&at, ContractKind::MadeRequired, Compat::Breaking, "optional → required".into()),
-                    (true, false) => changes.at(&at, ContractKind::MadeOptional, Compatible, "required → optional".into()),
+                    (false, true) => changes.at(&at, ContractKind::ArgumentMadeRequired, Compat::Breaking, "optional → required".into()),
+                    (true, false) => changes.at(&at, ContractKind::ArgumentMadeOptional, Compatible, "required → optional".into()),
                     _ => {}
                 }
                 compare(changes, &at, x, y, depth + 1);
@@ -444,8 +444,8 @@ fn properties(changes: &mut Changes, path: &str, old: &Value, new: &Value, depth
     let is_object = |v: &Value| v.get("properties").is_some() || v.get("type") == Some(&Value::from("object"));
     if is_object(old) && is_object(new) {
         match (closed(old), closed(new)) {
-            (false, true) => changes.at(path, ContractKind::AdditionalClosed, Compat::Breaking, "additionalProperties closed".into()),
-            (true, false) => changes.at(path, ContractKind::AdditionalOpened, Compatible, "additionalProperties opened".into()),
+            (false, true) => changes.at(path, ContractKind::AdditionalPropertiesClosed, Compat::Breaking, "additionalProperties closed".into()),
+            (true, false) => changes.at(path, ContractKind::AdditionalPropertiesOpened, Compatible, "additionalProperties opened".into()),
             _ => {}
         }
     }

@@ -19,39 +19,39 @@ async fn ok(app: &TestApp, method: Method, path: &str, body: Option<Value>) -> V
     answer
 }
 
-fn tasks_schema(due: Value) -> Value {
+fn chores_schema(due: Value) -> Value {
     json!({
         "type": "object",
         "properties": {
-            "tasks": {"type": "array", "items": {
+            "chores": {"type": "array", "items": {
                 "type": "object",
                 "properties": {"title": {"type": "string"}, "due": due},
                 "required": ["title", "due"],
                 "additionalProperties": false,
             }},
         },
-        "required": ["tasks"],
+        "required": ["chores"],
         "additionalProperties": false,
     })
 }
 
-/// `create_tasks`, whose `due` is optional (nullable), linked to the assistant.
-async fn tasks_tool(app: &TestApp) {
+/// `create_chores`, whose `due` is optional (nullable), linked to the assistant.
+async fn chores_tool(app: &TestApp) {
     let body = json!({
-        "name": "create_tasks",
-        "description": "Create tasks.",
+        "name": "create_chores",
+        "description": "Create chores.",
         "approval_tier": "requires_approval",
-        "parameters": tasks_schema(json!({"type": ["string", "null"]})),
+        "parameters": chores_schema(json!({"type": ["string", "null"]})),
     });
     let (status, answer) = app.call(Method::POST, "/v1/tools", &app.operator, Some(body)).await;
     assert_eq!(status, StatusCode::CREATED, "{answer}");
-    ok(app, Method::PUT, &format!("{AGENT}/links/create_tasks"), None).await;
+    ok(app, Method::PUT, &format!("{AGENT}/links/create_chores"), None).await;
 }
 
 /// The candidate: `due` required and not null.
 async fn require_due(app: &TestApp) {
-    let body = json!({"parameters": tasks_schema(json!({"type": "string"}))});
-    ok(app, Method::PATCH, "/v1/tools/create_tasks", Some(body)).await;
+    let body = json!({"parameters": chores_schema(json!({"type": "string"}))});
+    ok(app, Method::PATCH, "/v1/tools/create_chores", Some(body)).await;
 }
 
 async fn labels(app: &TestApp) -> (i64, i64) {
@@ -71,7 +71,7 @@ async fn labels(app: &TestApp) -> (i64, i64) {
 db_test! {
     async fn a_required_argument_added_is_named_breaking_in_the_diff_the_change_request_and_check(db) {
         let app = TestApp::new(db).await;
-        tasks_tool(&app).await;
+        chores_tool(&app).await;
         ok(&app, Method::PATCH, AGENT, Some(json!({"release_mode": "gated"}))).await;
         require_due(&app).await;
         let (production, latest) = labels(&app).await;
@@ -80,7 +80,7 @@ db_test! {
         let diff = ok(&app, Method::GET, &format!("{AGENT}/revisions/{production}/diff/{latest}"), None).await;
         assert_eq!(diff["diff"]["breaking"], true, "{diff}");
         let changes = diff["diff"]["contract"].as_array().expect("contract");
-        let narrowed = changes.iter().find(|c| c["path"] == "/tasks/items/due").expect("a change at /tasks/items/due");
+        let narrowed = changes.iter().find(|c| c["path"] == "/chores/items/due").expect("a change at /chores/items/due");
         assert_eq!(narrowed["compat"], "breaking", "{narrowed}");
         assert_eq!(narrowed["kind"], "argument_made_required", "{narrowed}");
 
@@ -89,18 +89,18 @@ db_test! {
         let breaking = request["checks"]["checks"].as_array().expect("checks").iter()
             .find(|c| c["name"] == "breaking").expect("a breaking check").clone();
         assert_eq!(breaking["status"], "warn", "{breaking}");
-        assert!(breaking["summary"][0].as_str().unwrap_or("").contains("create_tasks argument_made_required"), "{breaking}");
+        assert!(breaking["summary"][0].as_str().unwrap_or("").contains("create_chores argument_made_required"), "{breaking}");
 
         let report = ok(&app, Method::GET, "/v1/registry/check", None).await;
         let warning = report["problems"].as_array().expect("problems").iter()
             .find(|p| p["code"] == "breaking_change").expect("a breaking_change warning").clone();
         assert_eq!(warning["severity"], "warning", "{warning}");
         assert_eq!(warning["subject"], "assistant/latest", "{warning}");
-        assert!(warning["message"].as_str().unwrap_or("").contains("create_tasks argument_made_required /tasks/items/due"), "{warning}");
+        assert!(warning["message"].as_str().unwrap_or("").contains("create_chores argument_made_required /chores/items/due"), "{warning}");
     }
 }
 
-/// Records `n` calls of `create_tasks` for the default tenant, as the ledger
+/// Records `n` calls of `create_chores` for the default tenant, as the ledger
 /// holds them; every `every`th has no due date.
 async fn record_calls(app: &TestApp, n: usize, every: usize) {
     let agent = loadout::registry::links::agent(&app.db.conn, "assistant").await.expect("agent");
@@ -109,8 +109,8 @@ async fn record_calls(app: &TestApp, n: usize, every: usize) {
         .await
         .expect("tools")
         .into_iter()
-        .find(|t| t.name == "create_tasks")
-        .expect("create_tasks");
+        .find(|t| t.name == "create_chores")
+        .expect("create_chores");
     let now = Utc::now();
     let rows: Vec<proposals::ActiveModel> = (0..n)
         .map(|i| {
@@ -118,12 +118,12 @@ async fn record_calls(app: &TestApp, n: usize, every: usize) {
                 true => Value::Null,
                 false => json!("2026-12-01"),
             };
-            let arguments = json!({"tasks": [{"title": format!("task {i}"), "due": due}]});
+            let arguments = json!({"chores": [{"title": format!("task {i}"), "due": due}]});
             proposals::ActiveModel {
                 tenant_id: Set("default".to_owned()),
                 agent_id: Set(agent.id),
                 tool_id: Set(tool.id),
-                tool_name: Set("create_tasks".to_owned()),
+                tool_name: Set("create_chores".to_owned()),
                 user_id: Set(Some(format!("user-{}", i % 7))),
                 conversation_id: Set(format!("c-{i}")),
                 message_id: Set(None),
@@ -156,7 +156,7 @@ async fn record_calls(app: &TestApp, n: usize, every: usize) {
 db_test! {
     async fn a_replay_of_a_thousand_recorded_calls_reports_the_refusals_a_real_call_gets(db) {
         let app = TestApp::new(db).await;
-        tasks_tool(&app).await;
+        chores_tool(&app).await;
         // 1,027 recorded: the replay reads the newest 1,000, of which every 27th has no due date.
         record_calls(&app, 1027, 27).await;
         let (base, _) = labels(&app).await;
@@ -165,7 +165,7 @@ db_test! {
 
         let report = ok(&app, Method::GET, &format!("{AGENT}/replay?base={base}&candidate={candidate}"), None).await;
         let tool = report["tools"].as_array().expect("tools").iter()
-            .find(|t| t["tool"] == "create_tasks").expect("create_tasks replayed").clone();
+            .find(|t| t["tool"] == "create_chores").expect("create_chores replayed").clone();
         assert_eq!(tool["recorded"], 1000, "{tool}");
         // Newest first: ids 1027..28 in the ledger are i = 1026..27; those with i % 27 == 0.
         let expected = (27..1027).filter(|i| i % 27 == 0).count();
@@ -179,7 +179,7 @@ db_test! {
 
         // A real call with the same arguments gets word for word the same refusal.
         let (status, real) = app.call(Method::POST, &format!("{AGENT}/tool-calls"), &app.agent,
-            Some(json!({"tool": "create_tasks", "arguments": {"tasks": [{"title": "x", "due": null}]}, "conversation_id": "c"}))).await;
+            Some(json!({"tool": "create_chores", "arguments": {"chores": [{"title": "x", "due": null}]}, "conversation_id": "c"}))).await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{real}");
         assert_eq!(real["error"]["message"], first["message"], "{real} vs {first}");
         assert_eq!(real["error"]["code"], first["code"]);

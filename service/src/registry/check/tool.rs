@@ -243,6 +243,7 @@ mod tests {
             remote_gone_at: None,
             remote_schema: None,
             strict: true,
+            pinned_fingerprint: None,
             is_active: true,
             created_at: now,
             updated_at: now,
