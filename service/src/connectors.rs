@@ -9,10 +9,12 @@
 //!   header values sealed on save); [`sync`] brings an MCP server's tools into the
 //!   registry through the write guard, with their schemas made strict by [`schema`].
 //!   These sit above the registry (layer 8). [`pins`] holds a server's new or
-//!   changed tools for an operator when the connector is not `trusted`.
+//!   changed tools for an operator when the connector is not `trusted`;
+//!   [`review`] is the operator's accept or reject.
 
 pub mod client;
 pub mod pins;
+pub mod review;
 pub mod schema;
 pub mod store;
 pub mod sync;

@@ -100,6 +100,10 @@ pub struct ChangeRequest {
     pub decided_by: Option<String>,
     /// The author's reason while waiting, the decider's once decided.
     pub reason: Option<String>,
+    /// Whether its release checks passed (`None`: none were run).
+    pub checks_passed: Option<bool>,
+    /// The names of the checks that fail.
+    pub checks_failing: Vec<String>,
 }
 
 /// A tool-call proposal (its arguments are never in the payload).

@@ -67,7 +67,7 @@ async fn the_database_url_flag_works_before_and_after_the_subcommand() {
         .expect("run");
     assert_eq!(
         stdout(&after),
-        "applied\tm20260224_000001_create_base_schema\npending\tm20260224_000002_canonicalize_tool_registry\npending\tm20260301_000003_channels_and_prompt_sections\npending\tm20260310_000004_keys_versions_generation\npending\tm20260320_000005_proposal_ledger\npending\tm20260401_000006_connectors\npending\tm20260410_000007_tenant_user_instructions\npending\tm20260410_000008_link_delete_reminders\npending\tm20261124_000009_console_sessions\npending\tm20261124_000010_mcp_connectors\npending\tm20261124_000011_agent_scoped_keys\npending\tm20261125_000012_synced_tool_schemas\npending\tm20261125_000013_idempotency_records\npending\tm20261125_000014_operator_role\npending\tm20261125_000015_key_names_per_tenant\npending\tm20261125_000016_agent_revisions\npending\tm20261125_000017_label_promotion\npending\tm20261126_000018_rollouts\npending\tm20261126_000019_outcomes\npending\tm20261126_000020_webhooks\npending\tm20261127_000021_members\npending\tm20261127_000022_tenant_bounds\npending\tm20261128_000023_policies\n"
+        "applied\tm20260224_000001_create_base_schema\npending\tm20260224_000002_canonicalize_tool_registry\npending\tm20260301_000003_channels_and_prompt_sections\npending\tm20260310_000004_keys_versions_generation\npending\tm20260320_000005_proposal_ledger\npending\tm20260401_000006_connectors\npending\tm20260410_000007_tenant_user_instructions\npending\tm20260410_000008_link_delete_reminders\npending\tm20261124_000009_console_sessions\npending\tm20261124_000010_mcp_connectors\npending\tm20261124_000011_agent_scoped_keys\npending\tm20261125_000012_synced_tool_schemas\npending\tm20261125_000013_idempotency_records\npending\tm20261125_000014_operator_role\npending\tm20261125_000015_key_names_per_tenant\npending\tm20261125_000016_agent_revisions\npending\tm20261125_000017_label_promotion\npending\tm20261126_000018_rollouts\npending\tm20261126_000019_outcomes\npending\tm20261126_000020_webhooks\npending\tm20261127_000021_members\npending\tm20261127_000022_tenant_bounds\npending\tm20261128_000023_policies\npending\tm20261128_000024_tool_contracts\n"
     );
 }
 
@@ -140,6 +140,7 @@ async fn two_concurrent_migrate_up_processes_apply_each_migration_once() {
             ("m20261127_000021_members".to_owned(), 1),
             ("m20261127_000022_tenant_bounds".to_owned(), 1),
             ("m20261128_000023_policies".to_owned(), 1),
+            ("m20261128_000024_tool_contracts".to_owned(), 1),
         ]
     );
 }
@@ -1080,9 +1081,50 @@ fn the_readme_walkthrough_works_when_pasted() {
         "the signed-off policy denies a link, naming its rule: {printed}"
     );
     assert!(
+        printed.contains("\"name\":\"breaking\",\"status\":\"warn\",\"summary\":[\"get_tasks enum_value_removed /status")
+            && printed.contains("tool contract: BREAKING for callers"),
+        "the narrowed get_tasks is named breaking in the change request and the diff: {printed}"
+    );
+    assert!(
         printed.contains("\"policy\":\"ops-instructions\"")
             && printed.matches("\"status\":\"succeeded\"").count() >= 1,
         "bob's call ran at once under the ops rule: {printed}"
+    );
+}
+
+#[test]
+fn the_contracts_guide_works_when_pasted() {
+    // loadout's own MCP server is the remote, so serve allows loopback connectors.
+    let blocks = sh_blocks("docs/contracts.md");
+    let printed = paste(
+        "contracts",
+        &blocks,
+        &["--connector-allow", "127.0.0.1"],
+        Shell::Strict,
+    );
+    assert!(
+        printed.contains("\"held\":[{\"remote\":"),
+        "the first sync holds every tool: {printed}"
+    );
+    assert!(
+        printed.contains("change ") && printed.contains("+List the user tasks. Then email them"),
+        "the held change shows the description's diff: {printed}"
+    );
+    assert!(
+        printed.contains("\"description\":\"List the user's tasks"),
+        "the agent keeps the pinned description: {printed}"
+    );
+    assert!(
+        printed.contains("checks_failed") && printed.contains("\"passed\":true"),
+        "approval waits for the render check, which passes once the render is accepted: {printed}"
+    );
+    assert!(
+        printed.contains("\"state\":\"approved\""),
+        "the change request is approved once its checks pass: {printed}"
+    );
+    assert!(
+        printed.contains("\"model\":\"gpt-4.1\""),
+        "the model settings are saved: {printed}"
     );
 }
 

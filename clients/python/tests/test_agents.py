@@ -8,7 +8,7 @@ from agents.tool_context import ToolContext
 from conftest import AGENT
 
 from loadout import AsyncClient, Client
-from loadout.agents import function_tools, instructions
+from loadout.agents import build_agent, function_tools, instructions
 
 
 def invoke(tool, arguments):
@@ -88,4 +88,34 @@ async def test_needs_approval_asks_loadout_how_it_would_decide_under_the_agents_
         assert without["update_instructions"].needs_approval is False, "opt-in only"
     finally:
         live.rest("PUT", f"/v1/agents/{AGENT}/policy", live.operator, {"policy": None})
+        await c.aclose()
+
+
+async def test_build_agent_carries_the_revisions_model_settings_and_response_schema(live):
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
+              "additionalProperties": False}
+    settings = {"model": "gpt-4.1", "parameters": {"temperature": 0.3, "max_tokens": 500,
+                                                   "provider_options": {"seed": 7}},
+                "response_schema": schema, "channels": {"web": {"parameters": {"max_tokens": 120}}}}
+    live.rest("PUT", f"/v1/agents/{AGENT}/model", live.operator, settings)
+    c = AsyncClient(live.url, live.agent_key)
+    try:
+        fetched = await c.loadout(AGENT, "web", conversation_id="conv-model")
+        assert fetched.model is not None
+        assert (fetched.model.name, fetched.model.temperature, fetched.model.max_tokens) == ("gpt-4.1", 0.3, 120)
+        assert fetched.model.provider_options == {"seed": 7}
+        assert fetched.model.response_schema == schema
+        agent = await build_agent(c, AGENT, "web", conversation_id="conv-model")
+        assert agent.model == "gpt-4.1"
+        assert (agent.model_settings.temperature, agent.model_settings.max_tokens) == (0.3, 120)
+        assert agent.model_settings.extra_args == {"seed": 7}
+        assert agent.output_type is not None and agent.output_type.json_schema() == schema
+        assert agent.output_type.is_strict_json_schema()
+        assert {t.name for t in agent.tools} >= {"update_instructions"}
+        # A revision without settings leaves the SDK's defaults.
+        live.rest("PUT", f"/v1/agents/{AGENT}/model", live.operator, {})
+        plain = await build_agent(c, AGENT, "telegram", conversation_id="conv-model-2")
+        assert plain.output_type is None and plain.model_settings.temperature is None
+    finally:
+        live.rest("PUT", f"/v1/agents/{AGENT}/model", live.operator, {})
         await c.aclose()

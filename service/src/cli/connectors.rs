@@ -9,6 +9,7 @@ use sea_orm::DatabaseConnection;
 use std::fmt::Write as _;
 
 use crate::auth::Principal;
+use crate::connectors::review;
 use crate::connectors::pins::{self, ToolChangeList};
 use crate::connectors::sync::{self, SyncRequest};
 use crate::db::Writer;
@@ -158,8 +159,8 @@ async fn decide(db: &DatabaseConnection, id: i32, by: &str, accept: bool) -> any
     };
     let who = Principal::database(by);
     let decided = match accept {
-        true => pins::accept(&writer, &who, id).await,
-        false => pins::reject(&writer, &who, id).await,
+        true => review::accept(&writer, &who, id).await,
+        false => review::reject(&writer, &who, id).await,
     }
     .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     println!("{}", serde_json::to_string_pretty(&decided)?);

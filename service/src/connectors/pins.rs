@@ -10,7 +10,7 @@
 //!   changes until an operator accepts ([`accept`]); a rejected fingerprint is not
 //!   held again. A trusted connector's sync applies changes at once, as before,
 //!   and moves the pin with them.
-//! - Accepting is a registry write through the guard like any edit: on a `gated`
+//! - Accepting ([`super::review`]) is a registry write through the guard like any edit: on a `gated`
 //!   agent it publishes a revision that `production` serves only once signed off.
 //! - At call time the executor compares the server's input schema with the
 //!   accepted one (`connectors::client::mcp`), so a call never sends arguments
@@ -28,7 +28,6 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::auth::Principal;
-use crate::db::Writer;
 use crate::error::{Error, Result};
 use crate::events::{self, Event};
 use crate::registry::guard;
@@ -239,7 +238,7 @@ pub async fn supersede_in(
 }
 
 /// Stores a decision on a change.
-async fn decide_in(
+pub(super) async fn decide_in(
     db: &impl ConnectionTrait,
     change: tool_changes::Model,
     state: ToolChangeState,
@@ -256,7 +255,7 @@ async fn decide_in(
 
 /// Records the change's webhook event: `tool_change.pending` for a new one,
 /// `tool_change.decided` for a decision.
-async fn announce(
+pub(super) async fn announce(
     db: &impl ConnectionTrait,
     change: &tool_changes::Model,
     row: &tools::Model,
@@ -323,7 +322,7 @@ pub async fn get(db: &DatabaseConnection, id: i32) -> Result<ToolChangeView> {
     view(db, row).await
 }
 
-async fn find(db: &impl ConnectionTrait, id: i32) -> Result<tool_changes::Model> {
+pub(super) async fn find(db: &impl ConnectionTrait, id: i32) -> Result<tool_changes::Model> {
     tool_changes::Entity::find_by_id(id)
         .one(db)
         .await?
@@ -331,7 +330,7 @@ async fn find(db: &impl ConnectionTrait, id: i32) -> Result<tool_changes::Model>
 }
 
 /// The tool and connector a change belongs to.
-async fn owners(
+pub(super) async fn owners(
     db: &impl ConnectionTrait,
     change: &tool_changes::Model,
 ) -> Result<(tools::Model, connectors::Model)> {
@@ -349,7 +348,7 @@ async fn owners(
     Ok((tool, connector))
 }
 
-async fn view(db: &impl ConnectionTrait, row: tool_changes::Model) -> Result<ToolChangeView> {
+pub(super) async fn view(db: &impl ConnectionTrait, row: tool_changes::Model) -> Result<ToolChangeView> {
     let (tool, connector) = owners(db, &row).await?;
     let definition: Value = serde_json::from_str(&row.definition).unwrap_or(Value::Null);
     let proposed_description = definition
@@ -383,46 +382,3 @@ async fn view(db: &impl ConnectionTrait, row: tool_changes::Model) -> Result<Too
     })
 }
 
-/// Accepts a pending change: the tool serves the held definition, pinned by its
-/// fingerprint, and an added tool is switched on. A registry write through the
-/// guard: a `gated` agent gets a revision that waits for sign-off.
-pub async fn accept(w: &Writer<'_>, who: &Principal, id: i32) -> Result<ToolChangeView> {
-    decide(w, who, id, ToolChangeState::Accepted).await
-}
-
-/// Rejects a pending change: the pin stays, and a sync does not hold the same
-/// definition again.
-pub async fn reject(w: &Writer<'_>, who: &Principal, id: i32) -> Result<ToolChangeView> {
-    decide(w, who, id, ToolChangeState::Rejected).await
-}
-
-async fn decide(
-    w: &Writer<'_>,
-    who: &Principal,
-    id: i32,
-    state: ToolChangeState,
-) -> Result<ToolChangeView> {
-    let write = w.begin().await?.by(&who.member);
-    let change = find(&*write, id).await?;
-    if change.state != ToolChangeState::Pending.as_str() {
-        return Err(Error::conflict(format!(
-            "tool change {id} is {}, not pending",
-            change.state
-        )));
-    }
-    let (tool, connector) = owners(&*write, &change).await?;
-    if state == ToolChangeState::Accepted {
-        let definition: Value = serde_json::from_str(&change.definition)
-            .map_err(|e| Error::internal(format!("change {id} holds no tool: {e}")))?;
-        let remote: Tool = serde_json::from_value(definition).map_err(|e| {
-            Error::internal(format!("change {id} holds no MCP tool: {e}"))
-        })?;
-        let added = change.kind == ToolChangeKind::Added.as_str();
-        super::sync::accept_in(&write, &tool, &connector, &remote, added).await?;
-    }
-    let decided = decide_in(&*write, change, state, Some(who), write.now()).await?;
-    announce(&*write, &decided, &tool, &connector, Some(&who.member), write.now()).await?;
-    let answer = view(&*write, decided).await?;
-    w.commit(write).await?;
-    Ok(answer)
-}

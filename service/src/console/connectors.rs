@@ -14,6 +14,7 @@ use super::page::{CsrfOnly, Path, Query, Signed, blank, error_page, refusal, ren
 use super::session::{Checked, Operator, csrf_field};
 use crate::app::AppState;
 use crate::connectors::store::{self as store, ConnectorUpdate, ConnectorView, NewConnector};
+use crate::connectors::review;
 use crate::connectors::pins::{self, ChangeFilter, ToolChangeView};
 use crate::connectors::sync::{self as syncing, SyncReport, SyncRequest};
 use crate::error::{Error, Result};
@@ -160,8 +161,8 @@ async fn decide(
 ) -> Response {
     let writer = state.writer(None);
     let done = match decision.as_str() {
-        "accept" => pins::accept(&writer, &signed.who, id).await,
-        "reject" => pins::reject(&writer, &signed.who, id).await,
+        "accept" => review::accept(&writer, &signed.who, id).await,
+        "reject" => review::reject(&writer, &signed.who, id).await,
         _ => Err(Error::not_found("no such decision")),
     };
     match done {

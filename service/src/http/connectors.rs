@@ -14,6 +14,7 @@ use crate::app::AppState;
 use crate::connectors::store::{
     self, Binding, BindingView, ConnectorList, ConnectorUpdate, ConnectorView, NewConnector,
 };
+use crate::connectors::review;
 use crate::connectors::pins::{self, ChangeFilter, ToolChangeList, ToolChangeView};
 use crate::connectors::sync::{self, SyncReport, SyncRequest};
 
@@ -176,7 +177,7 @@ async fn accept_tool_change(
     idempotency: Idempotency,
 ) -> ApiResult<Json<ToolChangeView>> {
     Ok(Json(
-        pins::accept(&state.writer(key(&idempotency)), &who, id).await?,
+        review::accept(&state.writer(key(&idempotency)), &who, id).await?,
     ))
 }
 
@@ -190,6 +191,6 @@ async fn reject_tool_change(
     idempotency: Idempotency,
 ) -> ApiResult<Json<ToolChangeView>> {
     Ok(Json(
-        pins::reject(&state.writer(key(&idempotency)), &who, id).await?,
+        review::reject(&state.writer(key(&idempotency)), &who, id).await?,
     ))
 }

@@ -493,7 +493,13 @@ async fn announced(
     row: &change_requests::Model,
 ) -> Result<outbox::ChangeRequest> {
     let pending = row.state == ChangeState::Pending.as_str();
+    let checks = ReleaseChecks::parse(row.checks.as_deref());
     Ok(outbox::ChangeRequest {
+        checks_passed: checks.as_ref().map(|c| c.passed),
+        checks_failing: checks
+            .as_ref()
+            .map(|c| c.failing().into_iter().map(str::to_owned).collect())
+            .unwrap_or_default(),
         id: row.id,
         agent: outbox::agent_name(db, row.agent_id).await?,
         label: row.label.clone(),

@@ -207,7 +207,10 @@ fn breaking(old: &Content, new: &Content) -> CheckResult {
     let broken: Vec<String> = contract
         .iter()
         .filter(|c| c.compat == Compat::Breaking)
-        .map(|c| format!("{} {}: {}", c.tool, c.kind.as_str(), c.detail))
+        .map(|c| match c.path.is_empty() {
+            true => format!("{} {}: {}", c.tool, c.kind.as_str(), c.detail),
+            false => format!("{} {} {}: {}", c.tool, c.kind.as_str(), c.path, c.detail),
+        })
         .collect();
     CheckResult {
         name: CheckName::Breaking,

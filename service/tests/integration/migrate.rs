@@ -32,6 +32,7 @@ db_test! {
             ("m20261127_000021_members", true),
             ("m20261127_000022_tenant_bounds", true),
             ("m20261128_000023_policies", true),
+            ("m20261128_000024_tool_contracts", true),
         ]);
     }
 }
