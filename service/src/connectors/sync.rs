@@ -639,7 +639,7 @@ async fn update(
     let saved =
         tools_owner::update_synced_in(write, row.clone(), description, approval_tier, &synced)
             .await?;
-    Ok((saved, true))
+    Ok((saved, changed))
 }
 
 fn synced_fingerprint(want: &Wanted) -> String {

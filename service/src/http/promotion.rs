@@ -159,7 +159,7 @@ async fn decline_change_request(
     Ok(Json(declined))
 }
 
-#[utoipa::path(post, path = "/v1/change-requests/{id}/checks", tag = "proposals", summary = "Run a pending change request's release checks again, for the tenant that requested it (admin, operator or default-tenant approver)",
+#[utoipa::path(post, path = "/v1/change-requests/{id}/checks", tag = "proposals", summary = "Run a pending change request's release checks again, for the tenant that requested it (operator or approver)",
     description = "After a fix (a render snapshot accepted, ...). 409 `conflict`: it is no longer pending.",
     params(("id" = i32, Path)),
     responses((status = 200, body = ChangeRequestView, description = "The request with its checks as run now"), E400, E401, E403, E404, E409))]

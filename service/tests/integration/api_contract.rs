@@ -86,6 +86,8 @@ fn exactly_the_operations_that_take_a_body_document_its_schema() {
         "PUT /v1/agents/{agent}/prompt-template",
         "PUT /v1/agents/{agent}/policy",
         "POST /v1/agents/{agent}/policy/validate",
+        "PUT /v1/agents/{agent}/model",
+        "PUT /v1/agents/{agent}/snapshots",
         "POST /v1/groups",
         "PUT /v1/agents/{agent}/users/{user_id}/instructions",
         "PUT /v1/tools/{tool}/connector",

@@ -123,7 +123,7 @@ db_test! {
         let weather = |rows: &Value| {
             let mut row = rows["tools"].as_array().expect("tools").iter().find(|t| t["name"] == "get_weather").cloned();
             if let Some(Value::Object(fields)) = row.as_mut() {
-                for later in ["connector_id", "remote_name", "synced_description", "synced_tier", "remote_gone_at", "remote_schema", "strict"] {
+                for later in ["connector_id", "remote_name", "synced_description", "synced_tier", "remote_gone_at", "remote_schema", "strict", "pinned_fingerprint"] {
                     fields.remove(later);
                 }
             }

@@ -626,6 +626,13 @@ db_test! {
             "GET /v1/keys", "POST /v1/keys", "DELETE /v1/keys/{key}",
             "GET /v1/members", "POST /v1/members/{member}/signer-grants", "GET /v1/signer-grants",
             "GET /v1/agents/{agent}/policy", "PUT /v1/agents/{agent}/policy", "POST /v1/agents/{agent}/policy/validate",
+            "GET /v1/agents/{agent}/model", "PUT /v1/agents/{agent}/model",
+            "GET /v1/agents/{agent}/replay",
+            "GET /v1/agents/{agent}/snapshots", "PUT /v1/agents/{agent}/snapshots", "DELETE /v1/agents/{agent}/snapshots",
+            "GET /v1/agents/{agent}/snapshots/compare",
+            "POST /v1/change-requests/{id}/checks",
+            "GET /v1/tool-changes", "GET /v1/tool-changes/{id}",
+            "POST /v1/tool-changes/{id}/accept", "POST /v1/tool-changes/{id}/reject",
             "GET /v1/groups", "POST /v1/groups", "GET /v1/groups/{group}", "DELETE /v1/groups/{group}",
             "PUT /v1/groups/{group}/members/{user_id}", "DELETE /v1/groups/{group}/members/{user_id}",
             "POST /v1/signer-grants/{id}/approve", "POST /v1/signer-grants/{id}/decline",
@@ -672,12 +679,16 @@ db_test! {
                 .replace("{from}", "1").replace("{to}", "1").replace("{group}", "ops");
             let concrete = match concrete.as_str() {
                 "/v1/agents/assistant/prompt" | "/v1/agents/assistant/loadout" => format!("{concrete}?channel=web"),
+                "/v1/agents/assistant/snapshots/compare" => format!("{concrete}?revision=1"),
+                "/v1/agents/assistant/snapshots" if method == "DELETE" => format!("{concrete}?channel=web"),
                 _ => concrete,
             };
             let reply = api.json(Method::from_bytes(method.as_bytes()).expect("method"), &concrete, Some(&api.operator), None).await;
             let fallback = reply.body["error"]["message"] == "no such route";
             assert!(!fallback && reply.status != StatusCode::METHOD_NOT_ALLOWED, "{method} {concrete}: {} {}", reply.status, reply.body);
-            if method == "GET" {
+            // No MCP server holds a tool change here: its handler answers that there is none.
+            let none_held = concrete == "/v1/tool-changes/1" && reply.body["error"]["message"] == "no tool change 1";
+            if method == "GET" && !none_held {
                 assert!(reply.status.is_success(), "{method} {concrete}: {} {}", reply.status, reply.body);
             }
         }

@@ -40,6 +40,7 @@ fn operator_only(method: &str, path: &str) -> bool {
         "/tool-calls",
         "/outcomes",
         "/policy/validate",
+        "/snapshots",
     ];
     let configuration = ["/v1/agents", "/v1/tools", "/v1/channels"];
     let write = method != "get";
@@ -50,6 +51,7 @@ fn operator_only(method: &str, path: &str) -> bool {
         || path.starts_with("/v1/signer-grants")
         || path.ends_with("/signer-grants")
         || path.starts_with("/v1/connectors")
+        || path.starts_with("/v1/tool-changes")
         || path.ends_with("/connector")
         || (write && path == "/v1/config/apply")
         || path == "/metrics"

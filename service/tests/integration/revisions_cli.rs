@@ -93,7 +93,8 @@ db_test! {
         let out = ok(&app, &["revisions", "assistant", "--diff", "1", "3"]).await;
         assert!(out.starts_with("assistant: revision 1 → 3\n--- soul (revision 1)\n+++ soul (revision 3)\n@@ -"), "{out}");
         assert!(out.contains("\n+Always be brief.\n"), "{out}");
-        assert!(out.ends_with("tool changed: get_tasks\n  approval_tier: \"auto\" → \"requires_approval\"\n"), "{out}");
+        assert!(out.contains("tool changed: get_tasks\n  approval_tier: \"auto\" → \"requires_approval\"\n"), "{out}");
+        assert!(out.ends_with("tool contract: compatible for callers\n  compatible get_tasks approval_tier_raised: auto → requires_approval: calls are still taken, and may wait for an approver\n"), "{out}");
 
         let same = ok(&app, &["revisions", "assistant", "--diff", "2", "2"]).await;
         assert_eq!(same, "assistant: revision 2 → 2\nno differences\n");

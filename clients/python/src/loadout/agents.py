@@ -175,8 +175,7 @@ async def build_agent(client: Client | AsyncClient, agent: str, channel: str, *,
     built: Agent[Any] = Agent(name=name or agent, instructions=instructions(client, agent, channel, user_id=user_id,
                                                                           label=label),
                               tools=tools, model_settings=model_settings(served),
-                              **({"model": served.name} if served and served.name else {}),
-                              **({"output_type": output} if output else {}))
+                              model=served.name if served else None, output_type=output)
     return built
 
 

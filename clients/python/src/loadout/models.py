@@ -208,6 +208,18 @@ class CheckCounts(BaseModel):
     tools: int = Field(..., ge=0)
 
 
+class CheckName(Enum):
+    """
+    A release check.
+    """
+
+    registry = 'registry'
+    breaking = 'breaking'
+    replay = 'replay'
+    policy_tests = 'policy_tests'
+    render = 'render'
+
+
 class CheckSeverity(Enum):
     """
     How bad a problem is: errors exit 1, warnings alone exit 0.
@@ -215,6 +227,25 @@ class CheckSeverity(Enum):
 
     error = 'error'
     warning = 'warning'
+
+
+class CheckStatus(Enum):
+    """
+    How a check came out.
+    """
+
+    pass_ = 'pass'
+    warn = 'warn'
+    fail = 'fail'
+
+
+class Compat(Enum):
+    """
+    What a change means for the callers of a tool.
+    """
+
+    breaking = 'breaking'
+    compatible = 'compatible'
 
 
 class ConfigState(BaseModel):
@@ -269,6 +300,10 @@ class ConnectorUpdate(BaseModel):
     """
     method: str | None = None
     timeout_ms: int | None = None
+    trusted: bool | None = None
+    """
+    Apply the server's new and changed tools at once on sync, or hold them.
+    """
     url: str | None = None
 
 
@@ -292,8 +327,42 @@ class ConnectorView(BaseModel):
     """
     name: str
     timeout_ms: int
+    trusted: bool
+    """
+    `true`: a sync applies the server's new and changed tools at once; `false`:
+    it holds them as pending changes for an operator (`docs/contracts.md`).
+    """
     updated_at: AwareDatetime
     url: str
+
+
+class ContractKind(Enum):
+    """
+    What kind of change (the table in `docs/contracts.md`).
+    """
+
+    tool_removed = 'tool_removed'
+    tool_added = 'tool_added'
+    required_argument_added = 'required_argument_added'
+    optional_argument_added = 'optional_argument_added'
+    property_removed = 'property_removed'
+    argument_made_required = 'argument_made_required'
+    argument_made_optional = 'argument_made_optional'
+    type_narrowed = 'type_narrowed'
+    type_widened = 'type_widened'
+    type_changed = 'type_changed'
+    enum_value_removed = 'enum_value_removed'
+    enum_value_added = 'enum_value_added'
+    enum_added = 'enum_added'
+    enum_removed = 'enum_removed'
+    constraint_tightened = 'constraint_tightened'
+    constraint_loosened = 'constraint_loosened'
+    additional_properties_closed = 'additional_properties_closed'
+    additional_properties_opened = 'additional_properties_opened'
+    description_changed = 'description_changed'
+    approval_tier_raised = 'approval_tier_raised'
+    approval_tier_lowered = 'approval_tier_lowered'
+    other = 'other'
 
 
 class CreatedKey(BaseModel):
@@ -621,6 +690,12 @@ class LabelPut(BaseModel):
     """
     Why, kept in the label's history (or the change request).
     """
+    require_checks: bool | None = None
+    """
+    Require a change request's release checks to pass before anyone may
+    approve it; unchanged when absent. Turned off only on a `direct` agent, or a
+    label that is not protected.
+    """
     revision: int
     """
     The revision's number the label is to point at.
@@ -637,6 +712,10 @@ class LabelView(BaseModel):
     """
     In `gated` mode, moved only by an approved change request or a rollback
     (`production` always is).
+    """
+    require_checks: bool
+    """
+    Approving a change request for it needs its release checks to pass.
     """
     revision: int
     """
@@ -839,6 +918,11 @@ class NewConnector(BaseModel):
     """
     1 to 30000 (the cap on every call); 30000 when absent.
     """
+    trusted: bool | None = None
+    """
+    Apply the server's new and changed tools at once on sync (`false`, the
+    default: hold them for an operator).
+    """
     url: str
     """
     `https://` (or `http://`); every address it names or resolves to must be
@@ -989,6 +1073,32 @@ class OutcomeView(BaseModel):
     user_id: str | None = None
 
 
+class Parameters(BaseModel):
+    """
+    The model's sampling parameters.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    max_tokens: int | None = Field(None, ge=0)
+    """
+    At least 1.
+    """
+    provider_options: dict[str, Any] | None = None
+    """
+    Anything else the provider takes (`reasoning_effort`, `seed`, ...), passed on as given.
+    """
+    temperature: float | None = None
+    """
+    0 to 2.
+    """
+    top_p: float | None = None
+    """
+    0 to 1.
+    """
+
+
 class PlanBase(BaseModel):
     """
     The part of a plan an apply checks (its other fields are ignored).
@@ -1083,6 +1193,7 @@ class ProblemCode(Enum):
     """
 
     agent_without_tools = 'agent_without_tools'
+    breaking_change = 'breaking_change'
     catalog_tool_deleted = 'catalog_tool_deleted'
     catalog_tool_inactive = 'catalog_tool_inactive'
     duplicate_name = 'duplicate_name'
@@ -1129,6 +1240,22 @@ class Rate(BaseModel):
     count: int = Field(..., ge=0)
     of: int = Field(..., ge=0)
     rate: float | None = None
+
+
+class Refusal(BaseModel):
+    """
+    A recorded call the candidate would refuse, with the refusal a call would get.
+    """
+
+    code: str
+    """
+    The error code (`invalid_arguments`, `denied_by_policy`, `not_found`).
+    """
+    message: str
+    """
+    The error message, word for word.
+    """
+    proposal: int
 
 
 class ReleaseMode(Enum):
@@ -1346,6 +1473,16 @@ class Rotation(BaseModel):
     secret: str | None = None
 
 
+class ServedModel(BaseModel):
+    """
+    The settings one channel is served: the agent's with the channel's over them.
+    """
+
+    model: str | None = None
+    parameters: Parameters | None = None
+    response_schema: dict[str, Any] | None = None
+
+
 class Side(Enum):
     """
     Which revision a subject was served by a running rollout.
@@ -1371,6 +1508,38 @@ class SignalsView(BaseModel):
     invalid_arguments: Rate
     """
     Invalid-argument refusals over the tool calls checked.
+    """
+
+
+class SnapshotPut(BaseModel):
+    """
+    The body of `PUT /v1/agents/{agent}/snapshots`: record (or accept) one render.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    channel: str
+    revision: int | None = None
+    """
+    The revision whose render becomes the expectation; default: `production`'s.
+    Accepting a change request's difference is recording its candidate.
+    """
+    user_id: str | None = None
+
+
+class SnapshotView(BaseModel):
+    """
+    A stored expectation.
+    """
+
+    agent: str
+    channel: str
+    expected: str
+    updated_at: AwareDatetime
+    user_id: str | None = None
+    """
+    `null`: rendered without a user.
     """
 
 
@@ -1483,6 +1652,11 @@ class SyncReport(BaseModel):
     Tools whose remote tool is gone: switched off.
     """
     dry_run: bool
+    held: list[SyncEntry]
+    """
+    New or changed remote tools held for an operator (a connector that is not
+    `trusted`): a new one is stored switched off, a changed one serves its pin.
+    """
     refused: list[SyncEntry]
     unchanged: list[SyncEntry]
     updated: list[SyncEntry]
@@ -1606,6 +1780,26 @@ class ToolCall(BaseModel):
     """
     Whose call; decides `user_configurable` tools' preference.
     """
+
+
+class ToolChangeKind(Enum):
+    """
+    What the server did.
+    """
+
+    added = 'added'
+    changed = 'changed'
+
+
+class ToolChangeState(Enum):
+    """
+    Where a held change is in its life.
+    """
+
+    pending = 'pending'
+    accepted = 'accepted'
+    rejected = 'rejected'
+    superseded = 'superseded'
 
 
 class ToolContent(BaseModel):
@@ -1763,6 +1957,18 @@ class ValueChange(BaseModel):
     after: Any
     before: Any
     field: str
+
+
+class Verdict(Enum):
+    """
+    What a revision does with a call.
+    """
+
+    refused = 'refused'
+    denied = 'denied'
+    approval = 'approval'
+    auto = 'auto'
+    tier = 'tier'
 
 
 class VersionView(BaseModel):
@@ -1958,55 +2164,6 @@ class ChangeEvent(BaseModel):
     state: ChangeState
 
 
-class ChangeRequestView(BaseModel):
-    """
-    A request to move a protected label.
-    """
-
-    agent: str
-    created_at: AwareDatetime
-    decided_at: AwareDatetime | None = None
-    decided_by: str | None = None
-    decision_reason: str | None = None
-    events: list[ChangeEvent]
-    """
-    The request, then its decision, oldest first.
-    """
-    expires_at: AwareDatetime
-    from_revision: int
-    """
-    Where the label pointed when the request was made.
-    """
-    guard: Guard | None = None
-    id: int
-    kind: ChangeKind
-    """
-    What approving does: move the label, or start or complete a rollout.
-    """
-    label: str
-    percent: float | None = None
-    """
-    A `rollout_start`'s or `rollout_share`'s share of subjects in percent.
-    """
-    reason: str | None = None
-    """
-    Why, as the author said.
-    """
-    requested_by: str
-    """
-    The author's key name.
-    """
-    rollout_id: int | None = None
-    """
-    The rollout a `rollout_complete` completes.
-    """
-    state: ChangeState
-    to_revision: int
-    """
-    Where approving moves it.
-    """
-
-
 class ChannelChange(BaseModel):
     """
     A channel both revisions have, differently.
@@ -2036,6 +2193,22 @@ class ChannelList(BaseModel):
     """
 
     channels: list[ChannelView]
+
+
+class ChannelModel(BaseModel):
+    """
+    A channel's settings: each field given replaces the agent's.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    model: str | None = None
+    parameters: Parameters | None = None
+    """
+    Each parameter given replaces the agent's; provider options are merged by key.
+    """
+    response_schema: dict[str, Any] | None = None
 
 
 class ChannelRender(BaseModel):
@@ -2101,6 +2274,12 @@ class ConnectorDoc(BaseModel):
     method: str
     name: str
     timeout_ms: int
+    trusted: bool | None = None
+    """
+    Apply the server's new and changed tools on sync at once (`true`) or hold
+    them for an operator (`false`); absent: a new connector holds them, an
+    existing one keeps its setting.
+    """
     url: str
 
 
@@ -2112,46 +2291,32 @@ class ConnectorList(BaseModel):
     connectors: list[ConnectorView]
 
 
-class Content(BaseModel):
+class ContractChange(BaseModel):
     """
-    An agent's served content. Fields are in a fixed order and maps are sorted
-    (`serde_json`'s `Value` keeps object keys sorted, and channels are a
-    `BTreeMap`), so equal content is equal JSON text and hashes alike.
-
-    The soul and template version counters are left out: they count edits, and an
-    edit that restores older text serves the older content.
+    One classified change to one tool.
     """
 
-    channels: dict[str, ChannelContent]
+    compat: Compat
+    detail: str
     """
-    Every live channel, by name.
+    In words, with before and after where they are short.
     """
-    identity: dict[str, Any]
+    kind: ContractKind
+    path: str
     """
-    `{"display_name", "role", "description"}`.
+    JSON Pointer into the arguments (`/refunds/items/amount`); empty for the tool itself.
     """
-    interaction_learning: str
+    tool: str
+
+
+class DecisionChange(BaseModel):
     """
-    Empty when the agent has none.
+    A recorded call whose decision would change.
     """
-    operating_model: str
-    """
-    Empty when the agent has none (the section renders nothing).
-    """
-    policy: str | None = None
-    """
-    The agent's Cedar policy set (`policies`); absent when it has none, so the
-    content of an agent without one hashes as it did before policies.
-    """
-    soul: str
-    template: str | None = None
-    """
-    `null`: the built-in assembly.
-    """
-    tools: list[ToolContent]
-    """
-    The agent's active tools as served, sorted by name.
-    """
+
+    after: Verdict
+    before: Verdict
+    proposal: int
 
 
 class DecisionView(BaseModel):
@@ -2250,6 +2415,38 @@ class MemberList(BaseModel):
     """
 
     members: list[MemberView]
+
+
+class ModelSettings(BaseModel):
+    """
+    The model settings of an agent (`channels` override them per channel).
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    channels: dict[str, ChannelModel] | None = None
+    """
+    Per channel: what differs from the agent's settings there.
+    """
+    model: str | None = None
+    """
+    The model's name as the provider knows it (`gpt-4.1`, `claude-sonnet-4-5`).
+    """
+    parameters: Parameters | None = None
+    response_schema: dict[str, Any] | None = None
+    """
+    The JSON Schema the model's answer must follow (structured output); an object schema.
+    """
+
+
+class ModelView(BaseModel):
+    """
+    An agent's model settings (`settings` `null`: none, the application chooses).
+    """
+
+    agent: str
+    settings: ModelSettings | None = None
 
 
 class NewOutcome(BaseModel):
@@ -2451,19 +2648,6 @@ class RevisionOutcomes(BaseModel):
     successes: int = Field(..., ge=0)
 
 
-class RevisionView(BaseModel):
-    """
-    One revision with what it serves.
-    """
-
-    agent: str
-    author: str | None = None
-    content: Content
-    content_hash: str
-    created_at: AwareDatetime
-    number: int
-
-
 class RolloutStatus(BaseModel):
     """
     A label's running rollout (if any) and its past ones.
@@ -2506,6 +2690,14 @@ class ServedRollout(BaseModel):
     """
     `candidate`: the rollout's candidate; `base`: the label's revision.
     """
+
+
+class SnapshotList(BaseModel):
+    """
+    An agent's snapshots for the key's tenant.
+    """
+
+    snapshots: list[SnapshotView]
 
 
 class SubscriptionList(BaseModel):
@@ -2555,6 +2747,34 @@ class ToolList(BaseModel):
     Pass as `after` for the next page; `null`: this page is the last.
     """
     tools: list[ToolView]
+
+
+class ToolReplay(BaseModel):
+    """
+    The replay of one changed tool.
+    """
+
+    changes: list[DecisionChange]
+    """
+    The first changed decisions (at most 20).
+    """
+    decisions_changed: int = Field(..., ge=0)
+    """
+    How many would be decided differently (refused, denied, waiting, run at once).
+    """
+    recorded: int = Field(..., ge=0)
+    """
+    Recorded calls replayed (at most the limit).
+    """
+    refusals: list[Refusal]
+    """
+    The first refusals, newest call first (at most 20).
+    """
+    refused: int = Field(..., ge=0)
+    """
+    How many the candidate would refuse.
+    """
+    tool: str
 
 
 class ToolsView1(BaseModel):
@@ -2650,6 +2870,7 @@ class AgentDoc(BaseModel):
     `{display_name, role, description}` (null fields are left out).
     """
     interaction_learning: str | None = None
+    model: ModelSettings | None = None
     name: str
     operating_model: str | None = None
     policy: str | None = None
@@ -2714,12 +2935,21 @@ class CallResult(RootModel[CallWaiting | CallRan | CallDecision]):
     """
 
 
-class ChangeRequestList(BaseModel):
+class CheckResult(BaseModel):
     """
-    Change requests, newest first (at most [`LIST_LIMIT`]).
+    One check's result.
     """
 
-    change_requests: list[ChangeRequestView]
+    contract: list[ContractChange] | None = None
+    """
+    The classified tool changes (`breaking` only).
+    """
+    name: CheckName
+    status: CheckStatus
+    summary: list[str]
+    """
+    In words, e.g. "of 1000 recorded calls to create_tasks, 37 would now be refused (first: ...)".
+    """
 
 
 class ConfigRequest(BaseModel):
@@ -2738,6 +2968,49 @@ class ConfigRequest(BaseModel):
     prune: bool | None = None
     """
     Remove (soft-delete) objects the configuration leaves out.
+    """
+
+
+class Content(BaseModel):
+    """
+    An agent's served content. Fields are in a fixed order and maps are sorted
+    (`serde_json`'s `Value` keeps object keys sorted, and channels are a
+    `BTreeMap`), so equal content is equal JSON text and hashes alike.
+
+    The soul and template version counters are left out: they count edits, and an
+    edit that restores older text serves the older content.
+    """
+
+    channels: dict[str, ChannelContent]
+    """
+    Every live channel, by name.
+    """
+    identity: dict[str, Any]
+    """
+    `{"display_name", "role", "description"}`.
+    """
+    interaction_learning: str
+    """
+    Empty when the agent has none.
+    """
+    model: ModelSettings | None = None
+    operating_model: str
+    """
+    Empty when the agent has none (the section renders nothing).
+    """
+    policy: str | None = None
+    """
+    The agent's Cedar policy set (`policies`); absent when it has none, so the
+    content of an agent without one hashes as it did before policies.
+    """
+    soul: str
+    template: str | None = None
+    """
+    `null`: the built-in assembly.
+    """
+    tools: list[ToolContent]
+    """
+    The agent's active tools as served, sorted by name.
     """
 
 
@@ -2822,6 +3095,60 @@ class Provenance(BaseModel):
     template_version: int
 
 
+class ReleaseChecks(BaseModel):
+    """
+    A change request's release checks.
+    """
+
+    base: int
+    """
+    The revisions compared: what the label serves, and the candidate.
+    """
+    candidate: int
+    checks: list[CheckResult]
+    computed_at: AwareDatetime
+    passed: bool
+    """
+    No check fails.
+    """
+
+
+class ReplayReport(BaseModel):
+    """
+    What a replay found.
+    """
+
+    agent: str
+    base: int
+    candidate: int
+    decisions_changed: int = Field(..., ge=0)
+    """
+    Decisions changed, over every tool.
+    """
+    limit: int = Field(..., ge=0)
+    refused: int = Field(..., ge=0)
+    """
+    Calls refused, over every tool.
+    """
+    tools: list[ToolReplay]
+    """
+    The tools the candidate changes, by name (tools with no recorded call too).
+    """
+
+
+class RevisionView(BaseModel):
+    """
+    One revision with what it serves.
+    """
+
+    agent: str
+    author: str | None = None
+    content: Content
+    content_hash: str
+    created_at: AwareDatetime
+    number: int
+
+
 class TextChange(BaseModel):
     """
     A text's line diff.
@@ -2843,6 +3170,101 @@ class TextChange(BaseModel):
     """
     The texts have more than 20,000 lines together: not compared, no hunks;
     `deleted` and `inserted` count every line of each.
+    """
+
+
+class ToolChangeView(BaseModel):
+    """
+    A held change, with what the tool serves now and what the server sent.
+    """
+
+    connector: str
+    contract: list[ContractChange]
+    """
+    The input schema's changes from the served one, classified for callers.
+    """
+    created_at: AwareDatetime
+    decided_at: AwareDatetime | None = None
+    decided_by: str | None = None
+    definition: dict[str, Any]
+    """
+    The server's definition: name, title, description, input and output
+    schema, annotations.
+    """
+    description_diff: TextChange
+    """
+    The line diff from the served description to the server's.
+    """
+    fingerprint: str
+    id: int
+    kind: ToolChangeKind
+    pinned_fingerprint: str | None = None
+    """
+    The fingerprint the tool serves (`null` for a tool synced before pins).
+    """
+    proposed_description: str
+    """
+    The description the server sent.
+    """
+    serving_description: str
+    """
+    The description the tool serves now.
+    """
+    state: ToolChangeState
+    tool: str
+
+
+class ChangeRequestView(BaseModel):
+    """
+    A request to move a protected label.
+    """
+
+    agent: str
+    checks: ReleaseChecks | None = None
+    created_at: AwareDatetime
+    decided_at: AwareDatetime | None = None
+    decided_by: str | None = None
+    decision_reason: str | None = None
+    events: list[ChangeEvent]
+    """
+    The request, then its decision, oldest first.
+    """
+    expires_at: AwareDatetime
+    from_revision: int
+    """
+    Where the label pointed when the request was made.
+    """
+    guard: Guard | None = None
+    id: int
+    kind: ChangeKind
+    """
+    What approving does: move the label, or start or complete a rollout.
+    """
+    label: str
+    percent: float | None = None
+    """
+    A `rollout_start`'s or `rollout_share`'s share of subjects in percent.
+    """
+    reason: str | None = None
+    """
+    Why, as the author said.
+    """
+    requested_by: str
+    """
+    The author's key name.
+    """
+    require_checks: bool
+    """
+    Whether the label requires the checks to pass before approval.
+    """
+    rollout_id: int | None = None
+    """
+    The rollout a `rollout_complete` completes.
+    """
+    state: ChangeState
+    to_revision: int
+    """
+    Where approving moves it.
     """
 
 
@@ -2874,6 +3296,31 @@ class PromptView(BaseModel):
     text: str
 
 
+class RenderCheck(BaseModel):
+    """
+    One snapshot compared with a candidate.
+    """
+
+    channel: str
+    diff: TextChange | None = None
+    error: str | None = None
+    """
+    Why the candidate could not be rendered (the channel is gone, ...).
+    """
+    matches: bool
+    user_id: str | None = None
+
+
+class SnapshotComparison(BaseModel):
+    """
+    Each snapshot compared with a revision's render.
+    """
+
+    agent: str
+    renders: list[RenderCheck]
+    revision: int
+
+
 class TemplateChange(BaseModel):
     """
     The template's change: the text diff, a built-in side diffed as empty text.
@@ -2888,6 +3335,22 @@ class TemplateChange(BaseModel):
     The old revision used the built-in assembly (no template of its own).
     """
     text: TextChange
+
+
+class ToolChangeList(BaseModel):
+    """
+    Held changes, newest first (at most [`LIST_LIMIT`]).
+    """
+
+    changes: list[ToolChangeView]
+
+
+class ChangeRequestList(BaseModel):
+    """
+    Change requests, newest first (at most [`LIST_LIMIT`]).
+    """
+
+    change_requests: list[ChangeRequestView]
 
 
 class ConfigChange(BaseModel):
@@ -2963,7 +3426,15 @@ class Diff(BaseModel):
     Everything that differs between two contents; empty parts mean "unchanged".
     """
 
+    breaking: bool
+    """
+    Whether any of `contract` is breaking.
+    """
     channels: ChannelChanges
+    contract: list[ContractChange]
+    """
+    Each tool change classified for callers (`docs/contracts.md`).
+    """
     identical: bool
     """
     Nothing differs.
@@ -2973,6 +3444,11 @@ class Diff(BaseModel):
     The identity's fields that differ, by field name.
     """
     interaction_learning: TextChange | None = None
+    model: list[ValueChange] | None = None
+    """
+    The model settings that differ, by dotted path (`parameters.temperature`,
+    `channels.voice.model`); a response schema is one value.
+    """
     operating_model: TextChange | None = None
     policy: TextChange | None = None
     soul: TextChange | None = None
@@ -2987,6 +3463,7 @@ class LoadoutView1(BaseModel):
 
     agent: str
     format: Format1
+    model: ServedModel | None = None
     prompt: PromptBody
     tools: list[OpenAiTool]
 
@@ -2998,6 +3475,7 @@ class LoadoutView2(BaseModel):
 
     agent: str
     format: Format2
+    model: ServedModel | None = None
     prompt: PromptBody
     tools: list[AnthropicTool]
 
@@ -3009,6 +3487,7 @@ class LoadoutView3(BaseModel):
 
     agent: str
     format: Format3
+    model: ServedModel | None = None
     prompt: PromptBody
     tools: list[McpTool]
 
