@@ -146,7 +146,10 @@ impl MigrationTrait for Migration {
         manager
             .alter_table(add(
                 Tools::Table,
-                ColumnDef::new(Tools::PinnedFingerprint).text().null().to_owned(),
+                ColumnDef::new(Tools::PinnedFingerprint)
+                    .text()
+                    .null()
+                    .to_owned(),
             ))
             .await?;
         manager
@@ -167,7 +170,10 @@ impl MigrationTrait for Migration {
         manager
             .alter_table(add(
                 ChangeRequests::Table,
-                ColumnDef::new(ChangeRequests::Checks).text().null().to_owned(),
+                ColumnDef::new(ChangeRequests::Checks)
+                    .text()
+                    .null()
+                    .to_owned(),
             ))
             .await?;
         manager
@@ -183,7 +189,11 @@ impl MigrationTrait for Migration {
                     .col(stamp(ToolChanges::CreatedAt, false))
                     .col(stamp(ToolChanges::DecidedAt, true))
                     .col(ColumnDef::new(ToolChanges::DecidedBy).string().null())
-                    .col(ColumnDef::new(ToolChanges::DecidedMemberId).integer().null())
+                    .col(
+                        ColumnDef::new(ToolChanges::DecidedMemberId)
+                            .integer()
+                            .null(),
+                    )
                     .foreign_key(
                         ForeignKey::create()
                             .from(ToolChanges::Table, ToolChanges::ToolId)
@@ -202,7 +212,11 @@ impl MigrationTrait for Migration {
                             .integer()
                             .not_null(),
                     )
-                    .col(ColumnDef::new(RenderSnapshots::TenantId).string().not_null())
+                    .col(
+                        ColumnDef::new(RenderSnapshots::TenantId)
+                            .string()
+                            .not_null(),
+                    )
                     .col(ColumnDef::new(RenderSnapshots::Channel).string().not_null())
                     .col(ColumnDef::new(RenderSnapshots::UserId).string().not_null())
                     .col(ColumnDef::new(RenderSnapshots::Expected).text().not_null())

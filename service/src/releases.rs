@@ -23,8 +23,8 @@
 pub mod compat;
 pub mod content;
 pub mod diff;
-pub mod model;
 pub mod guard;
+pub mod model;
 pub mod moves;
 pub mod outcomes;
 pub mod read;

@@ -5,7 +5,9 @@
 
 use entity::{agent_configurations, channels};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QuerySelect};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QuerySelect,
+};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -60,7 +62,10 @@ pub async fn save_in(
         None => None,
     };
     agent_configurations::Entity::update_many()
-        .col_expr(agent_configurations::Column::ModelSettings, Expr::value(text))
+        .col_expr(
+            agent_configurations::Column::ModelSettings,
+            Expr::value(text),
+        )
         .col_expr(
             agent_configurations::Column::UpdatedAt,
             Expr::value(write.now()),

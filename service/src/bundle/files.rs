@@ -446,9 +446,10 @@ fn read_agent(folder: &Folder, name: &str, dir: &Path) -> anyhow::Result<AgentDo
             None => Vec::new(),
         },
         model: match folder.get_optional(&dir.join("model.json"))? {
-            Some(text) => Some(serde_json::from_str(&text).map_err(|e| {
-                anyhow::anyhow!("{}: {e}", dir.join("model.json").display())
-            })?),
+            Some(text) => Some(
+                serde_json::from_str(&text)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", dir.join("model.json").display()))?,
+            ),
             None => None,
         },
     })

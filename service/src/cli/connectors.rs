@@ -9,8 +9,8 @@ use sea_orm::DatabaseConnection;
 use std::fmt::Write as _;
 
 use crate::auth::Principal;
-use crate::connectors::review;
 use crate::connectors::pins::{self, ToolChangeList};
+use crate::connectors::review;
 use crate::connectors::sync::{self, SyncRequest};
 use crate::db::Writer;
 use crate::vocab::{Clock, SystemClock};
@@ -85,7 +85,8 @@ pub async fn run(
     database_url: &str,
     command: ConnectorsCommand,
 ) -> anyhow::Result<()> {
-    let (name, dry_run, overwrite, agent, renames, allow_loose, connectors, secrets) = match command {
+    let (name, dry_run, overwrite, agent, renames, allow_loose, connectors, secrets) = match command
+    {
         ConnectorsCommand::Sync {
             name,
             dry_run,
@@ -95,7 +96,16 @@ pub async fn run(
             allow_loose,
             connectors,
             secrets,
-        } => (name, dry_run, overwrite, agent, renames, allow_loose, connectors, secrets),
+        } => (
+            name,
+            dry_run,
+            overwrite,
+            agent,
+            renames,
+            allow_loose,
+            connectors,
+            secrets,
+        ),
         ConnectorsCommand::Changes {
             state,
             connector,

@@ -216,7 +216,10 @@ pub fn diff_text(found: &RevisionDiff) -> String {
         }
     }
     if let Some(policy) = &d.policy {
-        let _ = writeln!(out, "--- policy (revision {from})\n+++ policy (revision {to})");
+        let _ = writeln!(
+            out,
+            "--- policy (revision {from})\n+++ policy (revision {to})"
+        );
         hunks(&mut out, policy, "");
     }
     for change in &d.model {

@@ -20,8 +20,8 @@ use chrono::{DateTime, Utc};
 use entity::{connectors, tool_changes, tools};
 use rmcp::model::Tool;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, PaginatorTrait,
-    QueryFilter, QueryOrder, QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -150,10 +150,14 @@ impl Held {
     pub fn reason(&self) -> String {
         match self {
             Held::New(id) | Held::Pending(id) => {
-                format!("held as pending change {id}: it serves its pinned definition until an operator accepts")
+                format!(
+                    "held as pending change {id}: it serves its pinned definition until an operator accepts"
+                )
             }
             Held::Rejected(id) => {
-                format!("the server's definition was rejected in change {id}: it serves its pinned definition")
+                format!(
+                    "the server's definition was rejected in change {id}: it serves its pinned definition"
+                )
             }
         }
     }
@@ -174,10 +178,10 @@ pub async fn hold_in(
     let earlier = tool_changes::Entity::find()
         .filter(tool_changes::Column::ToolId.eq(row.id))
         .filter(tool_changes::Column::Fingerprint.eq(&fingerprint))
-        .filter(
-            tool_changes::Column::State
-                .is_in([ToolChangeState::Pending.as_str(), ToolChangeState::Rejected.as_str()]),
-        )
+        .filter(tool_changes::Column::State.is_in([
+            ToolChangeState::Pending.as_str(),
+            ToolChangeState::Rejected.as_str(),
+        ]))
         .order_by_desc(tool_changes::Column::Id)
         .one(db)
         .await?;
@@ -286,9 +290,7 @@ pub async fn list(db: &DatabaseConnection, filter: ChangeFilter) -> Result<ToolC
         "all" => {}
         state => {
             let state: ToolChangeState = state.parse().map_err(|_| {
-                Error::invalid(
-                    "state must be pending, accepted, rejected, superseded or all",
-                )
+                Error::invalid("state must be pending, accepted, rejected, superseded or all")
             })?;
             query = query.filter(tool_changes::Column::State.eq(state.as_str()));
         }
@@ -342,13 +344,14 @@ pub(super) async fn owners(
         Some(id) => connectors::Entity::find_by_id(id).one(db).await?,
         None => None,
     }
-    .ok_or_else(|| {
-        Error::not_found(format!("the connector of change {} is gone", change.id))
-    })?;
+    .ok_or_else(|| Error::not_found(format!("the connector of change {} is gone", change.id)))?;
     Ok((tool, connector))
 }
 
-pub(super) async fn view(db: &impl ConnectionTrait, row: tool_changes::Model) -> Result<ToolChangeView> {
+pub(super) async fn view(
+    db: &impl ConnectionTrait,
+    row: tool_changes::Model,
+) -> Result<ToolChangeView> {
     let (tool, connector) = owners(db, &row).await?;
     let definition: Value = serde_json::from_str(&row.definition).unwrap_or(Value::Null);
     let proposed_description = definition
@@ -357,7 +360,10 @@ pub(super) async fn view(db: &impl ConnectionTrait, row: tool_changes::Model) ->
         .unwrap_or_default()
         .trim()
         .to_owned();
-    let proposed_schema = definition.get("inputSchema").cloned().unwrap_or(Value::Null);
+    let proposed_schema = definition
+        .get("inputSchema")
+        .cloned()
+        .unwrap_or(Value::Null);
     let served_schema = tool.remote_schema.clone().unwrap_or(Value::Null);
     let contract = match ToolChangeKind::Added.as_str() == row.kind {
         true => Vec::new(),
@@ -381,4 +387,3 @@ pub(super) async fn view(db: &impl ConnectionTrait, row: tool_changes::Model) ->
         connector: connector.name,
     })
 }
-

@@ -5,7 +5,9 @@
 use rmcp::model::Tool;
 use serde_json::Value;
 
-use super::pins::{ToolChangeKind, ToolChangeState, ToolChangeView, announce, decide_in, find, owners, view};
+use super::pins::{
+    ToolChangeKind, ToolChangeState, ToolChangeView, announce, decide_in, find, owners, view,
+};
 use crate::auth::Principal;
 use crate::db::Writer;
 use crate::error::{Error, Result};
@@ -41,14 +43,21 @@ async fn decide(
     if state == ToolChangeState::Accepted {
         let definition: Value = serde_json::from_str(&change.definition)
             .map_err(|e| Error::internal(format!("change {id} holds no tool: {e}")))?;
-        let remote: Tool = serde_json::from_value(definition).map_err(|e| {
-            Error::internal(format!("change {id} holds no MCP tool: {e}"))
-        })?;
+        let remote: Tool = serde_json::from_value(definition)
+            .map_err(|e| Error::internal(format!("change {id} holds no MCP tool: {e}")))?;
         let added = change.kind == ToolChangeKind::Added.as_str();
         super::sync::accept_in(&write, &tool, &connector, &remote, added).await?;
     }
     let decided = decide_in(&*write, change, state, Some(who), write.now()).await?;
-    announce(&*write, &decided, &tool, &connector, Some(&who.member), write.now()).await?;
+    announce(
+        &*write,
+        &decided,
+        &tool,
+        &connector,
+        Some(&who.member),
+        write.now(),
+    )
+    .await?;
     let answer = view(&*write, decided).await?;
     w.commit(write).await?;
     Ok(answer)

@@ -40,8 +40,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use super::schema::{MAX_SCHEMA_BYTES, normalize};
 use super::pins::{self, ToolChangeKind};
+use super::schema::{MAX_SCHEMA_BYTES, normalize};
 use super::store;
 use crate::connectors::client::mcp::{self, McpError, Server};
 use crate::connectors::client::{Kind, Outbound, sealing};
@@ -309,7 +309,12 @@ fn plan(
 }
 
 /// The remote tool `tool` stored as `name`, or why it cannot be.
-fn want(tool: Tool, name: String, description: String, allow_loose: bool) -> Result<Wanted, String> {
+fn want(
+    tool: Tool,
+    name: String,
+    description: String,
+    allow_loose: bool,
+) -> Result<Wanted, String> {
     let tier = tier_of(&tool, &name);
     let remote_schema = Value::Object((*tool.input_schema).clone());
     let (schema, loose) = schema_of(&remote_schema, &name, tier, allow_loose)?;
@@ -452,8 +457,9 @@ async fn apply(
                 if on {
                     report.added.push(entry);
                 } else {
-                    let held = pins::hold_in(write, &saved, connector, ToolChangeKind::Added, &want.tool)
-                        .await?;
+                    let held =
+                        pins::hold_in(write, &saved, connector, ToolChangeKind::Added, &want.tool)
+                            .await?;
                     report.held.push(SyncEntry {
                         reason: Some(held.reason()),
                         ..entry
@@ -465,11 +471,11 @@ async fn apply(
                 match pinned(write, row, &want, connector, request.overwrite).await? {
                     Pinned::Applied(saved, true) => {
                         report.updated.push(entry);
-                        saved
+                        *saved
                     }
                     Pinned::Applied(saved, false) => {
                         report.unchanged.push(entry);
-                        saved
+                        *saved
                     }
                     Pinned::Held(held) => {
                         report.held.push(SyncEntry {
@@ -502,7 +508,7 @@ async fn apply(
 /// What a sync did with an existing tool's remote definition.
 enum Pinned {
     /// Applied (`true` when anything changed), or nothing to apply.
-    Applied(tools::Model, bool),
+    Applied(Box<tools::Model>, bool),
     /// Held for an operator: the tool serves its pin.
     Held(pins::Held),
 }
@@ -524,9 +530,10 @@ async fn pinned(
         pins::supersede_in(write, row, connector).await?;
         let (saved, changed) = update(write, row, want, connector, overwrite).await?;
         if waiting {
-            return Ok(Pinned::Applied(tools_owner::switch_on_in(write, saved).await?, true));
+            let on = tools_owner::switch_on_in(write, saved).await?;
+            return Ok(Pinned::Applied(Box::new(on), true));
         }
-        return Ok(Pinned::Applied(saved, changed));
+        return Ok(Pinned::Applied(Box::new(saved), changed));
     }
     let is_pin = row.pinned_fingerprint.as_deref() == Some(fingerprint.as_str());
     if waiting {
@@ -535,18 +542,19 @@ async fn pinned(
             true => row.clone(),
             false => update(write, row, want, connector, overwrite).await?.0,
         };
-        let held = pins::hold_in(write, &saved, connector, ToolChangeKind::Added, &want.tool).await?;
+        let held =
+            pins::hold_in(write, &saved, connector, ToolChangeKind::Added, &want.tool).await?;
         return Ok(Pinned::Held(held));
     }
     if is_pin {
         // The server sends the pinned definition (again): nothing is held.
         pins::supersede_in(write, row, connector).await?;
         let (saved, changed) = update(write, row, want, connector, overwrite).await?;
-        return Ok(Pinned::Applied(saved, changed));
+        return Ok(Pinned::Applied(Box::new(saved), changed));
     }
     if row.pinned_fingerprint.is_none() && stores(row, want) {
         tools_owner::pin_in(write, row.clone(), &fingerprint).await?;
-        return Ok(Pinned::Applied(row.clone(), false));
+        return Ok(Pinned::Applied(Box::new(row.clone()), false));
     }
     let held = pins::hold_in(write, row, connector, ToolChangeKind::Changed, &want.tool).await?;
     Ok(Pinned::Held(held))
@@ -576,8 +584,9 @@ pub(super) async fn accept_in(
         .trim()
         .to_owned();
     // The sync held it only once it could be stored; a loose schema was allowed then.
-    let want = want(remote.clone(), row.name.clone(), description, true)
-        .map_err(|why| Error::conflict(format!("the held definition cannot be stored now: {why}")))?;
+    let want = want(remote.clone(), row.name.clone(), description, true).map_err(|why| {
+        Error::conflict(format!("the held definition cannot be stored now: {why}"))
+    })?;
     let (saved, _) = update(write, row, &want, connector, false).await?;
     let saved = tools_owner::pin_in(write, saved, &pins::fingerprint(remote)).await?;
     if added {

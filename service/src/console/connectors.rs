@@ -13,9 +13,9 @@ use serde_json::{Map, Value};
 use super::page::{CsrfOnly, Path, Query, Signed, blank, error_page, refusal, render};
 use super::session::{Checked, Operator, csrf_field};
 use crate::app::AppState;
-use crate::connectors::store::{self as store, ConnectorUpdate, ConnectorView, NewConnector};
-use crate::connectors::review;
 use crate::connectors::pins::{self, ChangeFilter, ToolChangeView};
+use crate::connectors::review;
+use crate::connectors::store::{self as store, ConnectorUpdate, ConnectorView, NewConnector};
 use crate::connectors::sync::{self as syncing, SyncReport, SyncRequest};
 use crate::error::{Error, Result};
 

@@ -166,7 +166,9 @@ async fn decide(
         "approve" => change_requests::approve(&state.writer(None), &signed.who, id, body).await,
         "decline" => change_requests::decline(&state.writer(None), &signed.who, id, body).await,
         "checks" => change_requests::recheck(&state.db, &signed.who, id, state.clock.now()).await,
-        _ => Err(Error::not_found("no such decision: approve, decline or checks")),
+        _ => Err(Error::not_found(
+            "no such decision: approve, decline or checks",
+        )),
     };
     match done {
         Ok(_) => Redirect::to("/console/proposals").into_response(),

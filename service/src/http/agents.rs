@@ -17,13 +17,13 @@ use crate::agents::definition::{self, AgentList, AgentUpdate, AgentView, Created
 use crate::agents::instructions::{self, InstructionsPut, InstructionsView};
 use crate::agents::model::{self, ModelView};
 use crate::agents::policy::{self, PolicyCheck, PolicyPut, PolicyTry, PolicyView};
-use crate::releases::model::ModelSettings;
 use crate::agents::preview::{self, Preview, PreviewRequest};
 use crate::agents::template::{
     self, SavedTemplate, TemplatePut, TemplateView, VersionList, VersionView,
 };
 use crate::app::AppState;
 use crate::db::page;
+use crate::releases::model::ModelSettings;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -385,5 +385,7 @@ async fn put_model(
     ApiJson(settings): ApiJson<ModelSettings>,
 ) -> ApiResult<Json<ModelView>> {
     let w = state.writer(key(&idempotency));
-    Ok(Json(model::save(&w, &who.member, &name, Some(settings)).await?))
+    Ok(Json(
+        model::save(&w, &who.member, &name, Some(settings)).await?,
+    ))
 }

@@ -11,11 +11,11 @@ use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422, E424};
 use super::extract::{ApiJson, ApiPath, ApiQuery, OperatorKey};
 use super::idempotent::{Idempotency, key};
 use crate::app::AppState;
+use crate::connectors::pins::{self, ChangeFilter, ToolChangeList, ToolChangeView};
+use crate::connectors::review;
 use crate::connectors::store::{
     self, Binding, BindingView, ConnectorList, ConnectorUpdate, ConnectorView, NewConnector,
 };
-use crate::connectors::review;
-use crate::connectors::pins::{self, ChangeFilter, ToolChangeList, ToolChangeView};
 use crate::connectors::sync::{self, SyncReport, SyncRequest};
 
 pub fn routes() -> OpenApiRouter<AppState> {

@@ -671,7 +671,10 @@ async fn compute_checks(
             .await?
             .ok_or_else(|| Error::internal(format!("no revision with id {id}")))
     };
-    let (from, to) = (revision(from_revision_id).await?, revision(to_revision_id).await?);
+    let (from, to) = (
+        revision(from_revision_id).await?,
+        revision(to_revision_id).await?,
+    );
     let (old, new) = (
         crate::releases::content::Content::parse(&from.content)?,
         crate::releases::content::Content::parse(&to.content)?,
@@ -722,7 +725,9 @@ pub async fn recheck(
     )
     .await?;
     let mut active: change_requests::ActiveModel = row.into();
-    active.checks = Set(Some(serde_json::to_string(&computed).map_err(Error::internal)?));
+    active.checks = Set(Some(
+        serde_json::to_string(&computed).map_err(Error::internal)?,
+    ));
     let saved = active.update(db).await?;
     view(db, saved, now).await
 }

@@ -152,7 +152,10 @@ pub async fn compute(
         .filter(|r| !r.matches)
         .map(|r| match &r.error {
             Some(why) => format!("channel {}: cannot render: {why}", r.channel),
-            None => format!("channel {}: the render differs from its snapshot", r.channel),
+            None => format!(
+                "channel {}: the render differs from its snapshot",
+                r.channel
+            ),
         })
         .collect();
     checks.push(CheckResult {

@@ -73,7 +73,7 @@ pub struct LabelMoved {
 /// What a PUT did: moved the label, or asked for a sign-off.
 pub enum Outcome {
     Moved(LabelMoved),
-    Requested(ChangeRequestView),
+    Requested(Box<ChangeRequestView>),
 }
 
 /// What every label write needs: the store, the generation it commits through,
@@ -240,7 +240,10 @@ pub async fn put(
             "a protected label of a gated agent stays protected (it would move without sign-off); switch the agent to direct first",
         ));
     }
-    if guarded && put.require_checks == Some(false) && found.as_ref().is_some_and(|f| f.require_checks) {
+    if guarded
+        && put.require_checks == Some(false)
+        && found.as_ref().is_some_and(|f| f.require_checks)
+    {
         return Err(unprotect(
             "a protected label of a gated agent keeps requiring checks (approvals would skip them); switch the agent to direct first",
         ));
@@ -270,7 +273,7 @@ pub async fn put(
         };
         let opened = change_requests::open(&*write, who, request, writing.now).await?;
         guard::commit(write, writing.generation).await?;
-        return Ok(Outcome::Requested(opened));
+        return Ok(Outcome::Requested(Box::new(opened)));
     }
     let kind = if back { moves::ROLLBACK } else { moves::MOVE };
     let step = Now {

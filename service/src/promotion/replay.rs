@@ -289,7 +289,15 @@ async fn replay_tool(
     // A user's groups, read once per replay.
     let mut groups_of: BTreeMap<String, Vec<String>> = BTreeMap::new();
     while (out.recorded as u64) < limit {
-        let page = recorded(db, who.tenant, agent_id, tool, before, PAGE.min(limit - out.recorded as u64)).await?;
+        let page = recorded(
+            db,
+            who.tenant,
+            agent_id,
+            tool,
+            before,
+            PAGE.min(limit - out.recorded as u64),
+        )
+        .await?;
         let Some(last) = page.last() else { break };
         before = Some(last.id);
         let full = page.len() as u64 == PAGE.min(limit - out.recorded as u64);
@@ -298,7 +306,8 @@ async fn replay_tool(
             let user = call.user_id.clone().unwrap_or_default();
             if !groups_of.contains_key(&user) {
                 let found =
-                    crate::policies::groups::of_user(db, who.tenant, call.user_id.as_deref()).await?;
+                    crate::policies::groups::of_user(db, who.tenant, call.user_id.as_deref())
+                        .await?;
                 groups_of.insert(user.clone(), found);
             }
             let groups = groups_of.get(&user).cloned().unwrap_or_default();

@@ -7,7 +7,9 @@
 
 use chrono::{DateTime, TimeZone, Utc};
 use entity::render_snapshots;
-use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
+};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -109,13 +111,9 @@ pub async fn render(
         user_instructions,
         last_message_at: None,
     };
-    let rendered = builder::build_agent_prompt_within(
-        &agent.agent,
-        channel,
-        &context,
-        MAX_RENDER_BYTES,
-    )
-    .map_err(|e| Error::refused("render_failed", e.to_string()))?;
+    let rendered =
+        builder::build_agent_prompt_within(&agent.agent, channel, &context, MAX_RENDER_BYTES)
+            .map_err(|e| Error::refused("render_failed", e.to_string()))?;
     Ok(rendered.text)
 }
 
@@ -179,7 +177,16 @@ pub async fn record(
     };
     let revision = read::revision(db, name, number).await?;
     let user = put.user_id.as_deref();
-    let text = render(db, tenant, agent.id, name, &revision.content, &put.channel, user).await?;
+    let text = render(
+        db,
+        tenant,
+        agent.id,
+        name,
+        &revision.content,
+        &put.channel,
+        user,
+    )
+    .await?;
     let existing = live(db, tenant, agent.id).await?;
     let same = existing
         .iter()
@@ -196,7 +203,9 @@ pub async fn record(
             if existing.len() >= MAX_SNAPSHOTS {
                 return Err(Error::refused(
                     "too_many_snapshots",
-                    format!("an agent keeps at most {MAX_SNAPSHOTS} snapshots per tenant; delete one first"),
+                    format!(
+                        "an agent keeps at most {MAX_SNAPSHOTS} snapshots per tenant; delete one first"
+                    ),
                 ));
             }
             render_snapshots::ActiveModel {
@@ -231,7 +240,9 @@ pub async fn delete(
         .await?
         .into_iter()
         .find(|r| r.channel == channel && r.user_id == user_key(user))
-        .ok_or_else(|| Error::not_found(format!("no snapshot of {name:?} for channel {channel:?}")))?;
+        .ok_or_else(|| {
+            Error::not_found(format!("no snapshot of {name:?} for channel {channel:?}"))
+        })?;
     let mut active: render_snapshots::ActiveModel = row.into();
     active.deleted_at = Set(Some(now));
     active.updated_at = Set(now);

@@ -490,7 +490,11 @@ pub async fn update_synced_in(
 
 /// Records the fingerprint of the remote definition a synced tool serves, inside
 /// an open registry write.
-pub async fn pin_in(write: &guard::Write, row: tools::Model, fingerprint: &str) -> Result<tools::Model> {
+pub async fn pin_in(
+    write: &guard::Write,
+    row: tools::Model,
+    fingerprint: &str,
+) -> Result<tools::Model> {
     write.covers_registry()?;
     if row.pinned_fingerprint.as_deref() == Some(fingerprint) {
         return Ok(row);

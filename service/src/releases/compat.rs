@@ -83,8 +83,14 @@ pub fn tools(old: &[ToolContent], new: &[ToolContent]) -> Vec<ContractChange> {
     for name in names {
         let mut changes = Changes::new(name);
         match (before.get(name), after.get(name)) {
-            (Some(_), None) => changes.tool(ContractKind::ToolRemoved, Compat::Breaking, "the tool is gone"),
-            (None, Some(_)) => changes.tool(ContractKind::ToolAdded, Compat::Compatible, "a new tool"),
+            (Some(_), None) => changes.tool(
+                ContractKind::ToolRemoved,
+                Compat::Breaking,
+                "the tool is gone",
+            ),
+            (None, Some(_)) => {
+                changes.tool(ContractKind::ToolAdded, Compat::Compatible, "a new tool")
+            }
             (Some(old), Some(new)) => tool(&mut changes, old, new),
             (None, None) => {}
         }
@@ -102,7 +108,11 @@ pub fn schema(tool: &str, old: &Value, new: &Value) -> Vec<ContractChange> {
 
 fn tool(changes: &mut Changes, old: &ToolContent, new: &ToolContent) {
     if old.description != new.description {
-        changes.tool(ContractKind::DescriptionChanged, Compat::Compatible, "description changed");
+        changes.tool(
+            ContractKind::DescriptionChanged,
+            Compat::Compatible,
+            "description changed",
+        );
     }
     let (a, b) = (tier_rank(&old.approval_tier), tier_rank(&new.approval_tier));
     if a != b {
@@ -117,7 +127,11 @@ fn tool(changes: &mut Changes, old: &ToolContent, new: &ToolContent) {
         }
     }
     match (old.strict, new.strict) {
-        (true, false) => changes.tool(ContractKind::Other, Compatible, "served loose (strict: false)"),
+        (true, false) => changes.tool(
+            ContractKind::Other,
+            Compatible,
+            "served loose (strict: false)",
+        ),
         (false, true) => changes.tool(
             ContractKind::Other,
             Compat::Breaking,
@@ -240,7 +254,9 @@ fn unwrapped(schema: &Value) -> &Value {
     let Some(branches) = schema.get("anyOf").and_then(Value::as_array) else {
         return schema;
     };
-    let mut real = branches.iter().filter(|b| b.get("type") != Some(&Value::from("null")));
+    let mut real = branches
+        .iter()
+        .filter(|b| b.get("type") != Some(&Value::from("null")));
     match (real.next(), real.next()) {
         (Some(only), None) => only,
         _ => schema,
@@ -252,29 +268,56 @@ fn compare(changes: &mut Changes, path: &str, old: &Value, new: &Value, depth: u
         return;
     }
     if depth > MAX_DEPTH {
-        changes.at(path, ContractKind::Other, Compat::Breaking, "changed too deep to compare".into());
+        changes.at(
+            path,
+            ContractKind::Other,
+            Compat::Breaking,
+            "changed too deep to compare".into(),
+        );
         return;
     }
     let (Some(a), Some(b)) = (old.as_object(), new.as_object()) else {
-        changes.at(path, ContractKind::Other, Compat::Breaking, "changed (not compared)".into());
+        changes.at(
+            path,
+            ContractKind::Other,
+            Compat::Breaking,
+            "changed (not compared)".into(),
+        );
         return;
     };
     if a.get("description") != b.get("description") && !path.is_empty() {
-        changes.at(path, ContractKind::DescriptionChanged, Compatible, "description changed".into());
+        changes.at(
+            path,
+            ContractKind::DescriptionChanged,
+            Compatible,
+            "description changed".into(),
+        );
     }
     let (old_u, new_u) = (unwrapped(old), unwrapped(new));
     for key in ["allOf", "$ref", "not", "if", "then", "else"] {
         if old_u.get(key) != new_u.get(key) {
-            changes.at(path, ContractKind::Other, Compat::Breaking, format!("{key} changed (not compared)"));
+            changes.at(
+                path,
+                ContractKind::Other,
+                Compat::Breaking,
+                format!("{key} changed (not compared)"),
+            );
             return;
         }
     }
     let multi = |v: &Value| {
-        v.get("anyOf").and_then(Value::as_array).is_some_and(|b| b.len() > 2)
+        v.get("anyOf")
+            .and_then(Value::as_array)
+            .is_some_and(|b| b.len() > 2)
             || v.get("oneOf").is_some()
     };
     if (multi(old_u) || multi(new_u)) && old_u != new_u {
-        changes.at(path, ContractKind::Other, Compat::Breaking, "anyOf/oneOf changed (not compared)".into());
+        changes.at(
+            path,
+            ContractKind::Other,
+            Compat::Breaking,
+            "anyOf/oneOf changed (not compared)".into(),
+        );
         return;
     }
     match (types(old_u), types(new_u)) {
@@ -291,11 +334,21 @@ fn compare(changes: &mut Changes, path: &str, old: &Value, new: &Value, depth: u
             }
         }
         (None, Some(t2)) => {
-            changes.at(path, ContractKind::TypeNarrowed, Compat::Breaking, format!("type any → {}", shown(&t2)));
+            changes.at(
+                path,
+                ContractKind::TypeNarrowed,
+                Compat::Breaking,
+                format!("type any → {}", shown(&t2)),
+            );
             return;
         }
         (Some(t1), None) => {
-            changes.at(path, ContractKind::TypeWidened, Compatible, format!("type {} → any", shown(&t1)));
+            changes.at(
+                path,
+                ContractKind::TypeWidened,
+                Compatible,
+                format!("type {} → any", shown(&t1)),
+            );
         }
         _ => {}
     }
@@ -333,15 +386,38 @@ fn enums(changes: &mut Changes, path: &str, old: &Value, new: &Value) {
             Compat::Breaking,
             format!("only {} allowed now", list(&values)),
         ),
-        (Some(_), None) => changes.at(path, ContractKind::EnumRemoved, Compatible, "any value allowed now".into()),
+        (Some(_), None) => changes.at(
+            path,
+            ContractKind::EnumRemoved,
+            Compatible,
+            "any value allowed now".into(),
+        ),
         (Some(before), Some(after)) => {
-            let removed: Vec<Value> = before.iter().filter(|v| !after.contains(v)).cloned().collect();
-            let added: Vec<Value> = after.iter().filter(|v| !before.contains(v)).cloned().collect();
+            let removed: Vec<Value> = before
+                .iter()
+                .filter(|v| !after.contains(v))
+                .cloned()
+                .collect();
+            let added: Vec<Value> = after
+                .iter()
+                .filter(|v| !before.contains(v))
+                .cloned()
+                .collect();
             if !removed.is_empty() {
-                changes.at(path, ContractKind::EnumValueRemoved, Compat::Breaking, format!("{} no longer allowed", list(&removed)));
+                changes.at(
+                    path,
+                    ContractKind::EnumValueRemoved,
+                    Compat::Breaking,
+                    format!("{} no longer allowed", list(&removed)),
+                );
             }
             if !added.is_empty() {
-                changes.at(path, ContractKind::EnumValueAdded, Compatible, format!("{} allowed now", list(&added)));
+                changes.at(
+                    path,
+                    ContractKind::EnumValueAdded,
+                    Compatible,
+                    format!("{} allowed now", list(&added)),
+                );
             }
         }
         (None, None) => {}
@@ -349,13 +425,29 @@ fn enums(changes: &mut Changes, path: &str, old: &Value, new: &Value) {
 }
 
 fn list(values: &[Value]) -> String {
-    values.iter().map(Value::to_string).collect::<Vec<_>>().join(", ")
+    values
+        .iter()
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Lower bounds: raising them tightens.
-const LOWER: [&str; 5] = ["minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties"];
+const LOWER: [&str; 5] = [
+    "minimum",
+    "exclusiveMinimum",
+    "minLength",
+    "minItems",
+    "minProperties",
+];
 /// Upper bounds: lowering them tightens.
-const UPPER: [&str; 5] = ["maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties"];
+const UPPER: [&str; 5] = [
+    "maximum",
+    "exclusiveMaximum",
+    "maxLength",
+    "maxItems",
+    "maxProperties",
+];
 /// Compared only as equal or not: any new or changed value tightens.
 const OPAQUE: [&str; 3] = ["pattern", "format", "multipleOf"];
 
@@ -365,7 +457,12 @@ fn constraints(changes: &mut Changes, path: &str, old: &Value, new: &Value) {
         let shown = |v: Option<&Value>| v.map_or("none".to_owned(), Value::to_string);
         let detail = format!("{key} {} → {}", shown(before), shown(after));
         match tighter {
-            true => changes.at(path, ContractKind::ConstraintTightened, Compat::Breaking, detail),
+            true => changes.at(
+                path,
+                ContractKind::ConstraintTightened,
+                Compat::Breaking,
+                detail,
+            ),
             false => changes.at(path, ContractKind::ConstraintLoosened, Compatible, detail),
         }
     };
@@ -396,7 +493,12 @@ fn constraints(changes: &mut Changes, path: &str, old: &Value, new: &Value) {
     }
     let unique = |v: &Value| v.get("uniqueItems") == Some(&Value::Bool(true));
     if unique(old) != unique(new) {
-        note("uniqueItems", unique(new), old.get("uniqueItems"), new.get("uniqueItems"));
+        note(
+            "uniqueItems",
+            unique(new),
+            old.get("uniqueItems"),
+            new.get("uniqueItems"),
+        );
     }
 }
 
@@ -416,24 +518,60 @@ fn closed(object: &Value) -> bool {
 
 fn properties(changes: &mut Changes, path: &str, old: &Value, new: &Value, depth: usize) {
     let empty = Map::new();
-    let a = old.get("properties").and_then(Value::as_object).unwrap_or(&empty);
-    let b = new.get("properties").and_then(Value::as_object).unwrap_or(&empty);
+    let a = old
+        .get("properties")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let b = new
+        .get("properties")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
     let names: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
     for name in names {
         let at = format!("{path}/{}", segment(name));
         match (a.get(name), b.get(name)) {
             (None, Some(schema)) => match required(new, name, schema) {
-                true => changes.at(&at, ContractKind::RequiredArgumentAdded, Compat::Breaking, "a new required argument".into()),
-                false => changes.at(&at, ContractKind::OptionalArgumentAdded, Compatible, "a new optional argument".into()),
+                true => changes.at(
+                    &at,
+                    ContractKind::RequiredArgumentAdded,
+                    Compat::Breaking,
+                    "a new required argument".into(),
+                ),
+                false => changes.at(
+                    &at,
+                    ContractKind::OptionalArgumentAdded,
+                    Compatible,
+                    "a new optional argument".into(),
+                ),
             },
             (Some(_), None) => match closed(new) {
-                true => changes.at(&at, ContractKind::PropertyRemoved, Compat::Breaking, "removed: a call still sending it is refused".into()),
-                false => changes.at(&at, ContractKind::PropertyRemoved, Compatible, "removed (extra properties are still allowed)".into()),
+                true => changes.at(
+                    &at,
+                    ContractKind::PropertyRemoved,
+                    Compat::Breaking,
+                    "removed: a call still sending it is refused".into(),
+                ),
+                false => changes.at(
+                    &at,
+                    ContractKind::PropertyRemoved,
+                    Compatible,
+                    "removed (extra properties are still allowed)".into(),
+                ),
             },
             (Some(x), Some(y)) => {
                 match (required(old, name, x), required(new, name, y)) {
-                    (false, true) => changes.at(&at, ContractKind::ArgumentMadeRequired, Compat::Breaking, "optional → required".into()),
-                    (true, false) => changes.at(&at, ContractKind::ArgumentMadeOptional, Compatible, "required → optional".into()),
+                    (false, true) => changes.at(
+                        &at,
+                        ContractKind::ArgumentMadeRequired,
+                        Compat::Breaking,
+                        "optional → required".into(),
+                    ),
+                    (true, false) => changes.at(
+                        &at,
+                        ContractKind::ArgumentMadeOptional,
+                        Compatible,
+                        "required → optional".into(),
+                    ),
                     _ => {}
                 }
                 compare(changes, &at, x, y, depth + 1);
@@ -441,11 +579,22 @@ fn properties(changes: &mut Changes, path: &str, old: &Value, new: &Value, depth
             (None, None) => {}
         }
     }
-    let is_object = |v: &Value| v.get("properties").is_some() || v.get("type") == Some(&Value::from("object"));
+    let is_object =
+        |v: &Value| v.get("properties").is_some() || v.get("type") == Some(&Value::from("object"));
     if is_object(old) && is_object(new) {
         match (closed(old), closed(new)) {
-            (false, true) => changes.at(path, ContractKind::AdditionalPropertiesClosed, Compat::Breaking, "additionalProperties closed".into()),
-            (true, false) => changes.at(path, ContractKind::AdditionalPropertiesOpened, Compatible, "additionalProperties opened".into()),
+            (false, true) => changes.at(
+                path,
+                ContractKind::AdditionalPropertiesClosed,
+                Compat::Breaking,
+                "additionalProperties closed".into(),
+            ),
+            (true, false) => changes.at(
+                path,
+                ContractKind::AdditionalPropertiesOpened,
+                Compatible,
+                "additionalProperties opened".into(),
+            ),
             _ => {}
         }
     }
@@ -475,64 +624,149 @@ mod tests {
     #[test]
     fn required_and_optional_arguments_added_in_strict_and_loose_form() {
         let base = object(json!({"a": {"type": "string"}}), &["a"]);
-        let strict_required = object(json!({"a": {"type": "string"}, "b": {"type": "string"}}), &["a", "b"]);
-        let strict_optional = object(json!({"a": {"type": "string"}, "b": {"type": ["string", "null"]}}), &["a", "b"]);
-        let loose_optional = object(json!({"a": {"type": "string"}, "b": {"type": "string"}}), &["a"]);
-        assert_eq!(one(base.clone(), strict_required), [("/b".into(), "required_argument_added", "breaking")]);
-        assert_eq!(one(base.clone(), strict_optional), [("/b".into(), "optional_argument_added", "compatible")]);
-        assert_eq!(one(base, loose_optional), [("/b".into(), "optional_argument_added", "compatible")]);
+        let strict_required = object(
+            json!({"a": {"type": "string"}, "b": {"type": "string"}}),
+            &["a", "b"],
+        );
+        let strict_optional = object(
+            json!({"a": {"type": "string"}, "b": {"type": ["string", "null"]}}),
+            &["a", "b"],
+        );
+        let loose_optional = object(
+            json!({"a": {"type": "string"}, "b": {"type": "string"}}),
+            &["a"],
+        );
+        assert_eq!(
+            one(base.clone(), strict_required),
+            [("/b".into(), "required_argument_added", "breaking")]
+        );
+        assert_eq!(
+            one(base.clone(), strict_optional),
+            [("/b".into(), "optional_argument_added", "compatible")]
+        );
+        assert_eq!(
+            one(base, loose_optional),
+            [("/b".into(), "optional_argument_added", "compatible")]
+        );
     }
 
     #[test]
     fn removal_breaks_a_closed_object_and_required_ness_changes_both_ways() {
-        let two = object(json!({"a": {"type": "string"}, "b": {"type": ["string", "null"]}}), &["a", "b"]);
+        let two = object(
+            json!({"a": {"type": "string"}, "b": {"type": ["string", "null"]}}),
+            &["a", "b"],
+        );
         let one_left = object(json!({"a": {"type": "string"}}), &["a"]);
-        assert_eq!(one(two.clone(), one_left), [("/b".into(), "property_removed", "breaking")]);
-        let required_b = object(json!({"a": {"type": "string"}, "b": {"type": "string"}}), &["a", "b"]);
+        assert_eq!(
+            one(two.clone(), one_left),
+            [("/b".into(), "property_removed", "breaking")]
+        );
+        let required_b = object(
+            json!({"a": {"type": "string"}, "b": {"type": "string"}}),
+            &["a", "b"],
+        );
         assert_eq!(
             one(two.clone(), required_b.clone()),
             [("/b".into(), "argument_made_required", "breaking")]
         );
-        assert_eq!(one(required_b, two)[0], ("/b".into(), "argument_made_optional", "compatible"));
+        assert_eq!(
+            one(required_b, two)[0],
+            ("/b".into(), "argument_made_optional", "compatible")
+        );
     }
 
     #[test]
     fn types_narrow_widen_and_change() {
         let at = |t: Value| object(json!({"n": {"type": t}}), &["n"]);
-        assert_eq!(one(at(json!("number")), at(json!("integer"))), [("/n".into(), "type_narrowed", "breaking")]);
-        assert_eq!(one(at(json!("integer")), at(json!("number"))), [("/n".into(), "type_widened", "compatible")]);
-        assert_eq!(one(at(json!("string")), at(json!("boolean"))), [("/n".into(), "type_changed", "breaking")]);
-        assert_eq!(one(at(json!("string")), at(json!(["string", "integer"]))), [("/n".into(), "type_widened", "compatible")]);
+        assert_eq!(
+            one(at(json!("number")), at(json!("integer"))),
+            [("/n".into(), "type_narrowed", "breaking")]
+        );
+        assert_eq!(
+            one(at(json!("integer")), at(json!("number"))),
+            [("/n".into(), "type_widened", "compatible")]
+        );
+        assert_eq!(
+            one(at(json!("string")), at(json!("boolean"))),
+            [("/n".into(), "type_changed", "breaking")]
+        );
+        assert_eq!(
+            one(at(json!("string")), at(json!(["string", "integer"]))),
+            [("/n".into(), "type_widened", "compatible")]
+        );
     }
 
     #[test]
     fn enums_constraints_and_additional_properties() {
         let e = |values: Value| object(json!({"s": {"type": "string", "enum": values}}), &["s"]);
-        assert_eq!(one(e(json!(["a", "b"])), e(json!(["a"]))), [("/s".into(), "enum_value_removed", "breaking")]);
-        assert_eq!(one(e(json!(["a"])), e(json!(["a", "b"]))), [("/s".into(), "enum_value_added", "compatible")]);
+        assert_eq!(
+            one(e(json!(["a", "b"])), e(json!(["a"]))),
+            [("/s".into(), "enum_value_removed", "breaking")]
+        );
+        assert_eq!(
+            one(e(json!(["a"])), e(json!(["a", "b"]))),
+            [("/s".into(), "enum_value_added", "compatible")]
+        );
         let plain = object(json!({"s": {"type": "string"}}), &["s"]);
-        assert_eq!(one(plain.clone(), e(json!(["a"]))), [("/s".into(), "enum_added", "breaking")]);
-        assert_eq!(one(e(json!(["a"])), plain.clone()), [("/s".into(), "enum_removed", "compatible")]);
+        assert_eq!(
+            one(plain.clone(), e(json!(["a"]))),
+            [("/s".into(), "enum_added", "breaking")]
+        );
+        assert_eq!(
+            one(e(json!(["a"])), plain.clone()),
+            [("/s".into(), "enum_removed", "compatible")]
+        );
         let max = |n: u64| object(json!({"s": {"type": "string", "maxLength": n}}), &["s"]);
-        assert_eq!(one(max(10), max(5)), [("/s".into(), "constraint_tightened", "breaking")]);
-        assert_eq!(one(max(5), max(10)), [("/s".into(), "constraint_loosened", "compatible")]);
+        assert_eq!(
+            one(max(10), max(5)),
+            [("/s".into(), "constraint_tightened", "breaking")]
+        );
+        assert_eq!(
+            one(max(5), max(10)),
+            [("/s".into(), "constraint_loosened", "compatible")]
+        );
         let pattern = object(json!({"s": {"type": "string", "pattern": "^a"}}), &["s"]);
-        assert_eq!(one(plain.clone(), pattern.clone()), [("/s".into(), "constraint_tightened", "breaking")]);
-        assert_eq!(one(pattern, plain), [("/s".into(), "constraint_loosened", "compatible")]);
-        let open = json!({"type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"]});
+        assert_eq!(
+            one(plain.clone(), pattern.clone()),
+            [("/s".into(), "constraint_tightened", "breaking")]
+        );
+        assert_eq!(
+            one(pattern, plain),
+            [("/s".into(), "constraint_loosened", "compatible")]
+        );
+        let open =
+            json!({"type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"]});
         let shut = object(json!({"s": {"type": "string"}}), &["s"]);
-        assert_eq!(one(open.clone(), shut.clone()), [("".into(), "additional_properties_closed", "breaking")]);
-        assert_eq!(one(shut, open), [("".into(), "additional_properties_opened", "compatible")]);
+        assert_eq!(
+            one(open.clone(), shut.clone()),
+            [("".into(), "additional_properties_closed", "breaking")]
+        );
+        assert_eq!(
+            one(shut, open),
+            [("".into(), "additional_properties_opened", "compatible")]
+        );
     }
 
     #[test]
     fn list_items_are_compared_at_their_path() {
         let list = |amount: Value| {
-            let item = object(json!({"amount": amount, "reason": {"type": "string"}}), &["amount", "reason"]);
-            object(json!({"refunds": {"type": "array", "items": item}}), &["refunds"])
+            let item = object(
+                json!({"amount": amount, "reason": {"type": "string"}}),
+                &["amount", "reason"],
+            );
+            object(
+                json!({"refunds": {"type": "array", "items": item}}),
+                &["refunds"],
+            )
         };
-        let changes = one(list(json!({"type": "number"})), list(json!({"type": "integer"})));
-        assert_eq!(changes, [("/refunds/items/amount".into(), "type_narrowed", "breaking")]);
+        let changes = one(
+            list(json!({"type": "number"})),
+            list(json!({"type": "integer"})),
+        );
+        assert_eq!(
+            changes,
+            [("/refunds/items/amount".into(), "type_narrowed", "breaking")]
+        );
     }
 
     fn tool(name: &str, parameters: Value) -> ToolContent {
@@ -556,7 +790,10 @@ mod tests {
         let changes = tools(std::slice::from_ref(&a), std::slice::from_ref(&b));
         assert_eq!(
             kinds(&changes),
-            [("".into(), "tool_removed", "breaking"), ("".into(), "tool_added", "compatible")]
+            [
+                ("".into(), "tool_removed", "breaking"),
+                ("".into(), "tool_added", "compatible")
+            ]
         );
         assert!(any_breaking(&changes));
         let mut raised = a.clone();

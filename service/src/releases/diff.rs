@@ -230,8 +230,16 @@ pub fn diff(old: &Content, new: &Content) -> Diff {
 /// The model settings' leaves that differ, by dotted path.
 fn model(old: Option<&ModelSettings>, new: Option<&ModelSettings>) -> Vec<ValueChange> {
     let (mut before, mut after) = (BTreeMap::new(), BTreeMap::new());
-    leaves("", &serde_json::to_value(old).unwrap_or(Value::Null), &mut before);
-    leaves("", &serde_json::to_value(new).unwrap_or(Value::Null), &mut after);
+    leaves(
+        "",
+        &serde_json::to_value(old).unwrap_or(Value::Null),
+        &mut before,
+    );
+    leaves(
+        "",
+        &serde_json::to_value(new).unwrap_or(Value::Null),
+        &mut after,
+    );
     let paths: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
     paths
         .into_iter()

@@ -128,7 +128,12 @@ impl ModelSettings {
             )));
         }
         let live: Vec<&str> = channels.into_iter().collect();
-        check_part("", self.model.as_deref(), &self.parameters, self.response_schema.as_ref())?;
+        check_part(
+            "",
+            self.model.as_deref(),
+            &self.parameters,
+            self.response_schema.as_ref(),
+        )?;
         for (name, over) in &self.channels {
             if !live.contains(&name.as_str()) {
                 return Err(refused(format!(
@@ -137,7 +142,12 @@ impl ModelSettings {
                 )));
             }
             let at = format!("channels.{name}.");
-            check_part(&at, over.model.as_deref(), &over.parameters, over.response_schema.as_ref())?;
+            check_part(
+                &at,
+                over.model.as_deref(),
+                &over.parameters,
+                over.response_schema.as_ref(),
+            )?;
         }
         Ok(())
     }
@@ -175,7 +185,9 @@ fn check_part(
     if let Some(t) = parameters.temperature
         && !(0.0..=2.0).contains(&t)
     {
-        return Err(refused(format!("{at}parameters.temperature must be 0 to 2")));
+        return Err(refused(format!(
+            "{at}parameters.temperature must be 0 to 2"
+        )));
     }
     if let Some(p) = parameters.top_p
         && !(0.0..=1.0).contains(&p)
@@ -183,7 +195,9 @@ fn check_part(
         return Err(refused(format!("{at}parameters.top_p must be 0 to 1")));
     }
     if parameters.max_tokens == Some(0) {
-        return Err(refused(format!("{at}parameters.max_tokens must be at least 1")));
+        return Err(refused(format!(
+            "{at}parameters.max_tokens must be at least 1"
+        )));
     }
     if let Some(schema) = response_schema {
         let object = schema.get("type").and_then(Value::as_str) == Some("object");
@@ -193,7 +207,9 @@ fn check_part(
             )));
         }
         if let Err(e) = jsonschema::validator_for(schema) {
-            return Err(refused(format!("{at}response_schema is not a JSON Schema: {e}")));
+            return Err(refused(format!(
+                "{at}response_schema is not a JSON Schema: {e}"
+            )));
         }
     }
     Ok(())

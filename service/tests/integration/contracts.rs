@@ -43,9 +43,17 @@ async fn chores_tool(app: &TestApp) {
         "approval_tier": "requires_approval",
         "parameters": chores_schema(json!({"type": ["string", "null"]})),
     });
-    let (status, answer) = app.call(Method::POST, "/v1/tools", &app.operator, Some(body)).await;
+    let (status, answer) = app
+        .call(Method::POST, "/v1/tools", &app.operator, Some(body))
+        .await;
     assert_eq!(status, StatusCode::CREATED, "{answer}");
-    ok(app, Method::PUT, &format!("{AGENT}/links/create_chores"), None).await;
+    ok(
+        app,
+        Method::PUT,
+        &format!("{AGENT}/links/create_chores"),
+        None,
+    )
+    .await;
 }
 
 /// The candidate: `due` required and not null.
@@ -103,7 +111,9 @@ db_test! {
 /// Records `n` calls of `create_chores` for the default tenant, as the ledger
 /// holds them; every `every`th has no due date.
 async fn record_calls(app: &TestApp, n: usize, every: usize) {
-    let agent = loadout::registry::links::agent(&app.db.conn, "assistant").await.expect("agent");
+    let agent = loadout::registry::links::agent(&app.db.conn, "assistant")
+        .await
+        .expect("agent");
     let tool = entity::tools::Entity::find()
         .all(&app.db.conn)
         .await
@@ -149,7 +159,10 @@ async fn record_calls(app: &TestApp, n: usize, every: usize) {
         })
         .collect();
     for chunk in rows.chunks(200) {
-        proposals::Entity::insert_many(chunk.to_vec()).exec(&app.db.conn).await.expect("insert");
+        proposals::Entity::insert_many(chunk.to_vec())
+            .exec(&app.db.conn)
+            .await
+            .expect("insert");
     }
 }
 

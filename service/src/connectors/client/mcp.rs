@@ -241,11 +241,11 @@ pub async fn call(
         Ok(open) => open,
         Err(e) => return Outcome::failure(e.to_string(), e.retryable()),
     };
-    if let Some(accepted) = &connector.accepted_schema {
-        if let Err(why) = still_accepted(&session, &client, &connector.remote_tool, accepted).await {
-            session.cancel().await.ok();
-            return why;
-        }
+    if let Some(accepted) = &connector.accepted_schema
+        && let Err(why) = still_accepted(&session, &client, &connector.remote_tool, accepted).await
+    {
+        session.cancel().await.ok();
+        return why;
     }
     let mut params = CallToolRequestParams::new(connector.remote_tool.clone());
     let mut arguments = call.arguments.clone();

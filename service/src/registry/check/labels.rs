@@ -74,8 +74,17 @@ impl Labeled {
             .filter(|(agent, label, id)| label == PRODUCTION && latest.get(agent) != Some(id))
             .map(|(agent, _, _)| *agent)
             .collect();
-        ids.extend(latest.iter().filter(|(a, _)| behind.contains(a)).map(|(_, id)| *id));
-        ids.extend(rollouts.iter().flat_map(|(_, _, base, candidate)| [*base, *candidate]));
+        ids.extend(
+            latest
+                .iter()
+                .filter(|(a, _)| behind.contains(a))
+                .map(|(_, id)| *id),
+        );
+        ids.extend(
+            rollouts
+                .iter()
+                .flat_map(|(_, _, base, candidate)| [*base, *candidate]),
+        );
         let mut revisions = BTreeMap::new();
         // Bounded batches: a database with many agents could exceed a backend's
         // bind parameter limit in one IN list.
@@ -208,9 +217,14 @@ fn breaking(labeled: &Labeled, live: &BTreeMap<i32, &str>, out: &mut Problems) {
             (newest != *id).then(|| (*agent, LATEST.to_owned(), *id, newest))
         })
         .collect();
-    pairs.extend(labeled.rollouts.iter().map(|(agent, label, base, candidate)| {
-        (*agent, format!("{label} rollout"), *base, *candidate)
-    }));
+    pairs.extend(
+        labeled
+            .rollouts
+            .iter()
+            .map(|(agent, label, base, candidate)| {
+                (*agent, format!("{label} rollout"), *base, *candidate)
+            }),
+    );
     for (agent, what, base, candidate) in pairs {
         let (Some(name), Some((from, old)), Some((to, new))) =
             (live.get(&agent), content(base), content(candidate))
