@@ -10,6 +10,7 @@
 
 pub mod agents;
 pub mod connectors;
+pub mod model;
 pub mod page;
 pub mod pages;
 pub mod policies;
@@ -46,6 +47,7 @@ pub fn router() -> Router<AppState> {
         .merge(pages::routes())
         .merge(agents::routes())
         .merge(policies::routes())
+        .merge(model::routes())
         .merge(releases::routes())
         .merge(rollouts::routes())
         .merge(proposals::routes())

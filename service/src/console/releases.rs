@@ -15,6 +15,7 @@ use crate::auth::Role;
 use crate::error::{Error, Result};
 use crate::promotion::change_requests::{self, ChangeState, Decision, Filter};
 use crate::promotion::labels::{self, LabelPut, Outcome, Rollback};
+use crate::promotion::replay::{self, ReplayQuery, ReplayReport, Replayer};
 use crate::promotion::rollouts as rollout_ops;
 use crate::releases::LATEST;
 use crate::releases::diff::{self, RevisionDiff};
@@ -134,6 +135,7 @@ pub(super) async fn shown(
     let pair = Pair {
         from: None,
         to: None,
+        replay: None,
     };
     match page(state, signed, name, pair).await {
         Ok(mut page) => {
@@ -206,6 +208,8 @@ struct Releases {
     revisions: Vec<RevisionSummary>,
     /// The pair compared: the asked one, else the two newest revisions.
     compared: Option<RevisionDiff>,
+    /// The reader's tenant's recorded calls replayed against the pair (asked for).
+    replayed: Option<ReplayReport>,
     /// What the last form did, or why it was refused.
     notice: Option<String>,
 }
@@ -214,6 +218,8 @@ struct Releases {
 struct Pair {
     from: Option<i32>,
     to: Option<i32>,
+    /// Replay the recorded calls against `to` too.
+    replay: Option<String>,
 }
 
 async fn releases(
@@ -248,6 +254,21 @@ async fn page(state: &AppState, signed: &Signed, name: &str, pair: Pair) -> Resu
         (Some(from), Some(to)) => Some(diff::between(&state.db, name, from, to).await?),
         _ => None,
     };
+    let replayed = match (from, to, pair.replay.is_some()) {
+        (Some(base), Some(candidate), true) => {
+            let who = Replayer {
+                tenant: signed.who.tenant(),
+                member: &signed.who.member,
+            };
+            let query = ReplayQuery {
+                candidate: Some(candidate),
+                base: Some(base),
+                limit: None,
+            };
+            Some(replay::run(&state.db, who, name, query).await?)
+        }
+        _ => None,
+    };
     Ok(Releases {
         title: format!("Releases of {name}"),
         agent: name.to_owned(),
@@ -256,6 +277,7 @@ async fn page(state: &AppState, signed: &Signed, name: &str, pair: Pair) -> Resu
         rollouts,
         revisions,
         compared,
+        replayed,
         notice: None,
     })
 }

@@ -367,6 +367,9 @@ pub async fn update_in(
     update: ToolUpdate,
 ) -> Result<tools::Model> {
     let found = row(&**write, name).await?;
+    if update.is_active == Some(true) && !found.is_active {
+        refuse_unaccepted(&**write, &found).await?;
+    }
     let def = Definition {
         name: found.name.clone(),
         tool_type: found.tool_type.clone(),
@@ -386,6 +389,25 @@ pub async fn update_in(
         active: update.is_active.unwrap_or(found.is_active),
     };
     replace_in(write, found, def).await
+}
+
+/// 409 for switching on a synced tool whose `added` change waits for an operator:
+/// accepting the change is what serves it (`connectors::pins`), so the pin and the
+/// change's record stay true.
+async fn refuse_unaccepted(db: &impl ConnectionTrait, found: &tools::Model) -> Result<()> {
+    let waiting = entity::tool_changes::Entity::find()
+        .filter(entity::tool_changes::Column::ToolId.eq(found.id))
+        .filter(entity::tool_changes::Column::State.eq("pending"))
+        .filter(entity::tool_changes::Column::Kind.eq("added"))
+        .one(db)
+        .await?;
+    match waiting {
+        Some(change) => Err(Error::conflict(format!(
+            "{} waits for its held change {} to be accepted (POST /v1/tool-changes/{}/accept)",
+            found.name, change.id, change.id
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Soft-deletes a live tool inside an open registry write: the row stays with

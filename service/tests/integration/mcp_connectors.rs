@@ -643,6 +643,53 @@ fn set_forecast_read_only(server: &McpServer, read_only: bool) {
     }
 }
 
+/// The server rewrites `get_forecast`'s description (a "rug pull").
+pub(crate) fn rewrite_forecast(server: &McpServer, description: &str) {
+    let mut tools = server.weather.tools.lock().expect("tools");
+    if let Some(forecast) = tools.iter_mut().find(|t| t.name == "get_forecast") {
+        forecast.description = Some(description.to_owned().into());
+    }
+}
+
+/// The server gives `get_forecast` another input schema, as a server answering
+/// differently at call time than at sync would.
+fn reshape_forecast(server: &McpServer) {
+    let mut tools = server.weather.tools.lock().expect("tools");
+    if let Some(forecast) = tools.iter_mut().find(|t| t.name == "get_forecast") {
+        forecast.input_schema = strict(
+            json!({"city": {"type": "string"}, "days": {"type": "integer"}}),
+            &["city", "days"],
+        );
+    }
+}
+
+db_test! {
+    async fn an_untrusted_connectors_call_is_not_sent_once_the_server_changes_the_accepted_input_schema(db) {
+        let server = McpServer::start();
+        let api = app(db, true).await;
+        let (status, body) = api.call(Method::POST, "/v1/connectors", &api.operator,
+            Some(json!({"name": "weather", "kind": "mcp", "url": server.url, "timeout_ms": 5000}))).await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        let first = sync(&api, json!({"agent": "assistant"})).await;
+        assert!(names(&first, "held").contains(&"get_forecast→get_weather_forecast".to_owned()), "{first}");
+        let (_, held) = api.call(Method::GET, "/v1/tool-changes", &api.operator, None).await;
+        let change = held["changes"].as_array().expect("changes").iter()
+            .find(|c| c["tool"] == "get_weather_forecast").expect("held").clone();
+        let (status, accepted) = api.call(Method::POST, &format!("/v1/tool-changes/{}/accept", change["id"]), &api.operator, None).await;
+        assert_eq!((status, &accepted["state"]), (StatusCode::OK, &json!("accepted")), "{accepted}");
+        let accepted_call = call_tool(&api, "get_weather_forecast", json!({"city": "Oslo"})).await;
+        assert_eq!(accepted_call["status"], "succeeded", "{accepted_call}");
+        let sent = server.calls().len();
+
+        // The server now asks for another argument: the call is not sent.
+        reshape_forecast(&server);
+        let refused = call_tool(&api, "get_weather_forecast", json!({"city": "Oslo"})).await;
+        assert_eq!(refused["status"], "failed", "{refused}");
+        assert!(refused.to_string().contains("not the one accepted"), "{refused}");
+        assert_eq!(server.calls().len(), sent, "no tools/call reached the server");
+    }
+}
+
 db_test! {
     async fn a_resync_raises_a_tier_but_never_lowers_one_and_an_admins_tier_still_wins(db) {
         let server = McpServer::start();

@@ -154,6 +154,26 @@ db_test! {
 }
 
 db_test! {
+    async fn prompts_get_carries_the_channels_model_settings_in_meta(db) {
+        let served = serve(db).await;
+        let settings = json!({"model": "gpt-4.1", "parameters": {"temperature": 0.1},
+            "channels": {"web": {"model": "gpt-4.1-mini"}}});
+        let (status, saved) = served.app.call(Method::PUT, "/v1/agents/assistant/model", &served.app.operator, Some(settings)).await;
+        assert_eq!(status, StatusCode::OK, "{saved}");
+        let endpoint = format!("{}/mcp/agents/assistant", served.base);
+        let (client, _) = connect(&endpoint, &served.app.agent).await.expect("initialize");
+        let meta = |prompt: &rmcp::model::GetPromptResult| {
+            serde_json::to_value(&prompt.meta).unwrap_or(Value::Null)["loadout/model"].clone()
+        };
+        let web = client.get_prompt(GetPromptRequestParams::new("web")).await.expect("prompts/get web");
+        assert_eq!(meta(&web), json!({"model": "gpt-4.1-mini", "parameters": {"temperature": 0.1}}));
+        let other = client.get_prompt(GetPromptRequestParams::new("telegram")).await.expect("prompts/get telegram");
+        assert_eq!(meta(&other), json!({"model": "gpt-4.1", "parameters": {"temperature": 0.1}}));
+        client.cancel().await.ok();
+    }
+}
+
+db_test! {
     async fn a_calls_conversation_and_user_come_from_meta_else_the_session_and_the_query(db) {
         let served = serve(db).await;
         let endpoint = format!("{}/mcp/agents/assistant?user_id=query-user", served.base);

@@ -186,6 +186,11 @@ db_test! {
         let changes = pending(&app).await;
         assert!(changes.iter().all(|c| c["kind"] == "added"), "{changes:?}");
         let added = changes.iter().find(|c| c["tool"] == "get_fm_notes").expect("get_fm_notes held").clone();
+        // Switching a held tool on is not a way around accepting it.
+        let (status, refused) = app.call(Method::PATCH, "/v1/tools/delete_fm_notes", &app.operator,
+            Some(json!({"is_active": true}))).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+        assert!(refused["error"]["message"].as_str().unwrap_or("").contains("accept"), "{refused}");
         decide(&app, &added["id"], "accept").await;
         assert_eq!(served(&app).await.as_deref(), Some(ORIGINAL));
 
