@@ -245,8 +245,13 @@ fn within(a: &BTreeSet<String>, b: &BTreeSet<String>) -> bool {
         .all(|t| b.contains(t) || (t == "integer" && b.contains("number")))
 }
 
+/// A type set as JSON Schema writes it: `"number"`, or `["integer", "string"]`.
 fn shown(set: &BTreeSet<String>) -> String {
-    set.iter().cloned().collect::<Vec<_>>().join("|")
+    let quoted: Vec<String> = set.iter().map(|t| format!("{t:?}")).collect();
+    match quoted.as_slice() {
+        [one] => one.clone(),
+        _ => format!("[{}]", quoted.join(", ")),
+    }
 }
 
 /// The non-null branch of a strict-form nullable `anyOf` (`[{...}, {"type": "null"}]`).
@@ -294,44 +299,42 @@ fn compare(changes: &mut Changes, path: &str, old: &Value, new: &Value, depth: u
         );
     }
     let (old_u, new_u) = (unwrapped(old), unwrapped(new));
-    for key in ["allOf", "$ref", "not", "if", "then", "else"] {
-        if old_u.get(key) != new_u.get(key) {
-            changes.at(
-                path,
-                ContractKind::Other,
-                Compat::Breaking,
-                format!("{key} changed (not compared)"),
-            );
-            return;
-        }
-    }
-    let multi = |v: &Value| {
-        v.get("anyOf")
-            .and_then(Value::as_array)
-            .is_some_and(|b| b.len() > 2)
-            || v.get("oneOf").is_some()
-    };
-    if (multi(old_u) || multi(new_u)) && old_u != new_u {
+    // The nullable wrapper's own `anyOf` is compared as the branch it wraps.
+    let skipped = not_compared(old, new, &["anyOf"]).or_else(|| not_compared(old_u, new_u, &[]));
+    if let Some(key) = skipped {
         changes.at(
             path,
             ContractKind::Other,
             Compat::Breaking,
-            "anyOf/oneOf changed (not compared)".into(),
+            format!("{key} changed (not compared)"),
         );
         return;
     }
     match (types(old_u), types(new_u)) {
         (Some(t1), Some(t2)) if t1 != t2 => {
             let detail = format!("type {} → {}", shown(&t1), shown(&t2));
-            if within(&t2, &t1) {
-                changes.at(path, ContractKind::TypeNarrowed, Compat::Breaking, detail);
-                return;
-            } else if within(&t1, &t2) {
-                changes.at(path, ContractKind::TypeWidened, Compatible, detail);
-            } else {
-                changes.at(path, ContractKind::TypeChanged, Compat::Breaking, detail);
-                return;
+            match (within(&t2, &t1), within(&t1, &t2)) {
+                // The same values written two ways (`["integer", "number"]` and `"number"`).
+                (true, true) => {}
+                (true, false) => {
+                    changes.at(path, ContractKind::TypeNarrowed, Compat::Breaking, detail);
+                    return;
+                }
+                (false, true) => changes.at(path, ContractKind::TypeWidened, Compatible, detail),
+                (false, false) => {
+                    changes.at(path, ContractKind::TypeChanged, Compat::Breaking, detail);
+                    return;
+                }
             }
+        }
+        (None, None) if old_u.get("type") != new_u.get("type") => {
+            changes.at(
+                path,
+                ContractKind::Other,
+                Compat::Breaking,
+                "type changed (not compared)".into(),
+            );
+            return;
         }
         (None, Some(t2)) => {
             changes.at(
@@ -356,7 +359,10 @@ fn compare(changes: &mut Changes, path: &str, old: &Value, new: &Value, depth: u
     constraints(changes, path, old_u, new_u);
     properties(changes, path, old_u, new_u, depth);
     if let (Some(x), Some(y)) = (old_u.get("items"), new_u.get("items")) {
-        compare(changes, &format!("{path}/items"), x, y, depth + 1);
+        let at = format!("{path}/items");
+        let from = changes.out.len();
+        compare(changes, &at, x, y, depth + 1);
+        nullability(changes, &at, x, y, from);
     } else if old_u.get("items") != new_u.get("items") {
         let kind = match new_u.get("items") {
             Some(_) => ContractKind::ConstraintTightened,
@@ -367,6 +373,79 @@ fn compare(changes: &mut Changes, path: &str, old: &Value, new: &Value, depth: u
             _ => Compatible,
         };
         changes.at(path, kind, compat, "items changed".into());
+    }
+}
+
+/// Keys [`compare`] and the functions it calls understand (with [`LOWER`],
+/// [`UPPER`] and [`OPAQUE`]).
+const COMPARED: [&str; 9] = [
+    "type",
+    "enum",
+    "const",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "description",
+    "uniqueItems",
+];
+
+/// Annotations: they do not change which calls are valid.
+const IGNORED: [&str; 5] = ["title", "examples", "default", "$comment", "deprecated"];
+
+/// The first key, in name order, that differs between two schemas and that
+/// [`compare`] does not understand (`allOf`, `oneOf`, `anyOf` other than the
+/// nullable wrapper, `$ref`, `$defs`, `not`, `if`, anything unknown): such a
+/// change cannot be proven compatible.
+fn not_compared<'a>(old: &'a Value, new: &'a Value, skip: &[&str]) -> Option<&'a str> {
+    let (Some(a), Some(b)) = (old.as_object(), new.as_object()) else {
+        return None;
+    };
+    let keys: BTreeSet<&'a str> = a.keys().chain(b.keys()).map(String::as_str).collect();
+    keys.into_iter().find(|key| {
+        let understood = [
+            &COMPARED[..],
+            &IGNORED[..],
+            &LOWER[..],
+            &UPPER[..],
+            &OPAQUE[..],
+            skip,
+        ]
+        .iter()
+        .any(|known| known.contains(key));
+        !understood && a.get(*key) != b.get(*key)
+    })
+}
+
+/// Whether a property or list item still admits `null`, when nothing said at `at`
+/// since change `from` covers it: in loose form an optional argument that stops
+/// admitting `null` stays optional, yet a call sending `null` is refused.
+fn nullability(changes: &mut Changes, at: &str, old: &Value, new: &Value, from: usize) {
+    let covered = changes.out.iter().skip(from).any(|c| {
+        c.path == at
+            && (c.compat == Compat::Breaking
+                || matches!(
+                    c.kind,
+                    ContractKind::ArgumentMadeRequired | ContractKind::ArgumentMadeOptional
+                ))
+    });
+    if covered {
+        return;
+    }
+    match (admits_null(old), admits_null(new)) {
+        (true, false) => changes.at(
+            at,
+            ContractKind::TypeNarrowed,
+            Compat::Breaking,
+            "null no longer allowed".into(),
+        ),
+        (false, true) => changes.at(
+            at,
+            ContractKind::TypeWidened,
+            Compatible,
+            "null allowed".into(),
+        ),
+        _ => {}
     }
 }
 
@@ -420,6 +499,12 @@ fn enums(changes: &mut Changes, path: &str, old: &Value, new: &Value) {
                 );
             }
         }
+        (None, None) if old.get("enum") != new.get("enum") => changes.at(
+            path,
+            ContractKind::Other,
+            Compat::Breaking,
+            "enum changed (not compared)".into(),
+        ),
         (None, None) => {}
     }
 }
@@ -452,7 +537,6 @@ const UPPER: [&str; 5] = [
 const OPAQUE: [&str; 3] = ["pattern", "format", "multipleOf"];
 
 fn constraints(changes: &mut Changes, path: &str, old: &Value, new: &Value) {
-    let number = |v: &Value, key: &str| v.get(key).and_then(Value::as_f64);
     let mut note = |key: &str, tighter: bool, before: Option<&Value>, after: Option<&Value>| {
         let shown = |v: Option<&Value>| v.map_or("none".to_owned(), Value::to_string);
         let detail = format!("{key} {} → {}", shown(before), shown(after));
@@ -466,22 +550,11 @@ fn constraints(changes: &mut Changes, path: &str, old: &Value, new: &Value) {
             false => changes.at(path, ContractKind::ConstraintLoosened, Compatible, detail),
         }
     };
-    for key in LOWER {
-        match (number(old, key), number(new, key)) {
-            (a, b) if a == b => {}
-            (None, Some(_)) => note(key, true, old.get(key), new.get(key)),
-            (Some(_), None) => note(key, false, old.get(key), new.get(key)),
-            (Some(a), Some(b)) => note(key, b > a, old.get(key), new.get(key)),
-            (None, None) => {}
-        }
-    }
-    for key in UPPER {
-        match (number(old, key), number(new, key)) {
-            (a, b) if a == b => {}
-            (None, Some(_)) => note(key, true, old.get(key), new.get(key)),
-            (Some(_), None) => note(key, false, old.get(key), new.get(key)),
-            (Some(a), Some(b)) => note(key, b < a, old.get(key), new.get(key)),
-            (None, None) => {}
+    for (keys, lower) in [(LOWER, true), (UPPER, false)] {
+        for key in keys {
+            if let Some(tighter) = bound(key, lower, old, new) {
+                note(key, tighter, old.get(key), new.get(key));
+            }
         }
     }
     for key in OPAQUE {
@@ -499,6 +572,21 @@ fn constraints(changes: &mut Changes, path: &str, old: &Value, new: &Value) {
             old.get("uniqueItems"),
             new.get("uniqueItems"),
         );
+    }
+}
+
+/// Whether bound `key`'s change tightens (`Some(true)`) or loosens (`Some(false)`);
+/// `None`: unchanged. Raising a `lower` bound tightens, lowering an upper one does; a
+/// bound that is not a number is compared only as changed or not, and a change tightens.
+fn bound(key: &str, lower: bool, old: &Value, new: &Value) -> Option<bool> {
+    let (before, after) = (old.get(key), new.get(key));
+    match (before.map(Value::as_f64), after.map(Value::as_f64)) {
+        (None, None) => None,
+        (Some(_), None) => Some(false),
+        (None, Some(_)) => Some(true),
+        (Some(Some(a)), Some(Some(b))) if a == b => None,
+        (Some(Some(a)), Some(Some(b))) => Some(if lower { b > a } else { b < a }),
+        _ => (before != after).then_some(true),
     }
 }
 
@@ -559,6 +647,7 @@ fn properties(changes: &mut Changes, path: &str, old: &Value, new: &Value, depth
                 ),
             },
             (Some(x), Some(y)) => {
+                let from = changes.out.len();
                 match (required(old, name, x), required(new, name, y)) {
                     (false, true) => changes.at(
                         &at,
@@ -575,6 +664,7 @@ fn properties(changes: &mut Changes, path: &str, old: &Value, new: &Value, depth
                     _ => {}
                 }
                 compare(changes, &at, x, y, depth + 1);
+                nullability(changes, &at, x, y, from);
             }
             (None, None) => {}
         }
@@ -582,21 +672,40 @@ fn properties(changes: &mut Changes, path: &str, old: &Value, new: &Value, depth
     let is_object =
         |v: &Value| v.get("properties").is_some() || v.get("type") == Some(&Value::from("object"));
     if is_object(old) && is_object(new) {
-        match (closed(old), closed(new)) {
-            (false, true) => changes.at(
-                path,
-                ContractKind::AdditionalPropertiesClosed,
-                Compat::Breaking,
-                "additionalProperties closed".into(),
-            ),
-            (true, false) => changes.at(
-                path,
-                ContractKind::AdditionalPropertiesOpened,
-                Compatible,
-                "additionalProperties opened".into(),
-            ),
-            _ => {}
-        }
+        let key = "additionalProperties";
+        extra(changes, path, old.get(key), new.get(key));
+    }
+}
+
+/// `additionalProperties`: absent and `true` are open, `false` closed, anything
+/// else a schema extra properties must match (not compared).
+fn extra(changes: &mut Changes, path: &str, old: Option<&Value>, new: Option<&Value>) {
+    let open = |v: Option<&Value>| matches!(v, None | Some(Value::Bool(true)));
+    let shut = |v: Option<&Value>| v == Some(&Value::Bool(false));
+    if old == new || (open(old) && open(new)) {
+        return;
+    }
+    if shut(new) {
+        changes.at(
+            path,
+            ContractKind::AdditionalPropertiesClosed,
+            Compat::Breaking,
+            "additionalProperties closed".into(),
+        );
+    } else if shut(old) || open(new) {
+        changes.at(
+            path,
+            ContractKind::AdditionalPropertiesOpened,
+            Compatible,
+            "additionalProperties opened".into(),
+        );
+    } else {
+        changes.at(
+            path,
+            ContractKind::Other,
+            Compat::Breaking,
+            "additionalProperties changed (not compared)".into(),
+        );
     }
 }
 
@@ -802,6 +911,185 @@ mod tests {
         let changes = tools(&[a], &[raised]);
         assert!(!any_breaking(&changes));
         assert_eq!(changes.len(), 2, "{changes:?}");
+    }
+
+    #[test]
+    fn strict_served_loose_is_compatible_and_newly_strict_is_breaking() {
+        let p = object(json!({}), &[]);
+        let strict = tool("get_a", p.clone());
+        let mut loose = tool("get_a", p);
+        loose.strict = false;
+        assert_eq!(
+            kinds(&tools(
+                std::slice::from_ref(&strict),
+                std::slice::from_ref(&loose)
+            )),
+            [("".into(), "other", "compatible")]
+        );
+        assert_eq!(
+            kinds(&tools(&[loose], &[strict])),
+            [("".into(), "other", "breaking")]
+        );
+    }
+
+    #[test]
+    fn a_lowered_tier_is_compatible() {
+        let mut before = tool("get_a", object(json!({}), &[]));
+        before.approval_tier = "requires_approval".into();
+        let mut after = before.clone();
+        after.approval_tier = "user_configurable".into();
+        assert_eq!(
+            kinds(&tools(&[before], &[after])),
+            [("".into(), "approval_tier_lowered", "compatible")]
+        );
+    }
+
+    #[test]
+    fn an_argument_description_change_is_compatible_at_its_path() {
+        let d = |text: &str| {
+            object(
+                json!({"s": {"type": "string", "description": text}}),
+                &["s"],
+            )
+        };
+        let changes = schema("t", &d("Old words."), &d("New words."));
+        assert_eq!(
+            kinds(&changes),
+            [("/s".into(), "description_changed", "compatible")]
+        );
+        assert_eq!(changes[0].detail, "description changed");
+    }
+
+    #[test]
+    fn a_property_removed_from_an_open_object_is_compatible() {
+        let open = |properties: Value| json!({"type": "object", "properties": properties});
+        assert_eq!(
+            one(
+                open(json!({"a": {"type": "string"}, "b": {"type": "string"}})),
+                open(json!({"a": {"type": "string"}}))
+            ),
+            [("/b".into(), "property_removed", "compatible")]
+        );
+    }
+
+    #[test]
+    fn const_is_a_one_value_enum() {
+        let c = |value: &str| object(json!({"s": {"type": "string", "const": value}}), &["s"]);
+        let e = object(json!({"s": {"type": "string", "enum": ["a", "b"]}}), &["s"]);
+        assert_eq!(
+            one(e.clone(), c("a")),
+            [("/s".into(), "enum_value_removed", "breaking")]
+        );
+        assert_eq!(
+            one(c("a"), e),
+            [("/s".into(), "enum_value_added", "compatible")]
+        );
+    }
+
+    #[test]
+    fn lower_bounds_raised_and_unique_items_required_tighten() {
+        let min = |n: f64| object(json!({"n": {"type": "number", "minimum": n}}), &["n"]);
+        assert_eq!(
+            one(min(0.0), min(1.5)),
+            [("/n".into(), "constraint_tightened", "breaking")]
+        );
+        assert_eq!(
+            one(min(1.0), min(0.0)),
+            [("/n".into(), "constraint_loosened", "compatible")]
+        );
+        let list = |unique: bool| {
+            object(
+                json!({"l": {"type": "array", "items": {"type": "string"}, "uniqueItems": unique}}),
+                &["l"],
+            )
+        };
+        assert_eq!(
+            one(list(false), list(true)),
+            [("/l".into(), "constraint_tightened", "breaking")]
+        );
+    }
+
+    #[test]
+    fn a_changed_any_of_branch_is_other_and_breaking() {
+        let either = |max: u64| {
+            let s = json!({"anyOf": [{"type": "string", "maxLength": max}, {"type": "integer"}]});
+            object(json!({"s": s}), &["s"])
+        };
+        assert_eq!(
+            one(either(10), either(5)),
+            [("/s".into(), "other", "breaking")]
+        );
+    }
+
+    #[test]
+    fn a_description_change_beside_an_unchanged_one_of_is_only_a_description_change() {
+        let s = |text: &str| {
+            let s =
+                json!({"oneOf": [{"type": "string"}, {"type": "integer"}], "description": text});
+            object(json!({"s": s}), &["s"])
+        };
+        assert_eq!(
+            one(s("a"), s("b")),
+            [("/s".into(), "description_changed", "compatible")]
+        );
+    }
+
+    #[test]
+    fn changed_definitions_behind_an_unchanged_ref_are_other_and_breaking() {
+        let with = |t: &str| {
+            let mut s = object(json!({"a": {"$ref": "#/$defs/a"}}), &["a"]);
+            s["$defs"] = json!({"a": {"type": t}});
+            s
+        };
+        assert_eq!(
+            one(with("number"), with("integer")),
+            [("".into(), "other", "breaking")]
+        );
+    }
+
+    #[test]
+    fn a_changed_additional_properties_schema_is_other_and_breaking() {
+        let with_extra = |t: &str| json!({"type": "object", "properties": {}, "additionalProperties": {"type": t}});
+        assert_eq!(
+            one(with_extra("string"), with_extra("integer")),
+            [("".into(), "other", "breaking")]
+        );
+    }
+
+    #[test]
+    fn a_nullable_argument_or_item_that_stops_admitting_null_is_narrowed() {
+        let loose = |t: Value| json!({"type": "object", "properties": {"s": {"type": t}}});
+        assert_eq!(
+            one(loose(json!(["string", "null"])), loose(json!("string"))),
+            [("/s".into(), "type_narrowed", "breaking")]
+        );
+        let list = |t: Value| {
+            object(
+                json!({"l": {"type": "array", "items": {"type": t}}}),
+                &["l"],
+            )
+        };
+        assert_eq!(
+            one(list(json!(["string", "null"])), list(json!("string"))),
+            [("/l/items".into(), "type_narrowed", "breaking")]
+        );
+        assert_eq!(
+            one(list(json!("string")), list(json!(["string", "null"]))),
+            [("/l/items".into(), "type_widened", "compatible")]
+        );
+    }
+
+    #[test]
+    fn the_same_types_written_two_ways_give_nothing() {
+        let at = |t: Value| object(json!({"n": {"type": t}}), &["n"]);
+        assert!(one(at(json!(["integer", "number"])), at(json!("number"))).is_empty());
+    }
+
+    #[test]
+    fn a_type_change_says_before_and_after() {
+        let at = |t: &str| object(json!({"n": {"type": t}}), &["n"]);
+        let changes = schema("t", &at("number"), &at("integer"));
+        assert_eq!(changes[0].detail, "type \"number\" → \"integer\"");
     }
 
     #[test]
