@@ -160,6 +160,8 @@ fn snake_case(text: &str) -> String {
 struct Wanted {
     /// As its server sent it (what the pin's fingerprint covers).
     tool: Tool,
+    /// Its fingerprint ([`pins::fingerprint`]), computed once.
+    fingerprint: String,
     remote: String,
     name: String,
     description: String,
@@ -176,7 +178,7 @@ impl Wanted {
     /// What the registry's synced-tool writes take.
     fn synced(&self, connector: &connectors::Model) -> tools_owner::Synced {
         tools_owner::Synced {
-            fingerprint: super::pins::fingerprint(&self.tool),
+            fingerprint: self.fingerprint.clone(),
             connector_id: connector.id,
             remote_name: self.remote.clone(),
             description: self.description.clone(),
@@ -320,6 +322,7 @@ fn want(
     let (schema, loose) = schema_of(&remote_schema, &name, tier, allow_loose)?;
     Ok(Wanted {
         remote: tool.name.to_string(),
+        fingerprint: pins::fingerprint(&tool),
         tool,
         name,
         description,
@@ -524,7 +527,6 @@ async fn pinned(
     connector: &connectors::Model,
     overwrite: bool,
 ) -> Result<Pinned> {
-    let fingerprint = pins::fingerprint(&want.tool);
     let waiting = pins::waits_for_acceptance(&**write, row.id).await?;
     if connector.trusted {
         pins::supersede_in(write, row, connector).await?;
@@ -535,7 +537,7 @@ async fn pinned(
         }
         return Ok(Pinned::Applied(Box::new(saved), changed));
     }
-    let is_pin = row.pinned_fingerprint.as_deref() == Some(fingerprint.as_str());
+    let is_pin = row.pinned_fingerprint.as_deref() == Some(want.fingerprint.as_str());
     if waiting {
         // Never served: kept in line with the server, and held again.
         let saved = match is_pin {
@@ -553,7 +555,7 @@ async fn pinned(
         return Ok(Pinned::Applied(Box::new(saved), changed));
     }
     if row.pinned_fingerprint.is_none() && stores(row, want) {
-        tools_owner::pin_in(write, row.clone(), &fingerprint).await?;
+        tools_owner::pin_in(write, row.clone(), &want.fingerprint).await?;
         return Ok(Pinned::Applied(Box::new(row.clone()), false));
     }
     let held = pins::hold_in(write, row, connector, ToolChangeKind::Changed, &want.tool).await?;
@@ -587,8 +589,8 @@ pub(super) async fn accept_in(
     let want = want(remote.clone(), row.name.clone(), description, true).map_err(|why| {
         Error::conflict(format!("the held definition cannot be stored now: {why}"))
     })?;
+    // The update pins the held definition's fingerprint with it.
     let (saved, _) = update(write, row, &want, connector, false).await?;
-    let saved = tools_owner::pin_in(write, saved, &pins::fingerprint(remote)).await?;
     if added {
         return tools_owner::switch_on_in(write, saved).await;
     }
@@ -631,7 +633,7 @@ async fn update(
     };
     let came_back = row.remote_gone_at.is_some();
     // A new pin alone (a tool synced before pins) is written, not reported.
-    let repin = row.pinned_fingerprint.as_deref() != Some(synced_fingerprint(want).as_str());
+    let repin = row.pinned_fingerprint.as_deref() != Some(want.fingerprint.as_str());
     let changed = description != row.description
         || approval_tier != row.approval_tier
         || want.schema != row.parameters
@@ -649,10 +651,6 @@ async fn update(
         tools_owner::update_synced_in(write, row.clone(), description, approval_tier, &synced)
             .await?;
     Ok((saved, changed))
-}
-
-fn synced_fingerprint(want: &Wanted) -> String {
-    super::pins::fingerprint(&want.tool)
 }
 
 /// Switches off this connector's synced tools whose remote tool is gone.

@@ -283,8 +283,8 @@ async fn replay_tool(
         decisions_changed: 0,
         changes: Vec::new(),
     };
-    let base = Judge::new(&sides.base, sides.agent, tool)?;
-    let candidate = Judge::new(&sides.candidate, sides.agent, tool)?;
+    let base = Judge::new(&sides.base, sides.agent, tool);
+    let candidate = Judge::new(&sides.candidate, sides.agent, tool);
     let mut before: Option<i32> = None;
     // A user's groups, read once per replay.
     let mut groups_of: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -392,16 +392,16 @@ struct Judge<'a> {
 }
 
 impl<'a> Judge<'a> {
-    fn new(side: &'a Side<'a>, agent: &'a str, tool: &'a str) -> Result<Self> {
+    fn new(side: &'a Side<'a>, agent: &'a str, tool: &'a str) -> Self {
         let def = side.tools.get(tool).copied();
         let validator = def.map(|d| arguments::compile(&d.parameters));
-        Ok(Judge {
+        Judge {
             side,
             agent,
             tool,
             def,
             validator,
-        })
+        }
     }
 
     /// What this side does with `call`, and the refusal a call would get.

@@ -1,6 +1,6 @@
 //! Render snapshots: an agent's expected prompt for chosen channels and users,
 //! which a change request's render check compares a candidate revision against.
-//! A snapshot is rendered as of a fixed moment ([`AS_OF`], so `$current_time`
+//! A snapshot is rendered as of a fixed moment ([`as_of`], so `$current_time`
 //! does not change it) in UTC, with the recording tenant's instructions for the
 //! user. A difference is shown as a line diff; accepting it records the
 //! candidate's render as the new expectation.
@@ -26,9 +26,6 @@ pub fn as_of() -> DateTime<Utc> {
         .single()
         .unwrap_or(DateTime::<Utc>::MIN_UTC)
 }
-
-/// Shown in the docs: the moment snapshots are rendered at.
-pub const AS_OF: &str = "2026-01-01T00:00:00Z";
 
 /// The largest render a snapshot holds (a prompt over it is refused).
 pub const MAX_RENDER_BYTES: usize = 1024 * 1024;

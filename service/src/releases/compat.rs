@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 use utoipa::ToSchema;
 
 use super::content::ToolContent;
+use Compat::Compatible;
 
 /// How deep a schema is compared; past it a difference is `other`, breaking.
 const MAX_DEPTH: usize = 32;
@@ -141,8 +142,6 @@ fn tool(changes: &mut Changes, old: &ToolContent, new: &ToolContent) {
     }
     compare(changes, "", &old.parameters, &new.parameters, 0);
 }
-
-use Compat::Compatible;
 
 fn tier_rank(tier: &str) -> u8 {
     match tier {
