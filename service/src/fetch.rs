@@ -8,6 +8,7 @@
 
 pub mod cache;
 pub mod encoded;
+pub mod langfuse;
 
 use std::sync::Arc;
 

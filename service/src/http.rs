@@ -16,6 +16,7 @@ pub mod fetch;
 pub mod groups;
 pub mod idempotent;
 pub mod keys;
+pub mod langfuse;
 pub mod members;
 pub mod openapi;
 pub mod ops;

@@ -3,4 +3,5 @@
 pub mod builder;
 pub mod lint;
 pub mod load;
+pub mod mustache;
 pub mod template;

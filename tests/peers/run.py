@@ -24,7 +24,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEERS = os.path.join(HERE, ".peers")
-VENV = {name: os.path.join(PEERS, f"venv-{name}", "bin", "python") for name in ("mcp1", "mcp2", "fastmcp", "openapi", "webhooks")}
+VENV = {name: os.path.join(PEERS, f"venv-{name}", "bin", "python") for name in ("mcp1", "mcp2", "fastmcp", "openapi", "webhooks", "langfuse")}
 NODE = os.path.join(PEERS, "node_modules", ".bin", "node")
 
 # name, version, protocol, command
@@ -40,6 +40,8 @@ MATRIX = [
     ("openapi-python-client", "openapi-python-client 0.29.1", "OpenAPI 3.1", [VENV["openapi"], "openapi/python_client.py"]),
     ("openapi-typescript", "openapi-typescript 7.13.0, typescript 5.9.3", "OpenAPI 3.1", [sys.executable, "openapi/typescript.py"]),
     ("standardwebhooks", "standardwebhooks 1.1.0", "Standard Webhooks", [VENV["webhooks"], "webhooks/receiver.py"]),
+    ("langfuse-python", "langfuse 5.0.4", "Langfuse prompt API", [VENV["langfuse"], "langfuse/check.py"]),
+    ("langfuse-js", "@langfuse/client 5.11.1 (node 24.21.0)", "Langfuse prompt API", [NODE, "langfuse/check.mjs"]),
 ]
 PEER_TIMEOUT = 120
 # The secrets key serve gets on Postgres (base64 of 32 bytes; a test key, not a secret).

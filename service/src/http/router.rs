@@ -15,7 +15,7 @@ use utoipa_axum::routes;
 use super::error::ApiError;
 use super::extract::MAX_BODY_BYTES;
 use super::{
-    agents, calls, config_as_code, connectors, fetch, groups, keys, members, ops, outcomes,
+    agents, calls, config_as_code, connectors, fetch, groups, keys, langfuse, members, ops, outcomes,
     promotion, registry, releases, rollouts, trace, webhooks,
 };
 use crate::app::AppState;
@@ -32,6 +32,7 @@ pub fn router(state: AppState) -> Router {
     let routed = router
         .merge(crate::console::router())
         .merge(crate::mcp::routes(&state))
+        .merge(langfuse::routes())
         .fallback(|| async { ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(middleware::from_fn_with_state(state.clone(), trace::edge))

@@ -108,6 +108,19 @@ pub struct MoveView {
     pub created_at: DateTime<Utc>,
 }
 
+/// The names of the labels at revision `revision_id` (its row id), by name.
+pub async fn labels_at(db: &impl ConnectionTrait, revision_id: i32) -> Result<Vec<String>> {
+    let names = agent_labels::Entity::find()
+        .select_only()
+        .column(agent_labels::Column::Name)
+        .filter(agent_labels::Column::RevisionId.eq(revision_id))
+        .order_by_asc(agent_labels::Column::Name)
+        .into_tuple::<String>()
+        .all(db)
+        .await?;
+    Ok(names)
+}
+
 /// A page of a label's moves, newest first.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct LabelHistory {

@@ -40,6 +40,16 @@ pub async fn authenticate(
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim)
         .ok_or_else(ApiError::unauthorized)?;
+    authenticate_key(headers, presented, state).await
+}
+
+/// The principal behind `presented`, a key however the request carried it (the
+/// Langfuse-compatible API takes it as Basic auth's password); as [`authenticate`].
+pub async fn authenticate_key(
+    headers: &axum::http::HeaderMap,
+    presented: &str,
+    state: &AppState,
+) -> Result<Principal, ApiError> {
     let slot = state.keys.slot(presented);
     let generation = state.generation.current();
     if let Some(found) = state.keys.get(&state.generation, generation, slot) {
