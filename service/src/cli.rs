@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 pub mod check;
 pub mod config;
 pub mod connectors;
+pub mod import;
 pub mod keys;
 pub mod labels;
 pub mod members;
@@ -115,6 +116,11 @@ pub enum Command {
     Plan(config::PlanArgs),
     /// Apply a folder in one guarded transaction (refused if the instance moved on).
     Apply(config::ApplyArgs),
+    /// Import prompts from another tool (Langfuse): plan, then apply with --apply.
+    Import {
+        #[command(subcommand)]
+        command: import::ImportCommand,
+    },
     /// Render or lint a `$placeholder` template read from stdin (no database).
     Template {
         #[command(subcommand)]
@@ -259,6 +265,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Export(args) => config::export(&cli.database_url, args).await,
         Command::Plan(args) => config::plan(&cli.database_url, args).await,
         Command::Apply(args) => config::apply(&cli.database_url, args).await,
+        Command::Import { command } => import::run(&cli.database_url, command).await,
         Command::Seed => with_db(&cli.database_url, false, |db| Box::pin(seed::run(db))).await,
     }
 }

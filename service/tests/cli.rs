@@ -1986,3 +1986,211 @@ async fn an_export_through_the_api_is_byte_identical_to_one_from_the_database() 
     let _ = std::fs::remove_dir_all(&api);
     let _ = std::fs::remove_dir_all(&direct);
 }
+
+/// A Langfuse export as its API answers prompts (`GET /api/public/v2/prompts/{name}?version=N`):
+/// three versions of one prompt with `{{variables}}` and a dollar, production on the second;
+/// a chat prompt of system messages under a folder name; one it cannot import; and a
+/// prompt for the existing, gated `assistant`.
+const LANGFUSE_EXPORT: [(&str, &str); 4] = [
+    (
+        "support-bot.json",
+        r#"[
+ {"id":"a1","name":"support-bot","version":1,"type":"text","prompt":"You help customers of Acme. Refunds over $50 need a manager.","config":{},"labels":[],"tags":[],"commitMessage":null,"createdAt":"2026-01-01T00:00:00.000Z"},
+ {"id":"a2","name":"support-bot","version":2,"type":"text","prompt":"You help {{customer}} of Acme. It is {{ current_time }}. Refunds over $50 need a manager.","config":{"model":"gpt-5"},"labels":["production"],"tags":["support"],"commitMessage":"greet by name"},
+ {"id":"a3","name":"support-bot","version":3,"type":"text","prompt":"You help {{customer}} of Acme, briefly. Refunds over $50 need a manager.","config":{},"labels":["staging","latest"],"tags":[],"commitMessage":null}
+]"#,
+    ),
+    (
+        "team/research.json",
+        r#"{"name":"team/Research Helper","version":1,"type":"chat","prompt":[{"role":"system","content":"You research."},{"role":"system","content":"Cite sources."}],"config":null,"labels":["production","latest"],"tags":[]}"#,
+    ),
+    (
+        "qa.json",
+        r#"{"data":[{"name":"qa","version":1,"type":"chat","prompt":[{"role":"system","content":"Answer."},{"role":"user","content":"{{question}}"}],"labels":["production"]}]}"#,
+    ),
+    (
+        "assistant.json",
+        r#"{"name":"assistant","version":7,"type":"text","prompt":"{{identity}}\n\nImported from Langfuse.\n\n{{channel_guidance}}","labels":["production"]}"#,
+    ),
+];
+
+fn write_langfuse_export(dir: &std::path::Path, files: &[(&str, &str)]) {
+    for (name, text) in files {
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write the export");
+    }
+}
+
+async fn count(db: &TestDb, table: &str) -> i64 {
+    let sql = format!("SELECT COUNT(*) AS n FROM {table}");
+    let row = db
+        .conn
+        .query_one_raw(Statement::from_string(db.conn.get_database_backend(), sql))
+        .await
+        .expect("count")
+        .expect("a row");
+    row.try_get::<i64>("", "n").expect("n")
+}
+
+async fn langfuse_import_plans_applies_and_reapplies_as_a_no_op(db: TestDb) {
+    for args in [&["migrate", "up"][..], &["seed"]] {
+        let out = loadout(&db.url, args);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let gated = "UPDATE agent_configurations SET release_mode = 'gated' WHERE name = 'assistant'";
+    db.conn
+        .execute_raw(Statement::from_string(
+            db.conn.get_database_backend(),
+            gated,
+        ))
+        .await
+        .expect("gate assistant");
+    let dir = std::env::temp_dir().join(format!(
+        "loadout-langfuse-{:?}-{}",
+        db.backend,
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let export = dir.to_str().expect("utf-8");
+    let import = |more: &[&str]| {
+        loadout(
+            &db.url,
+            &[&["import", "langfuse", export][..], more].concat(),
+        )
+    };
+
+    // A crash after the first save is what a partial export imports: version 1 only.
+    let all: Vec<serde_json::Value> = serde_json::from_str(LANGFUSE_EXPORT[0].1).expect("JSON");
+    let only_v1 = serde_json::to_string(&all[..1]).expect("JSON");
+    write_langfuse_export(&dir, &[("support-bot.json", &only_v1)]);
+    let out = import(&["--apply"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("saved support-bot version 1 as revision 1"),
+        "{}",
+        stdout(&out)
+    );
+
+    write_langfuse_export(&dir, &LANGFUSE_EXPORT);
+    let plan = import(&[]);
+    assert_eq!(
+        plan.status.code(),
+        Some(2),
+        "{}{}",
+        stdout(&plan),
+        stderr(&plan)
+    );
+    let text = stdout(&plan);
+    for line in [
+        "  agent support-bot ← Langfuse \"support-bot\"",
+        "  = version 1: already revision 1",
+        "  + version 2: saved as a new revision",
+        "      {{variables}} made placeholders: current_time",
+        "      kept as written (loadout does not fill them; a Langfuse client's compile does): {{customer}}",
+        "  ~ label production → version 2: moves there",
+        "+ agent team-research-helper (new) ← Langfuse \"team/Research Helper\"",
+        "! Langfuse \"qa\": not imported",
+        "      a chat prompt with a message that is not a system message (user): loadout serves one system prompt",
+        "  ? label production → version 7: a change request is opened (sign-off needed)",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+    let json = import(&["--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&json.stdout).expect("--json is JSON");
+    assert_eq!(json["plan"]["changes_anything"], true);
+    assert!(json["applied"].is_null());
+
+    let revisions = count(&db, "agent_revisions").await;
+    let applied = import(&["--apply"]);
+    assert!(applied.status.success(), "{}", stderr(&applied));
+    let text = stdout(&applied);
+    for line in [
+        "saved support-bot version 2 as revision 2",
+        "saved support-bot version 3 as revision 3",
+        "saved team-research-helper version 1 as revision 1",
+        "moved support-bot label production to revision 2",
+        "moved support-bot label staging to revision 3",
+        "opened change request #",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+    assert_eq!(count(&db, "agent_revisions").await, revisions + 4);
+    let labels = loadout(&db.url, &["labels", "support-bot"]);
+    let labels: Vec<String> = stdout(&labels)
+        .lines()
+        .map(|l| l.split('\t').take(2).collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(labels, ["latest 3", "production 2", "staging 3"]);
+    // The gated agent's production waits for sign-off; its latest moved.
+    let assistant = stdout(&loadout(&db.url, &["labels", "assistant"]));
+    assert!(assistant.contains("production\t1"), "{assistant}");
+    // The template keeps what loadout does not fill, and the dollar.
+    let served = loadout(
+        &db.url,
+        &[
+            "prompt",
+            "render",
+            "--agent",
+            "support-bot",
+            "--channel",
+            "web",
+            "--at",
+            "2026-11-21T08:30:00Z",
+        ],
+    );
+    assert_eq!(
+        stdout(&served),
+        "You help {{customer}} of Acme, briefly. Refunds over $50 need a manager.",
+        "{}",
+        stderr(&served)
+    );
+
+    // Twice: nothing saved, no label moved, no second request.
+    let (moves, requests) = (
+        count(&db, "label_moves").await,
+        count(&db, "change_requests").await,
+    );
+    let again = import(&[]);
+    assert_eq!(again.status.code(), Some(0), "{}", stdout(&again));
+    assert!(
+        stdout(&again).contains("No changes: the export is imported."),
+        "{}",
+        stdout(&again)
+    );
+    assert!(
+        stdout(&again).contains("change request #"),
+        "{}",
+        stdout(&again)
+    );
+    let reapplied = import(&["--apply"]);
+    assert!(reapplied.status.success(), "{}", stderr(&reapplied));
+    assert!(
+        stdout(&reapplied).contains("Applied: 0 saved, 0 labels moved, 0 change requests opened.")
+    );
+    assert_eq!(count(&db, "agent_revisions").await, revisions + 4);
+    assert_eq!(count(&db, "label_moves").await, moves);
+    assert_eq!(count(&db, "change_requests").await, requests);
+
+    let bad = loadout(&db.url, &["import", "langfuse", "/nonexistent-export"]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        stderr(&bad).contains("cannot read /nonexistent-export"),
+        "{}",
+        stderr(&bad)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test]
+async fn a_langfuse_export_plans_applies_and_reapplies_as_a_no_op_on_sqlite() {
+    langfuse_import_plans_applies_and_reapplies_as_a_no_op(TestDb::sqlite().await).await;
+}
+
+#[tokio::test]
+async fn a_langfuse_export_plans_applies_and_reapplies_as_a_no_op_on_postgres() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    langfuse_import_plans_applies_and_reapplies_as_a_no_op(db).await;
+}

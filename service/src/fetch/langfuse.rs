@@ -100,7 +100,9 @@ pub async fn prompt(state: &Prompts<'_>, tenant: &str, wanted: Wanted<'_>) -> Re
                 now: Some(state.clock.now()),
                 ..Default::default()
             };
-            super::render(state, tenant, &pick, label, request).await?.text
+            super::render(state, tenant, &pick, label, request)
+                .await?
+                .text
         }
         None => match served.agent.agent.prompt_template.as_deref() {
             Some(template) if !template.trim().is_empty() => mustache::from_template(template),

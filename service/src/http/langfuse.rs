@@ -71,12 +71,13 @@ async fn get_prompt(
     let who = principal(&headers, &state).await?;
     let Path(name) = name.map_err(|e| Error::invalid(e.body_text()))?;
     let Query(q) = query.map_err(|e| Error::invalid(e.body_text()))?;
-    let version = match q.version.as_deref().filter(|v| !v.is_empty()) {
-        Some(v) => Some(v.parse::<i32>().map_err(|_| {
-            Error::invalid(format!("version must be a whole number, not {v:?}"))
-        })?),
-        None => None,
-    };
+    let version =
+        match q.version.as_deref().filter(|v| !v.is_empty()) {
+            Some(v) => Some(v.parse::<i32>().map_err(|_| {
+                Error::invalid(format!("version must be a whole number, not {v:?}"))
+            })?),
+            None => None,
+        };
     let (agent, _) = langfuse::split(&name)?;
     reach(&who, agent)?;
     let wanted = Wanted {

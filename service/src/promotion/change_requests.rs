@@ -407,6 +407,23 @@ pub async fn open(
     view(db, row, now).await
 }
 
+/// The id of the request pending (and not past its expiry) for the agent's `label`.
+pub async fn pending_for(
+    db: &impl ConnectionTrait,
+    agent_id: i32,
+    label: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<i32>> {
+    let found = change_requests::Entity::find()
+        .filter(change_requests::Column::AgentId.eq(agent_id))
+        .filter(change_requests::Column::Label.eq(label))
+        .filter(change_requests::Column::State.eq(ChangeState::Pending.as_str()))
+        .filter(change_requests::Column::ExpiresAt.gt(now))
+        .one(db)
+        .await?;
+    Ok(found.map(|r| r.id))
+}
+
 /// Stores every pending request past its expiry as `expired` (the sweeper's
 /// pass; reads show them expired as soon as they are due either way), so the
 /// `change_request.decided` webhook goes out without anyone reading them.

@@ -121,6 +121,73 @@ pub async fn labels_at(db: &impl ConnectionTrait, revision_id: i32) -> Result<Ve
     Ok(names)
 }
 
+/// An agent as an import compares with it: its id and release mode, each
+/// revision's number with its template (oldest first), and where its labels point.
+pub struct Templates {
+    pub agent_id: i32,
+    pub release_mode: String,
+    pub revisions: Vec<(i32, Option<String>)>,
+    /// Label name to revision number.
+    pub labels: BTreeMap<String, i32>,
+}
+
+impl Templates {
+    /// The newest revision whose template is `template`.
+    pub fn newest_with(&self, template: &str) -> Option<i32> {
+        self.revisions
+            .iter()
+            .rev()
+            .find(|(_, t)| t.as_deref() == Some(template))
+            .map(|(n, _)| *n)
+    }
+
+    /// The template of revision `number` (`None`: the built-in assembly, or no such revision).
+    pub fn template_of(&self, number: i32) -> Option<&str> {
+        self.revisions
+            .iter()
+            .find(|(n, _)| *n == number)
+            .and_then(|(_, t)| t.as_deref())
+    }
+}
+
+/// The live agent `name` as [`Templates`]; `None` when there is none.
+pub async fn templates(db: &impl ConnectionTrait, name: &str) -> Result<Option<Templates>> {
+    check_name("agent", name)?;
+    let Some(found) = agent_configurations::Entity::find()
+        .filter(agent_configurations::Column::Name.eq(name))
+        .filter(agent_configurations::Column::DeletedAt.is_null())
+        .one(db)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let rows = agent_revisions::Entity::find()
+        .filter(agent_revisions::Column::AgentId.eq(found.id))
+        .order_by_asc(agent_revisions::Column::Number)
+        .all(db)
+        .await?;
+    let mut revisions = Vec::with_capacity(rows.len());
+    let mut numbers = BTreeMap::new();
+    for row in rows {
+        let content: Content = serde_json::from_str(&row.content).map_err(Error::internal)?;
+        numbers.insert(row.id, row.number);
+        revisions.push((row.number, content.template));
+    }
+    let labels = agent_labels::Entity::find()
+        .filter(agent_labels::Column::AgentId.eq(found.id))
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|l| Ok((l.name, number_of(&numbers, l.revision_id)?)))
+        .collect::<Result<_>>()?;
+    Ok(Some(Templates {
+        agent_id: found.id,
+        release_mode: found.release_mode,
+        revisions,
+        labels,
+    }))
+}
+
 /// A page of a label's moves, newest first.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct LabelHistory {

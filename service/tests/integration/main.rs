@@ -19,6 +19,7 @@ mod hardening;
 mod http;
 mod https;
 mod idempotency;
+mod langfuse;
 mod limits;
 mod mcp_connectors;
 mod mcp_server;

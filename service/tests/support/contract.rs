@@ -141,7 +141,41 @@ fn check_outside(
     if route == "/mcp" || route.starts_with("/mcp/") {
         return Some(check_mcp(path, status, content_type, body));
     }
+    if route.starts_with("/api/public/") {
+        return Some(check_langfuse(path, status, body));
+    }
     None
+}
+
+/// Langfuse's prompt API: a `TextPrompt`, or Langfuse's error body `{message, error}`.
+fn check_langfuse(path: &str, status: u16, body: &[u8]) -> Result<(), String> {
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| format!("{path} {status}: not JSON ({e})"))?;
+    let mut keys: Vec<&str> = value
+        .as_object()
+        .map(|o| o.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    keys.sort_unstable();
+    let fine = match status {
+        200 => {
+            value["type"] == "text"
+                && value["name"].is_string()
+                && value["version"].is_i64()
+                && value["prompt"].is_string()
+                && value["config"].is_object()
+                && value["labels"].is_array()
+                && value["tags"].is_array()
+        }
+        _ => {
+            keys == ["error", "message"]
+                && value["error"].is_string()
+                && value["message"].is_string()
+        }
+    };
+    match fine {
+        true => Ok(()),
+        false => Err(format!("{path} {status}: not Langfuse's shape: {value}")),
+    }
 }
 
 fn check_mcp(path: &str, status: u16, content_type: &str, body: &[u8]) -> Result<(), String> {
