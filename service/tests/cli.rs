@@ -2194,3 +2194,50 @@ async fn a_langfuse_export_plans_applies_and_reapplies_as_a_no_op_on_postgres() 
     };
     langfuse_import_plans_applies_and_reapplies_as_a_no_op(db).await;
 }
+
+#[test]
+fn the_langfuse_guide_works_when_pasted() {
+    // The page's shell blocks, then its Python example with the Langfuse SDK of the
+    // peer matrix (tests/peers/install), given the key the first block made.
+    let mut blocks = sh_blocks("docs/langfuse.md");
+    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/peers/.peers/venv-langfuse/bin/python");
+    let required = std::env::var("LOADOUT_REQUIRE_PEERS").as_deref() == Ok("1");
+    assert!(python.exists() || !required, "LOADOUT_REQUIRE_PEERS=1 but tests/peers/install has not run");
+    if python.exists() {
+        let page = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/langfuse.md"),
+        )
+        .expect("the page");
+        let example = page
+            .split("```python\n")
+            .nth(1)
+            .and_then(|b| b.split("\n```").next())
+            .expect("a Python example");
+        blocks.push(format!(
+            "LOADOUT_URL=$L LOADOUT_API_KEY=$KEY {} - <<'PY'\n{example}\nPY",
+            python.display()
+        ));
+    }
+    let printed = paste("langfuse", &blocks, &[], Shell::Strict);
+    assert!(
+        printed.contains("\"name\":\"assistant/web\",\"version\":1,\"type\":\"text\""),
+        "the rendered prompt in Langfuse's shape: {printed}"
+    );
+    assert!(
+        printed.contains("\"error\":\"LangfuseNotFoundError\""),
+        "a missing label is Langfuse's 404: {printed}"
+    );
+    assert!(
+        printed.contains("saved support-bot version 2 as revision 2")
+            && printed.contains("No changes: the export is imported."),
+        "the import applies, then has nothing left to do: {printed}"
+    );
+    assert!(printed.contains("production\t2"), "production is the export's: {printed}");
+    if python.exists() {
+        assert!(
+            printed.contains("1 ['latest', 'production']") && printed.contains("Ada\n\nBe brief."),
+            "the SDK reads the prompt and compiles the template: {printed}"
+        );
+    }
+}
