@@ -15,10 +15,14 @@ import { Server } from './harness.mjs';
 const run = promisify(execFile);
 const PACKAGE = new URL('..', import.meta.url).pathname;
 const EXAMPLES = join(PACKAGE, 'test', '.examples');
-const blocks = readFileSync(join(PACKAGE, 'README.md'), 'utf8')
-  .split('```ts\n')
-  .slice(1)
-  .map((block) => block.split('\n```')[0]);
+const tsBlocks = (file) =>
+  readFileSync(file, 'utf8')
+    .split('```ts\n')
+    .slice(1)
+    .map((block) => block.split('\n```')[0]);
+// The package's README, then the guide's quickstart (docs/typescript-client.md).
+const readme = tsBlocks(join(PACKAGE, 'README.md'));
+const blocks = [...readme, ...tsBlocks(join(PACKAGE, '..', '..', 'docs', 'typescript-client.md'))];
 
 let server;
 before(async () => {
@@ -33,7 +37,7 @@ after(async () => {
 });
 
 test('the README has its examples', () => {
-  assert.ok(blocks.length >= 5, `${blocks.length} examples`);
+  assert.ok(readme.length >= 5 && blocks.length > readme.length, `${blocks.length} examples`);
   assert.ok(blocks.every((b) => b.includes("from '@loadout/client")), 'each imports the package by its name');
 });
 
@@ -49,8 +53,16 @@ test('each example runs against loadout as pasted', async () => {
       if (i === 0) assert.match(stdout, /^cached$/m);
       if (i === 2) assert.match(stdout, /still waiting/);
       if (i === 2) assert.match(stdout, /422 invalid_arguments/);
+      if (i === readme.length) assert.match(stdout, /^fresh revision \d+ \|[\s\S]*?\ncached\n\d+ tools\nproposal Delete tasks/m);
     }
+    // The guide's quickstart again with serve stopped: the disk copies, and the typed Unreachable.
+    await server.stop();
+    const quickstart = join(EXAMPLES, `example${readme.length}.mts`);
+    const { stdout } = await run(process.execPath, [quickstart], { cwd, env, timeout: 60_000 });
+    assert.match(stdout, /^disk revision \d+ \|/m);
+    assert.match(stdout, /^tool call not sent: loadout could not be reached/m);
   } finally {
+    await server.live();
     rmSync(cwd, { recursive: true, force: true });
   }
 });
