@@ -453,8 +453,7 @@ pub async fn apply(
             let Some(text) = &version.template else {
                 continue;
             };
-            template::lint_with(&names, max_template_bytes, text).map_err(|e| {
-                let mut e = e;
+            template::lint_with(&names, max_template_bytes, text).map_err(|mut e| {
                 e.message = format!(
                     "{} version {}: {}",
                     prompt.langfuse, version.version, e.message
