@@ -2203,7 +2203,10 @@ fn the_langfuse_guide_works_when_pasted() {
     let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/peers/.peers/venv-langfuse/bin/python");
     let required = std::env::var("LOADOUT_REQUIRE_PEERS").as_deref() == Ok("1");
-    assert!(python.exists() || !required, "LOADOUT_REQUIRE_PEERS=1 but tests/peers/install has not run");
+    assert!(
+        python.exists() || !required,
+        "LOADOUT_REQUIRE_PEERS=1 but tests/peers/install has not run"
+    );
     if python.exists() {
         let page = std::fs::read_to_string(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/langfuse.md"),
@@ -2233,7 +2236,10 @@ fn the_langfuse_guide_works_when_pasted() {
             && printed.contains("No changes: the export is imported."),
         "the import applies, then has nothing left to do: {printed}"
     );
-    assert!(printed.contains("production\t2"), "production is the export's: {printed}");
+    assert!(
+        printed.contains("production\t2"),
+        "production is the export's: {printed}"
+    );
     if python.exists() {
         assert!(
             printed.contains("1 ['latest', 'production']") && printed.contains("Ada\n\nBe brief."),

@@ -38,7 +38,9 @@ fn installed() -> bool {
         "LOADOUT_REQUIRE_PEERS=1 but the TypeScript client's environment is not installed: run tests/peers/install"
     );
     if !ready {
-        eprintln!("skipped: the TypeScript client's environment is not installed (tests/peers/install)");
+        eprintln!(
+            "skipped: the TypeScript client's environment is not installed (tests/peers/install)"
+        );
     }
     ready
 }
