@@ -27,12 +27,19 @@ fn package() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../clients/typescript")
 }
 
-fn node() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/peers/.peers/node_modules/.bin/node")
+fn peers() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/peers/.peers")
 }
 
+fn node() -> PathBuf {
+    peers().join("node_modules/.bin/node")
+}
+
+/// Installed means the whole install finished (its stamp), not only that some files exist.
 fn installed() -> bool {
-    let ready = node().exists() && package().join("node_modules/typescript").exists();
+    let ready = node().exists()
+        && peers().join("stamp").exists()
+        && package().join("node_modules/typescript").exists();
     assert!(
         ready || std::env::var("LOADOUT_REQUIRE_PEERS").as_deref() != Ok("1"),
         "LOADOUT_REQUIRE_PEERS=1 but the TypeScript client's environment is not installed: run tests/peers/install"

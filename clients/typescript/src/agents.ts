@@ -19,8 +19,10 @@
 import { type FunctionTool, type RunContext, tool } from '@openai/agents';
 
 import type { Client } from './client.js';
-import { functionParts, relay, relayError } from './shared.js';
+import { callText, functionParts, type WaitForApproval } from './shared.js';
 import type { ToolDefinition } from './results.js';
+
+export type { WaitForApproval } from './shared.js';
 
 /** A value, or a function of the run's context (one agent object serving many users). */
 export type Per = string | undefined | ((context: RunContext<unknown> | undefined) => string | undefined);
@@ -64,12 +66,15 @@ export interface ToolsOptions {
    * run is interrupted for the calls loadout would not run at once.
    */
   needsApproval?: boolean;
+  /** Wait for a proposal's decision inside the call (`false`: answer that it awaits approval). */
+  wait?: WaitForApproval;
 }
 
 /**
  * The agent's loadout tools (OpenAI strict schemas) as SDK function tools. Each call is
- * `callTool` on loadout with the revision the tools came from; a proposal, invalid arguments
- * or a failed call come back to the model as the tool's output (JSON), never as a throw.
+ * `callTool` on loadout with the revision the tools came from; a proposal (or, with `wait`,
+ * its result), invalid arguments or a failed call come back to the model as the tool's
+ * output (JSON), never as a throw.
  */
 export async function loadoutTools(client: Client, agent: string, options: ToolsOptions): Promise<FunctionTool<unknown>[]> {
   // A rollout assigns by user, else by conversation: given as strings, they pick the tools of
@@ -95,13 +100,8 @@ export async function loadoutTools(client: Client, agent: string, options: Tools
       // loadout's schemas are already strict (OpenAI's form); the SDK passes them on as they are.
       parameters: parameters as never,
       strict: true,
-      execute: async (input: unknown, context?: RunContext<unknown>) => {
-        try {
-          return relay(await client.callTool(agent, name, input ?? {}, subject(context)));
-        } catch (error) {
-          return relayError(error);
-        }
-      },
+      execute: (input: unknown, context?: RunContext<unknown>) =>
+        callText(client, agent, name, input, subject(context), options.wait),
       ...(options.needsApproval
         ? {
             needsApproval: async (context: RunContext<unknown>, input: unknown) => {

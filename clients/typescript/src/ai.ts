@@ -16,8 +16,10 @@
 import { jsonSchema, type Tool, tool } from 'ai';
 
 import type { Client } from './client.js';
-import { functionParts, relay, relayError } from './shared.js';
+import { callText, functionParts, type WaitForApproval } from './shared.js';
 import type { ToolDefinition } from './results.js';
+
+export type { WaitForApproval } from './shared.js';
 
 export interface AiToolsOptions {
   conversationId: string;
@@ -26,6 +28,8 @@ export interface AiToolsOptions {
   fallback?: readonly ToolDefinition[];
   /** Ask loadout (a dry run) whether each call needs a person, as the AI SDK's `needsApproval`. */
   needsApproval?: boolean;
+  /** Wait for a proposal's decision inside the call (`false`: answer that it awaits approval). */
+  wait?: WaitForApproval;
 }
 
 /** The agent's tools by name, ready for `generateText({ tools })`. */
@@ -48,13 +52,7 @@ export async function aiTools(client: Client, agent: string, options: AiToolsOpt
     tools[name] = tool({
       description,
       inputSchema: jsonSchema<Record<string, unknown>>(parameters),
-      execute: async (input: Record<string, unknown>) => {
-        try {
-          return relay(await client.callTool(agent, name, input, call));
-        } catch (error) {
-          return relayError(error);
-        }
-      },
+      execute: (input: Record<string, unknown>) => callText(client, agent, name, input, call, options.wait),
       ...(options.needsApproval
         ? {
             needsApproval: async (input: Record<string, unknown>) => {

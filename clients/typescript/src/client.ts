@@ -5,14 +5,13 @@
  */
 
 import * as errors from './errors.js';
+import type { components } from './openapi.js';
 import type {
   Decision,
   Format,
   Loadout,
   Prompt,
   Proposal,
-  Provenance,
-  ServedModel,
   Source,
   ToolDefinition,
   ToolResult,
@@ -21,6 +20,7 @@ import type {
 import type { DiskStore } from './store.js';
 import { loadTrace, record } from './tracing.js';
 
+type Schemas = components['schemas'];
 type Kind = 'prompt' | 'tools' | 'loadout';
 type Result = Prompt | Tools | Loadout;
 type FetchLike = (input: string, init?: RequestInit) => Promise<Response>;
@@ -88,7 +88,7 @@ export interface CallOptions {
 export interface OutcomeOptions {
   revision: number;
   conversationId: string;
-  outcome: 'success' | 'failure';
+  outcome: Schemas['OutcomeKind'];
   userId?: string;
   score?: number;
 }
@@ -152,14 +152,10 @@ function makePrompt(fields: Omit<Prompt, 'toString'>): Prompt {
   return Object.freeze({ ...fields, toString: textOf });
 }
 
-interface PromptBody {
-  text: string;
-  provenance: Provenance;
-}
-
+/** A 200's body as the result of `source`; the shapes are the generated types' (src/openapi.ts). */
 function parse(wanted: Wanted, body: string, etag: string | null, source: Source): Result {
-  const data = JSON.parse(body) as Record<string, unknown>;
-  const prompt = (agent: string, p: PromptBody): Prompt =>
+  const data = JSON.parse(body) as Record<string, unknown> | null;
+  const prompt = (agent: string, p: Schemas['PromptBody']): Prompt =>
     makePrompt({
       agent,
       channel: p.provenance.channel,
@@ -170,43 +166,48 @@ function parse(wanted: Wanted, body: string, etag: string | null, source: Source
       source,
       etag,
     });
-  const agent = String(data.agent);
+  const shaped = (ok: boolean) => {
+    if (!ok) throw new Error(`a ${wanted.kind} answer of an unexpected shape`);
+  };
   if (wanted.kind === 'prompt') {
-    if (typeof data.text !== 'string' || typeof data.provenance !== 'object') {
-      throw new Error('a prompt answer of an unexpected shape');
-    }
-    return prompt(agent, data as unknown as PromptBody);
+    const view = data as Schemas['PromptView'];
+    shaped(typeof view?.text === 'string' && typeof view.provenance === 'object');
+    return prompt(view.agent, view);
   }
   if (wanted.kind === 'tools') {
+    const view = data as Schemas['ToolsView'];
+    shaped(Array.isArray(view?.tools) && typeof view.revision === 'number');
     return Object.freeze({
-      agent,
-      format: data.format as Format,
-      tools: data.tools as ToolDefinition[],
-      revision: data.revision as number,
-      label: data.label as string,
+      agent: view.agent,
+      format: view.format,
+      tools: view.tools,
+      revision: view.revision,
+      label: view.label,
       source,
       etag,
     });
   }
-  const p = prompt(agent, data.prompt as PromptBody);
+  const view = data as Schemas['LoadoutView'];
+  shaped(Array.isArray(view?.tools) && typeof view.prompt?.provenance === 'object');
+  const p = prompt(view.agent, view.prompt);
   const tools: Tools = Object.freeze({
-    agent,
-    format: data.format as Format,
-    tools: data.tools as ToolDefinition[],
+    agent: view.agent,
+    format: view.format,
+    tools: view.tools,
     revision: p.revision,
     label: p.label,
     source,
     etag,
   });
   return Object.freeze({
-    agent,
+    agent: view.agent,
     prompt: p,
     tools,
     revision: p.revision,
     label: p.label,
     source,
     etag,
-    model: (data.model as ServedModel | undefined) ?? null,
+    model: view.model ?? null,
   });
 }
 
@@ -438,8 +439,10 @@ export class Client {
       return entry.stale();
     }
     if (this.cacheDir !== undefined) {
-      const { store, identity } = await this.disk();
-      const stored = await store.read(diskKey(this.baseUrl, identity, wanted));
+      const stored = await this.disk().then(
+        ({ store, identity }) => store.read(diskKey(this.baseUrl, identity, wanted)),
+        () => null, // no file system here (an edge runtime given a cacheDir): no copy
+      );
       if (stored !== null) {
         try {
           const disk = new Entry(wanted, stored.body, stored.etag, t, 'disk');
@@ -488,9 +491,9 @@ export class Client {
    * approval. Throws `InvalidArguments`, `ToolCallFailed`, `ProposalDeclined`...
    */
   async callTool(agent: string, tool: string, args: unknown, options: CallOptions): Promise<ToolResult | Proposal> {
-    const request: Record<string, unknown> = {
+    const request: Schemas['ToolCall'] = {
       tool,
-      arguments: args,
+      arguments: args as Schemas['ToolCall']['arguments'],
       conversation_id: options.conversationId,
       idempotency_key: options.idempotencyKey ?? `ts-${crypto.randomUUID()}`,
     };
@@ -505,19 +508,15 @@ export class Client {
    * preference), without writing or running anything: for an SDK's `needsApproval`.
    */
   async decide(agent: string, tool: string, args: unknown, options: Omit<CallOptions, 'messageId' | 'idempotencyKey'>): Promise<Decision> {
-    const request: Record<string, unknown> = {
+    const request: Schemas['ToolCall'] = {
       tool,
-      arguments: args,
+      arguments: args as Schemas['ToolCall']['arguments'],
       conversation_id: options.conversationId,
       dry_run: true,
     };
     if (options.userId !== undefined) request.user_id = options.userId;
     if (options.revision !== undefined && options.revision !== null) request.revision = options.revision;
-    const data = (await this.post(`/v1/agents/${segment(agent)}/tool-calls`, request, [200])) as {
-      decision: string;
-      revision: number;
-      decided_by?: { policy?: string | null; reason?: string | null } | null;
-    };
+    const data = (await this.post(`/v1/agents/${segment(agent)}/tool-calls`, request, [200])) as Schemas['CallDecision'];
     return Object.freeze({
       tool,
       decision: data.decision,
@@ -556,32 +555,28 @@ export class Client {
   }
 
   /** Reports how a conversation served by `revision` went, for rollouts: the stored outcome. */
-  async reportOutcome(agent: string, options: OutcomeOptions): Promise<Record<string, unknown>> {
-    const body: Record<string, unknown> = {
+  async reportOutcome(agent: string, options: OutcomeOptions): Promise<Schemas['OutcomeView']> {
+    const body: Schemas['NewOutcome'] = {
       revision: options.revision,
       conversation_id: options.conversationId,
       outcome: options.outcome,
     };
     if (options.userId !== undefined) body.user_id = options.userId;
     if (options.score !== undefined) body.score = options.score;
-    return (await this.post(`/v1/agents/${segment(agent)}/outcomes`, body, [200, 201])) as Record<string, unknown>;
+    return (await this.post(`/v1/agents/${segment(agent)}/outcomes`, body, [200, 201])) as Schemas['OutcomeView'];
   }
 
-  private async sendCall(agent: string, request: Readonly<Record<string, unknown>>): Promise<ToolResult | Proposal> {
-    const tool = String(request.tool);
-    const data = (await this.post(`/v1/agents/${segment(agent)}/tool-calls`, request, [200])) as {
-      status: string;
-      proposal_id: number;
-      result?: unknown;
-      description?: string;
-      preview?: unknown;
-    };
+  private async sendCall(agent: string, request: Readonly<Schemas['ToolCall']>): Promise<ToolResult | Proposal> {
+    const tool = request.tool;
+    const data = (await this.post(`/v1/agents/${segment(agent)}/tool-calls`, request, [200])) as
+      | Schemas['CallWaiting']
+      | Schemas['CallRan'];
     const id = data.proposal_id;
     switch (data.status) {
       case 'succeeded':
         return Object.freeze({ kind: 'result', tool, proposalId: id, result: data.result ?? null });
       case 'failed': {
-        const result = data.result as { error?: string } | null | undefined;
+        const result = data.result;
         const message = typeof result?.error === 'string' ? result.error : 'the call failed';
         throw new errors.ToolCallFailed(`${tool} (proposal ${id}) failed: ${message}`, { code: 'failed', details: result });
       }
@@ -602,8 +597,8 @@ export class Client {
           tool,
           proposalId: id,
           status: data.status,
-          description: data.description ?? '',
-          preview: data.preview ?? null,
+          description: 'description' in data ? data.description : '',
+          preview: 'preview' in data ? data.preview : null,
           request,
         });
     }
@@ -635,7 +630,12 @@ function unreachable(error: unknown): errors.Unreachable {
   return new errors.Unreachable(`loadout could not be reached: ${cause}`, { code: 'unreachable' });
 }
 
-/** Everything an answer depends on, so one user's prompt never serves another. */
+/**
+ * Everything an answer depends on, so one user's prompt never serves another. The address
+ * and the API key are fixed per client and each client has its own Map, so the memory key
+ * leaves them out (a shorter string to build on every hit); the disk key, in a directory
+ * clients may share, has both (the key as its identity hash).
+ */
 function keyOf(w: Wanted): string {
   return [w.kind, w.agent, w.channel, w.userId, w.tz, w.label, w.format, w.conversationId]
     .map((part) => (part === undefined ? '\u0001' : part))

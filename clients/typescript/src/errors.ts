@@ -5,6 +5,8 @@
  * (as the Python client's `loadout.errors`).
  */
 
+import type { components } from './openapi.js';
+
 export interface ErrorFields {
   code?: string | undefined;
   status?: number | undefined;
@@ -84,10 +86,13 @@ export function fromResponse(status: number, body: string, retryAfterHeader?: st
   let message = `HTTP ${status}`;
   let details: unknown;
   try {
-    const error = (JSON.parse(body) as { error?: { code?: string; message?: string; details?: unknown } }).error;
+    // Any body may come (a proxy's HTML page, nothing): every field is checked, not assumed.
+    const error = (JSON.parse(body) as Partial<components['schemas']['ErrorBody']> | null)?.error as
+      | Partial<components['schemas']['ErrorDetail']>
+      | undefined;
     if (error && typeof error === 'object') {
-      code = error.code ?? code;
-      message = error.message ?? message;
+      if (typeof error.code === 'string') code = error.code;
+      if (typeof error.message === 'string') message = error.message;
       details = error.details ?? undefined;
     }
   } catch {

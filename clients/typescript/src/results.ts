@@ -78,7 +78,7 @@ export interface Proposal {
   readonly description: string;
   readonly preview: unknown;
   /** The call as sent, idempotency key included: `wait` sends it again to read the state. */
-  readonly request: Readonly<Record<string, unknown>>;
+  readonly request: Readonly<components['schemas']['ToolCall']>;
 }
 
 /**
@@ -87,7 +87,7 @@ export interface Proposal {
  */
 export interface Decision {
   readonly tool: string;
-  readonly decision: string;
+  readonly decision: components['schemas']['Outcome'];
   readonly revision: number;
   readonly policy: string | null;
   readonly reason: string | null;

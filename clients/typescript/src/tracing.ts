@@ -1,12 +1,12 @@
 /**
  * OpenTelemetry, when `@opentelemetry/api` is installed: the active span gets the prompt's
  * name (`gen_ai.prompt.name`, the agent), its version (`gen_ai.prompt.version`, the revision
- * as a string), `loadout.label` and `loadout.source`. A fallback names no version (it has
- * none), only its source. Loaded with a dynamic import, so nothing is imported when the
- * package is absent, and nothing is recorded when no span is recording.
+ * as a string), `loadout.label` and `loadout.source`. A fallback names no prompt and no
+ * version (it has neither), only its source. Loaded with a dynamic import, so nothing is
+ * imported when the package is absent, and nothing is recorded when no span is recording.
  */
 
-import type { Source } from './results.js';
+import type { Loadout, Prompt, Tools } from './results.js';
 
 interface Span {
   isRecording(): boolean;
@@ -27,19 +27,24 @@ export async function loadTrace(): Promise<TraceApi | null> {
   }
 }
 
-export interface Served {
-  readonly agent: string;
-  readonly revision: number | null;
-  readonly label: string | null;
-  readonly source: Source;
-}
-
-export function record(trace: TraceApi, served: Served): void {
+/**
+ * Records what was served on the active span. A `Tools` names no prompt (and in a turn that
+ * fetches both, would overwrite the prompt's `loadout.source`), so only prompts and loadouts
+ * are recorded; a fallback records only its source (as the Python client).
+ */
+export function record(trace: TraceApi, served: Prompt | Tools | Loadout): void {
+  if (!('text' in served) && !('prompt' in served)) return;
   const span = trace.getActiveSpan();
   if (!span?.isRecording()) return;
-  const attributes: Record<string, string> = { 'loadout.source': served.source };
-  if (served.source !== 'fallback') attributes['gen_ai.prompt.name'] = served.agent;
-  if (served.revision !== null) attributes['gen_ai.prompt.version'] = String(served.revision);
+  if (served.revision === null) {
+    span.setAttributes({ 'loadout.source': served.source });
+    return;
+  }
+  const attributes: Record<string, string> = {
+    'gen_ai.prompt.name': served.agent,
+    'gen_ai.prompt.version': String(served.revision),
+    'loadout.source': served.source,
+  };
   if (served.label !== null) attributes['loadout.label'] = served.label;
   span.setAttributes(attributes);
 }

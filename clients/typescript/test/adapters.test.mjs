@@ -102,3 +102,30 @@ test('the AI SDK adapter gives tool() definitions with the strict schemas, execu
   const invalid = JSON.parse(await create.execute({ title: 42 }, { toolCallId: 'y', messages: [] }));
   assert.equal(invalid.code, 'invalid_arguments');
 });
+
+test('with wait, a tool waits for the approver inside the call and gives the model the result', async () => {
+  await server.live();
+  const c = new Client({ baseUrl: server.url, apiKey: server.agentKey });
+  const user = `w${Date.now()}`;
+  const tools = await loadoutTools(c, AGENT, { conversationId: `conv-${user}`, userId: user, wait: { timeout: 30, interval: 0.1 } });
+  const update = tools.find((t) => t.name === 'update_instructions');
+  const approver = setInterval(async () => {
+    const { proposals } = await server.rest('GET', `/v1/conversations/conv-${user}/proposals`, server.approver);
+    for (const p of proposals.filter((p) => p.state === 'proposed')) {
+      await server.rest('POST', `/v1/proposals/${p.id}/approve`, server.approver).catch(() => {});
+    }
+  }, 200);
+  try {
+    const done = JSON.parse(await update.invoke(new RunContext({}), JSON.stringify({ instructions: 'Tea, always.' })));
+    assert.equal(done.status, 'succeeded', JSON.stringify(done));
+  } finally {
+    clearInterval(approver);
+  }
+  const shown = await server.rest('GET', `/v1/agents/${AGENT}/users/${user}/instructions`, server.operator);
+  assert.match(JSON.stringify(shown), /Tea, always\./);
+  // Nobody decides: the time-out is the tool's output, and the proposal goes on waiting.
+  const ai = await aiTools(c, AGENT, { conversationId: `conv-${user}-2`, userId: user, wait: { timeout: 0.3, interval: 0.1 } });
+  const timedOut = JSON.parse(await ai.update_instructions.execute({ instructions: 'Coffee.' }, { toolCallId: 'z', messages: [] }));
+  assert.deepEqual([timedOut.status, timedOut.code], ['error', 'timeout']);
+  assert.ok(Number.isInteger(timedOut.details.proposal_id));
+});

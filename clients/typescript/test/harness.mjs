@@ -17,7 +17,7 @@ export const template = (marker) =>
 
 export const sleep = (seconds) => new Promise((resolve) => setTimeout(resolve, seconds * 1000));
 
-async function freePort() {
+export async function freePort() {
   const server = createServer();
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address();

@@ -6,7 +6,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { after, before, test } from 'node:test';
 
 import { ROOT_CONTEXT, context, trace } from '@opentelemetry/api';
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 
 import { Client } from '../dist/index.js';
 import { AGENT, Server } from './harness.mjs';
@@ -34,9 +34,10 @@ class Contexts {
 
 let server;
 const exporter = new InMemorySpanExporter();
+const processor = new SimpleSpanProcessor({ exporter });
 before(async () => {
   context.setGlobalContextManager(new Contexts());
-  trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }));
+  trace.setGlobalTracerProvider(new TracerProvider({ spanProcessors: [processor] }));
   server = await Server.make();
 });
 after(async () => {
@@ -52,6 +53,7 @@ async function inSpan(name, fn) {
       span.end();
     }
   });
+  await processor.forceFlush(); // the SDK exports asynchronously
   return exporter.getFinishedSpans().find((s) => s.name === name).attributes;
 }
 
@@ -69,11 +71,23 @@ test("a span records the prompt's name, revision and label", async () => {
   });
   const cached = await inSpan('second-turn', () => c.prompt(AGENT, 'web'));
   assert.equal(cached['loadout.source'], 'cached');
+  assert.equal(cached['gen_ai.prompt.version'], String(revision));
+  const both = await inSpan('loadout-turn', () => c.loadout(AGENT, 'telegram', { label: 'production' }));
+  assert.equal(both['gen_ai.prompt.version'], String(revision));
+  assert.equal(both['loadout.source'], 'fresh');
+});
+
+test('a tools fetch names no prompt, so it leaves the span alone', async () => {
+  const c = new Client({ baseUrl: server.url, apiKey: server.agentKey });
+  const attributes = await inSpan('tools-turn', () => c.tools(AGENT));
+  assert.deepEqual(attributes, {});
 });
 
 test('a fallback names no version', async () => {
   const c = new Client({ baseUrl: 'http://127.0.0.1:9', apiKey: 'lo_x', timeout: 1 });
-  const attributes = await inSpan('offline-turn', () => c.prompt(AGENT, 'web', { fallback: 'Be helpful.' }));
+  const attributes = await inSpan('offline-turn', () =>
+    c.prompt(AGENT, 'web', { label: 'production', fallback: 'Be helpful.' }),
+  );
   assert.deepEqual(attributes, { 'loadout.source': 'fallback' });
 });
 
