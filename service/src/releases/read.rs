@@ -152,13 +152,7 @@ impl Templates {
 
 /// The live agent `name` as [`Templates`]; `None` when there is none.
 pub async fn templates(db: &impl ConnectionTrait, name: &str) -> Result<Option<Templates>> {
-    check_name("agent", name)?;
-    let Some(found) = agent_configurations::Entity::find()
-        .filter(agent_configurations::Column::Name.eq(name))
-        .filter(agent_configurations::Column::DeletedAt.is_null())
-        .one(db)
-        .await?
-    else {
+    let Some(found) = live(db, name).await? else {
         return Ok(None);
     };
     let rows = agent_revisions::Entity::find()
@@ -203,13 +197,22 @@ pub(super) async fn agent(
     db: &impl ConnectionTrait,
     name: &str,
 ) -> Result<agent_configurations::Model> {
+    live(db, name)
+        .await?
+        .ok_or_else(|| Error::not_found(format!("no agent named {name:?}")))
+}
+
+/// The live agent of that name, if any.
+async fn live(
+    db: &impl ConnectionTrait,
+    name: &str,
+) -> Result<Option<agent_configurations::Model>> {
     check_name("agent", name)?;
-    agent_configurations::Entity::find()
+    Ok(agent_configurations::Entity::find()
         .filter(agent_configurations::Column::Name.eq(name))
         .filter(agent_configurations::Column::DeletedAt.is_null())
         .one(db)
-        .await?
-        .ok_or_else(|| Error::not_found(format!("no agent named {name:?}")))
+        .await?)
 }
 
 /// Each of the agent's revision ids with its number.
