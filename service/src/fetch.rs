@@ -225,7 +225,8 @@ where
         Some(row) => {
             let content = Content::parse(&row.content)?;
             let versions = read_retrying(|| serve::versions(state.db, &working, &content)).await?;
-            Some(Arc::new(Served::new(&row, content, &working, versions)))
+            let policy = serve::policy_off_workers(&content).await?;
+            Some(Arc::new(Served::new(&row, content, &working, versions, policy)))
         }
         None => None,
     };

@@ -11,11 +11,22 @@
 //!
 //! Nothing unsure comes out `auto`: a policy that fails to evaluate, arguments a
 //! policy cannot read (a number that is not whole), or a policy set that no longer
-//! compiles against the revision's tools all make the call wait for an approver.
-//! A policy's id is its `@id("…")` annotation, else Cedar's `policy0`, `policy1`, …
+//! parses all make the call wait for an approver. A policy's id is its
+//! `@id("…")` annotation, else Cedar's `policy0`, `policy1`, …
+//!
+//! Which policies were satisfied is Cedar's own answer (`Authorizer::is_authorized`
+//! over the entities a request has: the user in its groups, the tool's action in
+//! `Action::"call"`, the tool with its attributes); the overlay only orders them.
+//! The differential test in `oracle.rs` holds the two to the same answers.
+//!
+//! No text reaches the parser before [`bounds`] measured it, and compiling runs on
+//! a thread whose stack fits those bounds.
 
+pub mod bounds;
 pub mod cases;
 pub mod groups;
+#[cfg(test)]
+mod oracle;
 mod schema;
 
 use std::collections::{HashMap, HashSet};
@@ -25,19 +36,29 @@ use std::str::FromStr;
 use cedar_policy::{
     ActionConstraint, Authorizer, Context, Decision as CedarDecision, Effect, Entities, Entity,
     EntityId, EntityTypeName, EntityUid, Policy as CedarPolicy, PolicyId, PolicySet, Request,
-    RestrictedExpression, Schema, ValidationMode, Validator,
+    Response, RestrictedExpression, Schema, ValidationMode, Validator,
 };
 use miette::Diagnostic;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
+pub use bounds::{Exceeded, MAX_EXPRESSION_DEPTH, MAX_NESTING, MAX_POLICY_BYTES, MAX_RULES};
 pub use schema::MAX_DEPTH;
 
 use crate::vocab::Tier;
 
-/// The largest policy set an agent may hold, in bytes of text.
-pub const MAX_POLICY_BYTES: usize = 256 * 1024;
+/// The most items of one call a policy decides (each is one evaluation).
+pub const MAX_ITEMS: usize = 1000;
+
+/// The most rule evaluations one call's decision may take: the rules that can
+/// apply to the tool and read no item, plus the items times the rules that read
+/// one. A call past it is refused (`Policy::work`), so no call holds a CPU for
+/// long whatever the policy and the arguments.
+pub const MAX_WORK: usize = 200_000;
+
+/// Decisions of more rule evaluations than this run off the async workers.
+pub const INLINE_WORK: usize = 2_000;
 
 /// What decided a call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -111,6 +132,41 @@ impl fmt::Display for PolicyProblem {
     }
 }
 
+/// Why a policy set does not compile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CompileError {
+    /// Past a bound (size, policies, nesting): refused before or right after
+    /// parsing, with its own code (`policy_too_large`, `policy_too_deep`).
+    Exceeded(Exceeded),
+    /// Every syntax and validation problem, at its line and column.
+    Problems(Vec<PolicyProblem>),
+}
+
+impl CompileError {
+    /// The problems, a bound passed being one at the place it points to.
+    pub fn problems(&self, text: &str) -> Vec<PolicyProblem> {
+        match self {
+            CompileError::Problems(problems) => problems.clone(),
+            CompileError::Exceeded(exceeded) => {
+                let (line, column) = position(text, exceeded.offset());
+                vec![PolicyProblem {
+                    line,
+                    column,
+                    message: exceeded.to_string(),
+                }]
+            }
+        }
+    }
+
+    /// The first problem, as one line.
+    pub fn first(&self, text: &str) -> String {
+        self.problems(text)
+            .first()
+            .map(ToString::to_string)
+            .unwrap_or_default()
+    }
+}
+
 /// One tool as a policy sees it.
 #[derive(Clone, Copy, Debug)]
 pub struct ToolShape<'a> {
@@ -125,15 +181,18 @@ struct Party {
     entities: Entities,
 }
 
-/// A tool of the compiled set: its action, resource and input schema.
+/// A tool of the compiled set: its action, resource and input schema, and the
+/// policies a call of it is evaluated against (a policy scoped to another action
+/// never applies).
 struct Compiled {
     action: EntityUid,
     resource: Entity,
     parameters: Value,
-    /// The policies whose action scope can hold for this tool: what a call of it
-    /// is evaluated against (a policy scoped to another action never applies).
-    set: PolicySet,
-    /// Of those, the `forbid`s that read no argument.
+    /// The policies that can apply and read no `context.item`: evaluated once per call.
+    once: PolicySet,
+    /// The policies that can apply and read `context.item`: evaluated per item.
+    per_item: PolicySet,
+    /// Of those that can apply, the `forbid`s that read no argument.
     outright: PolicySet,
 }
 
@@ -146,10 +205,10 @@ fn applies_to(policy: &CedarPolicy, action: &EntityUid, group: &EntityUid) -> bo
     }
 }
 
-/// The policies of `set` that can apply to `action` (each keeps its id).
-fn subset(set: &PolicySet, action: &EntityUid, group: &EntityUid) -> PolicySet {
+/// The policies of `set` that `keep` (each keeps its id).
+fn subset(set: &PolicySet, keep: impl Fn(&CedarPolicy) -> bool) -> PolicySet {
     let mut out = PolicySet::new();
-    for policy in set.policies().filter(|p| applies_to(p, action, group)) {
+    for policy in set.policies().filter(|p| keep(p)) {
         // Ids are unique in `set`, so they are here too.
         let _ = out.add(policy.clone());
     }
@@ -177,9 +236,12 @@ fn restricted(value: &Value) -> Option<RestrictedExpression> {
     })
 }
 
-/// A policy set parsed and validated against a revision's tools, ready to decide.
+/// A policy set parsed (and, for a save, validated) against a revision's tools,
+/// ready to decide.
 pub struct Rules {
     set: PolicySet,
+    /// Each policy's place in the text: of several that hold, the first decides.
+    order: HashMap<PolicyId, usize>,
     /// The `forbid`s that read no argument: what hides a tool from a principal.
     outright: PolicySet,
     tools: HashMap<String, Compiled>,
@@ -194,8 +256,8 @@ impl fmt::Debug for Rules {
     }
 }
 
-/// An agent's policy as a revision serves it: ready, or (if it no longer compiles
-/// against the revision's tools) broken, which decides nothing `auto`.
+/// An agent's policy as a revision serves it: ready, or (if it no longer parses)
+/// broken, which decides nothing `auto`.
 #[derive(Debug)]
 pub enum Policy {
     Ready(Box<Rules>),
@@ -203,21 +265,22 @@ pub enum Policy {
 }
 
 impl Policy {
-    /// The policy `text` compiled for `tools`; `None` when there is no policy.
+    /// The policy `text` as a revision serves it over `tools`; `None` when there is
+    /// no policy. Parsed, not validated: the save validated it against the tools
+    /// it had then, and a tool switched off or unlinked since must not make every
+    /// other call wait (a policy naming it simply never applies). Runs on a deep
+    /// thread of its own (see [`bounds`]): call it off the async workers.
     pub fn of<'a>(
         text: Option<&str>,
-        tools: impl Iterator<Item = ToolShape<'a>>,
+        tools: impl Iterator<Item = ToolShape<'a>> + Send,
     ) -> Option<Policy> {
         let text = text.filter(|t| !t.trim().is_empty())?;
-        Some(match Rules::compile(text, tools) {
+        Some(match Rules::build(text, tools, false) {
             Ok(rules) => Policy::Ready(Box::new(rules)),
-            Err(problems) => {
-                let first = problems
-                    .first()
-                    .map(ToString::to_string)
-                    .unwrap_or_default();
-                Policy::Broken(format!("the agent's policy does not compile: {first}"))
-            }
+            Err(e) => Policy::Broken(format!(
+                "the agent's policy does not compile: {}",
+                e.first(text)
+            )),
         })
     }
 
@@ -226,6 +289,14 @@ impl Policy {
         match self {
             Policy::Ready(rules) => rules.decide(tool, tier, arguments, who),
             Policy::Broken(reason) => Decision::unsure(reason.clone()),
+        }
+    }
+
+    /// How many rule evaluations deciding this call takes (see [`MAX_WORK`]).
+    pub fn work(&self, tool: &str, arguments: &Value) -> usize {
+        match self {
+            Policy::Ready(rules) => rules.work(tool, arguments),
+            Policy::Broken(_) => 0,
         }
     }
 
@@ -272,15 +343,54 @@ fn problems_of(text: &str, error: &dyn Diagnostic, message: String) -> PolicyPro
     }
 }
 
-/// Whether a policy reads the call's arguments or item (its JSON form names them).
-fn reads_arguments(policy: &CedarPolicy) -> bool {
-    policy
-        .to_json()
-        .map(|json| {
-            let json = json.to_string();
-            json.contains("\"arguments\"") || json.contains("\"item\"")
-        })
-        .unwrap_or(true)
+/// What a policy reads of the call, from its JSON form (which names every
+/// attribute it reads, and also a string literal that happens to be `"item"`:
+/// such a policy is only evaluated more often than it must be).
+#[derive(Clone, Copy)]
+struct Reads {
+    arguments: bool,
+    item: bool,
+    /// The depth of its JSON form: two levels per AST level.
+    json_depth: usize,
+}
+
+fn reads(policy: &CedarPolicy) -> Reads {
+    let Ok(json) = policy.to_json() else {
+        return Reads {
+            arguments: true,
+            item: true,
+            json_depth: usize::MAX,
+        };
+    };
+    let mut found = Reads {
+        arguments: false,
+        item: false,
+        json_depth: 0,
+    };
+    // Iteratively, so that no input deep enough to matter recurses here.
+    let mut stack = vec![(&json, 1usize)];
+    while let Some((value, depth)) = stack.pop() {
+        found.json_depth = found.json_depth.max(depth);
+        match value {
+            Value::String(s) => {
+                found.arguments |= s == "arguments";
+                found.item |= s == "item";
+            }
+            Value::Array(items) => stack.extend(items.iter().map(|v| (v, depth + 1))),
+            Value::Object(fields) => {
+                for (key, v) in fields {
+                    found.arguments |= key == "arguments";
+                    found.item |= key == "item";
+                    stack.push((v, depth + 1));
+                }
+            }
+            _ => {}
+        }
+    }
+    // The JSON value is as deep as the policy: drop it on this (deep) thread, as
+    // every other step of a compile.
+    drop(json);
+    found
 }
 
 /// How strict an outcome is, for combining a list call's items.
@@ -293,50 +403,117 @@ fn rank(outcome: Outcome) -> u8 {
     }
 }
 
-/// The most items of one call a policy decides (each is one evaluation).
-pub const MAX_ITEMS: usize = 1000;
+/// The policies one evaluation found satisfied, or why it could not decide.
+#[derive(Default)]
+struct Held {
+    forbids: Vec<PolicyId>,
+    permits: Vec<PolicyId>,
+    error: Option<String>,
+}
+
+impl Held {
+    fn of(response: &Response) -> Held {
+        let reasons = response.diagnostics().reason().cloned().collect();
+        let (forbids, permits) = match response.decision() {
+            CedarDecision::Deny => (reasons, Vec::new()),
+            CedarDecision::Allow => (Vec::new(), reasons),
+        };
+        Held {
+            forbids,
+            permits,
+            error: response.diagnostics().errors().next().map(|e| e.to_string()),
+        }
+    }
+
+    fn and(&self, other: &Held) -> Held {
+        Held {
+            forbids: [&self.forbids[..], &other.forbids[..]].concat(),
+            permits: [&self.permits[..], &other.permits[..]].concat(),
+            error: self.error.clone().or_else(|| other.error.clone()),
+        }
+    }
+}
 
 impl Rules {
-    /// Parses `text`, names each policy by its `@id`, and validates the set (strict
-    /// mode) against the schema of `tools`. Every problem, at its line and column.
+    /// Measures `text` ([`bounds`]), parses it, names each policy by its `@id`,
+    /// and validates the set (strict mode) against the schema of `tools`. Every
+    /// problem, at its line and column. Runs on a deep thread of its own, so the
+    /// caller's stack does not matter; call it off the async workers.
     pub fn compile<'a>(
         text: &str,
-        tools: impl Iterator<Item = ToolShape<'a>>,
-    ) -> Result<Rules, Vec<PolicyProblem>> {
+        tools: impl Iterator<Item = ToolShape<'a>> + Send,
+    ) -> Result<Rules, CompileError> {
         Rules::build(text, tools, true)
     }
 
     fn build<'a>(
         text: &str,
+        tools: impl Iterator<Item = ToolShape<'a>> + Send,
+        validate: bool,
+    ) -> Result<Rules, CompileError> {
+        let measured = bounds::measure(text).map_err(CompileError::Exceeded)?;
+        let starts = &measured.starts;
+        crate::cpu::deep_blocking(bounds::STACK_BYTES, || {
+            Rules::parse(text, starts, tools, validate)
+        })
+            .unwrap_or_else(|| {
+                Err(CompileError::Problems(vec![PolicyProblem {
+                    line: 1,
+                    column: 1,
+                    message: "the policy could not be compiled".to_owned(),
+                }]))
+            })
+    }
+
+    /// The work of [`Self::build`], on a stack that fits the bounds.
+    fn parse<'a>(
+        text: &str,
+        starts: &[usize],
         tools: impl Iterator<Item = ToolShape<'a>>,
         validate: bool,
-    ) -> Result<Rules, Vec<PolicyProblem>> {
-        if text.len() > MAX_POLICY_BYTES {
-            return Err(vec![PolicyProblem {
+    ) -> Result<Rules, CompileError> {
+        let problem = |message: String| {
+            CompileError::Problems(vec![PolicyProblem {
                 line: 1,
                 column: 1,
-                message: format!("the policy is over {MAX_POLICY_BYTES} bytes"),
-            }]);
-        }
+                message,
+            }])
+        };
         let parsed = PolicySet::from_str(text).map_err(|errors| {
-            errors
-                .iter()
-                .map(|e| problems_of(text, e, e.to_string()))
-                .collect::<Vec<_>>()
+            CompileError::Problems(
+                errors
+                    .iter()
+                    .map(|e| problems_of(text, e, e.to_string()))
+                    .collect(),
+            )
         })?;
         let mut set = PolicySet::new();
         let mut outright = PolicySet::new();
+        let mut order = HashMap::new();
+        let mut item_readers = HashSet::new();
         let mut problems = Vec::new();
         for policy in parsed.policies() {
+            // Cedar names the policies of a text `policy0`, `policy1`, … in order.
+            let place = policy
+                .id()
+                .to_string()
+                .strip_prefix("policy")
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or(usize::MAX);
+            let offset = starts.get(place).copied().unwrap_or(0);
             let policy = match policy.annotation("id") {
                 Some(id) => policy.new_id(PolicyId::new(id)),
                 None => policy.clone(),
             };
-            let hides = policy.effect() == Effect::Forbid && !reads_arguments(&policy);
+            let read = reads(&policy);
+            // Two JSON levels per AST level, and three around the condition.
+            let depth = read.json_depth.saturating_sub(3) / 2;
+            if depth > MAX_EXPRESSION_DEPTH {
+                return Err(CompileError::Exceeded(Exceeded::Depth { depth, offset }));
+            }
+            let hides = policy.effect() == Effect::Forbid && !read.arguments && !read.item;
             if let Err(e) = set.add(policy.clone()) {
-                let id = policy.id().to_string();
-                let at = text.find(&format!("@id(\"{id}\")")).unwrap_or(0);
-                let (line, column) = position(text, at);
+                let (line, column) = position(text, offset);
                 problems.push(PolicyProblem {
                     line,
                     column,
@@ -344,60 +521,86 @@ impl Rules {
                 });
                 continue;
             }
+            order.insert(policy.id().clone(), place);
+            if read.item {
+                item_readers.insert(policy.id().clone());
+            }
             if hides {
                 // Ids are unique in `set`, so they are here too.
                 let _ = outright.add(policy);
             }
         }
         let tools: Vec<ToolShape<'a>> = tools.collect();
-        let schema_json = schema::schema(tools.iter().map(|t| (t.name, t.parameters)));
-        let schema = Schema::from_json_value(schema_json).map_err(|e| {
-            vec![PolicyProblem {
-                line: 1,
-                column: 1,
-                message: format!("the tools' schemas make no Cedar schema: {e}"),
-            }]
-        })?;
         if validate {
-            let validated = Validator::new(schema.clone()).validate(&set, ValidationMode::Strict);
+            let schema_json = schema::schema(tools.iter().map(|t| (t.name, t.parameters)));
+            let schema = Schema::from_json_value(schema_json)
+                .map_err(|e| problem(format!("the tools' schemas make no Cedar schema: {e}")))?;
+            let validated = Validator::new(schema).validate(&set, ValidationMode::Strict);
             for error in validated.validation_errors() {
                 problems.push(problems_of(text, error, error.to_string()));
             }
         }
         if !problems.is_empty() {
             problems.sort_by_key(|p| (p.line, p.column));
-            return Err(problems);
+            return Err(CompileError::Problems(problems));
         }
         let group = uid("Action", schema::CALL);
         let tools = tools
             .iter()
             .map(|t| {
                 let action = uid("Action", t.name);
+                let applies = |p: &CedarPolicy| applies_to(p, &action, &group);
+                // A call of a tool without a list has no item: a policy reading
+                // one is evaluated (and fails to find it) with the others.
+                let listed = schema::list_item(t.parameters).is_some();
+                let per_item = |p: &CedarPolicy| listed && item_readers.contains(p.id());
                 let compiled = Compiled {
-                    set: subset(&set, &action, &group),
-                    outright: subset(&outright, &action, &group),
+                    once: subset(&set, |p| applies(p) && !per_item(p)),
+                    per_item: subset(&set, |p| applies(p) && per_item(p)),
+                    outright: subset(&outright, applies),
                     resource: tool_entity(t),
-                    action,
                     parameters: t.parameters.clone(),
+                    action,
                 };
                 (t.name.to_owned(), compiled)
             })
             .collect();
         Ok(Rules {
             set,
+            order,
             outright,
             tools,
             authorizer: Authorizer::new(),
         })
     }
 
+    /// How many rule evaluations deciding a call of `tool` with `arguments` takes.
+    pub fn work(&self, tool: &str, arguments: &Value) -> usize {
+        let Some(compiled) = self.tools.get(tool) else {
+            return 0;
+        };
+        let once = compiled.once.num_of_policies();
+        let items = schema::list_item(&compiled.parameters)
+            .and_then(|(list, _)| arguments.get(list))
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len);
+        once.saturating_add(items.saturating_mul(compiled.per_item.num_of_policies()))
+    }
+
     /// The decision on a call (see the module's doc for the order). A list tool's
     /// call is decided item by item (`context.item`) and is as strict as its
     /// strictest item: denied if one is, waits if one must, `auto` only if all are.
+    /// The policies that read no item are evaluated once for the whole call.
     pub fn decide(&self, tool: &str, tier: Tier, arguments: &Value, who: Who<'_>) -> Decision {
         let Some(compiled) = self.tools.get(tool) else {
             return Decision::unsure(format!("the policy does not know the tool {tool:?}"));
         };
+        let work = self.work(tool, arguments);
+        if work > MAX_WORK {
+            return Decision::unsure(format!(
+                "the policy decides calls of up to {MAX_WORK} rule evaluations; this one takes {work}"
+            ));
+        }
         let list = schema::list_item(&compiled.parameters);
         let converted = schema::arguments(&compiled.parameters, arguments).map(|mut a| {
             if let (Some((name, _)), Value::Object(fields)) = (list, &mut a) {
@@ -414,8 +617,21 @@ impl Rules {
             Ok(party) => party,
             Err(e) => return Decision::unsure(e),
         };
+        let context = |item: Option<RestrictedExpression>| {
+            let mut pairs = principal_pairs(who);
+            pairs.push(("arguments".to_owned(), args.clone()));
+            if let Some(item) = item {
+                pairs.push(("item".to_owned(), item));
+            }
+            Context::from_pairs(pairs).map_err(|e| format!("the policy cannot decide: {e}"))
+        };
+        let once = match context(None).and_then(|c| self.ask(&compiled.once, compiled, c, &party))
+        {
+            Ok(response) => Held::of(&response),
+            Err(e) => return Decision::unsure(e),
+        };
         let Some((list, item_schema)) = list else {
-            return self.decide_one(compiled, tier, &args, None, who, &party);
+            return self.overlay(compiled, tier, &once);
         };
         let items = arguments
             .get(list)
@@ -424,9 +640,18 @@ impl Rules {
             .unwrap_or_default();
         if items.is_empty() {
             // Nothing to decide item by item: only a forbid that reads no argument applies.
-            return match self.hides(tool, who) {
-                true => self.decide_one(compiled, tier, &args, None, who, &party),
-                false => Decision::tier(),
+            let outright = Held {
+                forbids: once
+                    .forbids
+                    .iter()
+                    .filter(|id| compiled.outright.policy(id).is_some())
+                    .cloned()
+                    .collect(),
+                ..Held::default()
+            };
+            return match outright.forbids.is_empty() {
+                true => Decision::tier(),
+                false => self.overlay(compiled, tier, &outright),
             };
         }
         if items.len() > MAX_ITEMS {
@@ -435,6 +660,7 @@ impl Rules {
             ));
         }
         let mut strictest: Option<Decision> = None;
+        let mut last: Option<Held> = None;
         for (i, item) in items.iter().enumerate() {
             let item = match schema::arguments(item_schema, item).map(|i| restricted(&i)) {
                 Ok(Some(item)) => item,
@@ -446,7 +672,22 @@ impl Rules {
                     return Decision::unsure(format!("the policy cannot decide: {why}"));
                 }
             };
-            let decision = self.decide_one(compiled, tier, &args, Some(item), who, &party);
+            let held = match compiled.per_item.is_empty() {
+                // No policy reads an item: every item is decided as the first.
+                true if last.is_some() => continue,
+                true => Held::default(),
+                false => match context(Some(item))
+                    .and_then(|c| self.ask(&compiled.per_item, compiled, c, &party))
+                {
+                    Ok(response) => Held::of(&response),
+                    Err(e) => return Decision::unsure(e),
+                },
+            };
+            let decision = self.overlay(compiled, tier, &once.and(&held));
+            last = Some(held);
+            if decision.outcome == Outcome::Deny {
+                return decision;
+            }
             if strictest
                 .as_ref()
                 .is_none_or(|s| rank(decision.outcome) > rank(s.outcome))
@@ -457,73 +698,50 @@ impl Rules {
         strictest.unwrap_or_else(Decision::tier)
     }
 
-    fn decide_one(
-        &self,
-        compiled: &Compiled,
-        tier: Tier,
-        args: &RestrictedExpression,
-        item: Option<RestrictedExpression>,
-        who: Who<'_>,
-        party: &Party,
-    ) -> Decision {
-        let mut pairs = principal_pairs(who);
-        pairs.push(("arguments".to_owned(), args.clone()));
-        if let Some(item) = item {
-            pairs.push(("item".to_owned(), item));
-        }
-        let context = match Context::from_pairs(pairs) {
-            Ok(context) => context,
-            Err(e) => return Decision::unsure(format!("the policy cannot decide: {e}")),
-        };
-        let response = match self.ask(&compiled.set, compiled, context, party) {
-            Ok(response) => response,
-            Err(e) => return Decision::unsure(e),
-        };
-        let reasons: Vec<&PolicyId> = response.diagnostics().reason().collect();
-        if response.decision() == CedarDecision::Deny
-            && let Some(id) = reasons.first()
-        {
+    /// Of several policies that hold, the first in the text.
+    fn first(&self, ids: impl Iterator<Item = PolicyId>) -> Option<PolicyId> {
+        ids.min_by_key(|id| self.order.get(id).copied().unwrap_or(usize::MAX))
+    }
+
+    /// The overlay's decision from the policies that hold.
+    fn overlay(&self, compiled: &Compiled, tier: Tier, held: &Held) -> Decision {
+        if let Some(id) = self.first(held.forbids.iter().cloned()) {
             return Decision {
                 outcome: Outcome::Deny,
+                reason: Some(self.reason_of(&id)),
+                outright: compiled.outright.policy(&id).is_some(),
                 policy: Some(id.to_string()),
-                reason: Some(self.reason_of(id)),
-                outright: self.outright.policy(id).is_some(),
             };
         }
-        if let Some(error) = response.diagnostics().errors().next() {
+        if let Some(error) = &held.error {
             // A policy that failed to evaluate might have denied or asked.
             return Decision::unsure(format!("a policy failed to evaluate: {error}"));
         }
-        let permits: Vec<&PolicyId> = match response.decision() {
-            CedarDecision::Allow => reasons,
-            CedarDecision::Deny => Vec::new(),
-        };
         let annotated = |key: &str| {
-            permits
-                .iter()
-                .find(|id| compiled.set.annotation(id, key).is_some())
-                .map(|id| id.to_string())
+            self.first(
+                held.permits
+                    .iter()
+                    .filter(|id| self.set.annotation(id, key).is_some())
+                    .cloned(),
+            )
         };
         if let Some(id) = annotated("requireApproval") {
             return Decision {
                 outcome: Outcome::Approval,
-                reason: self
-                    .set
-                    .annotation(&PolicyId::new(&id), "reason")
-                    .map(str::to_owned),
-                policy: Some(id),
+                reason: self.set.annotation(&id, "reason").map(str::to_owned),
+                policy: Some(id.to_string()),
                 outright: false,
             };
         }
         let skips = annotated("skipApproval");
         let auto = match tier {
             Tier::RequiresApproval => skips,
-            _ => skips.or_else(|| permits.first().map(|id| id.to_string())),
+            _ => skips.or_else(|| self.first(held.permits.iter().cloned())),
         };
         match auto {
             Some(id) => Decision {
                 outcome: Outcome::Auto,
-                policy: Some(id),
+                policy: Some(id.to_string()),
                 reason: None,
                 outright: false,
             },
@@ -554,7 +772,9 @@ impl Rules {
         }
     }
 
-    /// The principal and the entities a request of `tool` by `who` is decided with.
+    /// The principal and the entities a request of `tool` by `who` is decided
+    /// with: the user in its groups, the tool, and the tool's action in
+    /// `Action::"call"` (so `action in Action::"call"` holds, as documented).
     fn party(&self, tool: &Compiled, who: Who<'_>) -> Result<Party, String> {
         let principal = uid("User", who.user.unwrap_or(""));
         let parents: HashSet<EntityUid> = match who.user {
@@ -562,8 +782,12 @@ impl Rules {
             None => HashSet::new(),
         };
         let user = Entity::new_no_attrs(principal.clone(), parents);
-        let entities = Entities::from_entities([user, tool.resource.clone()], None)
-            .map_err(|e| format!("the policy cannot decide: {e}"))?;
+        let call = uid("Action", schema::CALL);
+        let action = Entity::new_no_attrs(tool.action.clone(), HashSet::from([call.clone()]));
+        let group = Entity::new_no_attrs(call, HashSet::new());
+        let entities =
+            Entities::from_entities([user, tool.resource.clone(), action, group], None)
+                .map_err(|e| format!("the policy cannot decide: {e}"))?;
         Ok(Party {
             principal,
             entities,
@@ -576,7 +800,7 @@ impl Rules {
         tool: &Compiled,
         context: Context,
         party: &Party,
-    ) -> Result<cedar_policy::Response, String> {
+    ) -> Result<Response, String> {
         let request = Request::new(
             party.principal.clone(),
             tool.action.clone(),
@@ -722,8 +946,9 @@ mod tests {
     fn an_argument_the_schema_lacks_is_a_problem_at_its_line() {
         let (r, d) = (refunds(), deletes());
         let text = "permit (principal, action == Action::\"create_refunds\", resource)\nwhen { context.item.total > 100 };";
-        let problems =
-            Rules::compile(text, shapes(&r, &d).into_iter()).expect_err("unknown attribute");
+        let problems = Rules::compile(text, shapes(&r, &d).into_iter())
+            .expect_err("unknown attribute")
+            .problems(text);
         assert_eq!(problems[0].line, 2, "{problems:?}");
         assert!(problems[0].message.contains("total"), "{problems:?}");
     }
@@ -740,11 +965,10 @@ mod tests {
     #[test]
     fn a_syntax_error_is_a_problem_at_its_line_and_column() {
         let (r, d) = (refunds(), deletes());
-        let problems = Rules::compile(
-            "permit (principal, action, resource)\n  wehn { true };",
-            shapes(&r, &d).into_iter(),
-        )
-        .expect_err("syntax");
+        let text = "permit (principal, action, resource)\n  wehn { true };";
+        let problems = Rules::compile(text, shapes(&r, &d).into_iter())
+            .expect_err("syntax")
+            .problems(text);
         assert_eq!(
             (problems[0].line, problems[0].column > 1),
             (2, true),
@@ -853,12 +1077,12 @@ mod tests {
     }
 
     #[test]
-    fn a_policy_that_no_longer_compiles_asks_for_approval() {
-        let policy = amounts("permit (principal, action == Action::\"send_emails\", resource);");
+    fn a_policy_that_no_longer_parses_asks_for_approval() {
+        let policy = amounts("permit (principal, action, resource) wehn { true };");
         let d = policy.decide(
             "create_refunds",
             Tier::Auto,
-            &json!({"items": []}),
+            &json!({"items": [{"amount": 1, "reason": null}]}),
             who("u", &[]),
         );
         assert_eq!(d.outcome, Outcome::Approval);
@@ -866,10 +1090,29 @@ mod tests {
     }
 
     #[test]
+    fn a_served_policy_naming_a_tool_the_revision_lacks_still_decides_the_others() {
+        let text = format!(
+            "{THRESHOLD}\n@id(\"stock\") forbid (principal, action == Action::\"get_stock\", resource);"
+        );
+        let policy = amounts(&text);
+        let args = json!({"items": [{"amount": 1, "reason": null}]});
+        let d = policy.decide("create_refunds", Tier::UserConfigurable, &args, who("u", &[]));
+        assert_eq!(
+            (d.outcome, d.policy.as_deref()),
+            (Outcome::Auto, Some("small"))
+        );
+        // A save still validates: the unknown action is a problem there.
+        let (r, dl) = (refunds(), deletes());
+        assert!(Rules::compile(&text, shapes(&r, &dl).into_iter()).is_err());
+    }
+
+    #[test]
     fn two_policies_with_one_id_are_refused() {
         let (r, d) = (refunds(), deletes());
         let text = "@id(\"a\") permit (principal, action, resource);\n@id(\"a\") forbid (principal, action, resource);";
-        let problems = Rules::compile(text, shapes(&r, &d).into_iter()).expect_err("duplicate");
+        let problems = Rules::compile(text, shapes(&r, &d).into_iter())
+            .expect_err("duplicate")
+            .problems(text);
         assert!(problems[0].message.contains("@id"), "{problems:?}");
     }
 

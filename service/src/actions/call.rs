@@ -31,7 +31,7 @@ use super::views::{CallDecision, CallResult, DecidedBy, DryRunStatus};
 use crate::auth::Principal;
 use crate::error::{Error, Kind, Result, check_id, check_name};
 use crate::fetch::Prompts;
-use crate::policies::{Decision, Outcome, Who};
+use crate::policies::{Decision, INLINE_WORK, MAX_WORK, Outcome, Who};
 use crate::vocab::Tier;
 
 use super::Runner;
@@ -210,7 +210,7 @@ pub fn denied(by: &DecidedBy) -> Error {
 async fn decide_by_policy(
     db: &DatabaseConnection,
     who: &Principal,
-    served: &Served,
+    served: &Arc<Served>,
     agent: &str,
     request: &ToolCall,
     tier: Tier,
@@ -218,15 +218,49 @@ async fn decide_by_policy(
     let Some(policy) = &served.policy else {
         return Ok(None);
     };
+    let work = policy.work(&request.tool, &request.arguments);
+    if work > MAX_WORK {
+        return Err(Error::refused(
+            "policy_work_exceeded",
+            format!(
+                "deciding this call under the agent's policy takes {work} rule evaluations; a call may take {MAX_WORK}: send fewer items per call"
+            ),
+        ));
+    }
     let groups =
         crate::policies::groups::of_user(db, who.tenant(), request.user_id.as_deref()).await?;
-    let principal = Who {
-        tenant: who.tenant(),
-        member: &who.member,
-        user: request.user_id.as_deref(),
-        groups: &groups,
+    let decision = match work > INLINE_WORK {
+        // A large list under many rules: off the async workers, behind the CPU gate.
+        true => {
+            let served = Arc::clone(served);
+            let (tenant, member) = (who.tenant().to_owned(), who.member.clone());
+            let (tool, user) = (request.tool.clone(), request.user_id.clone());
+            let arguments = request.arguments.clone();
+            crate::cpu::run(move || {
+                let principal = Who {
+                    tenant: &tenant,
+                    member: &member,
+                    user: user.as_deref(),
+                    groups: &groups,
+                };
+                served
+                    .policy
+                    .as_ref()
+                    .map(|p| p.decide(&tool, tier, &arguments, principal))
+            })
+            .await?
+            .ok_or_else(|| Error::internal("the served policy went away"))?
+        }
+        false => {
+            let principal = Who {
+                tenant: who.tenant(),
+                member: &who.member,
+                user: request.user_id.as_deref(),
+                groups: &groups,
+            };
+            policy.decide(&request.tool, tier, &request.arguments, principal)
+        }
     };
-    let decision = policy.decide(&request.tool, tier, &request.arguments, principal);
     if decision.outcome == Outcome::Deny && decision.outright {
         return Err(no_such_tool(agent, &request.tool));
     }

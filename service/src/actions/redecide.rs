@@ -38,7 +38,7 @@ pub async fn denied_now(
         _ => base,
     };
     let content = Content::parse(&revision.content)?;
-    let Some(policy) = serve::policy_of(&content) else {
+    let Some(policy) = serve::policy_off_workers(&content).await? else {
         return Ok(None);
     };
     let Some(tool) = content.tools.iter().find(|t| t.name == row.tool_name) else {

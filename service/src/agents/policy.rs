@@ -4,9 +4,12 @@
 //! does (at once on a `direct` agent, by a signed-off change request on a `gated`
 //! one). See [`crate::policies`] for what a policy decides.
 
-use entity::agent_configurations;
+use entity::{agent_configurations, agent_tools, tools};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter};
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
@@ -15,7 +18,7 @@ use super::row;
 use crate::db::Writer;
 use crate::error::{Error, Result};
 use crate::policies::cases::{self, Case};
-use crate::policies::{Outcome, Policy, PolicyProblem, Rules, ToolShape, Who};
+use crate::policies::{CompileError, Outcome, Policy, PolicyProblem, Rules, ToolShape, Who};
 use crate::registry::guard;
 use crate::vocab::{Tier, ToolDef};
 
@@ -107,12 +110,31 @@ fn shapes(defs: &[ToolDef]) -> Vec<ToolShape<'_>> {
         .collect()
 }
 
-/// The agent's working tools (what its next revision will serve).
+/// The tools a policy of the agent is checked against: every tool linked to it
+/// that is not deleted, switched off or not, as `loadout check` takes them; a
+/// tool switched off stays nameable, so a policy naming it still saves.
 async fn working_tools(db: &impl ConnectionTrait, name: &str) -> Result<Vec<ToolDef>> {
-    crate::prompt::load::agent_with_tool_defs(db, name)
-        .await?
-        .map(|(_, _, defs)| defs)
-        .ok_or_else(|| Error::not_found(format!("no agent named {name:?}")))
+    let agent = row(db, name).await?;
+    let rows = tools::Entity::find()
+        .inner_join(agent_tools::Entity)
+        .filter(agent_tools::Column::AgentId.eq(agent.id))
+        .filter(agent_tools::Column::IsActive.eq(true))
+        .filter(agent_tools::Column::DeletedAt.is_null())
+        .filter(tools::Column::DeletedAt.is_null())
+        .order_by_asc(tools::Column::Name)
+        .distinct()
+        .all(db)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .map(|t| ToolDef {
+            name: t.name,
+            description: t.description,
+            approval_tier: t.approval_tier,
+            parameters: t.parameters,
+            strict: t.strict,
+        })
+        .collect())
 }
 
 pub async fn get(db: &DatabaseConnection, name: &str) -> Result<PolicyView> {
@@ -139,22 +161,40 @@ fn too_many_tests(tests: &[Case]) -> Result<()> {
     }
 }
 
-/// 422 `invalid_policy` with every problem, or `policy_test_failed` with every
-/// failing case, for `text` and `tests` against `defs`.
-pub fn check(text: &str, tests: &[Case], defs: &[ToolDef]) -> Result<()> {
+/// 422 `policy_too_large` or `policy_too_deep` for a bound passed, naming it.
+fn exceeded(e: crate::policies::Exceeded) -> Error {
+    Error::refused(e.code(), e.to_string())
+}
+
+/// `text` compiled against `defs` (422 `invalid_policy` with every problem, or
+/// past a bound, see [`exceeded`]) with `tests` within their bound of work
+/// (422 `policy_too_large`).
+fn compiled(text: &str, tests: &[Case], defs: &[ToolDef]) -> Result<Rules> {
     let shapes = shapes(defs);
-    let rules = Rules::compile(text, shapes.iter().copied()).map_err(|problems| {
-        let first = problems
-            .first()
-            .map(ToString::to_string)
-            .unwrap_or_default();
-        Error::refused(
-            "invalid_policy",
-            format!("the policy does not compile: {first}"),
-        )
-        .with_details(Problems { problems })
+    let rules = Rules::compile(text, shapes.iter().copied()).map_err(|e| match e {
+        CompileError::Exceeded(e) => exceeded(e),
+        CompileError::Problems(problems) => {
+            let first = problems
+                .first()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            Error::refused(
+                "invalid_policy",
+                format!("the policy does not compile: {first}"),
+            )
+            .with_details(Problems { problems })
+        }
     })?;
-    let failures = cases::run(&Policy::Ready(Box::new(rules)), &shapes, tests);
+    cases::within_bounds(&rules, tests).map_err(|message| Error::refused("policy_too_large", message))?;
+    Ok(rules)
+}
+
+/// 422 `invalid_policy` with every problem, `policy_test_failed` with every
+/// failing case, or a bound passed, for `text` and `tests` against `defs`. CPU
+/// work in proportion to the text and the tests: run it through [`crate::cpu`].
+pub fn check(text: &str, tests: &[Case], defs: &[ToolDef]) -> Result<()> {
+    let rules = compiled(text, tests, defs)?;
+    let failures = cases::run(&Policy::Ready(Box::new(rules)), &shapes(defs), tests);
     if let Some(first) = failures.first() {
         return Err(Error::refused(
             "policy_test_failed",
@@ -178,7 +218,8 @@ pub async fn save_in(
     too_many_tests(&put.tests)?;
     if let Some(text) = &policy {
         let defs = working_tools(&**write, name).await?;
-        check(text, &put.tests, &defs)?;
+        let (text, tests) = (text.clone(), put.tests.clone());
+        crate::cpu::run(move || check(&text, &tests, &defs)).await??;
     }
     let tests = match put.tests.is_empty() {
         true => None,
@@ -227,17 +268,36 @@ pub async fn validate(
     tried: PolicyTry,
 ) -> Result<PolicyCheck> {
     too_many_tests(&tried.tests)?;
-    if tried.policy.len() > crate::policies::MAX_POLICY_BYTES {
-        return Err(Error::invalid(format!(
-            "the policy is over {} bytes",
-            crate::policies::MAX_POLICY_BYTES
-        )));
-    }
+    crate::policies::bounds::measure(&tried.policy).map_err(exceeded)?;
     let defs = working_tools(db, name).await?;
-    let shapes = shapes(&defs);
+    let groups = match &tried.call {
+        Some(TriedCall {
+            groups: Some(groups),
+            ..
+        }) => groups.clone(),
+        Some(call) => {
+            crate::policies::groups::of_user(db, tenant, call.user_id.as_deref()).await?
+        }
+        None => Vec::new(),
+    };
+    let (tenant, member, name) = (tenant.to_owned(), member.to_owned(), name.to_owned());
+    crate::cpu::run(move || tried_out(&tenant, &member, &name, tried, &defs, &groups)).await?
+}
+
+/// [`validate`]'s CPU work, off the async workers.
+fn tried_out(
+    tenant: &str,
+    member: &str,
+    name: &str,
+    tried: PolicyTry,
+    defs: &[ToolDef],
+    groups: &[String],
+) -> Result<PolicyCheck> {
+    let shapes = shapes(defs);
     let rules = match Rules::compile(&tried.policy, shapes.iter().copied()) {
-        Ok(rules) => Policy::Ready(Box::new(rules)),
-        Err(problems) => {
+        Ok(rules) => rules,
+        Err(CompileError::Exceeded(e)) => return Err(exceeded(e)),
+        Err(CompileError::Problems(problems)) => {
             return Ok(PolicyCheck {
                 problems,
                 test_failures: Vec::new(),
@@ -245,6 +305,9 @@ pub async fn validate(
             });
         }
     };
+    cases::within_bounds(&rules, &tried.tests)
+        .map_err(|message| Error::refused("policy_too_large", message))?;
+    let rules = Policy::Ready(Box::new(rules));
     let test_failures = cases::run(&rules, &shapes, &tried.tests);
     let decision = match tried.call {
         Some(call) => {
@@ -254,17 +317,11 @@ pub async fn validate(
                     call.tool
                 )));
             };
-            let groups = match call.groups {
-                Some(groups) => groups,
-                None => {
-                    crate::policies::groups::of_user(db, tenant, call.user_id.as_deref()).await?
-                }
-            };
             let who = Who {
                 tenant,
                 member,
                 user: call.user_id.as_deref(),
-                groups: &groups,
+                groups,
             };
             let tier = Tier::or_safest(&tool.approval_tier);
             let d = rules.decide(&tool.name, tier, &call.arguments, who);

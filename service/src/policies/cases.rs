@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 
-use super::{Outcome, Policy, ToolShape, Who};
+use super::{Outcome, Policy, Rules, ToolShape, Who};
 use crate::vocab::Tier;
 
 /// The most test cases an agent's policy may carry.
@@ -38,6 +38,23 @@ pub struct Case {
     /// The policy expected to decide, when it matters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
+}
+
+/// The most rule evaluations a policy's tests may take together (see
+/// [`super::MAX_WORK`] for one call's): a save or a check runs them all.
+pub const MAX_TEST_WORK: usize = 1_000_000;
+
+/// Whether running `cases` under `rules` stays within [`MAX_TEST_WORK`]; why not.
+pub fn within_bounds(rules: &Rules, cases: &[Case]) -> Result<(), String> {
+    let work = cases.iter().fold(0usize, |total, case| {
+        total.saturating_add(rules.work(&case.tool, &case.arguments).max(1))
+    });
+    match work > MAX_TEST_WORK {
+        true => Err(format!(
+            "the policy's tests take {work} rule evaluations; at most {MAX_TEST_WORK} (fewer tests, fewer items per test, or fewer rules)"
+        )),
+        false => Ok(()),
+    }
 }
 
 /// The cases in `text` (a JSON array), or why they cannot be read.

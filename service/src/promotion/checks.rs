@@ -144,7 +144,8 @@ pub async fn compute(
         },
         contract: Vec::new(),
     });
-    checks.push(policy_tests(new, subject.policy_tests));
+    let (content, tests) = (new.clone(), subject.policy_tests.map(str::to_owned));
+    checks.push(crate::cpu::run(move || policy_tests(&content, tests.as_deref())).await?);
     let renders =
         snapshots::compare(db, subject.tenant, subject.agent_id, subject.agent, new).await?;
     let differ: Vec<String> = renders
@@ -247,8 +248,11 @@ fn policy_tests(candidate: &Content, tests: Option<&str>) -> CheckResult {
         (None, _) | (_, true) => Vec::new(),
         (Some(text), false) => {
             match crate::policies::Rules::compile(text, shapes.iter().copied()) {
-                Ok(rules) => cases::run(&Policy::Ready(Box::new(rules)), &shapes, &cases),
-                Err(problems) => problems.iter().map(ToString::to_string).collect(),
+                Ok(rules) => match cases::within_bounds(&rules, &cases) {
+                    Ok(()) => cases::run(&Policy::Ready(Box::new(rules)), &shapes, &cases),
+                    Err(e) => vec![e],
+                },
+                Err(e) => e.problems(text).iter().map(ToString::to_string).collect(),
             }
         }
     };

@@ -23,7 +23,7 @@ use crate::execute::arguments;
 use crate::policies::{Outcome, Policy, Who};
 use crate::releases::content::{Content, ToolContent};
 use crate::releases::read;
-use crate::releases::serve::policy_of;
+use crate::releases::serve;
 use crate::vocab::Tier;
 
 /// The most recorded calls replayed per tool.
@@ -199,8 +199,8 @@ pub async fn between(
     let (candidate, new) = revisions.candidate;
     let sides = Sides {
         agent: revisions.name,
-        base: Side::new(base, old),
-        candidate: Side::new(candidate, new),
+        base: Side::new(base, old, serve::policy_off_workers(old).await?),
+        candidate: Side::new(candidate, new, serve::policy_off_workers(new).await?),
     };
     let mut report = ReplayReport {
         agent: revisions.name.to_owned(),
@@ -251,11 +251,11 @@ struct Side<'a> {
 }
 
 impl<'a> Side<'a> {
-    fn new(number: i32, content: &'a Content) -> Self {
+    fn new(number: i32, content: &'a Content, policy: Option<Policy>) -> Self {
         Side {
             number,
             tools: content.tools.iter().map(|t| (t.name.as_str(), t)).collect(),
-            policy: policy_of(content),
+            policy,
         }
     }
 }

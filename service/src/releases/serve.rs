@@ -134,9 +134,9 @@ impl Served {
         content: Content,
         working: &LoadedAgent,
         versions: Versions,
+        policy: Option<crate::policies::Policy>,
     ) -> Served {
         let pins = pins(&content);
-        let policy = policy_of(&content);
         let model = content.model.clone();
         let (agent, channels) = loaded(content, working.id, &working.agent.name, versions);
         Served {
@@ -151,7 +151,8 @@ impl Served {
     }
 }
 
-/// `content`'s policy compiled against its tools (`None` when it has none).
+/// `content`'s policy compiled against its tools (`None` when it has none). CPU
+/// work in proportion to the policy: async code calls [`policy_off_workers`].
 pub fn policy_of(content: &Content) -> Option<crate::policies::Policy> {
     let tools = content.tools.iter().map(|t| crate::policies::ToolShape {
         name: &t.name,
@@ -159,6 +160,17 @@ pub fn policy_of(content: &Content) -> Option<crate::policies::Policy> {
         parameters: &t.parameters,
     });
     crate::policies::Policy::of(content.policy.as_deref(), tools)
+}
+
+/// [`policy_of`] through the CPU gate, off the async workers.
+pub async fn policy_off_workers(
+    content: &Content,
+) -> crate::error::Result<Option<crate::policies::Policy>> {
+    if content.policy.is_none() {
+        return Ok(None);
+    }
+    let content = content.clone();
+    crate::cpu::run(move || policy_of(&content)).await
 }
 
 /// The connector pins of `content`, by tool.

@@ -80,7 +80,8 @@ pub(super) fn policies(rows: &Rows, out: &mut Problems) {
         let fix = format!("fix it: PUT /v1/agents/{}/policy", agent.name);
         let rules = match Rules::compile(text, tools.iter().copied()) {
             Ok(rules) => rules,
-            Err(problems) => {
+            Err(e) => {
+                let problems = e.problems(text);
                 let first = problems
                     .first()
                     .map(ToString::to_string)
@@ -107,6 +108,10 @@ pub(super) fn policies(rows: &Rows, out: &mut Problems) {
                 continue;
             }
         };
+        if let Err(e) = cases::within_bounds(&rules, &cases) {
+            out.error("agent", &agent.name, ProblemCode::PolicyTestFailed, e, fix);
+            continue;
+        }
         for failure in cases::run(&Policy::Ready(Box::new(rules)), &tools, &cases) {
             out.error(
                 "agent",

@@ -1,0 +1,247 @@
+//! The limits a policy text must meet before the Cedar parser sees it.
+//!
+//! cedar-policy parses with a table-driven LALRPOP parser, but turns the parse
+//! tree into its AST, validates, prints and drops it by recursion: 150 nested
+//! parentheses (351 bytes) overflowed a request worker's 2 MiB stack and aborted
+//! the process. So a text is measured first, by one pass over its tokens with no
+//! recursion, and refused past [`MAX_RULES`] policies or a nesting estimate of
+//! [`MAX_NESTING`]; what passes is parsed on a thread of [`STACK_BYTES`]
+//! (`crate::cpu::deep`), where the fuzz target (`service/fuzz`, which includes
+//! this file) and `policies::tests` show every construct at the limit fits.
+//!
+//! The estimate bounds the depth of any expression the text can parse to: within
+//! one pair of brackets, the tokens between two commas (a set's items, a record's
+//! fields and a call's arguments are siblings, not nested), plus the deepest
+//! bracket inside them, summed down to the innermost bracket. Every node on a path
+//! from an AST's root to a leaf comes from a distinct token on that path, so the
+//! AST is never deeper than the estimate (times the few nodes Cedar makes of one
+//! token, such as `!=` as `!(==)`). Long `&&`, `||` and `+` chains count, since
+//! Cedar nests them too.
+//!
+//! This file depends on nothing but `core` and `std`: the fuzz target includes it.
+
+use std::fmt;
+
+/// The largest policy set an agent may hold, in bytes of text.
+pub const MAX_POLICY_BYTES: usize = 256 * 1024;
+
+/// The most policies (`permit`/`forbid` statements) one set may hold.
+pub const MAX_RULES: usize = 1000;
+
+/// The largest nesting estimate (see the module's doc) a text may reach.
+pub const MAX_NESTING: usize = 2000;
+
+/// The deepest expression a parsed policy may hold (in AST levels, measured on the
+/// parsed policy): what a request worker's stack evaluates, prints and drops
+/// with room to spare.
+pub const MAX_EXPRESSION_DEPTH: usize = 200;
+
+/// The stack of the thread a policy is parsed, validated and tested on.
+pub const STACK_BYTES: usize = 64 * 1024 * 1024;
+
+/// Why a text was refused before parsing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exceeded {
+    /// Over [`MAX_POLICY_BYTES`].
+    Bytes(usize),
+    /// Over [`MAX_RULES`] policies.
+    Rules(usize),
+    /// A nesting estimate over [`MAX_NESTING`] in the statement at this byte offset.
+    Nesting { estimate: usize, offset: usize },
+    /// A parsed expression deeper than [`MAX_EXPRESSION_DEPTH`], in the policy at
+    /// this byte offset.
+    Depth { depth: usize, offset: usize },
+}
+
+impl Exceeded {
+    /// The error code a request is refused with.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Exceeded::Bytes(_) | Exceeded::Rules(_) => "policy_too_large",
+            Exceeded::Nesting { .. } | Exceeded::Depth { .. } => "policy_too_deep",
+        }
+    }
+}
+
+impl fmt::Display for Exceeded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Exceeded::Bytes(n) => write!(
+                f,
+                "the policy is {n} bytes; a policy set holds at most {MAX_POLICY_BYTES}"
+            ),
+            Exceeded::Rules(n) => write!(
+                f,
+                "the policy holds more than {MAX_RULES} policies ({n} so far); split the rules or use sets (`[…].contains(…)`)"
+            ),
+            Exceeded::Nesting { estimate, .. } => write!(
+                f,
+                "an expression nests or chains too deeply (about {estimate} levels; the limit is {MAX_NESTING}): use fewer brackets, or a set (`[…].contains(…)`) for a long chain of `||`"
+            ),
+            Exceeded::Depth { depth, .. } => write!(
+                f,
+                "an expression is nested {depth} levels deep; the limit is {MAX_EXPRESSION_DEPTH}"
+            ),
+        }
+    }
+}
+
+impl Exceeded {
+    /// The byte offset the refusal points at (0: the whole text).
+    pub fn offset(&self) -> usize {
+        match self {
+            Exceeded::Bytes(_) | Exceeded::Rules(_) => 0,
+            Exceeded::Nesting { offset, .. } | Exceeded::Depth { offset, .. } => *offset,
+        }
+    }
+}
+
+/// What a text that passed holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Measure {
+    /// Statements ended by `;` outside any bracket.
+    pub rules: usize,
+    /// The byte offset of each statement's first token.
+    pub starts: Vec<usize>,
+    /// The largest nesting estimate.
+    pub nesting: usize,
+}
+
+/// One open bracket: the tokens of the current comma-separated part, the deepest
+/// bracket inside that part, and the deepest part so far.
+#[derive(Clone, Copy, Default)]
+struct Level {
+    tokens: usize,
+    inner: usize,
+    deepest: usize,
+}
+
+impl Level {
+    fn part(&self) -> usize {
+        self.tokens.saturating_add(self.inner)
+    }
+
+    fn close(&self) -> usize {
+        self.deepest.max(self.part())
+    }
+}
+
+/// Measures `text` in one pass (strings and `//` comments skipped as Cedar's lexer
+/// does), refusing it at the first limit it passes. Memory is one small record per
+/// open bracket, bounded by the text's length.
+pub fn measure(text: &str) -> Result<Measure, Exceeded> {
+    if text.len() > MAX_POLICY_BYTES {
+        return Err(Exceeded::Bytes(text.len()));
+    }
+    let bytes = text.as_bytes();
+    let mut levels: Vec<Level> = vec![Level::default()];
+    let mut found = Measure::default();
+    let mut statement = 0;
+    let mut open_statement = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let start = i;
+        i += 1;
+        match b {
+            b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c => continue,
+            b'/' if bytes.get(i) == Some(&b'/') => {
+                while i < bytes.len() && bytes[i] != b'\n' && bytes[i] != b'\r' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'"' => {
+                while i < bytes.len() && bytes[i] != b'"' {
+                    // An escape takes the next byte, whatever it is.
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                i = (i + 1).min(bytes.len());
+            }
+            b'a'..=b'z' | b'A'..=b'Z' | b'_' | b'0'..=b'9' | b'?' => {
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                    i += 1;
+                }
+            }
+            b'(' | b'[' | b'{' => {
+                if let Some(top) = levels.last_mut() {
+                    top.tokens += 1;
+                }
+                // Each bracket is a token of the one around it: the estimate is at
+                // least as large as the number open.
+                if levels.len() > MAX_NESTING {
+                    return Err(Exceeded::Nesting {
+                        estimate: levels.len(),
+                        offset: start,
+                    });
+                }
+                levels.push(Level::default());
+                continue;
+            }
+            b')' | b']' | b'}' => {
+                // An unmatched closer is the parser's error to report.
+                if levels.len() > 1
+                    && let Some(closed) = levels.pop()
+                    && let Some(top) = levels.last_mut()
+                {
+                    top.inner = top.inner.max(closed.close());
+                }
+                continue;
+            }
+            b',' => {
+                if let Some(top) = levels.last_mut() {
+                    top.deepest = top.close();
+                    top.tokens = 0;
+                    top.inner = 0;
+                }
+                continue;
+            }
+            b';' if levels.len() == 1 => {
+                found.rules += 1;
+                if found.rules > MAX_RULES {
+                    return Err(Exceeded::Rules(found.rules));
+                }
+                settle(&mut levels, &mut found, statement)?;
+                statement = i;
+                open_statement = false;
+                continue;
+            }
+            _ => {
+                // An operator: `==`, `&&`, `::` and the like are one token.
+                while i < bytes.len() && b"=&|:<>".contains(&bytes[i]) && bytes[i] == b {
+                    i += 1;
+                }
+                if matches!(b, b'!' | b'<' | b'>') && bytes.get(i) == Some(&b'=') {
+                    i += 1;
+                }
+            }
+        }
+        if let Some(top) = levels.last_mut() {
+            top.tokens += 1;
+        }
+        if !open_statement {
+            open_statement = true;
+            found.starts.push(start);
+        }
+    }
+    settle(&mut levels, &mut found, statement)?;
+    Ok(found)
+}
+
+/// Closes whatever the statement that ended left open, takes its estimate and
+/// starts the next statement afresh.
+fn settle(levels: &mut Vec<Level>, found: &mut Measure, statement: usize) -> Result<(), Exceeded> {
+    let mut estimate = 0;
+    while let Some(level) = levels.pop() {
+        estimate = level.deepest.max(level.tokens.saturating_add(level.inner.max(estimate)));
+    }
+    levels.push(Level::default());
+    found.nesting = found.nesting.max(estimate);
+    match found.nesting > MAX_NESTING {
+        true => Err(Exceeded::Nesting {
+            estimate,
+            offset: statement,
+        }),
+        false => Ok(()),
+    }
+}
