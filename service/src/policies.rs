@@ -1131,3 +1131,184 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod limits {
+    //! Every construct Cedar nests, at the largest size the bounds let through and
+    //! one step past it: parsed on the deep thread without overflowing its stack
+    //! (an overflow aborts this test binary), refused past the bound, and what a
+    //! save accepts is decided on a stack the size of a request worker's.
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// The expression `kind` nested `n` times.
+    fn nested(kind: &str, n: usize) -> String {
+        let r = |s: &str| s.repeat(n);
+        match kind {
+            "parentheses" => format!("{}true{}", r("("), r(")")),
+            "not" => format!("{}true", r("!")),
+            "negation" => format!("{}1 == 1", r("-")),
+            "plus" => format!("1{} == 1", r(" + 1")),
+            "times" => format!("1{} == 1", r(" * 1")),
+            "or" => format!("true{}", r(" || true")),
+            "and" => format!("true{}", r(" && true")),
+            "if" => format!("{}true{}", r("if true then "), r(" else true")),
+            "sets" => format!("{}1{} == [1]", r("["), r("]")),
+            "records" => format!("{}1{} == {{a: 1}}", r("{a: "), r("}")),
+            "attributes" => format!("context{} == 1", r(".a")),
+            "has" => format!("context has {}a", r("a.")),
+            "calls" => format!("{}[1].contains(1){}", r("[1].contains("), r(")").replacen(")", ")", n)),
+            "mixed" => format!("{}true{}", r("!(-(["), r("])) == 1)")),
+            _ => unreachable!("{kind}"),
+        }
+    }
+
+    fn policy(expr: &str) -> String {
+        format!("permit (principal, action, resource) when {{ {expr} }};")
+    }
+
+    /// The largest `n` whose text passes [`bounds::measure`].
+    fn largest(kind: &str) -> usize {
+        let passes = |n| bounds::measure(&policy(&nested(kind, n))).is_ok();
+        let (mut ok, mut bad) = (1, 2);
+        while passes(bad) {
+            (ok, bad) = (bad, bad * 2);
+        }
+        while bad - ok > 1 {
+            let mid = (ok + bad) / 2;
+            match passes(mid) {
+                true => ok = mid,
+                false => bad = mid,
+            }
+        }
+        ok
+    }
+
+    const KINDS: [&str; 14] = [
+        "parentheses",
+        "not",
+        "negation",
+        "plus",
+        "times",
+        "or",
+        "and",
+        "if",
+        "sets",
+        "records",
+        "attributes",
+        "has",
+        "calls",
+        "mixed",
+    ];
+
+    fn tools() -> Value {
+        json!({"type": "object", "properties": {}, "required": [], "additionalProperties": false})
+    }
+
+    #[test]
+    fn every_construct_at_the_bound_compiles_without_overflowing_and_past_it_is_refused() {
+        let params = tools();
+        let shapes = [ToolShape {
+            name: "get_page",
+            tier: "auto",
+            parameters: &params,
+        }];
+        for kind in KINDS {
+            let n = largest(kind);
+            let at = policy(&nested(kind, n));
+            // Compiled at the bound: accepted, refused as too deep once parsed, or
+            // invalid, but answered (an overflow would abort the test binary).
+            let compiled = Rules::compile(&at, shapes.iter().copied());
+            assert!(
+                !matches!(compiled, Err(CompileError::Exceeded(Exceeded::Nesting { .. }))),
+                "{kind} at {n}: {compiled:?}"
+            );
+            let past = policy(&nested(kind, n + 1));
+            let refused = Rules::compile(&past, shapes.iter().copied()).expect_err(kind);
+            assert!(
+                matches!(refused, CompileError::Exceeded(Exceeded::Nesting { .. })),
+                "{kind} at {}: {refused:?}",
+                n + 1
+            );
+            assert_eq!(
+                Exceeded::Nesting {
+                    estimate: 0,
+                    offset: 0
+                }
+                .code(),
+                "policy_too_deep"
+            );
+        }
+    }
+
+    #[test]
+    fn the_nesting_that_killed_the_server_compiles_on_the_deep_thread_and_more_is_refused() {
+        // 150 nested parentheses: 351 bytes, and a stack overflow on the landed main.
+        let text = policy(&nested("parentheses", 150));
+        assert!(text.len() < 400);
+        let params = tools();
+        let shapes = [ToolShape {
+            name: "get_page",
+            tier: "auto",
+            parameters: &params,
+        }];
+        let rules = Rules::compile(&text, shapes.iter().copied()).expect("compiles");
+        let who = Who {
+            tenant: "default",
+            member: "m",
+            user: None,
+            groups: &[],
+        };
+        let d = rules.decide("get_page", Tier::UserConfigurable, &json!({}), who);
+        assert_eq!(d.outcome, Outcome::Auto);
+        let e = bounds::measure(&policy(&nested("parentheses", 300))).expect_err("too deep");
+        assert_eq!(e.code(), "policy_too_deep");
+        assert!(e.to_string().contains(&MAX_NESTING.to_string()), "{e}");
+    }
+
+    #[test]
+    fn the_deepest_expression_a_save_accepts_is_decided_on_a_request_workers_stack() {
+        let params = tools();
+        let shapes = [ToolShape {
+            name: "get_page",
+            tier: "auto",
+            parameters: &params,
+        }];
+        for kind in ["parentheses", "not", "or", "if", "plus", "mixed"] {
+            // The largest n a compile accepts.
+            let mut n = 1;
+            while Rules::compile(&policy(&nested(kind, n + 1)), shapes.iter().copied())
+                .is_ok_and(|_| n < 5000)
+            {
+                n += if n < 64 { 1 } else { 8 };
+            }
+            let text = policy(&nested(kind, n));
+            let Ok(rules) = Rules::compile(&text, shapes.iter().copied()) else {
+                continue;
+            };
+            let decided = std::thread::Builder::new()
+                .stack_size(2 * 1024 * 1024)
+                .spawn(move || {
+                    let who = Who {
+                        tenant: "default",
+                        member: "m",
+                        user: Some("u"),
+                        groups: &[],
+                    };
+                    let d = rules.decide("get_page", Tier::UserConfigurable, &json!({}), who);
+                    drop(rules);
+                    d
+                })
+                .expect("a thread")
+                .join()
+                .expect("decided without overflowing");
+            assert_ne!(
+                decided.reason.as_deref().map(|r| r.contains("recursion")),
+                Some(true),
+                "{kind} at {n}: {decided:?}"
+            );
+        }
+    }
+}

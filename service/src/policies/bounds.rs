@@ -10,7 +10,7 @@
 //! this file) and `policies::tests` show every construct at the limit fits.
 //!
 //! The estimate bounds the depth of any expression the text can parse to: within
-//! one pair of brackets, the tokens between two commas (a set's items, a record's
+//! one pair of brackets, the tokens (a bracket weighing [`BRACKET`]) between two commas (a set's items, a record's
 //! fields and a call's arguments are siblings, not nested), plus the deepest
 //! bracket inside them, summed down to the innermost bracket. Every node on a path
 //! from an AST's root to a leaf comes from a distinct token on that path, so the
@@ -35,6 +35,11 @@ pub const MAX_NESTING: usize = 2000;
 /// parsed policy): what a request worker's stack evaluates, prints and drops
 /// with room to spare.
 pub const MAX_EXPRESSION_DEPTH: usize = 200;
+
+/// What one bracket adds to the estimate: Cedar's parse tree holds about ten
+/// levels per bracket (one per precedence level), each converted by recursion,
+/// where an operator in a chain takes one or two.
+const BRACKET: usize = 8;
 
 /// The stack of the thread a policy is parsed, validated and tested on.
 pub const STACK_BYTES: usize = 64 * 1024 * 1024;
@@ -165,11 +170,11 @@ pub fn measure(text: &str) -> Result<Measure, Exceeded> {
             }
             b'(' | b'[' | b'{' => {
                 if let Some(top) = levels.last_mut() {
-                    top.tokens += 1;
+                    top.tokens += BRACKET;
                 }
-                // Each bracket is a token of the one around it: the estimate is at
-                // least as large as the number open.
-                if levels.len() > MAX_NESTING {
+                // Each bracket weighs on the one around it: the estimate is at
+                // least as large as the brackets open.
+                if levels.len().saturating_mul(BRACKET) > MAX_NESTING {
                     return Err(Exceeded::Nesting {
                         estimate: levels.len(),
                         offset: start,
