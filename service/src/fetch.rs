@@ -226,7 +226,9 @@ where
             let content = Content::parse(&row.content)?;
             let versions = read_retrying(|| serve::versions(state.db, &working, &content)).await?;
             let policy = serve::policy_off_workers(&content).await?;
-            Some(Arc::new(Served::new(&row, content, &working, versions, policy)))
+            Some(Arc::new(Served::new(
+                &row, content, &working, versions, policy,
+            )))
         }
         None => None,
     };

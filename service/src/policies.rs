@@ -421,7 +421,11 @@ impl Held {
         Held {
             forbids,
             permits,
-            error: response.diagnostics().errors().next().map(|e| e.to_string()),
+            error: response
+                .diagnostics()
+                .errors()
+                .next()
+                .map(|e| e.to_string()),
         }
     }
 
@@ -456,13 +460,13 @@ impl Rules {
         crate::cpu::deep_blocking(bounds::STACK_BYTES, || {
             Rules::parse(text, starts, tools, validate)
         })
-            .unwrap_or_else(|| {
-                Err(CompileError::Problems(vec![PolicyProblem {
-                    line: 1,
-                    column: 1,
-                    message: "the policy could not be compiled".to_owned(),
-                }]))
-            })
+        .unwrap_or_else(|| {
+            Err(CompileError::Problems(vec![PolicyProblem {
+                line: 1,
+                column: 1,
+                message: "the policy could not be compiled".to_owned(),
+            }]))
+        })
     }
 
     /// The work of [`Self::build`], on a stack that fits the bounds.
@@ -625,8 +629,7 @@ impl Rules {
             }
             Context::from_pairs(pairs).map_err(|e| format!("the policy cannot decide: {e}"))
         };
-        let once = match context(None).and_then(|c| self.ask(&compiled.once, compiled, c, &party))
-        {
+        let once = match context(None).and_then(|c| self.ask(&compiled.once, compiled, c, &party)) {
             Ok(response) => Held::of(&response),
             Err(e) => return Decision::unsure(e),
         };
@@ -785,9 +788,8 @@ impl Rules {
         let call = uid("Action", schema::CALL);
         let action = Entity::new_no_attrs(tool.action.clone(), HashSet::from([call.clone()]));
         let group = Entity::new_no_attrs(call, HashSet::new());
-        let entities =
-            Entities::from_entities([user, tool.resource.clone(), action, group], None)
-                .map_err(|e| format!("the policy cannot decide: {e}"))?;
+        let entities = Entities::from_entities([user, tool.resource.clone(), action, group], None)
+            .map_err(|e| format!("the policy cannot decide: {e}"))?;
         Ok(Party {
             principal,
             entities,
@@ -1096,7 +1098,12 @@ mod tests {
         );
         let policy = amounts(&text);
         let args = json!({"items": [{"amount": 1, "reason": null}]});
-        let d = policy.decide("create_refunds", Tier::UserConfigurable, &args, who("u", &[]));
+        let d = policy.decide(
+            "create_refunds",
+            Tier::UserConfigurable,
+            &args,
+            who("u", &[]),
+        );
         assert_eq!(
             (d.outcome, d.policy.as_deref()),
             (Outcome::Auto, Some("small"))
@@ -1159,7 +1166,11 @@ mod limits {
             "records" => format!("{}1{} == {{a: 1}}", r("{a: "), r("}")),
             "attributes" => format!("context{} == 1", r(".a")),
             "has" => format!("context has {}a", r("a.")),
-            "calls" => format!("{}[1].contains(1){}", r("[1].contains("), r(")").replacen(")", ")", n)),
+            "calls" => format!(
+                "{}[1].contains(1){}",
+                r("[1].contains("),
+                r(")").replacen(")", ")", n)
+            ),
             "mixed" => format!("{}true{}", r("!(-(["), r("])) == 1)")),
             _ => unreachable!("{kind}"),
         }
@@ -1222,7 +1233,10 @@ mod limits {
             // invalid, but answered (an overflow would abort the test binary).
             let compiled = Rules::compile(&at, shapes.iter().copied());
             assert!(
-                !matches!(compiled, Err(CompileError::Exceeded(Exceeded::Nesting { .. }))),
+                !matches!(
+                    compiled,
+                    Err(CompileError::Exceeded(Exceeded::Nesting { .. }))
+                ),
                 "{kind} at {n}: {compiled:?}"
             );
             let past = policy(&nested(kind, n + 1));

@@ -185,7 +185,8 @@ fn compiled(text: &str, tests: &[Case], defs: &[ToolDef]) -> Result<Rules> {
             .with_details(Problems { problems })
         }
     })?;
-    cases::within_bounds(&rules, tests).map_err(|message| Error::refused("policy_too_large", message))?;
+    cases::within_bounds(&rules, tests)
+        .map_err(|message| Error::refused("policy_too_large", message))?;
     Ok(rules)
 }
 
@@ -275,9 +276,7 @@ pub async fn validate(
             groups: Some(groups),
             ..
         }) => groups.clone(),
-        Some(call) => {
-            crate::policies::groups::of_user(db, tenant, call.user_id.as_deref()).await?
-        }
+        Some(call) => crate::policies::groups::of_user(db, tenant, call.user_id.as_deref()).await?,
         None => Vec::new(),
     };
     let (tenant, member, name) = (tenant.to_owned(), member.to_owned(), name.to_owned());

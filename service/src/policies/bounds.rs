@@ -238,7 +238,9 @@ pub fn measure(text: &str) -> Result<Measure, Exceeded> {
 fn settle(levels: &mut Vec<Level>, found: &mut Measure, statement: usize) -> Result<(), Exceeded> {
     let mut estimate = 0;
     while let Some(level) = levels.pop() {
-        estimate = level.deepest.max(level.tokens.saturating_add(level.inner.max(estimate)));
+        estimate = level
+            .deepest
+            .max(level.tokens.saturating_add(level.inner.max(estimate)));
     }
     levels.push(Level::default());
     found.nesting = found.nesting.max(estimate);

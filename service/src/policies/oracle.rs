@@ -86,14 +86,26 @@ struct Rule {
 fn atom(rng: &mut Rng) -> (String, bool) {
     let n = rng.below(5) as i64 * 50;
     match rng.below(13) {
-        0 => (format!("context.tenant == \"{}\"", rng.pick(&TENANTS)), false),
-        1 => (format!("context.member == \"{}\"", rng.pick(&MEMBERS)), false),
+        0 => (
+            format!("context.tenant == \"{}\"", rng.pick(&TENANTS)),
+            false,
+        ),
+        1 => (
+            format!("context.member == \"{}\"", rng.pick(&MEMBERS)),
+            false,
+        ),
         2 => (format!("resource.tier == \"{}\"", rng.pick(&TIERS)), false),
         3 => (format!("resource.name == \"{}\"", rng.pick(&TOOLS)), false),
-        4 => (format!("principal in Group::\"{}\"", rng.pick(&GROUPS)), false),
+        4 => (
+            format!("principal in Group::\"{}\"", rng.pick(&GROUPS)),
+            false,
+        ),
         5 => ("action in Action::\"call\"".to_owned(), false),
         6 => (format!("action == Action::\"{}\"", rng.pick(&TOOLS)), false),
-        7 => (format!("principal == User::\"{}\"", rng.pick(&USERS)), false),
+        7 => (
+            format!("principal == User::\"{}\"", rng.pick(&USERS)),
+            false,
+        ),
         8 => (
             format!("context.arguments has n && context.arguments.n > {n}"),
             true,
@@ -377,7 +389,10 @@ impl Oracle {
             if decided.0 == Outcome::Deny {
                 return decided;
             }
-            if strictest.as_ref().is_none_or(|s| rank(decided.0) > rank(s.0)) {
+            if strictest
+                .as_ref()
+                .is_none_or(|s| rank(decided.0) > rank(s.0))
+            {
                 strictest = Some(decided);
             }
         }
@@ -428,7 +443,10 @@ fn loadout_decides_as_cedar_itself_over_thousands_of_generated_cases() {
         let text: String = rules.iter().map(|r| r.text.as_str()).collect();
         let oracle = Oracle::new(&rules);
         let policy = Policy::of(Some(&text), shapes.iter().copied()).expect("a policy");
-        assert!(matches!(policy, Policy::Ready(_)), "seed {seed}: {policy:?}");
+        assert!(
+            matches!(policy, Policy::Ready(_)),
+            "seed {seed}: {policy:?}"
+        );
         for _ in 0..15 {
             let shape = shapes[rng.below(shapes.len())];
             let user = rng.chance(85).then(|| rng.pick(&USERS));

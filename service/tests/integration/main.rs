@@ -30,6 +30,7 @@ mod outage;
 mod outcomes;
 mod pins;
 mod policies;
+mod policy_bounds;
 mod promotion;
 mod prompt;
 mod proposals;
