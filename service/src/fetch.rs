@@ -601,7 +601,10 @@ pub async fn visible<'p>(
     let Some(policy) = pick.served.policy.as_ref().filter(|p| p.can_hide()) else {
         return Ok(std::borrow::Cow::Borrowed(tools));
     };
-    let groups = crate::policies::groups::of_user(state.db, viewer.tenant, viewer.user).await?;
+    let groups = pick
+        .served
+        .groups_of(state.db, viewer.tenant, viewer.user)
+        .await?;
     let who = crate::policies::Who {
         tenant: viewer.tenant,
         member: viewer.member,

@@ -824,6 +824,18 @@ impl Rules {
     }
 }
 
+/// The calling member as `context.member` names it: an identity, not a display
+/// name. A member of the default tenant (every operator's, and every key's
+/// before tenants) is its name, as policies have always read it; any other
+/// tenant's is `tenant/name`, which no name can spell (names take no `/`), so a
+/// key another tenant's admin names `bot` is never `bot`.
+pub fn member_identity(tenant: &str, member: &str) -> String {
+    match tenant == crate::auth::keys::DEFAULT_TENANT {
+        true => member.to_owned(),
+        false => format!("{tenant}/{member}"),
+    }
+}
+
 /// `{tenant, member}`: what every context holds.
 fn principal_pairs(who: Who<'_>) -> Vec<(String, RestrictedExpression)> {
     vec![
@@ -833,7 +845,7 @@ fn principal_pairs(who: Who<'_>) -> Vec<(String, RestrictedExpression)> {
         ),
         (
             "member".to_owned(),
-            RestrictedExpression::new_string(who.member.to_owned()),
+            RestrictedExpression::new_string(member_identity(who.tenant, who.member)),
         ),
     ]
 }

@@ -227,8 +227,9 @@ async fn decide_by_policy(
             ),
         ));
     }
-    let groups =
-        crate::policies::groups::of_user(db, who.tenant(), request.user_id.as_deref()).await?;
+    let groups = served
+        .groups_of(db, who.tenant(), request.user_id.as_deref())
+        .await?;
     let decision = match work > INLINE_WORK {
         // A large list under many rules: off the async workers, behind the CPU gate.
         true => {
@@ -321,8 +322,9 @@ pub async fn call(
     // A tool a policy hides from this caller is refused as if it did not exist,
     // before its arguments are checked (a validation error would tell its schema).
     if let Some(policy) = served.policy.as_ref().filter(|p| p.can_hide()) {
-        let groups =
-            crate::policies::groups::of_user(runner.db, tenant, request.user_id.as_deref()).await?;
+        let groups = served
+            .groups_of(runner.db, tenant, request.user_id.as_deref())
+            .await?;
         let principal = Who {
             tenant,
             member: &who.member,

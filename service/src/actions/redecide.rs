@@ -53,8 +53,12 @@ pub async fn denied_now(
         .await?
         .map(|e| e.actor)
         .unwrap_or_default();
-    let groups =
-        crate::policies::groups::of_user(db, &row.tenant_id, row.user_id.as_deref()).await?;
+    let groups = match content.groups_of(&row.tenant_id, row.user_id.as_deref()) {
+        Some(groups) => groups,
+        None => {
+            crate::policies::groups::of_user(db, &row.tenant_id, row.user_id.as_deref()).await?
+        }
+    };
     let who = Who {
         tenant: &row.tenant_id,
         member: &member,

@@ -366,7 +366,13 @@ async fn create_group(
         name: form.name.trim().to_owned(),
         members,
     };
-    let outcome = groups::create(&state.writer(None), signed.who.tenant(), new).await;
+    let outcome = groups::create(
+        &state.writer(None),
+        &signed.who.member,
+        signed.who.tenant(),
+        new,
+    )
+    .await;
     done(&state, &signed, outcome).await
 }
 
@@ -377,7 +383,14 @@ async fn add_member(
     Checked(form): Checked<MemberForm>,
 ) -> Response {
     let user = form.user_id.trim();
-    let outcome = groups::add(&state.writer(None), signed.who.tenant(), &group, user).await;
+    let outcome = groups::add(
+        &state.writer(None),
+        &signed.who.member,
+        signed.who.tenant(),
+        &group,
+        user,
+    )
+    .await;
     done(&state, &signed, outcome).await
 }
 
@@ -387,7 +400,14 @@ async fn remove_member(
     Path((group, user)): Path<(String, String)>,
     Checked(_form): Checked<CsrfOnly>,
 ) -> Response {
-    let outcome = groups::remove(&state.writer(None), signed.who.tenant(), &group, &user).await;
+    let outcome = groups::remove(
+        &state.writer(None),
+        &signed.who.member,
+        signed.who.tenant(),
+        &group,
+        &user,
+    )
+    .await;
     done(&state, &signed, outcome).await
 }
 
@@ -397,6 +417,12 @@ async fn delete_group(
     Path(group): Path<String>,
     Checked(_form): Checked<CsrfOnly>,
 ) -> Response {
-    let outcome = groups::delete(&state.writer(None), signed.who.tenant(), &group).await;
+    let outcome = groups::delete(
+        &state.writer(None),
+        &signed.who.member,
+        signed.who.tenant(),
+        &group,
+    )
+    .await;
     done(&state, &signed, outcome).await
 }

@@ -41,7 +41,9 @@ async fn create_group(
     ApiJson(new): ApiJson<NewGroup>,
 ) -> ApiResult<Json<GroupView>> {
     let w = state.writer(key(&idempotency));
-    Ok(Json(groups::create(&w, who.tenant(), new).await?))
+    Ok(Json(
+        groups::create(&w, &who.member, who.tenant(), new).await?,
+    ))
 }
 
 #[utoipa::path(get, path = "/v1/groups/{group}", tag = "groups",
@@ -67,7 +69,9 @@ async fn delete_group(
     idempotency: Idempotency,
 ) -> ApiResult<Json<GroupView>> {
     let w = state.writer(key(&idempotency));
-    Ok(Json(groups::delete(&w, who.tenant(), &name).await?))
+    Ok(Json(
+        groups::delete(&w, &who.member, who.tenant(), &name).await?,
+    ))
 }
 
 #[utoipa::path(put, path = "/v1/groups/{group}/members/{user_id}", tag = "groups",
@@ -81,7 +85,9 @@ async fn add_member(
     idempotency: Idempotency,
 ) -> ApiResult<Json<GroupView>> {
     let w = state.writer(key(&idempotency));
-    Ok(Json(groups::add(&w, who.tenant(), &name, &user).await?))
+    Ok(Json(
+        groups::add(&w, &who.member, who.tenant(), &name, &user).await?,
+    ))
 }
 
 #[utoipa::path(delete, path = "/v1/groups/{group}/members/{user_id}", tag = "groups",
@@ -95,5 +101,7 @@ async fn remove_member(
     idempotency: Idempotency,
 ) -> ApiResult<Json<GroupView>> {
     let w = state.writer(key(&idempotency));
-    Ok(Json(groups::remove(&w, who.tenant(), &name, &user).await?))
+    Ok(Json(
+        groups::remove(&w, &who.member, who.tenant(), &name, &user).await?,
+    ))
 }

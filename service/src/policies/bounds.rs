@@ -252,3 +252,63 @@ fn settle(levels: &mut Vec<Level>, found: &mut Measure, statement: usize) -> Res
         false => Ok(()),
     }
 }
+
+/// The names of the groups `text` refers to (`Group::"ops"`, as Cedar's lexer reads
+/// it: whitespace and `//` comments may sit between the tokens), for the groups a
+/// revision carries. A name that no group could have (one with an escape) is left
+/// out; a literal inside a string counts, which only snapshots a group more.
+pub fn group_names(text: &str) -> std::collections::BTreeSet<String> {
+    let bytes = text.as_bytes();
+    let mut found = std::collections::BTreeSet::new();
+    // The last two tokens: `Group` then `::` make the next string a group's name.
+    let (mut before, mut last) = (Token::Other, Token::Other);
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let start = i;
+        i += 1;
+        let token = match b {
+            b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c => continue,
+            b'/' if bytes.get(i) == Some(&b'/') => {
+                while i < bytes.len() && bytes[i] != b'\n' && bytes[i] != b'\r' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'"' => {
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                i = (i + 1).min(bytes.len());
+                let inner = text.get(start + 1..i.saturating_sub(1)).unwrap_or("");
+                if before == Token::Group && last == Token::Path && !inner.contains('\\') {
+                    found.insert(inner.to_owned());
+                }
+                Token::Other
+            }
+            b'a'..=b'z' | b'A'..=b'Z' | b'_' => {
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                    i += 1;
+                }
+                match &text[start..i] {
+                    "Group" => Token::Group,
+                    _ => Token::Other,
+                }
+            }
+            b':' if bytes.get(i) == Some(&b':') => {
+                i += 1;
+                Token::Path
+            }
+            _ => Token::Other,
+        };
+        (before, last) = (last, token);
+    }
+    found
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Token {
+    Group,
+    Path,
+    Other,
+}

@@ -1,7 +1,9 @@
 //! Groups of users per tenant, for policies (`principal in Group::"ops"`). An
-//! admin's list; a user is an agent's `user_id`. Read at every decision, so a
-//! change applies to the next call; a change bumps the generation too, so no tool
-//! list a policy filtered by group is served from a cache made before it. Deletes
+//! admin's list; a user is an agent's `user_id`. A revision carries the members
+//! of the groups its policy names (`releases::content::Groups`), and a call is
+//! decided by those: a group change is a guarded write that publishes every agent
+//! whose policy names the group, so it reaches a `direct` agent's next call and a
+//! `gated` agent's `production` only through a signed-off change request. Deletes
 //! are soft.
 
 use chrono::{DateTime, Utc};
@@ -135,7 +137,12 @@ pub async fn get(db: &DatabaseConnection, tenant: &str, name: &str) -> Result<Gr
 }
 
 /// Creates a group (409 if the tenant has a live one of that name).
-pub async fn create(w: &Writer<'_>, tenant: &str, new: NewGroup) -> Result<GroupView> {
+pub async fn create(
+    w: &Writer<'_>,
+    author: &str,
+    tenant: &str,
+    new: NewGroup,
+) -> Result<GroupView> {
     check_name("group", &new.name)?;
     for user in &new.members {
         check_id("user_id", user)?;
@@ -145,12 +152,12 @@ pub async fn create(w: &Writer<'_>, tenant: &str, new: NewGroup) -> Result<Group
             "a group has at most {MAX_MEMBERS} members"
         )));
     }
-    let (txn, now) = (crate::db::begin_write(w.db).await?, w.now);
-    let generation = crate::db::generation::bump(&txn).await?;
+    let mut txn = w.begin_for_agents().await?.by(author);
+    let now = txn.now();
     let count = groups::Entity::find()
         .filter(groups::Column::TenantId.eq(tenant))
         .filter(groups::Column::DeletedAt.is_null())
-        .count(&txn)
+        .count(&*txn)
         .await?;
     if count >= MAX_GROUPS {
         return Err(Error::refused(
@@ -166,7 +173,7 @@ pub async fn create(w: &Writer<'_>, tenant: &str, new: NewGroup) -> Result<Group
         deleted_at: Set(None),
         ..Default::default()
     }
-    .insert(&txn)
+    .insert(&*txn)
     .await
     .map_err(|e| Error::from_db(e, || format!("a group named {name:?} exists")))?;
     let mut users = new.members;
@@ -174,12 +181,34 @@ pub async fn create(w: &Writer<'_>, tenant: &str, new: NewGroup) -> Result<Group
     users.dedup();
     let mut added = Vec::with_capacity(users.len());
     for user in users {
-        added.push(insert_member(&txn, group.id, user, now).await?);
+        added.push(insert_member(&*txn, group.id, user, now).await?);
     }
-    crate::db::idempotency::record_if(&txn, w.key).await?;
-    txn.commit().await?;
-    w.generation.observe(generation);
+    touch_readers(&mut txn, &name).await?;
+    w.commit(txn).await?;
     Ok(view(group, added))
+}
+
+/// Has the write publish every live agent whose policy names group `name` (in any
+/// tenant's calls): its next revision carries the group as this write leaves it,
+/// and a gated agent's `production` keeps the old one until a change request is
+/// signed off.
+async fn touch_readers(write: &mut crate::registry::guard::Write, name: &str) -> Result<()> {
+    use entity::agent_configurations as agents;
+    let readers: Vec<(i32, String)> = agents::Entity::find()
+        .select_only()
+        .column(agents::Column::Id)
+        .column(agents::Column::Policy)
+        .filter(agents::Column::DeletedAt.is_null())
+        .filter(agents::Column::Policy.is_not_null())
+        .into_tuple()
+        .all(&**write)
+        .await?;
+    for (id, policy) in readers {
+        if super::bounds::group_names(&policy).contains(name) {
+            write.touch(id).await?;
+        }
+    }
+    Ok(())
 }
 
 async fn insert_member(
@@ -200,12 +229,18 @@ async fn insert_member(
 }
 
 /// Adds `user` to the group (a member already is answered as it is).
-pub async fn add(w: &Writer<'_>, tenant: &str, name: &str, user: &str) -> Result<GroupView> {
+pub async fn add(
+    w: &Writer<'_>,
+    author: &str,
+    tenant: &str,
+    name: &str,
+    user: &str,
+) -> Result<GroupView> {
     check_name("group", name)?;
     check_id("user_id", user)?;
-    let (txn, now) = (crate::db::begin_write(w.db).await?, w.now);
-    let generation = crate::db::generation::bump(&txn).await?;
-    let (group, current) = live(&txn, tenant, name).await?;
+    let mut txn = w.begin_for_agents().await?.by(author);
+    let now = txn.now();
+    let (group, current) = live(&*txn, tenant, name).await?;
     let mut all = current.clone();
     if !current.iter().any(|m| m.user_id == user) {
         if current.len() as u64 >= MAX_MEMBERS {
@@ -214,21 +249,26 @@ pub async fn add(w: &Writer<'_>, tenant: &str, name: &str, user: &str) -> Result
                 format!("a group has at most {MAX_MEMBERS} members"),
             ));
         }
-        all.push(insert_member(&txn, group.id, user.to_owned(), now).await?);
+        all.push(insert_member(&*txn, group.id, user.to_owned(), now).await?);
     }
-    crate::db::idempotency::record_if(&txn, w.key).await?;
-    txn.commit().await?;
-    w.generation.observe(generation);
+    touch_readers(&mut txn, name).await?;
+    w.commit(txn).await?;
     Ok(view(group, all))
 }
 
 /// Removes `user` from the group (soft; 404 if not a member).
-pub async fn remove(w: &Writer<'_>, tenant: &str, name: &str, user: &str) -> Result<GroupView> {
+pub async fn remove(
+    w: &Writer<'_>,
+    author: &str,
+    tenant: &str,
+    name: &str,
+    user: &str,
+) -> Result<GroupView> {
     check_name("group", name)?;
     check_id("user_id", user)?;
-    let (txn, now) = (crate::db::begin_write(w.db).await?, w.now);
-    let generation = crate::db::generation::bump(&txn).await?;
-    let (group, current) = live(&txn, tenant, name).await?;
+    let mut txn = w.begin_for_agents().await?.by(author);
+    let now = txn.now();
+    let (group, current) = live(&*txn, tenant, name).await?;
     let Some(member) = current.iter().find(|m| m.user_id == user).cloned() else {
         return Err(Error::not_found(format!(
             "{user:?} is not in group {name:?}"
@@ -236,20 +276,19 @@ pub async fn remove(w: &Writer<'_>, tenant: &str, name: &str, user: &str) -> Res
     };
     let mut gone: members::ActiveModel = member.into();
     gone.deleted_at = Set(Some(now));
-    gone.update(&txn).await?;
-    crate::db::idempotency::record_if(&txn, w.key).await?;
-    txn.commit().await?;
-    w.generation.observe(generation);
+    gone.update(&*txn).await?;
+    touch_readers(&mut txn, name).await?;
+    w.commit(txn).await?;
     let rest = current.into_iter().filter(|m| m.user_id != user).collect();
     Ok(view(group, rest))
 }
 
 /// Deletes the group and its memberships (soft).
-pub async fn delete(w: &Writer<'_>, tenant: &str, name: &str) -> Result<GroupView> {
+pub async fn delete(w: &Writer<'_>, author: &str, tenant: &str, name: &str) -> Result<GroupView> {
     check_name("group", name)?;
-    let (txn, now) = (crate::db::begin_write(w.db).await?, w.now);
-    let generation = crate::db::generation::bump(&txn).await?;
-    let (group, current) = live(&txn, tenant, name).await?;
+    let mut txn = w.begin_for_agents().await?.by(author);
+    let now = txn.now();
+    let (group, current) = live(&*txn, tenant, name).await?;
     members::Entity::update_many()
         .col_expr(
             members::Column::DeletedAt,
@@ -257,13 +296,12 @@ pub async fn delete(w: &Writer<'_>, tenant: &str, name: &str) -> Result<GroupVie
         )
         .filter(members::Column::GroupId.eq(group.id))
         .filter(members::Column::DeletedAt.is_null())
-        .exec(&txn)
+        .exec(&*txn)
         .await?;
     let mut gone: groups::ActiveModel = group.clone().into();
     gone.deleted_at = Set(Some(now));
-    gone.update(&txn).await?;
-    crate::db::idempotency::record_if(&txn, w.key).await?;
-    txn.commit().await?;
-    w.generation.observe(generation);
+    gone.update(&*txn).await?;
+    touch_readers(&mut txn, name).await?;
+    w.commit(txn).await?;
     Ok(view(group, current))
 }

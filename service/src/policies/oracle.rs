@@ -91,7 +91,7 @@ fn atom(rng: &mut Rng) -> (String, bool) {
             false,
         ),
         1 => (
-            format!("context.member == \"{}\"", rng.pick(&MEMBERS)),
+            format!("context.member == \"{}\"", rng.pick(&["m0", "m1", "tb/m0"])),
             false,
         ),
         2 => (format!("resource.tier == \"{}\"", rng.pick(&TIERS)), false),
@@ -343,7 +343,8 @@ impl Oracle {
     ) -> (Outcome, Option<String>) {
         let tier = Tier::or_safest(tier_name);
         let entities = Oracle::entities(tool, tier_name, who);
-        let base = json!({"tenant": who.tenant, "member": who.member});
+        let base =
+            json!({"tenant": who.tenant, "member": super::member_identity(who.tenant, who.member)});
         if tool != "create_refunds" {
             let mut context = base;
             context["arguments"] = arguments.clone();
@@ -406,7 +407,10 @@ impl Oracle {
             uid("User", who.user.unwrap_or("")),
             uid("Action", tool),
             uid("Tool", tool),
-            Context::from_json_value(json!({"tenant": who.tenant, "member": who.member}), None)
+            Context::from_json_value(
+                json!({"tenant": who.tenant, "member": super::member_identity(who.tenant, who.member)}),
+                None,
+            )
                 .expect("context"),
             None,
         )

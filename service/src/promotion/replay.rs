@@ -248,6 +248,8 @@ struct Side<'a> {
     number: i32,
     tools: BTreeMap<&'a str, &'a ToolContent>,
     policy: Option<Policy>,
+    /// The groups the revision carries.
+    groups: Option<&'a crate::releases::content::Groups>,
 }
 
 impl<'a> Side<'a> {
@@ -256,6 +258,7 @@ impl<'a> Side<'a> {
             number,
             tools: content.tools.iter().map(|t| (t.name.as_str(), t)).collect(),
             policy,
+            groups: content.groups.as_ref(),
         }
     }
 }
@@ -310,15 +313,25 @@ async fn replay_tool(
                         .await?;
                 groups_of.insert(user.clone(), found);
             }
-            let groups = groups_of.get(&user).cloned().unwrap_or_default();
-            let principal = Who {
+            let live = groups_of.get(&user).cloned().unwrap_or_default();
+            // Each side decides with the groups it carries (live for one that predates them).
+            let carried = |side: &Side<'_>| {
+                crate::releases::content::groups_of(
+                    side.groups,
+                    who.tenant,
+                    call.user_id.as_deref(),
+                )
+                .unwrap_or_else(|| live.clone())
+            };
+            let (before_groups, after_groups) = (carried(&sides.base), carried(&sides.candidate));
+            let principal = |groups| Who {
                 tenant: who.tenant,
                 member: who.member,
                 user: call.user_id.as_deref(),
-                groups: &groups,
+                groups,
             };
-            let (after, refusal) = candidate.judge(call, principal);
-            let (was, _) = base.judge(call, principal);
+            let (after, refusal) = candidate.judge(call, principal(&after_groups));
+            let (was, _) = base.judge(call, principal(&before_groups));
             if let Some(refusal) = refusal {
                 out.refused += 1;
                 if out.refusals.len() < LISTED {

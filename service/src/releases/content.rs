@@ -45,7 +45,18 @@ pub struct Content {
     /// when none are set, so older contents hash as before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<ModelSettings>,
+    /// The members of every group the policy names, per tenant (tenant → group →
+    /// sorted user ids), as they were when this revision was published: a call is
+    /// decided by these, so no one widens a signed-off policy by editing a group
+    /// (a group change publishes a new revision, which a gated agent promotes
+    /// through sign-off). Absent when the policy names no group; a revision
+    /// published before groups were carried reads the tenant's groups live.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub groups: Option<Groups>,
 }
+
+/// Tenant → group → sorted user ids.
+pub type Groups = BTreeMap<String, BTreeMap<String, Vec<String>>>;
 
 /// One tool as the agent is served it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -99,6 +110,11 @@ impl Content {
                 .one(db)
                 .await?;
         let (policy, model) = stored.unwrap_or_default();
+        let policy = policy.filter(|p| !p.trim().is_empty());
+        let groups = match &policy {
+            Some(text) => groups(db, text).await?,
+            None => None,
+        };
         // Settings were checked when saved; text that no longer reads serves none.
         let model = ModelSettings::parse(model.as_deref()).unwrap_or_default();
         let names: Vec<String> = defs.iter().map(|d| d.name.clone()).collect();
@@ -139,9 +155,16 @@ impl Content {
             template: agent.prompt_template,
             tools,
             channels,
-            policy: policy.filter(|p| !p.trim().is_empty()),
+            policy,
             model,
+            groups,
         }))
+    }
+
+    /// The groups `tenant` gives `user` in this revision; `None` when the revision
+    /// carries no groups (its policy names none, or it predates carried groups).
+    pub fn groups_of(&self, tenant: &str, user: Option<&str>) -> Option<Vec<String>> {
+        groups_of(self.groups.as_ref(), tenant, user)
     }
 
     /// The canonical JSON text (keys sorted at every depth): what is stored and hashed.
@@ -153,6 +176,62 @@ impl Content {
     pub fn parse(text: &str) -> Result<Content> {
         serde_json::from_str(text).map_err(Error::internal)
     }
+}
+
+/// The groups of `user` in `tenant` among `groups`; `None` without `groups`.
+pub fn groups_of(groups: Option<&Groups>, tenant: &str, user: Option<&str>) -> Option<Vec<String>> {
+    let groups = groups?;
+    let Some(user) = user else {
+        return Some(Vec::new());
+    };
+    Some(
+        groups
+            .get(tenant)
+            .map(|of| {
+                of.iter()
+                    .filter(|(_, users)| users.binary_search_by(|u| u.as_str().cmp(user)).is_ok())
+                    .map(|(name, _)| name.clone())
+                    .collect()
+            })
+            .unwrap_or_default(),
+    )
+}
+
+/// The live members of the live groups `policy` names, in every tenant; `None`
+/// when it names no group.
+async fn groups(db: &impl ConnectionTrait, policy: &str) -> Result<Option<Groups>, DbErr> {
+    use entity::{user_group_members as members, user_groups};
+    let names: Vec<String> = crate::policies::bounds::group_names(policy)
+        .into_iter()
+        .collect();
+    if names.is_empty() {
+        return Ok(None);
+    }
+    let rows: Vec<(String, String, String)> = user_groups::Entity::find()
+        .select_only()
+        .column(user_groups::Column::TenantId)
+        .column(user_groups::Column::Name)
+        .column(members::Column::UserId)
+        .inner_join(members::Entity)
+        .filter(user_groups::Column::Name.is_in(names))
+        .filter(user_groups::Column::DeletedAt.is_null())
+        .filter(members::Column::DeletedAt.is_null())
+        .into_tuple()
+        .all(db)
+        .await?;
+    let mut out = Groups::new();
+    for (tenant, group, user) in rows {
+        out.entry(tenant)
+            .or_default()
+            .entry(group)
+            .or_default()
+            .push(user);
+    }
+    for users in out.values_mut().flat_map(|g| g.values_mut()) {
+        users.sort();
+        users.dedup();
+    }
+    Ok(Some(out))
 }
 
 /// Each named tool's connector, as a revision pins it (bound tools only).

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 use similar::{ChangeTag, TextDiff};
 use utoipa::ToSchema;
 
@@ -61,6 +61,10 @@ pub struct Diff {
     /// `channels.voice.model`); a response schema is one value.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub model: Vec<ValueChange>,
+    /// The carried groups whose members differ, as `tenant/group` with the sorted
+    /// user ids before and after (`null`: no such group on that side).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<ValueChange>,
     /// Each tool change classified for callers (`docs/contracts.md`).
     pub contract: Vec<ContractChange>,
     /// Whether any of `contract` is breaking.
@@ -222,9 +226,41 @@ pub fn diff(old: &Content, new: &Content) -> Diff {
             )
         }),
         model: model(old.model.as_ref(), new.model.as_ref()),
+        groups: groups(old.groups.as_ref(), new.groups.as_ref()),
         breaking: compat::any_breaking(&contract),
         contract,
     }
+}
+
+/// The carried groups whose members differ, by `tenant/group`.
+fn groups(
+    old: Option<&super::content::Groups>,
+    new: Option<&super::content::Groups>,
+) -> Vec<ValueChange> {
+    let flat = |groups: Option<&super::content::Groups>| -> BTreeMap<String, Value> {
+        groups
+            .into_iter()
+            .flatten()
+            .flat_map(|(tenant, of)| {
+                of.iter()
+                    .map(move |(group, users)| (format!("{tenant}/{group}"), json!(users)))
+            })
+            .collect()
+    };
+    let (before, after) = (flat(old), flat(new));
+    let names: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let b = before.get(name).cloned().unwrap_or(Value::Null);
+            let a = after.get(name).cloned().unwrap_or(Value::Null);
+            (b != a).then(|| ValueChange {
+                field: name.clone(),
+                before: b,
+                after: a,
+            })
+        })
+        .collect()
 }
 
 /// The model settings' leaves that differ, by dotted path.
@@ -517,6 +553,7 @@ mod tests {
             channels: BTreeMap::from([("web".to_owned(), channel())]),
             policy: None,
             model: None,
+            groups: None,
         }
     }
 

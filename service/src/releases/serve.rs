@@ -125,6 +125,9 @@ pub struct Served {
     pub policy: Option<crate::policies::Policy>,
     /// The revision's model settings; `None`: it has none.
     pub model: Option<crate::releases::model::ModelSettings>,
+    /// The groups the revision carries (see [`Content::groups`]): with the policy,
+    /// what decides a call, never the groups as they are now.
+    groups: Option<super::content::Groups>,
 }
 
 impl Served {
@@ -138,6 +141,7 @@ impl Served {
     ) -> Served {
         let pins = pins(&content);
         let model = content.model.clone();
+        let groups = content.groups.clone();
         let (agent, channels) = loaded(content, working.id, &working.agent.name, versions);
         Served {
             number: revision.number,
@@ -147,6 +151,22 @@ impl Served {
             pins,
             policy,
             model,
+            groups,
+        }
+    }
+
+    /// The groups `tenant` gives `user` as this revision decides calls: the ones it
+    /// carries, or (a revision published before groups were carried) the tenant's
+    /// groups now.
+    pub async fn groups_of(
+        &self,
+        db: &impl ConnectionTrait,
+        tenant: &str,
+        user: Option<&str>,
+    ) -> Result<Vec<String>, Error> {
+        match super::content::groups_of(self.groups.as_ref(), tenant, user) {
+            Some(groups) => Ok(groups),
+            None => crate::policies::groups::of_user(db, tenant, user).await,
         }
     }
 }

@@ -203,3 +203,107 @@ db_test! {
         assert_eq!(unlinked["decision"], "auto", "{unlinked}");
     }
 }
+
+/// A dry run by the agent key `key` for `user`.
+async fn dry_as(app: &TestApp, key: &str, tool: &str, arguments: Value, user: &str) -> Value {
+    let body = json!({"tool": tool, "arguments": arguments, "conversation_id": "c1",
+                      "user_id": user, "dry_run": true});
+    let (status, answer) = app.call(Method::POST, CALLS, key, Some(body)).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    answer
+}
+
+/// Asks for `production` to serve `revision` and has the approver sign it off.
+async fn promote(app: &TestApp, approver: &str, revision: i64) {
+    let (status, asked) = app
+        .call(
+            Method::PUT,
+            &format!("{AGENT}/labels/production"),
+            &app.operator,
+            Some(json!({"revision": revision, "reason": "promote"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{asked}");
+    let (status, approved) = app
+        .call(
+            Method::POST,
+            &format!("/v1/change-requests/{}/approve", asked["id"]),
+            approver,
+            Some(json!({"reason": "ok"})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{approved}");
+}
+
+async fn latest(app: &TestApp) -> i64 {
+    let (_, revisions) = app
+        .call(
+            Method::GET,
+            &format!("{AGENT}/revisions"),
+            &app.operator,
+            None,
+        )
+        .await;
+    revisions["revisions"]
+        .as_array()
+        .and_then(|r| r.iter().filter_map(|r| r["number"].as_i64()).max())
+        .expect("revisions")
+}
+
+db_test! {
+    async fn no_admin_alone_widens_a_signed_off_policy_through_a_group_in_any_tenant(db) {
+        let app = TestApp::new(db).await;
+        let approver = app.key("approver", Role::Approver).await;
+        let admin = app.key("admin", Role::Admin).await;
+        let now = chrono::Utc::now();
+        let tb_admin = loadout::auth::keys::create_for_tenant(&app.db.conn, "tb-admin", Role::Admin, Some("tb"), now).await.expect("key");
+        let tb_agent = loadout::auth::keys::create_for_tenant(&app.db.conn, "tb-agent", Role::Agent, Some("tb"), now).await.expect("key");
+        let (status, made) = app.call(Method::POST, "/v1/groups", &admin, Some(json!({"name": "ops", "members": ["alice"]}))).await;
+        assert_eq!(status, StatusCode::OK, "{made}");
+        let (status, _) = app.call(Method::PATCH, AGENT, &app.operator, Some(json!({"release_mode": "gated"}))).await;
+        assert_eq!(status, StatusCode::OK);
+        save(&app, r#"@id("ops-deletes") @skipApproval permit (principal in Group::"ops", action == Action::"delete_tasks", resource);"#).await;
+        let signed = latest(&app).await;
+        promote(&app, &approver, signed).await;
+        let delete = json!({"ids": ["t1"]});
+        let alice = dry_as(&app, &app.agent, "delete_tasks", delete.clone(), "alice").await;
+        assert_eq!(alice["decision"], "auto", "signed off for alice: {alice}");
+        // The default tenant's admin adds mallory to ops, alone: her delete still waits.
+        let (status, added) = app.call(Method::PUT, "/v1/groups/ops/members/mallory", &admin, None).await;
+        assert_eq!(status, StatusCode::OK, "{added}");
+        let mallory = dry_as(&app, &app.agent, "delete_tasks", delete.clone(), "mallory").await;
+        assert_eq!(mallory["decision"], "approval", "{mallory}");
+        // Tenant tb's admin makes its own ops with mallory: nothing for tb's calls either.
+        let (status, made) = app.call(Method::POST, "/v1/groups", &tb_admin, Some(json!({"name": "ops", "members": ["mallory"]}))).await;
+        assert_eq!(status, StatusCode::OK, "{made}");
+        let in_tb = dry_as(&app, &tb_agent, "delete_tasks", delete.clone(), "mallory").await;
+        assert_eq!(in_tb["decision"], "approval", "{in_tb}");
+        // The group changes wait in the latest revision, shown to whoever signs it off.
+        let number = latest(&app).await;
+        let (_, diff) = app.call(Method::GET, &format!("{AGENT}/revisions/{signed}/diff/{number}"), &app.operator, None).await;
+        let changed = diff.to_string();
+        assert!(changed.contains("default/ops") && changed.contains("tb/ops") && changed.contains("mallory"), "{diff}");
+        // A second person signs it off: then, and only then, both calls run.
+        promote(&app, &approver, number).await;
+        let mallory = dry_as(&app, &app.agent, "delete_tasks", delete.clone(), "mallory").await;
+        assert_eq!(mallory["decision"], "auto", "{mallory}");
+        let in_tb = dry_as(&app, &tb_agent, "delete_tasks", delete, "mallory").await;
+        assert_eq!(in_tb["decision"], "auto", "{in_tb}");
+    }
+}
+
+db_test! {
+    async fn a_member_condition_compares_identities_so_a_key_named_alike_elsewhere_grants_nothing(db) {
+        let app = TestApp::new(db).await;
+        let now = chrono::Utc::now();
+        let bot = loadout::auth::keys::create_for_tenant(&app.db.conn, "bot", Role::Agent, None, now).await.expect("key");
+        let tb_bot = loadout::auth::keys::create_for_tenant(&app.db.conn, "bot", Role::Agent, Some("tb"), now).await.expect("key");
+        save(&app, r#"@id("bot-deletes") @skipApproval permit (principal, action == Action::"delete_tasks", resource) when { context.member == "bot" };
+            @id("tb-bot-waits") @requireApproval permit (principal, action == Action::"delete_tasks", resource) when { context.member == "tb/bot" };"#).await;
+        let delete = json!({"ids": ["t1"]});
+        let ours = dry_as(&app, &bot, "delete_tasks", delete.clone(), "u1").await;
+        assert_eq!((ours["decision"].as_str(), ours["decided_by"]["policy"].as_str()), (Some("auto"), Some("bot-deletes")), "{ours}");
+        let theirs = dry_as(&app, &tb_bot, "delete_tasks", delete, "u1").await;
+        assert_eq!((theirs["decision"].as_str(), theirs["decided_by"]["policy"].as_str()), (Some("approval"), Some("tb-bot-waits")), "{theirs}");
+    }
+}
