@@ -507,15 +507,27 @@ pub fn parse_tz(tz: Option<&str>) -> Result<Tz> {
 /// revision and `label`. The channel must be one of the revision's (404 naming the
 /// known ones); the user's instructions are `tenant`'s (the caller's key's, never a
 /// request's) and come from the cache.
+///
+/// A tool the revision's policy hides from the viewer (the request's user, the
+/// key's tenant and member) is left out of the prompt's tool sections, as it is
+/// out of the tool lists: what a caller cannot call, it cannot read of either.
 pub async fn render(
     state: &Prompts<'_>,
-    tenant: &str,
+    viewer: Viewer<'_>,
     pick: &Pick,
     label: &str,
     request: RenderRequest,
 ) -> Result<PromptView> {
     let served = &pick.served;
-    let rendered = rendered(state, tenant, &served.agent, &served.channels, request).await?;
+    let tenant = viewer.tenant;
+    let viewer = Viewer {
+        user: request.user_id.as_deref(),
+        ..viewer
+    };
+    let hidden = hidden(state, pick, viewer).await?;
+    let filtered = (!hidden.is_empty()).then(|| served.agent.without_tools(&hidden));
+    let agent = filtered.as_ref().unwrap_or(&served.agent);
+    let rendered = rendered(state, tenant, agent, &served.channels, request).await?;
     Ok(PromptView {
         agent: served.agent.agent.name.clone(),
         text: rendered.text,
@@ -590,6 +602,32 @@ pub struct Viewer<'a> {
     pub user: Option<&'a str>,
 }
 
+/// The names of the tools of `pick` the revision's policy hides from `viewer`
+/// (none, at the cost of one check, when its policy can hide none).
+async fn hidden(state: &Prompts<'_>, pick: &Pick, viewer: Viewer<'_>) -> Result<Vec<String>> {
+    let Some(policy) = pick.served.policy.as_ref().filter(|p| p.can_hide()) else {
+        return Ok(Vec::new());
+    };
+    let groups = pick
+        .served
+        .groups_of(state.db, viewer.tenant, viewer.user)
+        .await?;
+    let who = crate::policies::Who {
+        tenant: viewer.tenant,
+        member: viewer.member,
+        user: viewer.user,
+        groups: &groups,
+    };
+    Ok(pick
+        .served
+        .agent
+        .tools
+        .iter()
+        .filter(|t| policy.hides(&t.name, who))
+        .map(|t| t.name.clone())
+        .collect())
+}
+
 /// The tools of `pick` that `viewer` may see: all of them, borrowed, unless the
 /// revision's policy can hide one (then the user's groups are read).
 pub async fn visible<'p>(
@@ -644,10 +682,9 @@ pub async fn loadout(
     request: RenderRequest,
     format: Format,
 ) -> Result<LoadoutView> {
-    let tenant = viewer.tenant;
     let shown = visible(state, pick, viewer).await?;
     let model = model_for(pick, request.channel.as_deref());
-    let view = render(state, tenant, pick, label, request).await?;
+    let view = render(state, viewer, pick, label, request).await?;
     let agent_name = view.agent;
     let prompt = PromptBody {
         text: view.text,

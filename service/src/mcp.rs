@@ -410,7 +410,13 @@ async fn admitted(
     state: &AppState,
     context: &RequestContext<RoleServer>,
 ) -> Result<(Caller, Pick), ErrorData> {
-    let caller = caller(context)?;
+    let mut caller = caller(context)?;
+    // `_meta["user_id"]` names the user for every request, as `tools/call` always
+    // took it: `tools/list` and `prompts/get` hide what a policy hides from them.
+    if let Some(user) = context.meta.get("user_id").and_then(Value::as_str) {
+        crate::error::check_id("user_id", user).map_err(protocol)?;
+        caller.user_id = Some(user.to_owned());
+    }
     let pick = fetch::pick(
         &state.prompts(),
         &caller.agent,
@@ -507,9 +513,13 @@ impl Loadout {
             last_message_at: None,
             now: Some(self.state.clock.now()),
         };
-        let tenant = caller.who.tenant();
+        let viewer = fetch::Viewer {
+            tenant: caller.who.tenant(),
+            member: &caller.who.member,
+            user: caller.user_id.as_deref(),
+        };
         let prompts = self.state.prompts();
-        let view = fetch::render(&prompts, tenant, pick, &caller.label, request).await?;
+        let view = fetch::render(&prompts, viewer, pick, &caller.label, request).await?;
         Ok(view.text)
     }
 }

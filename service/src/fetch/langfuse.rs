@@ -80,9 +80,15 @@ pub fn split(name: &str) -> Result<(&str, Option<&str>)> {
     Ok((agent, channel))
 }
 
-/// The agent's prompt `wanted` names, as a Langfuse client reads it. `tenant`: the
-/// key's (a render with no user reads no tenant data, but is the key's all the same).
-pub async fn prompt(state: &Prompts<'_>, tenant: &str, wanted: Wanted<'_>) -> Result<TextPrompt> {
+/// The agent's prompt `wanted` names, as a Langfuse client reads it. `tenant` and
+/// `member`: the key's (a render with no user reads no tenant data, but a policy
+/// may hide a tool's section from the key's member).
+pub async fn prompt(
+    state: &Prompts<'_>,
+    tenant: &str,
+    member: &str,
+    wanted: Wanted<'_>,
+) -> Result<TextPrompt> {
     let (agent, channel) = split(wanted.name)?;
     let label = wanted.label.unwrap_or(PRODUCTION);
     let pick = match wanted.version {
@@ -100,7 +106,12 @@ pub async fn prompt(state: &Prompts<'_>, tenant: &str, wanted: Wanted<'_>) -> Re
                 now: Some(state.clock.now()),
                 ..Default::default()
             };
-            super::render(state, tenant, &pick, label, request)
+            let viewer = super::Viewer {
+                tenant,
+                member,
+                user: None,
+            };
+            super::render(state, viewer, &pick, label, request)
                 .await?
                 .text
         }

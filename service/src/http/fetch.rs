@@ -314,14 +314,22 @@ async fn get_prompt(
     let tenant = who.tenant();
     let label = q.label().to_owned();
     let (first, part) = pick_first(&state, &name, &label, q.subject()?).await?;
-    let key = q
-        .user_id
-        .is_none()
-        .then(|| q.key("prompt", &name, tenant, "", minute(now), &part));
+    // The member is part of the key: a policy may hide tools (and their prompt
+    // sections) from a principal.
+    let member = who.member.as_str();
+    let key = q.user_id.is_none().then(|| {
+        let part = format!("{part}\0{member}");
+        q.key("prompt", &name, tenant, "", minute(now), &part)
+    });
     cached(&state, &headers, key, async {
         let pick = picked(&state, &name, &label, first).await?;
         let request = q.into_request(now);
-        fetch::render(&state.prompts(), tenant, &pick, &label, request).await
+        let viewer = fetch::Viewer {
+            tenant,
+            member,
+            user: None,
+        };
+        fetch::render(&state.prompts(), viewer, &pick, &label, request).await
     })
     .await
 }
@@ -345,7 +353,12 @@ async fn render_prompt(
         request.conversation_id.as_deref(),
     )?;
     let pick = fetch::pick(&state.prompts(), &name, label, subject).await?;
-    let body = fetch::render(&state.prompts(), who.tenant(), &pick, label, request).await?;
+    let viewer = fetch::Viewer {
+        tenant: who.tenant(),
+        member: &who.member,
+        user: None,
+    };
+    let body = fetch::render(&state.prompts(), viewer, &pick, label, request).await?;
     Ok(respond(encode(&body)?, &headers))
 }
 

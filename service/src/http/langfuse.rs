@@ -86,7 +86,7 @@ async fn get_prompt(
         label: q.label.as_deref().filter(|l| !l.is_empty()),
     };
     Ok(Json(
-        langfuse::prompt(&state.prompts(), who.tenant(), wanted).await?,
+        langfuse::prompt(&state.prompts(), who.tenant(), &who.member, wanted).await?,
     ))
 }
 

@@ -20,6 +20,23 @@ pub struct LoadedAgent {
 }
 
 impl LoadedAgent {
+    /// A copy without the tools named in `hidden` (a policy hides them from
+    /// whoever the prompt is for).
+    pub fn without_tools(&self, hidden: &[String]) -> LoadedAgent {
+        let mut agent = self.agent.clone();
+        agent.tools.retain(|t| !hidden.contains(&t.name));
+        LoadedAgent {
+            id: self.id,
+            agent,
+            tools: self
+                .tools
+                .iter()
+                .filter(|t| !hidden.contains(&t.name))
+                .cloned()
+                .collect(),
+        }
+    }
+
     /// A copy whose prompt template is `template`, for previews.
     pub fn clone_with_template(&self, template: Option<String>) -> LoadedAgent {
         let mut agent = self.agent.clone();

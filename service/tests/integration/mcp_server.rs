@@ -529,3 +529,39 @@ db_test! {
         other.cancel().await.ok();
     }
 }
+
+db_test! {
+    async fn what_a_policy_hides_from_a_user_is_in_no_tool_list_and_no_prompt_and_meta_names_the_user(db) {
+        let served = serve(db).await;
+        let policy = "@id(\"no-tasks-for-alice\") forbid (principal == User::\"alice\", action == Action::\"get_tasks\", resource);";
+        let (status, body) = served.app.call(Method::PUT, "/v1/agents/assistant/policy", &served.app.operator, Some(json!({"policy": policy}))).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let section = "Use get_tasks to see what is open";
+        // REST and the loadout route: alice's prompt lacks the hidden tool's section, bob's has it.
+        for (user, shown) in [("alice", false), ("bob", true)] {
+            let (_, prompt) = served.app.call(Method::GET, &format!("/v1/agents/assistant/prompt?channel=web&user_id={user}"), &served.app.agent, None).await;
+            assert_eq!(prompt["text"].as_str().unwrap_or("").contains(section), shown, "{user}: {prompt}");
+            let (_, loadout) = served.app.call(Method::GET, &format!("/v1/agents/assistant/loadout?channel=web&user_id={user}"), &served.app.agent, None).await;
+            assert_eq!(loadout["prompt"]["text"].as_str().unwrap_or("").contains(section), shown, "{user}: {loadout}");
+        }
+        // MCP: the endpoint is bob's, `_meta` names alice; tools/list and prompts/get decide for her.
+        let bob = format!("{}/mcp/agents/assistant?channel=web&user_id=bob", served.base);
+        let (client, _) = connect(&bob, &served.app.agent).await.expect("initialize");
+        let meta = || Some(json!({"user_id": "alice"}).as_object().cloned().unwrap_or_default().into());
+        let names = |tools: &[rmcp::model::Tool]| tools.iter().map(|t| t.name.to_string()).collect::<Vec<_>>();
+        let mut params = rmcp::model::PaginatedRequestParams::default();
+        params.meta = meta();
+        let for_alice = client.list_tools(Some(params)).await.expect("tools/list");
+        assert!(!names(&for_alice.tools).contains(&"get_tasks".to_owned()), "{:?}", names(&for_alice.tools));
+        let for_bob = client.list_tools(None).await.expect("tools/list");
+        assert!(names(&for_bob.tools).contains(&"get_tasks".to_owned()));
+        let mut request = GetPromptRequestParams::new("web");
+        request.meta = meta();
+        let hers = client.get_prompt(request).await.expect("prompts/get");
+        let his = client.get_prompt(GetPromptRequestParams::new("web")).await.expect("prompts/get");
+        let text = |r: &rmcp::model::GetPromptResult| serde_json::to_string(&r.messages).unwrap_or_default();
+        assert!(!text(&hers).contains(section), "{}", text(&hers));
+        assert!(text(&his).contains(section), "{}", text(&his));
+        client.cancel().await.ok();
+    }
+}
