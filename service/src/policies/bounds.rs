@@ -85,7 +85,7 @@ impl fmt::Display for Exceeded {
             ),
             Exceeded::Depth { depth, .. } => write!(
                 f,
-                "an expression is nested {depth} levels deep; the limit is {MAX_EXPRESSION_DEPTH}"
+                "an expression is nested {depth} levels deep; the limit is {MAX_EXPRESSION_DEPTH}: use a set (`[…].contains(…)`) for a long chain of `||`"
             ),
         }
     }

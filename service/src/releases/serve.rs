@@ -141,7 +141,13 @@ impl Served {
     ) -> Served {
         let pins = pins(&content);
         let model = content.model.clone();
-        let groups = content.groups.clone();
+        // A policy that names no group needs none; only a revision published before
+        // groups were carried, whose policy names one, reads them live.
+        let groups = match (&content.groups, &content.policy) {
+            (Some(groups), _) => Some(groups.clone()),
+            (None, Some(text)) if !crate::policies::bounds::group_names(text).is_empty() => None,
+            (None, _) => Some(Default::default()),
+        };
         let (agent, channels) = loaded(content, working.id, &working.agent.name, versions);
         Served {
             number: revision.number,
