@@ -83,7 +83,7 @@ PY
 curl -sf -o /dev/null -H "Authorization: Bearer $AGENT" "$URL"
 measure() {
   wrk -t1 -c4 -d"${SECONDS_EACH}s" --latency -H "Authorization: Bearer $AGENT" "$URL" \
-    | awk '/Requests\/sec/ {rps=$2} /^ +Latency/ {avg=$2; max=$4} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} END {printf "%8.0f req/s  p50 %s  p99 %s  mean %s  max %s", rps, p50, p99, avg, max}'
+    | awk '/Requests\/sec/ {rps=$2} /^ +Latency +[0-9]/ {avg=$2; max=$4} /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} END {printf "%8.0f req/s  p50 %s  p99 %s  mean %s  max %s", rps, p50, p99, avg, max}'
 }
 flood() { # $1: path, $2: body file, $3: key, $4: out file
   for _ in $(seq 1 "$FLOODERS"); do

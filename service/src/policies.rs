@@ -194,6 +194,11 @@ struct Compiled {
     per_item: PolicySet,
     /// Of those that can apply, the `forbid`s that read no argument.
     outright: PolicySet,
+    /// Whether one of those names `Action::"call"`: only then does a request carry
+    /// the action's entity in the group (it changes no other answer, and costs).
+    grouped: bool,
+    /// The list a call is decided by item by item: its name and one item's schema.
+    list: Option<(String, Value)>,
 }
 
 /// Whether `policy`'s action scope can hold for `action`.
@@ -350,6 +355,8 @@ fn problems_of(text: &str, error: &dyn Diagnostic, message: String) -> PolicyPro
 struct Reads {
     arguments: bool,
     item: bool,
+    /// It names `Action::"call"` (or holds the string `"call"`).
+    group: bool,
     /// The depth of its JSON form: two levels per AST level.
     json_depth: usize,
 }
@@ -359,12 +366,14 @@ fn reads(policy: &CedarPolicy) -> Reads {
         return Reads {
             arguments: true,
             item: true,
+            group: true,
             json_depth: usize::MAX,
         };
     };
     let mut found = Reads {
         arguments: false,
         item: false,
+        group: matches!(policy.action_constraint(), ActionConstraint::In(_)),
         json_depth: 0,
     };
     // Iteratively, so that no input deep enough to matter recurses here.
@@ -375,6 +384,7 @@ fn reads(policy: &CedarPolicy) -> Reads {
             Value::String(s) => {
                 found.arguments |= s == "arguments";
                 found.item |= s == "item";
+                found.group |= s == schema::CALL;
             }
             Value::Array(items) => stack.extend(items.iter().map(|v| (v, depth + 1))),
             Value::Object(fields) => {
@@ -495,6 +505,7 @@ impl Rules {
         let mut outright = PolicySet::new();
         let mut order = HashMap::new();
         let mut item_readers = HashSet::new();
+        let mut group_readers = HashSet::new();
         let mut problems = Vec::new();
         for policy in parsed.policies() {
             // Cedar names the policies of a text `policy0`, `policy1`, … in order.
@@ -529,6 +540,9 @@ impl Rules {
             if read.item {
                 item_readers.insert(policy.id().clone());
             }
+            if read.group {
+                group_readers.insert(policy.id().clone());
+            }
             if hides {
                 // Ids are unique in `set`, so they are here too.
                 let _ = outright.add(policy);
@@ -556,14 +570,20 @@ impl Rules {
                 let applies = |p: &CedarPolicy| applies_to(p, &action, &group);
                 // A call of a tool without a list has no item: a policy reading
                 // one is evaluated (and fails to find it) with the others.
-                let listed = schema::list_item(t.parameters).is_some();
+                let list = schema::list_item(t.parameters)
+                    .map(|(name, item)| (name.to_owned(), item.clone()));
+                let listed = list.is_some();
                 let per_item = |p: &CedarPolicy| listed && item_readers.contains(p.id());
                 let compiled = Compiled {
                     once: subset(&set, |p| applies(p) && !per_item(p)),
                     per_item: subset(&set, |p| applies(p) && per_item(p)),
                     outright: subset(&outright, applies),
+                    grouped: set
+                        .policies()
+                        .any(|p| applies(p) && group_readers.contains(p.id())),
                     resource: tool_entity(t),
                     parameters: t.parameters.clone(),
+                    list,
                     action,
                 };
                 (t.name.to_owned(), compiled)
@@ -584,7 +604,9 @@ impl Rules {
             return 0;
         };
         let once = compiled.once.num_of_policies();
-        let items = schema::list_item(&compiled.parameters)
+        let items = compiled
+            .list
+            .as_ref()
             .and_then(|(list, _)| arguments.get(list))
             .and_then(Value::as_array)
             .map_or(0, Vec::len);
@@ -605,7 +627,7 @@ impl Rules {
                 "the policy decides calls of up to {MAX_WORK} rule evaluations; this one takes {work}"
             ));
         }
-        let list = schema::list_item(&compiled.parameters);
+        let list = compiled.list.as_ref().map(|(name, item)| (name.as_str(), item));
         let converted = schema::arguments(&compiled.parameters, arguments).map(|mut a| {
             if let (Some((name, _)), Value::Object(fields)) = (list, &mut a) {
                 fields.remove(name);
@@ -785,11 +807,17 @@ impl Rules {
             None => HashSet::new(),
         };
         let user = Entity::new_no_attrs(principal.clone(), parents);
-        let call = uid("Action", schema::CALL);
-        let action = Entity::new_no_attrs(tool.action.clone(), HashSet::from([call.clone()]));
-        let group = Entity::new_no_attrs(call, HashSet::new());
-        let entities = Entities::from_entities([user, tool.resource.clone(), action, group], None)
-            .map_err(|e| format!("the policy cannot decide: {e}"))?;
+        let entities = match tool.grouped {
+            true => {
+                let call = uid("Action", schema::CALL);
+                let action =
+                    Entity::new_no_attrs(tool.action.clone(), HashSet::from([call.clone()]));
+                let group = Entity::new_no_attrs(call, HashSet::new());
+                Entities::from_entities([user, tool.resource.clone(), action, group], None)
+            }
+            false => Entities::from_entities([user, tool.resource.clone()], None),
+        }
+        .map_err(|e| format!("the policy cannot decide: {e}"))?;
         Ok(Party {
             principal,
             entities,

@@ -312,3 +312,60 @@ enum Token {
     Path,
     Other,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn brackets_and_semicolons_in_strings_and_comments_count_for_nothing() {
+        let deep = "(".repeat(MAX_NESTING);
+        let text = format!(
+            "// {deep};;;\npermit (principal, action, resource) when {{ context.tenant == \"{deep};\\\"\" }};"
+        );
+        let measured = measure(&text).expect("within the bounds");
+        assert_eq!(measured.rules, 1);
+        assert_eq!(measured.starts, vec![text.find("permit").expect("a policy")]);
+        assert!(measured.nesting < 40, "{measured:?}");
+    }
+
+    #[test]
+    fn the_estimate_grows_with_nesting_and_chains_but_not_with_siblings() {
+        let at = |expr: &str| {
+            measure(&format!("permit (principal, action, resource) when {{ {expr} }};"))
+                .expect("measured")
+                .nesting
+        };
+        let set = format!("[{}] == [1]", vec!["1"; 500].join(", "));
+        let chain = vec!["true"; 500].join(" || ");
+        assert!(at(&set) < 40, "a set's items are siblings: {}", at(&set));
+        assert!(at(&chain) >= 999, "a chain nests: {}", at(&chain));
+        assert!(at("((((true))))") > at("(true)") + 3 * BRACKET - 1);
+        let past = format!("{}true", "!(".repeat(MAX_NESTING / BRACKET + 1));
+        assert!(matches!(
+            measure(&format!("permit (principal, action, resource) when {{ {past} }};")),
+            Err(Exceeded::Nesting { .. })
+        ));
+    }
+
+    #[test]
+    fn size_and_statement_counts_are_refused_past_their_bounds() {
+        let one = "permit (principal, action, resource);\n";
+        assert_eq!(measure(&one.repeat(MAX_RULES)).map(|m| m.rules), Ok(MAX_RULES));
+        assert_eq!(
+            measure(&one.repeat(MAX_RULES + 1)).map(|m| m.rules),
+            Err(Exceeded::Rules(MAX_RULES + 1))
+        );
+        let big = "x".repeat(MAX_POLICY_BYTES + 1);
+        assert_eq!(measure(&big), Err(Exceeded::Bytes(MAX_POLICY_BYTES + 1)));
+        assert_eq!(Exceeded::Bytes(1).code(), "policy_too_large");
+    }
+
+    #[test]
+    fn group_names_are_read_as_cedars_lexer_reads_them() {
+        let text = "permit (principal in Group :: // a comment\n \"ops\", action, resource)\n\
+                    when { principal in [Group::\"a-b\", MyGroup::\"not\"] && \"Group::\\\"quoted\\\"\" == \"x\" };";
+        let names: Vec<String> = group_names(text).into_iter().collect();
+        assert_eq!(names, vec!["a-b".to_owned(), "ops".to_owned()]);
+    }
+}
