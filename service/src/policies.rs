@@ -627,7 +627,10 @@ impl Rules {
                 "the policy decides calls of up to {MAX_WORK} rule evaluations; this one takes {work}"
             ));
         }
-        let list = compiled.list.as_ref().map(|(name, item)| (name.as_str(), item));
+        let list = compiled
+            .list
+            .as_ref()
+            .map(|(name, item)| (name.as_str(), item));
         let converted = schema::arguments(&compiled.parameters, arguments).map(|mut a| {
             if let (Some((name, _)), Value::Object(fields)) = (list, &mut a) {
                 fields.remove(name);
@@ -730,7 +733,17 @@ impl Rules {
 
     /// The overlay's decision from the policies that hold.
     fn overlay(&self, compiled: &Compiled, tier: Tier, held: &Held) -> Decision {
-        if let Some(id) = self.first(held.forbids.iter().cloned()) {
+        // A forbid that hides the tool decides before any other: the caller is told
+        // the tool does not exist, whatever else holds.
+        let hiding = held
+            .forbids
+            .iter()
+            .filter(|id| compiled.outright.policy(id).is_some())
+            .cloned();
+        let forbid = self
+            .first(hiding)
+            .or_else(|| self.first(held.forbids.iter().cloned()));
+        if let Some(id) = forbid {
             return Decision {
                 outcome: Outcome::Deny,
                 reason: Some(self.reason_of(&id)),

@@ -220,6 +220,7 @@ async fn decide_by_policy(
     };
     let work = policy.work(&request.tool, &request.arguments);
     if work > MAX_WORK {
+        hidden(db, who, served, agent, request).await?;
         return Err(Error::refused(
             "policy_work_exceeded",
             format!(
@@ -276,6 +277,35 @@ async fn decide_by_policy(
     Ok(Some((decision, by)))
 }
 
+/// The unknown tool's 404 when the served policy hides the called tool from this
+/// caller; a refusal decided before the policy (invalid arguments, a missing user)
+/// asks this first, so it never tells a hidden tool's schema or existence. A call
+/// that gets as far as the decision is refused the same way by the decision itself.
+async fn hidden(
+    db: &DatabaseConnection,
+    who: &Principal,
+    served: &Served,
+    agent: &str,
+    request: &ToolCall,
+) -> Result<()> {
+    let Some(policy) = served.policy.as_ref().filter(|p| p.can_hide()) else {
+        return Ok(());
+    };
+    let groups = served
+        .groups_of(db, who.tenant(), request.user_id.as_deref())
+        .await?;
+    let principal = Who {
+        tenant: who.tenant(),
+        member: &who.member,
+        user: request.user_id.as_deref(),
+        groups: &groups,
+    };
+    match policy.hides(&request.tool, principal) {
+        true => Err(no_such_tool(agent, &request.tool)),
+        false => Ok(()),
+    }
+}
+
 /// The 404 of a tool the agent does not have (or a policy hides from the caller).
 pub fn no_such_tool(agent: &str, tool: &str) -> Error {
     Error::not_found(format!("agent {agent:?} has no active tool {tool:?}"))
@@ -319,22 +349,6 @@ pub async fn call(
     let stamp = runner.generation.current();
     let tool = attached_tool(runner.db, loaded.id, agent, &request.tool).await?;
     let def = served_tool(&served, agent, &tool.name)?;
-    // A tool a policy hides from this caller is refused as if it did not exist,
-    // before its arguments are checked (a validation error would tell its schema).
-    if let Some(policy) = served.policy.as_ref().filter(|p| p.can_hide()) {
-        let groups = served
-            .groups_of(runner.db, tenant, request.user_id.as_deref())
-            .await?;
-        let principal = Who {
-            tenant,
-            member: &who.member,
-            user: request.user_id.as_deref(),
-            groups: &groups,
-        };
-        if policy.hides(&tool.name, principal) {
-            return Err(no_such_tool(agent, &request.tool));
-        }
-    }
     let schema = Schema {
         key: Key {
             revision_id: served.id,
@@ -344,7 +358,11 @@ pub async fn call(
         parameters: &def.parameters,
     };
     let arguments = &request.arguments;
+    let tier = Tier::or_safest(&def.approval_tier).max(Tier::or_safest(&tool.approval_tier));
     if let Err(refused) = validate(validators, runner.generation, stamp, schema, arguments) {
+        // A tool a policy hides from this caller is refused as if it did not exist:
+        // a validation error would tell its schema.
+        hidden(runner.db, who, &served, agent, &request).await?;
         // The caller's answer is the refusal even when counting it failed.
         if let Err(e) =
             count_refusal(runner.db, runner.clock.now(), tenant, &served, &refused).await
@@ -353,8 +371,12 @@ pub async fn call(
         }
         return Err(refused);
     }
-    let tier = Tier::or_safest(&def.approval_tier).max(Tier::or_safest(&tool.approval_tier));
-    super::requirements::check(&tool.name, request.user_id.as_deref(), &request.arguments)?;
+    if let Err(refused) =
+        super::requirements::check(&tool.name, request.user_id.as_deref(), &request.arguments)
+    {
+        hidden(runner.db, who, &served, agent, &request).await?;
+        return Err(refused);
+    }
     let policy = decide_by_policy(runner.db, who, &served, agent, &request, tier).await?;
     if request.dry_run {
         let auto = match policy.as_ref().map(|(d, _)| d.outcome) {

@@ -325,16 +325,21 @@ mod tests {
         );
         let measured = measure(&text).expect("within the bounds");
         assert_eq!(measured.rules, 1);
-        assert_eq!(measured.starts, vec![text.find("permit").expect("a policy")]);
+        assert_eq!(
+            measured.starts,
+            vec![text.find("permit").expect("a policy")]
+        );
         assert!(measured.nesting < 40, "{measured:?}");
     }
 
     #[test]
     fn the_estimate_grows_with_nesting_and_chains_but_not_with_siblings() {
         let at = |expr: &str| {
-            measure(&format!("permit (principal, action, resource) when {{ {expr} }};"))
-                .expect("measured")
-                .nesting
+            measure(&format!(
+                "permit (principal, action, resource) when {{ {expr} }};"
+            ))
+            .expect("measured")
+            .nesting
         };
         let set = format!("[{}] == [1]", vec!["1"; 500].join(", "));
         let chain = vec!["true"; 500].join(" || ");
@@ -343,7 +348,9 @@ mod tests {
         assert!(at("((((true))))") > at("(true)") + 3 * BRACKET - 1);
         let past = format!("{}true", "!(".repeat(MAX_NESTING / BRACKET + 1));
         assert!(matches!(
-            measure(&format!("permit (principal, action, resource) when {{ {past} }};")),
+            measure(&format!(
+                "permit (principal, action, resource) when {{ {past} }};"
+            )),
             Err(Exceeded::Nesting { .. })
         ));
     }
@@ -351,7 +358,10 @@ mod tests {
     #[test]
     fn size_and_statement_counts_are_refused_past_their_bounds() {
         let one = "permit (principal, action, resource);\n";
-        assert_eq!(measure(&one.repeat(MAX_RULES)).map(|m| m.rules), Ok(MAX_RULES));
+        assert_eq!(
+            measure(&one.repeat(MAX_RULES)).map(|m| m.rules),
+            Ok(MAX_RULES)
+        );
         assert_eq!(
             measure(&one.repeat(MAX_RULES + 1)).map(|m| m.rules),
             Err(Exceeded::Rules(MAX_RULES + 1))

@@ -306,7 +306,13 @@ impl Oracle {
         )
         .expect("request");
         let (forbids, failed_f) = self.holding(Effect::Forbid, &request, entities);
-        if let Some(id) = self.first(&forbids) {
+        // Documented: a forbid that hides the tool decides before any other.
+        let hiding: Vec<PolicyId> = forbids
+            .iter()
+            .filter(|id| self.outright.contains(id))
+            .cloned()
+            .collect();
+        if let Some(id) = self.first(&hiding).or_else(|| self.first(&forbids)) {
             return (Outcome::Deny, Some(id.to_string()));
         }
         let (permits, failed_p) = self.holding(Effect::Permit, &request, entities);
