@@ -1509,6 +1509,11 @@ export interface components {
              */
             status?: number | null;
         };
+        BTreeMap: {
+            [key: string]: {
+                [key: string]: string[];
+            };
+        };
         /** @description The body of `PUT /v1/tools/{tool}/connector`. */
         Binding: {
             /** @description A connector name, or `null` to disconnect the tool. */
@@ -1958,6 +1963,7 @@ export interface components {
             channels: {
                 [key: string]: components["schemas"]["ChannelContent"];
             };
+            groups?: null | components["schemas"]["BTreeMap"];
             /** @description `{"display_name", "role", "description"}`. */
             identity: {
                 [key: string]: unknown;
@@ -2056,6 +2062,11 @@ export interface components {
             channels: components["schemas"]["ChannelChanges"];
             /** @description Each tool change classified for callers (`docs/contracts.md`). */
             contract: components["schemas"]["ContractChange"][];
+            /**
+             * @description The carried groups whose members differ, as `tenant/group` with the sorted
+             *     user ids before and after (`null`: no such group on that side).
+             */
+            groups?: components["schemas"]["ValueChange"][];
             /** @description Nothing differs. */
             identical: boolean;
             /** @description The identity's fields that differ, by field name. */

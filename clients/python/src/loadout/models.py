@@ -88,6 +88,10 @@ class AttemptView(BaseModel):
     """
 
 
+class BTreeMap(RootModel[dict[str, dict[str, list[str]]]]):
+    root: dict[str, dict[str, list[str]]]
+
+
 class Binding(BaseModel):
     """
     The body of `PUT /v1/tools/{tool}/connector`.
@@ -2985,6 +2989,7 @@ class Content(BaseModel):
     """
     Every live channel, by name.
     """
+    groups: BTreeMap | None = None
     identity: dict[str, Any]
     """
     `{"display_name", "role", "description"}`.
@@ -3434,6 +3439,11 @@ class Diff(BaseModel):
     contract: list[ContractChange]
     """
     Each tool change classified for callers (`docs/contracts.md`).
+    """
+    groups: list[ValueChange] | None = None
+    """
+    The carried groups whose members differ, as `tenant/group` with the sorted
+    user ids before and after (`null`: no such group on that side).
     """
     identical: bool
     """
