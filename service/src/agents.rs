@@ -6,6 +6,7 @@
 
 pub mod board;
 pub mod definition;
+pub mod groups;
 pub mod instructions;
 pub mod model;
 pub mod policy;

@@ -629,30 +629,18 @@ async fn hidden(state: &Prompts<'_>, pick: &Pick, viewer: Viewer<'_>) -> Result<
 }
 
 /// The tools of `pick` that `viewer` may see: all of them, borrowed, unless the
-/// revision's policy can hide one (then the user's groups are read).
+/// revision's policy hides one from them.
 pub async fn visible<'p>(
     state: &Prompts<'_>,
     pick: &'p Pick,
     viewer: Viewer<'_>,
 ) -> Result<std::borrow::Cow<'p, [crate::vocab::ToolDef]>> {
     let tools = &pick.served.agent.tools;
-    let Some(policy) = pick.served.policy.as_ref().filter(|p| p.can_hide()) else {
+    let hidden = hidden(state, pick, viewer).await?;
+    if hidden.is_empty() {
         return Ok(std::borrow::Cow::Borrowed(tools));
-    };
-    let groups = pick
-        .served
-        .groups_of(state.db, viewer.tenant, viewer.user)
-        .await?;
-    let who = crate::policies::Who {
-        tenant: viewer.tenant,
-        member: viewer.member,
-        user: viewer.user,
-        groups: &groups,
-    };
-    let shown = tools
-        .iter()
-        .filter(|t| !policy.hides(&t.name, who))
-        .cloned();
+    }
+    let shown = tools.iter().filter(|t| !hidden.contains(&t.name)).cloned();
     Ok(std::borrow::Cow::Owned(shown.collect()))
 }
 

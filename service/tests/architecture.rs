@@ -45,7 +45,11 @@ fn modules() -> BTreeMap<String, String> {
                 name
             };
             let text = std::fs::read_to_string(&file).expect("read");
-            let code = match text.find("#[cfg(test)]") {
+            // A file compiled only for tests (`#![cfg(test)]`) is test code throughout.
+            let code = match text
+                .find("#![cfg(test)]")
+                .or_else(|| text.find("#[cfg(test)]"))
+            {
                 Some(at) => &text[..at],
                 None => &text,
             };
@@ -537,8 +541,8 @@ const OWNERS: &[(&str, &[&str])] = &[
             "registry::seed",
         ],
     ),
-    ("user_groups", &["policies::groups"]),
-    ("user_group_members", &["policies::groups"]),
+    ("user_groups", &["agents::groups"]),
+    ("user_group_members", &["agents::groups"]),
     ("prompt_versions", &["agents::template", "registry::seed"]),
     // A tool's connector binding is the connector store's rule (kinds must match).
     (

@@ -366,7 +366,7 @@ async fn create_group(
         name: form.name.trim().to_owned(),
         members,
     };
-    let outcome = groups::create(
+    let outcome = crate::agents::groups::create(
         &state.writer(None),
         &signed.who.member,
         signed.who.tenant(),
@@ -383,7 +383,7 @@ async fn add_member(
     Checked(form): Checked<MemberForm>,
 ) -> Response {
     let user = form.user_id.trim();
-    let outcome = groups::add(
+    let outcome = crate::agents::groups::add(
         &state.writer(None),
         &signed.who.member,
         signed.who.tenant(),
@@ -400,7 +400,7 @@ async fn remove_member(
     Path((group, user)): Path<(String, String)>,
     Checked(_form): Checked<CsrfOnly>,
 ) -> Response {
-    let outcome = groups::remove(
+    let outcome = crate::agents::groups::remove(
         &state.writer(None),
         &signed.who.member,
         signed.who.tenant(),
@@ -417,7 +417,7 @@ async fn delete_group(
     Path(group): Path<String>,
     Checked(_form): Checked<CsrfOnly>,
 ) -> Response {
-    let outcome = groups::delete(
+    let outcome = crate::agents::groups::delete(
         &state.writer(None),
         &signed.who.member,
         signed.who.tenant(),

@@ -42,7 +42,7 @@ async fn create_group(
 ) -> ApiResult<Json<GroupView>> {
     let w = state.writer(key(&idempotency));
     Ok(Json(
-        groups::create(&w, &who.member, who.tenant(), new).await?,
+        crate::agents::groups::create(&w, &who.member, who.tenant(), new).await?,
     ))
 }
 
@@ -70,7 +70,7 @@ async fn delete_group(
 ) -> ApiResult<Json<GroupView>> {
     let w = state.writer(key(&idempotency));
     Ok(Json(
-        groups::delete(&w, &who.member, who.tenant(), &name).await?,
+        crate::agents::groups::delete(&w, &who.member, who.tenant(), &name).await?,
     ))
 }
 
@@ -86,7 +86,7 @@ async fn add_member(
 ) -> ApiResult<Json<GroupView>> {
     let w = state.writer(key(&idempotency));
     Ok(Json(
-        groups::add(&w, &who.member, who.tenant(), &name, &user).await?,
+        crate::agents::groups::add(&w, &who.member, who.tenant(), &name, &user).await?,
     ))
 }
 
@@ -102,6 +102,6 @@ async fn remove_member(
 ) -> ApiResult<Json<GroupView>> {
     let w = state.writer(key(&idempotency));
     Ok(Json(
-        groups::remove(&w, &who.member, who.tenant(), &name, &user).await?,
+        crate::agents::groups::remove(&w, &who.member, who.tenant(), &name, &user).await?,
     ))
 }

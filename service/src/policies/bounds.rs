@@ -151,18 +151,10 @@ pub fn measure(text: &str) -> Result<Measure, Exceeded> {
         match b {
             b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c => continue,
             b'/' if bytes.get(i) == Some(&b'/') => {
-                while i < bytes.len() && bytes[i] != b'\n' && bytes[i] != b'\r' {
-                    i += 1;
-                }
+                i = line_end(bytes, i);
                 continue;
             }
-            b'"' => {
-                while i < bytes.len() && bytes[i] != b'"' {
-                    // An escape takes the next byte, whatever it is.
-                    i += if bytes[i] == b'\\' { 2 } else { 1 };
-                }
-                i = (i + 1).min(bytes.len());
-            }
+            b'"' => i = string_end(bytes, i),
             b'a'..=b'z' | b'A'..=b'Z' | b'_' | b'0'..=b'9' | b'?' => {
                 while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
                     i += 1;
@@ -233,6 +225,23 @@ pub fn measure(text: &str) -> Result<Measure, Exceeded> {
     Ok(found)
 }
 
+/// Where a `//` comment whose second `/` is just before `i` ends: the line's end.
+fn line_end(bytes: &[u8], mut i: usize) -> usize {
+    while i < bytes.len() && bytes[i] != b'\n' && bytes[i] != b'\r' {
+        i += 1;
+    }
+    i
+}
+
+/// Just past the closing quote of a string literal whose body starts at `i` (an
+/// escape takes the next byte, whatever it is), or the text's end.
+fn string_end(bytes: &[u8], mut i: usize) -> usize {
+    while i < bytes.len() && bytes[i] != b'"' {
+        i += if bytes[i] == b'\\' { 2 } else { 1 };
+    }
+    (i + 1).min(bytes.len())
+}
+
 /// Closes whatever the statement that ended left open, takes its estimate and
 /// starts the next statement afresh.
 fn settle(levels: &mut Vec<Level>, found: &mut Measure, statement: usize) -> Result<(), Exceeded> {
@@ -270,16 +279,11 @@ pub fn group_names(text: &str) -> std::collections::BTreeSet<String> {
         let token = match b {
             b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c => continue,
             b'/' if bytes.get(i) == Some(&b'/') => {
-                while i < bytes.len() && bytes[i] != b'\n' && bytes[i] != b'\r' {
-                    i += 1;
-                }
+                i = line_end(bytes, i);
                 continue;
             }
             b'"' => {
-                while i < bytes.len() && bytes[i] != b'"' {
-                    i += if bytes[i] == b'\\' { 2 } else { 1 };
-                }
-                i = (i + 1).min(bytes.len());
+                i = string_end(bytes, i);
                 let inner = text.get(start + 1..i.saturating_sub(1)).unwrap_or("");
                 if before == Token::Group && last == Token::Path && !inner.contains('\\') {
                     found.insert(inner.to_owned());

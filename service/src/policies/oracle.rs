@@ -9,6 +9,8 @@
 //! it applies the overlay as docs/policies.md words it. The two must agree on the
 //! outcome and on the deciding policy, and on which tools a caller may not see.
 
+#![cfg(test)]
+
 use std::collections::HashSet;
 use std::str::FromStr;
 
@@ -213,6 +215,18 @@ struct Oracle {
     outright: HashSet<PolicyId>,
 }
 
+/// A request of `tool` by `who` with `context` read from JSON.
+fn request(tool: &str, who: &Who<'_>, context: Value) -> Request {
+    Request::new(
+        uid("User", who.user.unwrap_or("")),
+        uid("Action", tool),
+        uid("Tool", tool),
+        Context::from_json_value(context, None).expect("context"),
+        None,
+    )
+    .expect("request")
+}
+
 fn uid(kind: &str, id: &str) -> EntityUid {
     EntityUid::from_str(&format!("{kind}::{}", json!(id))).expect("a uid")
 }
@@ -297,14 +311,7 @@ impl Oracle {
         entities: &Entities,
         who: &Who<'_>,
     ) -> (Outcome, Option<String>) {
-        let request = Request::new(
-            uid("User", who.user.unwrap_or("")),
-            uid("Action", tool),
-            uid("Tool", tool),
-            Context::from_json_value(context, None).expect("context"),
-            None,
-        )
-        .expect("request");
+        let request = request(tool, who, context);
         let (forbids, failed_f) = self.holding(Effect::Forbid, &request, entities);
         // Documented: a forbid that hides the tool decides before any other.
         let hiding: Vec<PolicyId> = forbids
@@ -363,14 +370,7 @@ impl Oracle {
             // Documented: an empty list is decided by the forbids that read no argument.
             let mut context = base;
             context["arguments"] = rest;
-            let request = Request::new(
-                uid("User", who.user.unwrap_or("")),
-                uid("Action", tool),
-                uid("Tool", tool),
-                Context::from_json_value(context, None).expect("context"),
-                None,
-            )
-            .expect("request");
+            let request = request(tool, who, context);
             let (forbids, _) = self.holding(Effect::Forbid, &request, &entities);
             let outright: Vec<PolicyId> = forbids
                 .into_iter()
@@ -409,18 +409,9 @@ impl Oracle {
     /// Whether a forbid that reads no argument holds for `who` on `tool`.
     fn hides(&self, tool: &str, tier: &str, who: &Who<'_>) -> bool {
         let entities = Oracle::entities(tool, tier, who);
-        let request = Request::new(
-            uid("User", who.user.unwrap_or("")),
-            uid("Action", tool),
-            uid("Tool", tool),
-            Context::from_json_value(
-                json!({"tenant": who.tenant, "member": super::member_identity(who.tenant, who.member)}),
-                None,
-            )
-                .expect("context"),
-            None,
-        )
-        .expect("request");
+        let context =
+            json!({"tenant": who.tenant, "member": super::member_identity(who.tenant, who.member)});
+        let request = request(tool, who, context);
         let (forbids, _) = self.holding(Effect::Forbid, &request, &entities);
         forbids.iter().any(|id| self.outright.contains(id))
     }

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use similar::{ChangeTag, TextDiff};
 use utoipa::ToSchema;
 
@@ -242,8 +242,9 @@ fn groups(
             .into_iter()
             .flatten()
             .flat_map(|(tenant, of)| {
-                of.iter()
-                    .map(move |(group, users)| (format!("{tenant}/{group}"), json!(users)))
+                of.iter().map(move |(group, users)| {
+                    (format!("{tenant}/{group}"), Value::from(users.clone()))
+                })
             })
             .collect()
     };
