@@ -307,7 +307,10 @@ async fn replay_tool(
         for call in &page {
             out.recorded += 1;
             let user = call.user_id.clone().unwrap_or_default();
-            if !groups_of.contains_key(&user) {
+            // The live groups only for a side that carries none (one published before
+            // revisions carried groups).
+            let needs_live = sides.base.groups.is_none() || sides.candidate.groups.is_none();
+            if needs_live && !groups_of.contains_key(&user) {
                 let found =
                     crate::policies::groups::of_user(db, who.tenant, call.user_id.as_deref())
                         .await?;

@@ -248,15 +248,21 @@ fn groups(
             })
             .collect()
     };
-    let (before, after) = (flat(old), flat(new));
-    let names: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
-    names
-        .into_iter()
-        .filter_map(|name| {
-            let b = before.get(name).cloned().unwrap_or(Value::Null);
-            let a = after.get(name).cloned().unwrap_or(Value::Null);
+    differing(&flat(old), &flat(new))
+}
+
+/// The keys whose values differ between `before` and `after` (`null` where one lacks it).
+fn differing(
+    before: &BTreeMap<String, Value>,
+    after: &BTreeMap<String, Value>,
+) -> Vec<ValueChange> {
+    let keys: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    keys.into_iter()
+        .filter_map(|key| {
+            let b = before.get(key).cloned().unwrap_or(Value::Null);
+            let a = after.get(key).cloned().unwrap_or(Value::Null);
             (b != a).then(|| ValueChange {
-                field: name.clone(),
+                field: key.clone(),
                 before: b,
                 after: a,
             })
@@ -277,19 +283,7 @@ fn model(old: Option<&ModelSettings>, new: Option<&ModelSettings>) -> Vec<ValueC
         &serde_json::to_value(new).unwrap_or(Value::Null),
         &mut after,
     );
-    let paths: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
-    paths
-        .into_iter()
-        .filter_map(|path| {
-            let b = before.get(path).cloned().unwrap_or(Value::Null);
-            let a = after.get(path).cloned().unwrap_or(Value::Null);
-            (b != a).then(|| ValueChange {
-                field: path.clone(),
-                before: b,
-                after: a,
-            })
-        })
-        .collect()
+    differing(&before, &after)
 }
 
 /// Each leaf of `value` by dotted path; a response schema is one leaf.
