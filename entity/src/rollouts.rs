@@ -1,5 +1,5 @@
 //! `rollouts`: a label split between its revision (the base) and a candidate for
-//! a share of users. At most one `active` or `paused` rollout per label.
+//! a share of users. At most one `active`, `paused` or `held` rollout per label.
 
 use sea_orm::entity::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -16,7 +16,7 @@ pub struct Model {
     pub candidate_revision_id: i32,
     /// The candidate's share of subjects in basis points (0..=10000).
     pub share_bp: i32,
-    /// `active`, `paused`, `completed` or `aborted`.
+    /// `active`, `paused`, `held` (by the guard), `completed` or `aborted`.
     pub state: String,
     /// The guard (the outcomes judge by): at least this many outcomes per side.
     /// `None`: no guard.
@@ -32,6 +32,9 @@ pub struct Model {
     /// The share a sign-off allowed (basis points); raising a gated rollout
     /// above it needs another. `None`: started without a sign-off.
     pub signed_share_bp: Option<i32>,
+    /// When a signer resumed it after a hold: the guard judges the outcomes
+    /// reported since. `None`: since it started.
+    pub guard_since: Option<DateTimeUtc>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -28,6 +28,7 @@ mod m20261127_000021_members;
 mod m20261127_000022_tenant_bounds;
 mod m20261128_000023_policies;
 mod m20261128_000024_tool_contracts;
+mod m20261207_000025_guard_holds;
 
 /// Every migration, oldest first.
 pub struct Migrator;
@@ -60,6 +61,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000022_tenant_bounds::Migration),
             Box::new(m20261128_000023_policies::Migration),
             Box::new(m20261128_000024_tool_contracts::Migration),
+            Box::new(m20261207_000025_guard_holds::Migration),
         ]
     }
 }

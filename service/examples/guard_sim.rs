@@ -22,6 +22,12 @@
 //! printed), and `every` as the third argument asks `check` after every outcome
 //! with no shortcut, for the same table, slower.
 //!
+//! Tenants: a shared rollout is judged per tenant (`loadout::releases::guard::joint`):
+//! one tenant's guard tripping holds it, two agreeing (or the only reporter) abort
+//! it. The last tables run that rule on scenarios with several tenants, silent ones
+//! among them: how often it holds or aborts equal-rate rollouts, and how soon it
+//! stops real regressions, within a number of outcomes a side.
+//!
 //! `cargo run --release -p loadout --example guard_sim -- [ROLLOUTS] [HORIZON] [every]`
 //! (defaults 1000 and 20000; `bench/guard_sim.sh`).
 
@@ -30,7 +36,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::time::Instant;
 
-use loadout::releases::guard::{Counts, Guard, Verdict, check};
+use loadout::releases::guard::{Counts, Guard, Ruling, Verdict, check, joint};
 
 const RATES: [f64; 6] = [0.005, 0.01, 0.02, 0.05, 0.10, 0.20];
 const SHARES: [f64; 5] = [0.01, 0.05, 0.10, 0.25, 0.50];
@@ -214,6 +220,179 @@ fn power(rates: (f64, f64), share: f64, rollouts: u64, seed: u64) -> Vec<u64> {
     aborts
 }
 
+/// A tenant of a [`Scenario`]: its share of the outcomes (0: it holds an agent
+/// key and reports nothing) and its base and candidate failure rates.
+#[derive(Clone, Copy)]
+struct Tenant {
+    weight: f64,
+    rates: (f64, f64),
+}
+
+/// A shared rollout judged per tenant: `population` tenants hold agent keys (the
+/// listed ones and silent others), the candidate has `share` of the subjects, the
+/// guard is [`TENANT_GUARD`], and a rollout runs until each side has `per_side`
+/// outcomes or the rule stops it.
+struct Scenario {
+    name: &'static str,
+    population: usize,
+    tenants: &'static [Tenant],
+    share: f64,
+    per_side: u64,
+}
+
+const TENANT_GUARD: Guard = Guard {
+    min_outcomes: 100,
+    alpha: 0.05,
+};
+
+const fn tenant(weight: f64, base: f64, candidate: f64) -> Tenant {
+    Tenant {
+        weight,
+        rates: (base, candidate),
+    }
+}
+
+/// Issue 51's scenario first: 10 % against 40 %, one tenant reporting, a second
+/// with an agent key and nothing to say.
+const SCENARIOS: [Scenario; 9] = [
+    Scenario {
+        name: "regression, one reporter, a silent tenant (issue 51)",
+        population: 2,
+        tenants: &[tenant(1.0, 0.10, 0.40)],
+        share: 0.5,
+        per_side: 300,
+    },
+    Scenario {
+        name: "regression seen by one tenant, another reports a few equal outcomes",
+        population: 2,
+        tenants: &[tenant(0.95, 0.10, 0.40), tenant(0.05, 0.10, 0.10)],
+        share: 0.5,
+        per_side: 300,
+    },
+    Scenario {
+        name: "regression seen by one tenant, another reports half, equal",
+        population: 2,
+        tenants: &[tenant(0.5, 0.10, 0.40), tenant(0.5, 0.10, 0.10)],
+        share: 0.5,
+        per_side: 300,
+    },
+    Scenario {
+        name: "regression seen by both tenants",
+        population: 2,
+        tenants: &[tenant(0.5, 0.10, 0.40), tenant(0.5, 0.10, 0.40)],
+        share: 0.5,
+        per_side: 300,
+    },
+    Scenario {
+        name: "smaller regression (5 % → 10 %), one reporter of three",
+        population: 3,
+        tenants: &[tenant(1.0, 0.05, 0.10)],
+        share: 0.5,
+        per_side: 3000,
+    },
+    Scenario {
+        name: "equal rates 10 %, two reporting tenants",
+        population: 2,
+        tenants: &[tenant(0.5, 0.10, 0.10), tenant(0.5, 0.10, 0.10)],
+        share: 0.5,
+        per_side: 10_000,
+    },
+    Scenario {
+        name: "equal rates 1 %, three tenants, uneven",
+        population: 3,
+        tenants: &[
+            tenant(0.7, 0.01, 0.01),
+            tenant(0.2, 0.01, 0.01),
+            tenant(0.1, 0.01, 0.01),
+        ],
+        share: 0.1,
+        per_side: 2_000,
+    },
+    Scenario {
+        name: "equal rates 20 %, one reporter, a silent tenant",
+        population: 2,
+        tenants: &[tenant(1.0, 0.20, 0.20)],
+        share: 0.25,
+        per_side: 10_000,
+    },
+    Scenario {
+        name: "equal rates 5 %, five tenants, different rates per tenant",
+        population: 5,
+        tenants: &[
+            tenant(0.4, 0.02, 0.02),
+            tenant(0.3, 0.05, 0.05),
+            tenant(0.2, 0.10, 0.10),
+            tenant(0.05, 0.20, 0.20),
+            tenant(0.05, 0.01, 0.01),
+        ],
+        share: 0.5,
+        per_side: 5_000,
+    },
+];
+
+/// What one simulated shared rollout came to: the first ruling other than
+/// `continue` and the outcomes (both sides) seen then.
+fn shared_rollout(scenario: &Scenario, rng: &mut Rng) -> Option<(Ruling, u64)> {
+    let mut sides = vec![(Counts::default(), Counts::default()); scenario.tenants.len()];
+    let total: f64 = scenario.tenants.iter().map(|t| t.weight).sum();
+    let threshold = scenario.population.max(scenario.tenants.len()) as f64 / TENANT_GUARD.alpha;
+    let mut seen = 0;
+    loop {
+        let (base_total, candidate_total) = sides
+            .iter()
+            .fold((0, 0), |(b, c), (x, y)| (b + x.total(), c + y.total()));
+        if base_total >= scenario.per_side && candidate_total >= scenario.per_side {
+            return None;
+        }
+        let mut pick = rng.unit() * total;
+        let mut who = scenario.tenants.len() - 1;
+        for (i, t) in scenario.tenants.iter().enumerate() {
+            if pick < t.weight {
+                who = i;
+                break;
+            }
+            pick -= t.weight;
+        }
+        let (base, candidate) = &mut sides[who];
+        rng.outcome(base, candidate, scenario.tenants[who].rates, scenario.share);
+        seen += 1;
+        // Only the tenant that just reported can trip; when its GLR shows it cannot
+        // (at the least threshold any split gives it), the ruling cannot change.
+        let (base, candidate) = sides[who];
+        let least = threshold.min(1.0 / TENANT_GUARD.alpha);
+        if statistic(TENANT_GUARD, least, base, candidate).is_none() {
+            continue;
+        }
+        let ruling = joint(TENANT_GUARD, scenario.population, &sides).ruling;
+        if ruling != Ruling::Continue {
+            return Some((ruling, seen));
+        }
+    }
+}
+
+/// For each scenario: rollouts held, aborted, and the outcomes seen at the first stop.
+fn tenant_rows(rollouts: u64) -> Vec<(u64, u64, Vec<u64>)> {
+    parallel(SCENARIOS.len(), |s| {
+        let mut rng = Rng(5_000 + s as u64);
+        let (mut held, mut aborted, mut at) = (0, 0, Vec::new());
+        for _ in 0..rollouts {
+            match shared_rollout(&SCENARIOS[s], &mut rng) {
+                Some((Ruling::Hold, seen)) => {
+                    held += 1;
+                    at.push(seen);
+                }
+                Some((_, seen)) => {
+                    aborted += 1;
+                    at.push(seen);
+                }
+                None => {}
+            }
+        }
+        at.sort_unstable();
+        (held, aborted, at)
+    })
+}
+
 /// The one-sided 95 % Clopper-Pearson upper bound on a rate seen `k` times in `n`:
 /// the `p` at which `P(X <= k) = 0.05` for `X ~ Binomial(n, p)`, by bisection.
 fn upper_bound(k: u64, n: u64) -> f64 {
@@ -355,6 +534,34 @@ fn main() {
             aborts.len() as f64 / rollouts as f64,
             quantile(0.5),
             quantile(0.9),
+        );
+    }
+    println!(
+        "\nTenants: {rollouts} shared rollouts per scenario, each tenant's guard min_outcomes {}, \
+         alpha {} split over the tenants with agent keys; the first hold or abort within the \
+         outcomes a side.\n",
+        TENANT_GUARD.min_outcomes, TENANT_GUARD.alpha
+    );
+    println!(
+        "| scenario | tenants with keys | share | outcomes a side | held | aborted | held or aborted (95 % upper bound) | median outcomes to stop |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for (scenario, (held, aborted, at)) in SCENARIOS.iter().zip(tenant_rows(rollouts)) {
+        let stopped = held + aborted;
+        let median = match at.get(at.len().saturating_sub(1) / 2) {
+            Some(seen) if !at.is_empty() => seen.to_string(),
+            _ => "-".to_owned(),
+        };
+        println!(
+            "| {} | {} | {:.0} % | {} | {:.3} | {:.3} | {:.3} ({:.3}) | {median} |",
+            scenario.name,
+            scenario.population,
+            scenario.share * 100.0,
+            scenario.per_side,
+            held as f64 / rollouts as f64,
+            aborted as f64 / rollouts as f64,
+            stopped as f64 / rollouts as f64,
+            upper_bound(stopped, rollouts),
         );
     }
     let above = ABOVE_GLR.load(Ordering::Relaxed);

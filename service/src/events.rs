@@ -28,6 +28,7 @@ pub const TYPES: &[&str] = &[
     "rollout.started",
     "rollout.changed",
     "rollout.aborted",
+    "rollout.held",
     "rollout.completed",
     "change_request.waiting",
     "change_request.decided",
@@ -83,6 +84,22 @@ pub struct Rollout {
     pub actor: Option<String>,
     /// Why (an abort by the guard says so here).
     pub reason: Option<String>,
+    /// A hold's, or an abort by the guard: who tripped it and on what.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guard: Option<GuardTrip>,
+}
+
+/// What tripped a rollout's guard: the tenants whose guard did, and the first one's statistic.
+#[derive(Debug, Clone, Serialize)]
+pub struct GuardTrip {
+    pub tenants: Vec<String>,
+    pub base_failure_rate: f64,
+    pub base_outcomes: u64,
+    pub candidate_failure_rate: f64,
+    pub candidate_outcomes: u64,
+    /// The guard's statistic `E` and the threshold it reached (`k/alpha`, `k` the tenants it is split over).
+    pub likelihood_ratio: f64,
+    pub threshold: f64,
 }
 
 /// A change request to move a protected label.
@@ -147,6 +164,8 @@ pub enum Event {
     RolloutChanged(Rollout),
     #[serde(rename = "rollout.aborted")]
     RolloutAborted(Rollout),
+    #[serde(rename = "rollout.held")]
+    RolloutHeld(Rollout),
     #[serde(rename = "rollout.completed")]
     RolloutCompleted(Rollout),
     #[serde(rename = "change_request.waiting")]
@@ -172,6 +191,7 @@ impl Event {
             Event::RolloutStarted(_) => "rollout.started",
             Event::RolloutChanged(_) => "rollout.changed",
             Event::RolloutAborted(_) => "rollout.aborted",
+            Event::RolloutHeld(_) => "rollout.held",
             Event::RolloutCompleted(_) => "rollout.completed",
             Event::ChangeRequestWaiting(_) => "change_request.waiting",
             Event::ChangeRequestDecided(_) => "change_request.decided",

@@ -83,10 +83,7 @@ pub async fn boards(
     }
     let running = rollouts::Entity::find()
         .filter(rollouts::Column::AgentId.is_in(agents.iter().copied()))
-        .filter(
-            rollouts::Column::State
-                .is_in([RolloutState::Active.as_str(), RolloutState::Paused.as_str()]),
-        )
+        .filter(rollouts::Column::State.is_in(RolloutState::RUNNING.map(RolloutState::as_str)))
         .all(db)
         .await?;
     for r in running {

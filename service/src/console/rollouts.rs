@@ -186,10 +186,12 @@ async fn patched(
     .await
     {
         Ok(Outcome::Done(r)) => {
-            let how = if r.state == crate::releases::traffic::RolloutState::Paused {
-                "paused: everyone gets the base"
-            } else {
-                "active"
+            let how = match r.state {
+                crate::releases::traffic::RolloutState::Paused => "paused: everyone gets the base",
+                crate::releases::traffic::RolloutState::Held => {
+                    "held by the guard: everyone gets the base until a signer resumes it"
+                }
+                _ => "active",
             };
             format!(
                 "The rollout on {} is {how}, at {} % for revision {}.",

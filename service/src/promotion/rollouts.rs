@@ -8,7 +8,8 @@
 //! else signs off ([`super::change_requests`]), and so does a share raised above
 //! the one signed off (the sign-off of 1 % is a ceiling, not a key to 100 %);
 //! lowering the share, a pause, a resume and an abort are made at once (they only
-//! take traffic back towards what was signed off).
+//! take traffic back towards what was signed off). A rollout its guard held
+//! (`releases::guard::joint`) takes only a signer's resume or an abort.
 
 use entity::rollouts as rows;
 use entity::{agent_configurations, agent_labels, agent_revisions};
@@ -205,6 +206,7 @@ fn step<'a>(
         actor: Some(&who.member),
         reason,
         change_request_id: None,
+        trip: None,
         at: writing.now,
     }
 }
@@ -235,6 +237,12 @@ pub async fn patch(
     let found = label_row(&*write, &agent, label).await?;
     let mut current = running(&*write, &agent, label).await?;
     let reason = body.reason.as_deref();
+    if current.state == traffic::RolloutState::Held.as_str() {
+        let resumed = resume_held(&write, who, current, &body, writing).await?;
+        let view = traffic::view(&*write, &agent.name, resumed).await?;
+        guard::commit(write, writing.generation).await?;
+        return Ok(Outcome::Done(view));
+    }
     let paused = current.state == traffic::RolloutState::Paused.as_str();
     if let Some(pause) = body.paused.filter(|p| *p != paused) {
         let kind = if pause {
@@ -277,6 +285,40 @@ pub async fn patch(
     Ok(Outcome::Done(view))
 }
 
+/// 409 `rollout_held`: what a held rollout refuses.
+pub fn held() -> Error {
+    Error::new(
+        crate::error::Kind::Conflict,
+        "rollout_held",
+        "the rollout is held by its guard: a signer resumes it (PATCH with \"paused\": false), or abort it",
+    )
+}
+
+/// A held rollout takes one change: a signer resumes it (alone in the body, so no
+/// share rides along); the guard then judges only what is reported from now on,
+/// since the outcomes that tripped it have been weighed by the signer. Anything
+/// else is 409 `rollout_held`; a resume without signer power is 403.
+async fn resume_held(
+    write: &guard::Write,
+    who: &Principal,
+    current: rows::Model,
+    body: &RolloutPatch,
+    writing: &Writing<'_>,
+) -> Result<rows::Model> {
+    if body.paused != Some(false) || body.percent.is_some() {
+        return Err(held());
+    }
+    if !change_requests::may_sign_off(who) {
+        return Err(Error::forbidden(
+            "a member granted sign-off (`loadout members grant-signoff`) to resume a rollout its guard held",
+        ));
+    }
+    let mut active: rows::ActiveModel = current.into();
+    active.guard_since = sea_orm::Set(Some(writing.now));
+    let step = step(EventKind::Resumed, who, body.reason.as_deref(), writing);
+    traffic::transition(&**write, active, step).await
+}
+
 /// Completes the running rollout: the label moves to the candidate (recorded as
 /// a label move of kind `rollout`), or a change request waits for a sign-off.
 pub async fn complete(
@@ -296,6 +338,9 @@ pub async fn complete(
     let agent = row(&*write, agent).await?;
     let found = label_row(&*write, &agent, label).await?;
     let current = running(&*write, &agent, label).await?;
+    if current.state == traffic::RolloutState::Held.as_str() {
+        return Err(held());
+    }
     let reason = body.reason.as_deref();
     if gated(&agent, &found) {
         let request = change_requests::Request {

@@ -177,6 +177,69 @@ pub fn check(guard: Guard, base: Counts, candidate: Counts) -> Decision {
     decision
 }
 
+/// What the tenants' guards of a shared rollout decide together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ruling {
+    /// No tenant's guard tripped.
+    Continue,
+    /// One tenant's guard tripped while others reported: the base serves
+    /// everyone until a second tenant's guard agrees (abort) or a signer decides.
+    Hold,
+    /// Two tenants' guards agree, or the one that tripped is the only tenant
+    /// that reported.
+    Abort,
+}
+
+/// The joint decision over a shared rollout's tenants ([`joint`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Joint {
+    pub ruling: Ruling,
+    /// The tenants whose guard tripped (their index in the input), each with its
+    /// decision, in input order.
+    pub tripped: Vec<(usize, Decision)>,
+    /// How many tenants reported an outcome on either side.
+    pub reporters: usize,
+}
+
+/// Judges a shared rollout tenant by tenant: `sides` holds each tenant's (base,
+/// candidate) counts, `population` how many tenants could report (those with a
+/// live agent key). Each tenant has a guard of its own, so no tenant's outcomes
+/// dilute or drown another's, at `alpha / max(population, reporters)`: the split
+/// is fixed by who *could* report, so by Bonferroni and Ville's inequality any
+/// guard tripping by chance, over the whole rollout, stays within `alpha` (a
+/// split by who has reported so far would grow with the data and give each
+/// early reporter a looser threshold). A tripped guard holds the rollout; it
+/// aborts when a second tenant's guard agrees, or when the tenant that tripped is
+/// the only one that reported (then it is the whole population that spoke).
+/// Tenants that reported nothing take no part in either rule.
+pub fn joint(guard: Guard, population: usize, sides: &[(Counts, Counts)]) -> Joint {
+    let reporters = sides
+        .iter()
+        .filter(|(base, candidate)| base.total() + candidate.total() > 0)
+        .count();
+    let split = population.max(reporters).max(1);
+    let each = Guard {
+        min_outcomes: guard.min_outcomes,
+        alpha: guard.alpha / split as f64,
+    };
+    let tripped: Vec<(usize, Decision)> = sides
+        .iter()
+        .enumerate()
+        .map(|(i, (base, candidate))| (i, check(each, *base, *candidate)))
+        .filter(|(_, decision)| decision.verdict == Verdict::Regression)
+        .collect();
+    let ruling = match tripped.len() {
+        0 => Ruling::Continue,
+        1 if reporters > 1 => Ruling::Hold,
+        _ => Ruling::Abort,
+    };
+    Joint {
+        ruling,
+        tripped,
+        reporters,
+    }
+}
+
 /// `ln E`; minus infinity when the candidate's observed failure rate is not above
 /// the base's (then the null fits the counts as well as any model, `E <= 1`).
 fn log_evidence(base: Counts, candidate: Counts) -> f64 {
@@ -392,6 +455,67 @@ mod tests {
             }
         }
         None
+    }
+
+    fn counts(failures: u64, total: u64) -> Counts {
+        Counts {
+            successes: total - failures,
+            failures,
+        }
+    }
+
+    #[test]
+    fn a_sole_reporter_with_a_silent_tenant_aborts_issue_51s_regression() {
+        // 30/300 against 118/300; a second tenant holds an agent key and reports nothing.
+        let sides = [(counts(30, 300), counts(118, 300))];
+        let joint = joint(GUARD, 2, &sides);
+        assert_eq!(joint.ruling, Ruling::Abort, "{joint:?}");
+        assert_eq!(joint.reporters, 1);
+        assert_eq!(joint.tripped.len(), 1);
+        // Split over the two tenants that could report: threshold 2/alpha.
+        assert!((joint.tripped[0].1.threshold - 40.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_few_outcomes_from_another_tenant_turn_an_abort_into_a_hold_not_nothing() {
+        let sides = [
+            (counts(30, 300), counts(118, 300)),
+            (counts(1, 5), counts(0, 5)),
+        ];
+        let joint = joint(GUARD, 2, &sides);
+        assert_eq!(joint.ruling, Ruling::Hold, "{joint:?}");
+        assert_eq!(
+            joint.tripped.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+            [0]
+        );
+    }
+
+    #[test]
+    fn two_tenants_agreeing_abort_and_planted_successes_do_not_hide_a_regression() {
+        let regression = (counts(30, 300), counts(118, 300));
+        let both = joint(GUARD, 3, &[regression, regression]);
+        assert_eq!(both.ruling, Ruling::Abort, "{both:?}");
+        // Another tenant's thousands of planted successes stay in its own guard.
+        let planted = (counts(0, 5000), counts(0, 5000));
+        let diluted = joint(GUARD, 2, &[regression, planted]);
+        assert_eq!(diluted.ruling, Ruling::Hold, "{diluted:?}");
+    }
+
+    #[test]
+    fn nothing_trips_at_equal_counts_or_before_the_minimum() {
+        let equal = (counts(30, 300), counts(30, 300));
+        assert_eq!(joint(GUARD, 2, &[equal, equal]).ruling, Ruling::Continue);
+        let early = (counts(3, 30), counts(12, 30));
+        assert_eq!(joint(GUARD, 1, &[early]).ruling, Ruling::Continue);
+        assert_eq!(joint(GUARD, 0, &[]).ruling, Ruling::Continue);
+    }
+
+    #[test]
+    fn alpha_is_split_over_whoever_could_report_or_did() {
+        let sides = [(counts(30, 300), counts(118, 300))];
+        // No tenant holds a key any more: the reporters are the population.
+        assert!((joint(GUARD, 0, &sides).tripped[0].1.threshold - 20.0).abs() < 1e-9);
+        assert!((joint(GUARD, 4, &sides).tripped[0].1.threshold - 80.0).abs() < 1e-9);
     }
 
     #[test]

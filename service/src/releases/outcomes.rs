@@ -19,7 +19,7 @@ use sea_orm::{
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::guard::{self, Counts, Decision, Guard, Verdict};
+use super::guard::{self, Counts, Decision, Guard};
 use super::read::agent;
 use super::serve::revision_not_found;
 use super::signals::Signal;
@@ -209,10 +209,10 @@ async fn bound_per_subject(
 }
 
 /// Stores a report in a write transaction of its own ([`record`]), lets the
-/// guard of every active rollout the revision is a side of judge it in the same
-/// transaction ([`judge`]), and commits. A rollout the guard aborted bumps the
-/// generation, which `generation` observes after the commit, so this process
-/// serves the base at once (others on their next generation read).
+/// guard of every running rollout the revision is a side of judge it in the same
+/// transaction ([`judge`]), and commits. A rollout the guard held or aborted
+/// bumps the generation, which `generation` observes after the commit, so this
+/// process serves the base at once (others on their next generation read).
 pub async fn submit(
     w: &Writer<'_>,
     tenant: &str,
@@ -223,8 +223,8 @@ pub async fn submit(
     let txn = crate::db::begin_write(w.db).await?;
     crate::db::idempotency::record_if(&txn, w.key).await?;
     let recorded = record(&txn, tenant, agent_name, report, w.now, most_per_subject).await?;
-    let aborted = judge(&txn, recorded.agent_id, recorded.revision_id, w.now).await?;
-    let bumped = match aborted.is_empty() {
+    let stopped = judge(&txn, recorded.agent_id, recorded.revision_id, w.now).await?;
+    let bumped = match stopped.is_empty() {
         true => None,
         false => Some(crate::db::generation::bump(&txn).await?),
     };
@@ -235,39 +235,42 @@ pub async fn submit(
     Ok(recorded.view)
 }
 
-/// A rollout the guard aborted, and why.
+/// A rollout the guard held or aborted, and why.
 #[derive(Debug)]
-pub struct Aborted {
+pub struct Stopped {
     pub rollout_id: i32,
+    /// [`EventKind::Held`] or [`EventKind::Aborted`].
+    pub kind: EventKind,
     pub decision: Decision,
 }
 
-/// Judges every `active` rollout of the agent with a guard whose base or
+/// Judges every `active` or `held` rollout of the agent with a guard whose base or
 /// candidate is `revision_id`, on the outcomes reported for each side since the
-/// rollout started. A regression aborts the rollout through
-/// [`traffic::transition`] (actor `guard`, the statistic as the reason), so the
-/// label's traffic goes back to the base. Only reported outcomes are judged:
-/// loadout's own signals count other things (tool calls, decisions) with other
-/// denominators, so they are shown beside the outcomes and never mixed in.
+/// rollout started (or since a signer resumed it after a hold). Only reported
+/// outcomes are judged: loadout's own signals count other things (tool calls,
+/// decisions) with other denominators, so they are shown beside the outcomes and
+/// never mixed in.
 ///
-/// **A shared rollout is judged by the population, never by one tenant.** A
-/// rollout splits a label every tenant is served, so each tenant's outcomes are
-/// judged by a guard of their own (at `alpha / k`, `k` the tenants that have
-/// agent keys, so that any guard tripping by chance stays within `alpha`), and
-/// the rollout aborts only when the guards of two tenants agree — or of the one
-/// tenant, on an instance where one tenant alone has agent keys (it is the
-/// whole population). One tenant's planted failures trip its own guard only;
-/// its planted successes enter its own guard only, so they cannot hide what
-/// the others' outcomes show.
+/// **One guard per tenant; no tenant decides alone** ([`guard::joint`]). A rollout
+/// splits a label every tenant is served, so each tenant's outcomes are judged by
+/// a guard of their own: one tenant's planted successes cannot hide what another's
+/// outcomes show, and its planted failures trip its own guard only. When one
+/// tenant's guard trips, the rollout is **held** at once (the base serves
+/// everyone, event `rollout.held` naming the tenant and the statistic). It is
+/// **aborted** when a second tenant's guard agrees, or when the tenant that
+/// tripped is the only one that reported. A signer resumes a held rollout (the
+/// guard then judges what is reported from then on), or anyone aborts it.
+/// Tenants that reported nothing take no part.
 pub async fn judge(
     txn: &DatabaseTransaction,
     agent_id: i32,
     revision_id: i32,
     now: DateTime<Utc>,
-) -> Result<Vec<Aborted>> {
+) -> Result<Vec<Stopped>> {
+    let judged = [RolloutState::Active, RolloutState::Held].map(RolloutState::as_str);
     let guarded = rollout_rows::Entity::find()
         .filter(rollout_rows::Column::AgentId.eq(agent_id))
-        .filter(rollout_rows::Column::State.eq(RolloutState::Active.as_str()))
+        .filter(rollout_rows::Column::State.is_in(judged))
         .filter(rollout_rows::Column::GuardMinOutcomes.is_not_null())
         .filter(rollout_rows::Column::GuardAlpha.is_not_null())
         .filter(
@@ -280,51 +283,94 @@ pub async fn judge(
     if guarded.is_empty() {
         return Ok(Vec::new());
     }
-    let population = tenants_with_agent_keys(txn).await?.max(1);
-    let quorum = population.min(2);
-    let mut aborted = Vec::new();
+    let population = tenants_with_agent_keys(txn).await?;
+    let mut stopped = Vec::new();
     for row in guarded {
         let (Some(min_outcomes), Some(alpha)) = (row.guard_min_outcomes, row.guard_alpha) else {
             continue;
         };
         let guard = Guard {
             min_outcomes: u64::try_from(min_outcomes).unwrap_or(1),
-            alpha: alpha / population as f64,
+            alpha,
         };
-        let base = counts_by_tenant(txn, row.base_revision_id, row.created_at).await?;
-        let candidate = counts_by_tenant(txn, row.candidate_revision_id, row.created_at).await?;
-        let tripped: Vec<(&String, Decision)> = candidate
-            .iter()
-            .map(|(tenant, c)| {
-                let b = base.get(tenant).copied().unwrap_or_default();
-                (tenant, guard::check(guard, b, *c))
-            })
-            .filter(|(_, decision)| decision.verdict == Verdict::Regression)
+        let since = row
+            .guard_since
+            .unwrap_or(row.created_at)
+            .max(row.created_at);
+        let base = counts_by_tenant(txn, row.base_revision_id, since).await?;
+        let candidate = counts_by_tenant(txn, row.candidate_revision_id, since).await?;
+        let tenants: Vec<&String> = base
+            .keys()
+            .chain(candidate.keys())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
             .collect();
-        let Some((_, decision)) = tripped.first() else {
+        let sides: Vec<(Counts, Counts)> = tenants
+            .iter()
+            .map(|t| {
+                let side = |m: &BTreeMap<String, Counts>| m.get(*t).copied().unwrap_or_default();
+                (side(&base), side(&candidate))
+            })
+            .collect();
+        let joint = guard::joint(guard, population, &sides);
+        let held = row.state == RolloutState::Held.as_str();
+        let kind = match joint.ruling {
+            guard::Ruling::Continue => continue,
+            guard::Ruling::Hold if held => continue,
+            guard::Ruling::Hold => EventKind::Held,
+            guard::Ruling::Abort => EventKind::Aborted,
+        };
+        let Some((_, decision)) = joint.tripped.first().copied() else {
             continue;
         };
-        if tripped.len() < quorum || !claim(txn, row.id, now).await? {
+        if !claim(txn, &row, now).await? {
             continue;
         }
-        let decision = *decision;
-        let tenants: Vec<&str> = tripped.iter().map(|(t, _)| t.as_str()).collect();
-        let reason = format!("{} (tenants {})", decision.reason(), tenants.join(", "));
+        let names: Vec<String> = joint
+            .tripped
+            .iter()
+            .map(|(i, _)| tenants[*i].clone())
+            .collect();
+        let what = match kind {
+            EventKind::Held => {
+                "held: the base serves everyone until a second tenant's guard agrees or a signer decides"
+            }
+            _ if joint.tripped.len() > 1 => "aborted: the guards of two tenants agree",
+            _ => "aborted: the only tenant that reported",
+        };
+        let reason = format!(
+            "{} (tenant {}; {} of {} reporting tenants; {what})",
+            decision.reason(),
+            names.join(", "),
+            joint.tripped.len(),
+            joint.reporters,
+        );
+        let trip = crate::events::GuardTrip {
+            tenants: names,
+            base_failure_rate: decision.base_failure_rate,
+            base_outcomes: decision.base_outcomes,
+            candidate_failure_rate: decision.candidate_failure_rate,
+            candidate_outcomes: decision.candidate_outcomes,
+            likelihood_ratio: decision.likelihood_ratio,
+            threshold: decision.threshold,
+        };
         let step = Transition {
-            kind: EventKind::Aborted,
+            kind,
             actor: Some(GUARD_ACTOR),
             reason: Some(&reason),
             change_request_id: None,
+            trip: Some(&trip),
             at: now,
         };
         let rollout_id = row.id;
         traffic::transition(txn, row.into(), step).await?;
-        aborted.push(Aborted {
+        stopped.push(Stopped {
             rollout_id,
+            kind,
             decision,
         });
     }
-    Ok(aborted)
+    Ok(stopped)
 }
 
 /// How many tenants hold a live agent key: the population a shared rollout serves.
@@ -385,15 +431,20 @@ async fn counts_by_tenant(
 /// Who the rollout's history names for an abort by the guard.
 pub const GUARD_ACTOR: &str = "guard";
 
-/// Takes the rollout's row for this transaction while it is still `active` (an
-/// UPDATE that changes nothing but `updated_at`): on Postgres a concurrent outcome
-/// that judged the same rollout waits here and then finds it no longer active, so
-/// a rollout is aborted once. SQLite's write transactions are serial already.
-async fn claim(txn: &DatabaseTransaction, rollout_id: i32, now: DateTime<Utc>) -> Result<bool> {
+/// Takes the rollout's row for this transaction while it is still in the state
+/// it was read in (an UPDATE that changes nothing but `updated_at`): on Postgres a
+/// concurrent outcome that judged the same rollout waits here and then finds its
+/// state changed, so a rollout is held once and aborted once. SQLite's write
+/// transactions are serial already.
+async fn claim(
+    txn: &DatabaseTransaction,
+    row: &rollout_rows::Model,
+    now: DateTime<Utc>,
+) -> Result<bool> {
     let claimed = rollout_rows::Entity::update_many()
         .col_expr(rollout_rows::Column::UpdatedAt, Expr::value(now))
-        .filter(rollout_rows::Column::Id.eq(rollout_id))
-        .filter(rollout_rows::Column::State.eq(RolloutState::Active.as_str()))
+        .filter(rollout_rows::Column::Id.eq(row.id))
+        .filter(rollout_rows::Column::State.eq(&row.state))
         .exec(txn)
         .await?
         .rows_affected;

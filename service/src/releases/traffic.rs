@@ -42,6 +42,23 @@ crate::closed_set! {
         Completed = "completed",
         /// Traffic went back to the base.
         Aborted = "aborted",
+        /// A tenant's guard tripped: the base serves everyone until a second
+        /// tenant's guard agrees (aborted), a signer resumes it, or anyone aborts it.
+        Held = "held",
+    }
+}
+
+impl RolloutState {
+    /// The states of a rollout that still runs (at most one per label).
+    pub const RUNNING: [RolloutState; 3] = [
+        RolloutState::Active,
+        RolloutState::Paused,
+        RolloutState::Held,
+    ];
+
+    /// Whether a rollout in this state still runs.
+    pub fn running(self) -> bool {
+        Self::RUNNING.contains(&self)
     }
 }
 
@@ -54,6 +71,8 @@ crate::closed_set! {
         Resumed = "resumed",
         Completed = "completed",
         Aborted = "aborted",
+        /// A tenant's guard tripped (see [`RolloutState::Held`]).
+        Held = "held",
     }
 }
 
@@ -68,7 +87,9 @@ pub enum Side {
 }
 
 /// A guard: once each side has `min_outcomes` outcomes, a candidate that fails
-/// more often than the base at confidence `1 - alpha` aborts the rollout.
+/// more often than the base at confidence `1 - alpha`, in one tenant's outcomes,
+/// holds the rollout; two tenants agreeing, or the only tenant that reported,
+/// abort it (`releases::guard::joint`).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Guard {
@@ -133,7 +154,7 @@ pub struct Running {
     pub id: i32,
     /// The candidate's share in basis points.
     pub share_bp: u16,
-    /// `false`: paused, everyone gets the base.
+    /// `false`: paused or held, everyone gets the base.
     pub active: bool,
     /// The candidate revision's number.
     pub candidate: i32,
@@ -153,7 +174,7 @@ impl Running {
     }
 }
 
-/// The label's `active` or `paused` rollout, if any.
+/// The label's running (`active`, `paused` or `held`) rollout, if any.
 pub async fn running_row(
     db: &impl ConnectionTrait,
     agent_id: i32,
@@ -162,10 +183,7 @@ pub async fn running_row(
     rollouts::Entity::find()
         .filter(rollouts::Column::AgentId.eq(agent_id))
         .filter(rollouts::Column::Label.eq(label))
-        .filter(
-            rollouts::Column::State
-                .is_in([RolloutState::Active.as_str(), RolloutState::Paused.as_str()]),
-        )
+        .filter(rollouts::Column::State.is_in(RolloutState::RUNNING.map(RolloutState::as_str)))
         .one(db)
         .await
 }
@@ -200,6 +218,8 @@ pub struct Transition<'a> {
     pub reason: Option<&'a str>,
     /// The change request whose sign-off made it.
     pub change_request_id: Option<i32>,
+    /// A hold's or the guard's abort: the tenants whose guard tripped and the statistic.
+    pub trip: Option<&'a events::GuardTrip>,
     pub at: DateTime<Utc>,
 }
 
@@ -218,6 +238,7 @@ pub async fn transition(
         EventKind::Paused => Some(RolloutState::Paused),
         EventKind::Completed => Some(RolloutState::Completed),
         EventKind::Aborted => Some(RolloutState::Aborted),
+        EventKind::Held => Some(RolloutState::Held),
         EventKind::ShareChanged => None,
     };
     if let Some(state) = state {
@@ -267,11 +288,13 @@ async fn rollout_event(
         share: f64::from(saved.share_bp) / 100.0,
         actor: step.actor.map(str::to_owned),
         reason: step.reason.map(str::to_owned),
+        guard: step.trip.cloned(),
     };
     Ok(match step.kind {
         EventKind::Started => Event::RolloutStarted(rollout),
         EventKind::Completed => Event::RolloutCompleted(rollout),
         EventKind::Aborted => Event::RolloutAborted(rollout),
+        EventKind::Held => Event::RolloutHeld(rollout),
         EventKind::ShareChanged | EventKind::Paused | EventKind::Resumed => {
             Event::RolloutChanged(rollout)
         }
@@ -363,6 +386,7 @@ pub async fn end_on_move(
             actor,
             reason: Some(&reason),
             change_request_id: None,
+            trip: None,
             at,
         };
         transition(db, row.into(), step).await?;
@@ -414,7 +438,7 @@ pub struct RolloutView {
 pub struct RolloutStatus {
     pub agent: String,
     pub label: String,
-    /// The `active` or `paused` rollout; `null` when none runs.
+    /// The running (`active`, `paused` or `held`) rollout; `null` when none runs.
     pub current: Option<RolloutView>,
     /// Ended rollouts, newest first (at most [`PAST_LIMIT`]).
     pub past: Vec<RolloutView>,
@@ -489,8 +513,10 @@ pub async fn status(
     let mut current = None;
     let mut past = Vec::new();
     for row in rows {
-        let running = row.state == RolloutState::Active.as_str()
-            || row.state == RolloutState::Paused.as_str();
+        let running = row
+            .state
+            .parse::<RolloutState>()
+            .is_ok_and(RolloutState::running);
         let view = view(db, agent, row).await?;
         match running {
             true => current = Some(view),
