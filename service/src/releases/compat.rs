@@ -7,6 +7,7 @@
 //! `required` and an optional one admits `null`; so an argument is *required*
 //! when it is listed in `required` and does not admit `null`. Pure: no I/O.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
@@ -15,6 +16,9 @@ use utoipa::ToSchema;
 
 use super::content::ToolContent;
 use Compat::Compatible;
+
+mod properties;
+mod search;
 
 /// How deep a schema is compared; past it a difference is `other`, breaking.
 const MAX_DEPTH: usize = 32;
@@ -104,7 +108,34 @@ pub fn tools(old: &[ToolContent], new: &[ToolContent]) -> Vec<ContractChange> {
 pub fn schema(tool: &str, old: &Value, new: &Value) -> Vec<ContractChange> {
     let mut changes = Changes::new(tool);
     compare(&mut changes, "", old, new, 0);
+    backstop(&mut changes, old, new);
     changes.sorted()
+}
+
+/// When the rules found nothing breaking in a changed schema, the search
+/// ([`search`]) looks for an argument the old schema takes and the new one
+/// refuses; one found is a breaking change of kind `other` that shows it.
+fn backstop(changes: &mut Changes, old: &Value, new: &Value) {
+    if old == new || changes.out.iter().any(|c| c.compat == Compat::Breaking) {
+        return;
+    }
+    if let Some(argument) = search::counterexample(old, new, search::TRIES) {
+        let mut shown = argument.to_string();
+        if shown.len() > 200 {
+            let cut = (0..=200)
+                .rev()
+                .find(|i| shown.is_char_boundary(*i))
+                .unwrap_or(0);
+            shown.truncate(cut);
+            shown.push('…');
+        }
+        changes.at(
+            "",
+            ContractKind::Other,
+            Compat::Breaking,
+            format!("an argument valid before is refused now: {shown}"),
+        );
+    }
 }
 
 fn tool(changes: &mut Changes, old: &ToolContent, new: &ToolContent) {
@@ -141,6 +172,7 @@ fn tool(changes: &mut Changes, old: &ToolContent, new: &ToolContent) {
         _ => {}
     }
     compare(changes, "", &old.parameters, &new.parameters, 0);
+    backstop(changes, &old.parameters, &new.parameters);
 }
 
 fn tier_rank(tier: &str) -> u8 {
@@ -253,18 +285,38 @@ fn shown(set: &BTreeSet<String>) -> String {
     }
 }
 
-/// The non-null branch of a strict-form nullable `anyOf` (`[{...}, {"type": "null"}]`).
-fn unwrapped(schema: &Value) -> &Value {
+/// The non-null branch of a strict-form nullable `anyOf` (`[{...}, {"type": "null"}]`),
+/// with the keywords beside the `anyOf` (`maxLength`, `pattern`, ...) moved into it:
+/// they constrain every value, so they are compared as the branch's own. A keyword
+/// the branch also has with another value cannot be merged: the schema is then
+/// compared as written (its `anyOf` as a whole).
+fn unwrapped(schema: &Value) -> Cow<'_, Value> {
     let Some(branches) = schema.get("anyOf").and_then(Value::as_array) else {
-        return schema;
+        return Cow::Borrowed(schema);
     };
     let mut real = branches
         .iter()
         .filter(|b| b.get("type") != Some(&Value::from("null")));
-    match (real.next(), real.next()) {
-        (Some(only), None) => only,
-        _ => schema,
+    let (Some(only), None) = (real.next(), real.next()) else {
+        return Cow::Borrowed(schema);
+    };
+    let (Some(wrapper), Some(branch)) = (schema.as_object(), only.as_object()) else {
+        return Cow::Borrowed(only);
+    };
+    let mut merged = branch.clone();
+    for (key, value) in wrapper {
+        if key == "anyOf" || IGNORED.contains(&key.as_str()) || key == "description" {
+            continue;
+        }
+        match merged.get(key) {
+            Some(own) if own != value => return Cow::Borrowed(schema),
+            Some(_) => {}
+            None => {
+                merged.insert(key.clone(), value.clone());
+            }
+        }
     }
+    Cow::Owned(Value::Object(merged))
 }
 
 fn compare(changes: &mut Changes, path: &str, old: &Value, new: &Value, depth: usize) {
@@ -298,6 +350,7 @@ fn compare(changes: &mut Changes, path: &str, old: &Value, new: &Value, depth: u
         );
     }
     let (old_u, new_u) = (unwrapped(old), unwrapped(new));
+    let (old_u, new_u) = (old_u.as_ref(), new_u.as_ref());
     // The nullable wrapper's own `anyOf` is compared as the branch it wraps.
     let skipped = not_compared(old, new, &["anyOf"]).or_else(|| not_compared(old_u, new_u, &[]));
     if let Some(key) = skipped {
@@ -448,12 +501,38 @@ fn nullability(changes: &mut Changes, at: &str, old: &Value, new: &Value, from: 
     }
 }
 
-/// The values an `enum` (or `const`) allows; `None`: any.
+/// The values an `enum` and a `const` allow together (both present: the values
+/// of the enum equal to the const), `null` included, keeping only values of a type
+/// the schema's `type` admits; `None`: any.
 fn allowed(schema: &Value) -> Option<Vec<Value>> {
-    if let Some(list) = schema.get("enum").and_then(Value::as_array) {
-        return Some(list.iter().filter(|v| !v.is_null()).cloned().collect());
+    let listed = schema.get("enum").and_then(Value::as_array);
+    let constant = schema.get("const");
+    let values: Vec<Value> = match (listed, constant) {
+        (Some(list), Some(c)) => list.iter().filter(|v| *v == c).cloned().collect(),
+        (Some(list), None) => list.clone(),
+        (None, Some(c)) => vec![c.clone()],
+        (None, None) => return None,
+    };
+    Some(values.into_iter().filter(|v| of_type(schema, v)).collect())
+}
+
+/// Whether `value`'s JSON type is one the schema's `type` names (no `type`: any).
+fn of_type(schema: &Value, value: &Value) -> bool {
+    let named = |t: &str| match value {
+        Value::Null => t == "null",
+        Value::Bool(_) => t == "boolean",
+        Value::Number(n) => {
+            t == "number" || (t == "integer" && n.as_f64().is_some_and(|f| f.fract() == 0.0))
+        }
+        Value::String(_) => t == "string",
+        Value::Array(_) => t == "array",
+        Value::Object(_) => t == "object",
+    };
+    match schema.get("type") {
+        Some(Value::String(t)) => named(t),
+        Some(Value::Array(list)) => list.iter().filter_map(Value::as_str).any(named),
+        _ => true,
     }
-    schema.get("const").map(|c| vec![c.clone()])
 }
 
 fn enums(changes: &mut Changes, path: &str, old: &Value, new: &Value) {
@@ -589,13 +668,14 @@ fn bound(key: &str, lower: bool, old: &Value, new: &Value) -> Option<bool> {
     }
 }
 
-/// Whether a property is required: listed in `required` and not admitting `null`.
-fn required(object: &Value, name: &str, schema: &Value) -> bool {
-    let listed = object
+/// Whether a property is required: listed in `required`. A strict-form "optional"
+/// argument (listed, admitting `null`) is required too: a call must send it, if
+/// only as `null`, and the call path refuses one that leaves it out.
+fn required(object: &Value, name: &str) -> bool {
+    object
         .get("required")
         .and_then(Value::as_array)
-        .is_some_and(|r| r.iter().any(|n| n == name));
-    listed && !admits_null(schema)
+        .is_some_and(|r| r.iter().any(|n| n == name))
 }
 
 /// Whether the object refuses properties it does not name.
@@ -617,7 +697,7 @@ fn properties(changes: &mut Changes, path: &str, old: &Value, new: &Value, depth
     for name in names {
         let at = format!("{path}/{}", segment(name));
         match (a.get(name), b.get(name)) {
-            (None, Some(schema)) => match required(new, name, schema) {
+            (None, Some(_)) => match required(new, name) {
                 true => changes.at(
                     &at,
                     ContractKind::RequiredArgumentAdded,
@@ -647,7 +727,7 @@ fn properties(changes: &mut Changes, path: &str, old: &Value, new: &Value, depth
             },
             (Some(x), Some(y)) => {
                 let from = changes.out.len();
-                match (required(old, name, x), required(new, name, y)) {
+                match (required(old, name), required(new, name)) {
                     (false, true) => changes.at(
                         &at,
                         ContractKind::ArgumentMadeRequired,
@@ -666,6 +746,29 @@ fn properties(changes: &mut Changes, path: &str, old: &Value, new: &Value, depth
                 nullability(changes, &at, x, y, from);
             }
             (None, None) => {}
+        }
+    }
+    // A name `required` lists without declaring it: a call must send it all the same.
+    let listed = |v: &Value| -> BTreeSet<String> {
+        v.get("required")
+            .and_then(Value::as_array)
+            .map(|r| {
+                r.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (before, after) = (listed(old), listed(new));
+    for name in after.difference(&before) {
+        if !a.contains_key(name) && !b.contains_key(name) {
+            changes.at(
+                &format!("{path}/{}", segment(name)),
+                ContractKind::ArgumentMadeRequired,
+                Compat::Breaking,
+                "required now (listed in `required`)".into(),
+            );
         }
     }
     let is_object =
@@ -748,9 +851,11 @@ mod tests {
             one(base.clone(), strict_required),
             [("/b".into(), "required_argument_added", "breaking")]
         );
+        // Strict form's "optional" is listed: a call must send it, if only as null,
+        // so every recorded call that leaves it out is refused.
         assert_eq!(
             one(base.clone(), strict_optional),
-            [("/b".into(), "optional_argument_added", "compatible")]
+            [("/b".into(), "required_argument_added", "breaking")]
         );
         assert_eq!(
             one(base, loose_optional),
@@ -773,12 +878,22 @@ mod tests {
             json!({"a": {"type": "string"}, "b": {"type": "string"}}),
             &["a", "b"],
         );
+        // Listed in `required` both times: only `null` goes, and comes back.
         assert_eq!(
             one(two.clone(), required_b.clone()),
+            [("/b".into(), "type_narrowed", "breaking")]
+        );
+        assert_eq!(one(required_b.clone(), two)[0].2, "compatible");
+        let optional_b = object(
+            json!({"a": {"type": "string"}, "b": {"type": "string"}}),
+            &["a"],
+        );
+        assert_eq!(
+            one(optional_b.clone(), required_b.clone()),
             [("/b".into(), "argument_made_required", "breaking")]
         );
         assert_eq!(
-            one(required_b, two)[0],
+            one(required_b, optional_b)[0],
             ("/b".into(), "argument_made_optional", "compatible")
         );
     }
@@ -982,6 +1097,64 @@ mod tests {
         assert_eq!(
             one(c("a"), e),
             [("/s".into(), "enum_value_added", "compatible")]
+        );
+    }
+
+    #[test]
+    fn issue_51s_four_misses_are_breaking() {
+        // `null` dropped from an enum.
+        let e = |values: Value| {
+            object(
+                json!({"s": {"type": ["string", "null"], "enum": values}}),
+                &["s"],
+            )
+        };
+        assert_eq!(
+            one(e(json!(["a", "b", null])), e(json!(["a", "b"]))),
+            [("/s".into(), "enum_value_removed", "breaking")]
+        );
+        // Keywords beside a nullable anyOf: a bound tightened, a pattern added.
+        let wrapped = |beside: Value| {
+            let mut s = json!({"anyOf": [{"type": "string"}, {"type": "null"}]});
+            for (k, v) in beside.as_object().into_iter().flatten() {
+                s[k] = v.clone();
+            }
+            object(json!({ "s": s }), &["s"])
+        };
+        assert_eq!(
+            one(
+                wrapped(json!({"maxLength": 20})),
+                wrapped(json!({"maxLength": 3}))
+            ),
+            [("/s".into(), "constraint_tightened", "breaking")]
+        );
+        assert_eq!(
+            one(wrapped(json!({})), wrapped(json!({"pattern": "^[a-z]+$"}))),
+            [("/s".into(), "constraint_tightened", "breaking")]
+        );
+        // Moving a keyword from the branch to beside the wrapper changes nothing.
+        let inside = object(
+            json!({"s": {"anyOf": [{"type": "string", "maxLength": 5}, {"type": "null"}]}}),
+            &["s"],
+        );
+        assert_eq!(one(inside, wrapped(json!({"maxLength": 5}))), []);
+        // `const` beside an `enum`: only the const is allowed.
+        let both = object(
+            json!({"s": {"type": "string", "enum": ["a", "b"], "const": "a"}}),
+            &["s"],
+        );
+        let plain = object(json!({"s": {"type": "string", "enum": ["a", "b"]}}), &["s"]);
+        assert_eq!(
+            one(plain, both),
+            [("/s".into(), "enum_value_removed", "breaking")]
+        );
+        // A name required without being declared.
+        let open = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+        let mut listed = open.clone();
+        listed["required"] = json!(["z"]);
+        assert_eq!(
+            one(open, listed),
+            [("/z".into(), "argument_made_required", "breaking")]
         );
     }
 

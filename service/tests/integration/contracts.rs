@@ -56,7 +56,8 @@ async fn chores_tool(app: &TestApp) {
     .await;
 }
 
-/// The candidate: `due` required and not null.
+/// The candidate: `due` no longer nullable (listed in `required` both times, as
+/// OpenAI's strict form lists every property): a call sending `null` is refused.
 async fn require_due(app: &TestApp) {
     let body = json!({"parameters": chores_schema(json!({"type": "string"}))});
     ok(app, Method::PATCH, "/v1/tools/create_chores", Some(body)).await;
@@ -77,7 +78,7 @@ async fn labels(app: &TestApp) -> (i64, i64) {
 }
 
 db_test! {
-    async fn a_required_argument_added_is_named_breaking_in_the_diff_the_change_request_and_check(db) {
+    async fn a_nullable_argument_made_non_null_is_named_breaking_in_the_diff_the_change_request_and_check(db) {
         let app = TestApp::new(db).await;
         chores_tool(&app).await;
         ok(&app, Method::PATCH, AGENT, Some(json!({"release_mode": "gated"}))).await;
@@ -90,21 +91,21 @@ db_test! {
         let changes = diff["diff"]["contract"].as_array().expect("contract");
         let narrowed = changes.iter().find(|c| c["path"] == "/chores/items/due").expect("a change at /chores/items/due");
         assert_eq!(narrowed["compat"], "breaking", "{narrowed}");
-        assert_eq!(narrowed["kind"], "argument_made_required", "{narrowed}");
+        assert_eq!(narrowed["kind"], "type_narrowed", "{narrowed}");
 
         let (status, request) = app.call(Method::PUT, &format!("{AGENT}/labels/production"), &app.operator, Some(json!({"revision": latest}))).await;
         assert_eq!(status, StatusCode::ACCEPTED, "{request}");
         let breaking = request["checks"]["checks"].as_array().expect("checks").iter()
             .find(|c| c["name"] == "breaking").expect("a breaking check").clone();
         assert_eq!(breaking["status"], "warn", "{breaking}");
-        assert!(breaking["summary"][0].as_str().unwrap_or("").contains("create_chores argument_made_required"), "{breaking}");
+        assert!(breaking["summary"][0].as_str().unwrap_or("").contains("create_chores type_narrowed"), "{breaking}");
 
         let report = ok(&app, Method::GET, "/v1/registry/check", None).await;
         let warning = report["problems"].as_array().expect("problems").iter()
             .find(|p| p["code"] == "breaking_change").expect("a breaking_change warning").clone();
         assert_eq!(warning["severity"], "warning", "{warning}");
         assert_eq!(warning["subject"], "assistant/latest", "{warning}");
-        assert!(warning["message"].as_str().unwrap_or("").contains("create_chores argument_made_required /chores/items/due"), "{warning}");
+        assert!(warning["message"].as_str().unwrap_or("").contains("create_chores type_narrowed /chores/items/due"), "{warning}");
     }
 }
 
