@@ -4,6 +4,11 @@
 //! requests and *another* signer approves (never the member it grants, never the
 //! requester). Every grant and revocation is a `signer_grants` row: the history of
 //! who may sign off.
+//!
+//! Power is per tenant: a signer of tenant `tb` decides grants of `tb`'s people
+//! only (another tenant's grant is 404 to it), and signs off no change request
+//! (those move the shared configuration: the default tenant's signers and
+//! operators sign them off).
 
 use chrono::{DateTime, Utc};
 use entity::{api_keys, members, signer_grants};
@@ -293,12 +298,29 @@ pub async fn decide_grant(
     id: i32,
     approve: bool,
 ) -> Result<GrantView> {
+    // The role first: no grant is read for a key that could never decide one (the
+    // requester, who may withdraw, is an operator).
+    if !matches!(who.role, Role::Operator | Role::Approver) {
+        return Err(Error::forbidden(
+            "an operator key or approver key of a signer (sign-off power is granted by another signer)",
+        ));
+    }
     let txn = crate::db::begin_write(w.db).await?;
     crate::db::idempotency::record_if(&txn, w.key).await?;
     let row = signer_grants::Entity::find_by_id(id)
         .one(&txn)
         .await?
         .ok_or_else(|| Error::not_found(format!("no signer grant {id}")))?;
+    let member = members::Entity::find_by_id(row.member_id)
+        .one(&txn)
+        .await?
+        .ok_or_else(|| Error::internal("a signer grant without its member"))?;
+    // Sign-off power is per tenant: only an operator reaches another tenant's
+    // people, and a grant outside the caller's tenant is not there for it.
+    let tenant = member.tenant_id.as_deref().unwrap_or(DEFAULT_TENANT);
+    if who.role != Role::Operator && tenant != who.tenant() {
+        return Err(Error::not_found(format!("no signer grant {id}")));
+    }
     let withdrawing = !approve && row.requested_member_id == Some(who.member_id);
     if !withdrawing {
         may_decide(who)?;
@@ -319,10 +341,6 @@ pub async fn decide_grant(
             "a signer grant is approved by another signer: neither its requester nor the member it grants",
         ));
     }
-    let member = members::Entity::find_by_id(row.member_id)
-        .one(&txn)
-        .await?
-        .ok_or_else(|| Error::internal("a signer grant without its member"))?;
     let state = if approve {
         GrantState::Approved
     } else {

@@ -29,6 +29,10 @@ struct Queue {
     proposals: Vec<ProposalView>,
     /// Change requests to move protected labels, waiting for a sign-off.
     change_requests: Vec<crate::promotion::change_requests::ChangeRequestView>,
+    /// Whether the reader may approve and decline change requests (it sees them
+    /// when it may read them; its own it may withdraw).
+    signs_off: bool,
+    member: String,
     /// The state shown (`all` for every state).
     showing: String,
     limit: u64,
@@ -65,6 +69,8 @@ async fn queue(
                 title: "Proposals",
                 proposals,
                 change_requests,
+                signs_off: crate::promotion::change_requests::may_sign_off(&signed.who),
+                member: signed.who.member.clone(),
                 showing,
                 limit: decide::QUEUE_LIMIT,
             };

@@ -183,7 +183,7 @@ pub async fn pending(
     state: &AppState,
     signed: &Signed,
 ) -> Result<Vec<change_requests::ChangeRequestView>> {
-    if !change_requests::may_sign_off(&signed.who) && !signed.is_admin() {
+    if !change_requests::may_read(&signed.who) {
         return Ok(Vec::new());
     }
     let filter = Filter {
@@ -390,7 +390,7 @@ async fn shown_rollout(
         .collect();
     Ok(Shown {
         percent: format!("{}", rollout.percent),
-        paused: rollout.state == crate::releases::traffic::RolloutState::Paused,
+        paused: rollout.state != crate::releases::traffic::RolloutState::Active,
         sides,
         events,
         rollout,

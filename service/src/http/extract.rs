@@ -17,6 +17,10 @@ pub use crate::web::request::{MAX_BODY_BYTES, authenticate, has_nul_escape, reac
 /// proposals only).
 pub struct AgentKey(pub Principal);
 
+/// The caller, holding an agent key and no other: what only an agent (a service
+/// of a tenant) reports, never a person typing numbers in.
+pub struct OnlyAgentKey(pub Principal);
+
 /// The caller, holding an approver, admin or operator key.
 pub struct ApproverKey(pub Principal);
 
@@ -55,6 +59,21 @@ impl FromRequestParts<AppState> for AgentKey {
         with_role(parts, state, &roles, "an agent, admin or operator key")
             .await
             .map(AgentKey)
+    }
+}
+
+impl FromRequestParts<AppState> for OnlyAgentKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        with_role(
+            parts,
+            state,
+            &[Role::Agent],
+            "an agent key (only agents report this)",
+        )
+        .await
+        .map(OnlyAgentKey)
     }
 }
 

@@ -11,11 +11,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiResult, E400, E401, E403, E404, E413};
-use super::extract::{AdminKey, AgentKey, ApiJson, ApiPath, ApiQuery, reach};
+use super::extract::{AdminKey, ApiJson, ApiPath, ApiQuery, OnlyAgentKey, reach};
 use super::idempotent::{Idempotency, key};
 use crate::app::AppState;
 use crate::auth::Role;
-use crate::error::Error;
 use crate::releases::outcomes::{self, NewOutcome, OutcomeReport, OutcomeView};
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -28,17 +27,14 @@ pub fn routes() -> OpenApiRouter<AppState> {
     responses((status = 201, body = OutcomeView, description = "Stored (a repeated report for the conversation replaces the earlier one)"), E400, E401, E403, E404, E413))]
 async fn report_outcome(
     State(state): State<AppState>,
-    AgentKey(who): AgentKey,
+    // Outcomes judge shared rollouts: only an agent (a service of a tenant)
+    // reports them, never an admin or operator typing numbers in.
+    OnlyAgentKey(who): OnlyAgentKey,
     ApiPath(agent): ApiPath<String>,
     idempotency: Idempotency,
     ApiJson(report): ApiJson<NewOutcome>,
 ) -> ApiResult<(StatusCode, Json<OutcomeView>)> {
     reach(&who, &agent)?;
-    // Outcomes judge shared rollouts: only an agent (a service of a tenant)
-    // reports them, never an admin or operator typing numbers in.
-    if who.role != Role::Agent {
-        return Err(Error::forbidden("an agent key (outcomes come from agents)"));
-    }
     let view = outcomes::submit(
         &state.writer(key(&idempotency)),
         who.tenant(),

@@ -1,7 +1,7 @@
 //! Moving labels and signing off their change requests (issue 25, items 3 and 4).
 //! Label writes are configuration writes (operators); change requests are read by
-//! admins and signers, and decided by signers: an operator or an approver of the
-//! default tenant who is not the author (see [`crate::promotion::change_requests`]).
+//! admins, operators and the default tenant's approvers, and decided by signers:
+//! an operator or an approver of the default tenant who is not the author (see [`crate::promotion::change_requests`]).
 //! Each handler parses the request and calls [`crate::agents`].
 
 use axum::Json;
@@ -159,7 +159,7 @@ async fn decline_change_request(
     Ok(Json(declined))
 }
 
-#[utoipa::path(post, path = "/v1/change-requests/{id}/checks", tag = "proposals", summary = "Run a pending change request's release checks again, for the tenant that requested it (operator or approver)",
+#[utoipa::path(post, path = "/v1/change-requests/{id}/checks", tag = "proposals", summary = "Run a pending change request's release checks again, for the tenant that requested it (admin, operator or default-tenant approver)",
     description = "After a fix (a render snapshot accepted, ...). 409 `conflict`: it is no longer pending.",
     params(("id" = i32, Path)),
     responses((status = 200, body = ChangeRequestView, description = "The request with its checks as run now"), E400, E401, E403, E404, E409))]

@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::checks::{self, ReleaseChecks, Subject};
+use crate::auth::keys::DEFAULT_TENANT;
 use crate::auth::{Principal, Role};
 use crate::db::Writer;
 use crate::error::{Error, Kind, Result, check_size};
@@ -140,20 +141,38 @@ pub struct Filter {
 /// The most requests one list shows.
 pub const LIST_LIMIT: u64 = 200;
 
-const SIGNERS: &str = "an operator key or approver key of a member granted sign-off (`loadout members grant-signoff`)";
+const SIGNERS: &str = "an operator key, or an approver key of the default tenant, of a member granted sign-off (`loadout members grant-signoff`)";
 
-/// Whether `who` may approve or decline change requests (see the module).
+const READERS: &str = "an admin or operator key, or an approver key of the default tenant";
+
+/// Whether `who` may approve or decline change requests: a signer's operator key,
+/// or a signer's approver key of the default tenant. A change request moves the
+/// configuration every tenant's agents run, which the instance's own people sign
+/// off; another tenant's signer decides that tenant's signer grants only.
 pub fn may_sign_off(who: &Principal) -> bool {
-    who.signer && matches!(who.role, Role::Operator | Role::Approver)
+    who.signer
+        && match who.role {
+            Role::Operator => true,
+            Role::Approver => who.tenant() == DEFAULT_TENANT,
+            Role::Admin | Role::Agent => false,
+        }
 }
 
-/// Who may read change requests: whoever may sign them off, and admins (who read
-/// the configuration).
-fn may_read(who: &Principal) -> Result<()> {
-    if may_sign_off(who) || who.role == Role::Admin {
-        Ok(())
-    } else {
-        Err(Error::forbidden(SIGNERS))
+/// Whether `who` may read change requests and run their checks: admins and
+/// operators (who read the configuration) and the default tenant's approvers
+/// (who sign them off), signers or not.
+pub fn may_read(who: &Principal) -> bool {
+    match who.role {
+        Role::Operator | Role::Admin => true,
+        Role::Approver => who.tenant() == DEFAULT_TENANT,
+        Role::Agent => false,
+    }
+}
+
+fn readable(who: &Principal) -> Result<()> {
+    match may_read(who) {
+        true => Ok(()),
+        false => Err(Error::forbidden(READERS)),
     }
 }
 
@@ -292,7 +311,7 @@ pub async fn list(
     filter: Filter,
     now: DateTime<Utc>,
 ) -> Result<ChangeRequestList> {
-    may_read(who)?;
+    readable(who)?;
     let mut query = change_requests::Entity::find()
         .order_by_desc(change_requests::Column::Id)
         .limit(LIST_LIMIT);
@@ -327,7 +346,7 @@ pub async fn get(
     id: i32,
     now: DateTime<Utc>,
 ) -> Result<ChangeRequestView> {
-    may_read(who)?;
+    readable(who)?;
     let row = find(db, id).await?;
     view(db, row, now).await
 }
@@ -573,7 +592,7 @@ pub async fn approve(
 ) -> Result<ChangeRequestView> {
     // The role first (no request is read for a w.key that could never decide), then
     // the author, then the power: the author hears `self_approval` whatever it holds.
-    if !matches!(who.role, Role::Operator | Role::Approver) {
+    if !matches!(who.role, Role::Operator | Role::Approver) || !may_read(who) {
         return Err(Error::forbidden(SIGNERS));
     }
     if let Some(reason) = &decision.reason {
@@ -717,10 +736,8 @@ pub async fn recheck(
     id: i32,
     now: DateTime<Utc>,
 ) -> Result<ChangeRequestView> {
-    // Running them writes the request: its author's operators and the signers' roles.
-    if !matches!(who.role, Role::Operator | Role::Approver) {
-        return Err(Error::forbidden(SIGNERS));
-    }
+    // Whoever may read the request may refresh its checks: they decide nothing.
+    readable(who)?;
     let row = find(db, id).await?;
     if state_at(&row, now) != ChangeState::Pending {
         return Err(Error::conflict(format!(
@@ -763,6 +780,7 @@ async fn carry_out(
         actor: Some(&row.requested_by),
         reason: row.reason.as_deref(),
         change_request_id: Some(row.id),
+        trip: None,
         at: now,
     };
     match row.kind.parse().unwrap_or(ChangeKind::Move) {
@@ -829,6 +847,9 @@ async fn carry_out(
             let Some(running) = running.filter(|r| Some(r.id) == row.rollout_id) else {
                 return Ok(Err(row));
             };
+            if running.state == traffic::RolloutState::Held.as_str() {
+                return Err(crate::promotion::rollouts::held());
+            }
             let step = traffic::Transition {
                 kind: traffic::EventKind::Completed,
                 ..step

@@ -38,6 +38,7 @@ mod races;
 mod releases;
 mod revision_diff;
 mod revisions_cli;
+mod roles;
 mod rollout_guard;
 mod rollouts;
 mod scoped_keys;
