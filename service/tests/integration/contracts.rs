@@ -257,3 +257,73 @@ db_test! {
         assert_eq!(production, latest);
     }
 }
+
+db_test! {
+    /// Issue 51's misses, each a pair whose new schema refuses an argument the old
+    /// one took: the revision diff says breaking, `loadout check` warns, and the
+    /// call path indeed refuses that argument now (the gate agrees with the call).
+    async fn a_change_that_refuses_an_argument_valid_before_is_never_called_compatible(db) {
+        let app = TestApp::new(db).await;
+        let nullable = |beside: Value| {
+            let mut s = json!({"anyOf": [{"type": "string"}, {"type": "null"}]});
+            for (k, v) in beside.as_object().into_iter().flatten() {
+                s[k] = v.clone();
+            }
+            s
+        };
+        let object = |properties: Value, required: &[&str]| json!({
+            "type": "object", "properties": properties, "required": required, "additionalProperties": false,
+        });
+        let cases = [
+            ("null dropped from an enum",
+             object(json!({"s": {"type": ["string", "null"], "enum": ["a", "b", null]}}), &["s"]),
+             object(json!({"s": {"type": ["string", "null"], "enum": ["a", "b"]}}), &["s"]),
+             json!({"s": null})),
+            ("maxLength tightened beside a nullable anyOf",
+             object(json!({"s": nullable(json!({"maxLength": 20}))}), &["s"]),
+             object(json!({"s": nullable(json!({"maxLength": 3}))}), &["s"]),
+             json!({"s": "twelve chars"})),
+            ("a pattern added beside a nullable anyOf",
+             object(json!({"s": nullable(json!({}))}), &["s"]),
+             object(json!({"s": nullable(json!({"pattern": "^[a-z]+$"}))}), &["s"]),
+             json!({"s": "ABC"})),
+            ("const beside an enum",
+             object(json!({"s": {"type": "string", "enum": ["a", "b"]}}), &["s"]),
+             object(json!({"s": {"type": "string", "enum": ["a", "b"], "const": "a"}}), &["s"]),
+             json!({"s": "b"})),
+            ("a strict-form optional property added",
+             object(json!({"s": {"type": "string"}}), &["s"]),
+             object(json!({"s": {"type": "string"}, "t": {"type": ["string", "null"]}}), &["s", "t"]),
+             json!({"s": "a"})),
+        ];
+        // Every tool with its old schema in `production`; then gated, so `production`
+        // stays there and `loadout check` compares `latest` against it.
+        for (i, (what, before, _, argument)) in cases.iter().enumerate() {
+            let tool = format!("get_case{i}");
+            let body = json!({"name": tool, "description": "A case.", "approval_tier": "requires_approval", "parameters": before});
+            let (status, answer) = app.call(Method::POST, "/v1/tools", &app.operator, Some(body)).await;
+            assert_eq!(status, StatusCode::CREATED, "{what}: {answer}");
+            ok(&app, Method::PUT, &format!("{AGENT}/links/{tool}"), None).await;
+            let call = json!({"tool": tool, "arguments": argument, "conversation_id": format!("c-{i}")});
+            let (status, answer) = app.call(Method::POST, &format!("{AGENT}/tool-calls"), &app.agent, Some(call)).await;
+            assert!(status.is_success(), "{what}: the argument is valid before: {answer}");
+        }
+        ok(&app, Method::PATCH, AGENT, Some(json!({"release_mode": "gated"}))).await;
+        for (i, (what, _, after, argument)) in cases.into_iter().enumerate() {
+            let tool = format!("get_case{i}");
+            let (_, before) = labels(&app).await;
+            ok(&app, Method::PATCH, &format!("/v1/tools/{tool}"), Some(json!({"parameters": after}))).await;
+            let (_, now) = labels(&app).await;
+            let diff = ok(&app, Method::GET, &format!("{AGENT}/revisions/{before}/diff/{now}"), None).await;
+            assert_eq!(diff["diff"]["breaking"], true, "{what}: {diff}");
+            let report = ok(&app, Method::GET, "/v1/registry/check", None).await;
+            let warned = report["problems"].as_array().into_iter().flatten().any(|p| {
+                p["code"] == "breaking_change" && p["message"].as_str().is_some_and(|m| m.contains(&format!("{tool} ")))
+            });
+            assert!(warned, "{what}: loadout check names it: {report}");
+            let call = json!({"tool": tool, "arguments": argument, "conversation_id": format!("c-{i}"), "revision": now});
+            let (status, answer) = app.call(Method::POST, &format!("{AGENT}/tool-calls"), &app.agent, Some(call)).await;
+            assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{what}: the call path refuses it now: {answer}");
+        }
+    }
+}
