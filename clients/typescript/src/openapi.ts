@@ -710,7 +710,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Run a pending change request's release checks again, for the tenant that requested it (operator or approver)
+         * Run a pending change request's release checks again, for the tenant that requested it (admin, operator or default-tenant approver)
          * @description After a fix (a render snapshot accepted, ...). 409 `conflict`: it is no longer pending.
          */
         post: operations["recheck_change_request"];
@@ -2107,7 +2107,7 @@ export interface components {
          * @description One step of a rollout's history.
          * @enum {string}
          */
-        EventKind: "started" | "share_changed" | "paused" | "resumed" | "completed" | "aborted";
+        EventKind: "started" | "share_changed" | "paused" | "resumed" | "completed" | "aborted" | "held";
         /** @description One transition in a proposal's history. */
         EventView: {
             /** @description The key name, `auto`, `sweeper` or `system`. */
@@ -2171,7 +2171,9 @@ export interface components {
         };
         /**
          * @description A guard: once each side has `min_outcomes` outcomes, a candidate that fails
-         *     more often than the base at confidence `1 - alpha` aborts the rollout.
+         *     more often than the base at confidence `1 - alpha`, in one tenant's outcomes,
+         *     holds the rollout; two tenants agreeing, or the only tenant that reported,
+         *     abort it (`releases::guard::joint`).
          */
         Guard: {
             /**
@@ -3058,7 +3060,7 @@ export interface components {
          * @description Where a rollout is.
          * @enum {string}
          */
-        RolloutState: "active" | "paused" | "completed" | "aborted";
+        RolloutState: "active" | "paused" | "completed" | "aborted" | "held";
         /** @description A label's running rollout (if any) and its past ones. */
         RolloutStatus: {
             agent: string;

@@ -451,6 +451,7 @@ class EventKind(Enum):
     resumed = 'resumed'
     completed = 'completed'
     aborted = 'aborted'
+    held = 'held'
 
 
 class EventView(BaseModel):
@@ -545,7 +546,9 @@ class GroupView(BaseModel):
 class Guard(BaseModel):
     """
     A guard: once each side has `min_outcomes` outcomes, a candidate that fails
-    more often than the base at confidence `1 - alpha` aborts the rollout.
+    more often than the base at confidence `1 - alpha`, in one tenant's outcomes,
+    holds the rollout; two tenants agreeing, or the only tenant that reported,
+    abort it (`releases::guard::joint`).
     """
 
     model_config = ConfigDict(
@@ -1428,6 +1431,7 @@ class RolloutState(Enum):
     paused = 'paused'
     completed = 'completed'
     aborted = 'aborted'
+    held = 'held'
 
 
 class RolloutView(BaseModel):
