@@ -848,7 +848,7 @@ async fn carry_out(
                 return Ok(Err(row));
             };
             if running.state == traffic::RolloutState::Held.as_str() {
-                return Err(crate::promotion::rollouts::held());
+                return Err(traffic::held());
             }
             let step = traffic::Transition {
                 kind: traffic::EventKind::Completed,

@@ -285,15 +285,6 @@ pub async fn patch(
     Ok(Outcome::Done(view))
 }
 
-/// 409 `rollout_held`: what a held rollout refuses.
-pub fn held() -> Error {
-    Error::new(
-        crate::error::Kind::Conflict,
-        "rollout_held",
-        "the rollout is held by its guard: a signer resumes it (PATCH with \"paused\": false), or abort it",
-    )
-}
-
 /// A held rollout takes one change: a signer resumes it (alone in the body, so no
 /// share rides along); the guard then judges only what is reported from now on,
 /// since the outcomes that tripped it have been weighed by the signer. Anything
@@ -306,7 +297,7 @@ async fn resume_held(
     writing: &Writing<'_>,
 ) -> Result<rows::Model> {
     if body.paused != Some(false) || body.percent.is_some() {
-        return Err(held());
+        return Err(traffic::held());
     }
     if !change_requests::may_sign_off(who) {
         return Err(Error::forbidden(
@@ -339,7 +330,7 @@ pub async fn complete(
     let found = label_row(&*write, &agent, label).await?;
     let current = running(&*write, &agent, label).await?;
     if current.state == traffic::RolloutState::Held.as_str() {
-        return Err(held());
+        return Err(traffic::held());
     }
     let reason = body.reason.as_deref();
     if gated(&agent, &found) {

@@ -540,3 +540,13 @@ pub fn not_running(agent: &str, label: &str) -> Error {
         format!("label {label:?} of agent {agent:?} has no running rollout"),
     )
 }
+
+/// 409 `rollout_held`: what a held rollout refuses (anything but a signer's resume
+/// or an abort).
+pub fn held() -> crate::error::Error {
+    crate::error::Error::new(
+        crate::error::Kind::Conflict,
+        "rollout_held",
+        "the rollout is held by its guard: a signer resumes it (PATCH with \"paused\": false), or abort it",
+    )
+}

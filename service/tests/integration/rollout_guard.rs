@@ -181,7 +181,7 @@ fn forty_percent(i: usize) -> bool {
 }
 
 fn ten_percent(i: usize) -> bool {
-    i % 10 == 0
+    i.is_multiple_of(10)
 }
 
 db_test! {

@@ -112,9 +112,9 @@ fn object(rng: &mut Rng, depth: usize) -> Value {
             false => leaf(rng),
         };
         let optional = rng.chance(50);
-        if strict && optional {
-            schema = nullable(schema, rng);
-        } else if !strict && rng.chance(20) {
+        // Strict form: an optional property is nullable (and listed); otherwise
+        // sometimes nullable anyway.
+        if (strict && optional) || (!strict && rng.chance(20)) {
             schema = nullable(schema, rng);
         }
         if strict || !optional {
