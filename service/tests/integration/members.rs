@@ -280,7 +280,14 @@ db_test! {
 
 /// Every page of the list at `path` (`cursor` names the next page's parameter and
 /// its answer field, `items` the list): the items' `field`s in order.
-async fn every_page(app: &TestApp, key: &str, path: &str, cursor: (&str, &str), items: &str, field: &str) -> Vec<String> {
+async fn every_page(
+    app: &TestApp,
+    key: &str,
+    path: &str,
+    cursor: (&str, &str),
+    items: &str,
+    field: &str,
+) -> Vec<String> {
     let (parameter, next) = cursor;
     let mut seen = Vec::new();
     let mut at: Option<i64> = None;
@@ -293,7 +300,11 @@ async fn every_page(app: &TestApp, key: &str, path: &str, cursor: (&str, &str), 
         let page = ok(app, Method::GET, &url, key, None).await;
         let listed = page[items].as_array().expect("a list");
         assert!(listed.len() <= 2, "{url}: {page}");
-        seen.extend(listed.iter().filter_map(|i| i[field].as_str().map(str::to_owned)));
+        seen.extend(
+            listed
+                .iter()
+                .filter_map(|i| i[field].as_str().map(str::to_owned)),
+        );
         match page[next].as_i64() {
             Some(n) => at = Some(n),
             None => return seen,
