@@ -11,6 +11,7 @@
 
 pub mod apply;
 pub mod files;
+pub mod folder;
 pub mod langfuse;
 pub mod plan;
 pub mod read;

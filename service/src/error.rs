@@ -224,6 +224,17 @@ pub fn check_name(what: &str, name: &str) -> Result<()> {
     }
 }
 
+/// A label's name ([`crate::vocab::valid_label`]): Langfuse's labels, `_canary` too.
+pub fn check_label(label: &str) -> Result<()> {
+    if crate::vocab::valid_label(label) {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "label name {label:?} is not valid: use 1 to 64 of a-z, 0-9, '-', '_' and '.' (not `.` or `..`)"
+        )))
+    }
+}
+
 /// A page's size: `limit` when it is 1 to [`page::MAX`](crate::db::page::MAX),
 /// [`page::DEFAULT`](crate::db::page::DEFAULT) when absent; 400 otherwise.
 pub fn check_limit(limit: Option<u64>) -> Result<u64> {

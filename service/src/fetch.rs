@@ -21,7 +21,7 @@ use sea_orm::DatabaseConnection;
 
 use crate::cache::Generation;
 use crate::db::outage::read_retrying;
-use crate::error::{Error, Result, check_id, check_name};
+use crate::error::{Error, Result, check_id, check_label, check_name};
 use crate::prompt::builder::{self, Channels, RenderedPrompt, Source};
 use crate::prompt::load::{self, LoadedAgent};
 use crate::registry::formats::{self, AnthropicTool, Format, McpTool, OpenAiTool, Tools};
@@ -120,7 +120,7 @@ pub async fn agent(state: &Prompts<'_>, name: &str) -> Result<Arc<LoadedAgent>> 
 /// is no live agent of that name, 404 `label_not_found` when it has no such label.
 /// Loaded once per generation: the label's revision, its content made servable.
 pub async fn served(state: &Prompts<'_>, name: &str, label: &str) -> Result<Arc<Served>> {
-    check_name("label", label)?;
+    check_label(label)?;
     let key = cache::served_key(name, label);
     let found = resolve(state, name, key, |db, id| async move {
         serve::by_label(db, id, label).await

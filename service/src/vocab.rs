@@ -26,3 +26,34 @@ pub fn valid_name(name: &str) -> bool {
             b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.')
         })
 }
+
+/// `[a-z0-9._-]{1,64}` but `.` and `..`: label names. Every label Langfuse allows
+/// (`^[a-z0-9_\-.]+$`, at most 36) is one, so an imported `_canary` keeps its name;
+/// `.` and `..` are not, as a URL path segment (`/labels/{label}`) cannot carry them.
+pub fn valid_label(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 64
+        && name != "."
+        && name != ".."
+        && bytes.iter().all(|&b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'-' | b'_' | b'.')
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_label_langfuse_allows_is_a_label_but_the_dot_segments() {
+        for good in ["production", "_canary", "-x", ".hidden", "v1.2", "a", "_"] {
+            assert!(valid_label(good), "{good}");
+        }
+        for bad in ["", ".", "..", "Prod", "with space", "a/b", &"x".repeat(65)] {
+            assert!(!valid_label(bad), "{bad}");
+        }
+        // Every name is a label.
+        assert!(valid_name("staging") && valid_label("staging"));
+    }
+}

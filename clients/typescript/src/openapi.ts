@@ -996,7 +996,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Members (people and services) with their keys: an admin's tenant, or every tenant for an operator (admin) */
+        /** Members (people and services) with their live keys, a page at a time: an admin's tenant, or every tenant for an operator (admin) */
         get: operations["list_members"];
         put?: never;
         post?: never;
@@ -1121,7 +1121,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Grants and revocations of sign-off power, newest first: who asked, who decided (operator) */
+        /** Grants and revocations of sign-off power, newest first, a page at a time: who asked, who decided (operator) */
         get: operations["list_grants"];
         put?: never;
         post?: never;
@@ -2123,9 +2123,14 @@ export interface components {
          * @enum {string}
          */
         Format: "openai" | "anthropic" | "mcp";
-        /** @description Grants, newest first. */
+        /** @description A page of grants, newest first. */
         GrantList: {
             grants: components["schemas"]["GrantView"][];
+            /**
+             * Format: int32
+             * @description Pass as `before` for the next (older) page; `null`: this page is the last.
+             */
+            next_before?: number | null;
         };
         /** @description The body of a grant request. */
         GrantRequest: {
@@ -2411,15 +2416,20 @@ export interface components {
          * @enum {string}
          */
         MemberKind: "person" | "service";
-        /** @description Members, oldest first. */
+        /** @description A page of members, oldest first. */
         MemberList: {
             members: components["schemas"]["MemberView"][];
+            /**
+             * Format: int32
+             * @description Pass as `after` for the next page; `null`: this page is the last.
+             */
+            next_after?: number | null;
         };
         /** @description One member as lists show it. */
         MemberView: {
             /** Format: date-time */
             created_at: string;
-            /** @description Its keys' names (revoked ones included). */
+            /** @description Its live keys' names (revoked ones are not listed: their number has no bound). */
             keys: string[];
             kind: components["schemas"]["MemberKind"];
             name: string;
@@ -12303,7 +12313,10 @@ export interface operations {
     };
     list_members: {
         parameters: {
-            query?: never;
+            query?: {
+                limit?: number;
+                after?: number;
+            };
             header?: {
                 /** @description Your id for this request (logged when it is at most 64 visible ASCII bytes); loadout makes one when absent. */
                 "X-Request-Id"?: string;
@@ -12313,7 +12326,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Members, oldest first */
+            /** @description A page of members, oldest first */
             200: {
                 headers: {
                     /** @description The request's id: the client's, or one loadout made. */
@@ -12322,6 +12335,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["MemberList"];
+                };
+            };
+            /** @description Bad input: a malformed body, query or path parameter */
+            400: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description No valid API key */
@@ -13072,6 +13096,8 @@ export interface operations {
                 /** @description Only this member's (of the default tenant, or of `tenant`). */
                 member?: string;
                 tenant?: string;
+                limit?: number;
+                before?: number;
             };
             header?: {
                 /** @description Your id for this request (logged when it is at most 64 visible ASCII bytes); loadout makes one when absent. */
@@ -13082,7 +13108,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description At most 200 */
+            /** @description A page of grants, newest first */
             200: {
                 headers: {
                     /** @description The request's id: the client's, or one loadout made. */

@@ -432,19 +432,27 @@ pub async fn role_of(
     Ok(named(db, tenant, name).await?.role.parse().ok())
 }
 
-/// Revokes a key by tenant and name. Revoking a revoked key is not an error.
+/// Revokes a key by tenant and name, and retires its member when nothing else keeps
+/// it ([`super::members::retire_if_unkept`]). Revoking a revoked key is not an error.
 pub async fn revoke(
     db: &impl ConnectionTrait,
     tenant: &str,
     name: &str,
     now: DateTime<Utc>,
 ) -> Result<(), KeyError> {
+    // With the key creations of the tenant (`create_by`), so a member is never
+    // retired while a key for it is being made.
+    crate::db::bounds::serialize(db, "api_keys", tenant).await?;
     let row = named(db, tenant, name).await?;
     if row.revoked_at.is_none() {
+        let member = row.member_id;
         let mut active: api_keys::ActiveModel = row.into();
         active.revoked_at = Set(Some(now));
         active.updated_at = Set(now);
         active.update(db).await?;
+        if let Some(member) = member {
+            super::members::retire_if_unkept(db, member, now).await?;
+        }
     }
     Ok(())
 }

@@ -10,13 +10,15 @@
 //! Sign-off power (`signer`) is granted in [`super::signers`].
 
 use chrono::{DateTime, Utc};
-use entity::{api_keys, members};
+use entity::{api_keys, members, signer_grants};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DbErr, EntityTrait, QueryFilter,
     QueryOrder, QuerySelect, Set,
 };
 use serde::Serialize;
 use utoipa::ToSchema;
+
+use crate::db::page;
 
 /// The tenant of a key or member created without one.
 pub const DEFAULT_TENANT: &str = "default";
@@ -49,15 +51,17 @@ pub struct MemberView {
     pub signer: bool,
     /// The single sign-on identity it signs in as, if bound.
     pub oidc_subject: Option<String>,
-    /// Its keys' names (revoked ones included).
+    /// Its live keys' names (revoked ones are not listed: their number has no bound).
     pub keys: Vec<String>,
     pub created_at: DateTime<Utc>,
 }
 
-/// Members, oldest first.
+/// A page of members, oldest first.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MemberList {
     pub members: Vec<MemberView>,
+    /// Pass as `after` for the next page; `null`: this page is the last.
+    pub next_after: Option<i32>,
 }
 
 fn in_tenant(tenant: &str) -> Condition {
@@ -134,30 +138,38 @@ pub async fn live_by_id(
         .await
 }
 
-/// Members of `tenant` (every tenant's for `None`), oldest first, with their keys.
+/// A page of the live members of `tenant` (every tenant's for `None`), oldest first,
+/// with their live keys (`page.cursor`: after that page's `next_after`).
 pub async fn list(
     db: &impl ConnectionTrait,
     tenant: Option<&str>,
-) -> Result<Vec<MemberView>, DbErr> {
+    page: page::ByNumber,
+) -> crate::error::Result<MemberList> {
+    let limit = crate::error::check_limit(page.limit)?;
     let mut query = members::Entity::find()
         .filter(members::Column::DeletedAt.is_null())
-        .order_by_asc(members::Column::Id);
+        .order_by_asc(members::Column::Id)
+        .limit(limit + 1);
     if let Some(tenant) = tenant {
         query = query.filter(in_tenant(tenant));
     }
-    let rows = query.all(db).await?;
+    if let Some(after) = page.cursor {
+        query = query.filter(members::Column::Id.gt(after));
+    }
+    let (rows, next_after) = page::cut(query.all(db).await?, limit, |m| m.id);
     let ids: Vec<i32> = rows.iter().map(|m| m.id).collect();
     let keys: Vec<(Option<i32>, String)> = api_keys::Entity::find()
         .select_only()
         .column(api_keys::Column::MemberId)
         .column(api_keys::Column::Name)
         .filter(api_keys::Column::MemberId.is_in(ids))
+        .filter(api_keys::Column::RevokedAt.is_null())
         .filter(api_keys::Column::DeletedAt.is_null())
         .order_by_asc(api_keys::Column::Id)
         .into_tuple()
         .all(db)
         .await?;
-    Ok(rows
+    let members = rows
         .into_iter()
         .map(|m| MemberView {
             keys: keys
@@ -172,5 +184,49 @@ pub async fn list(
             name: m.name,
             created_at: m.created_at,
         })
-        .collect())
+        .collect();
+    Ok(MemberList {
+        members,
+        next_after,
+    })
+}
+
+/// Removes member `id` (a soft delete) when nothing keeps it any more: no live key,
+/// no single sign-on identity, no sign-off power and no grant of it waiting. Called
+/// when one of its keys is revoked, inside that write, so the members of revoked
+/// keys do not pile up: the live members of a tenant stay bounded by its live keys
+/// (plus its people who sign in or sign off). Its name stays taken, and histories
+/// still name it. Whether it was removed.
+pub async fn retire_if_unkept(
+    db: &impl ConnectionTrait,
+    id: i32,
+    now: DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    use sea_orm::PaginatorTrait;
+    let Some(member) = live_by_id(db, id).await? else {
+        return Ok(false);
+    };
+    if member.signer || member.oidc_subject.is_some() {
+        return Ok(false);
+    }
+    let live_keys = api_keys::Entity::find()
+        .filter(api_keys::Column::MemberId.eq(id))
+        .filter(api_keys::Column::RevokedAt.is_null())
+        .filter(api_keys::Column::DeletedAt.is_null())
+        .count(db)
+        .await?;
+    // A grant waits while nobody decided it and it has not expired.
+    let waiting = signer_grants::Entity::find()
+        .filter(signer_grants::Column::MemberId.eq(id))
+        .filter(signer_grants::Column::DecidedAt.is_null())
+        .filter(signer_grants::Column::ExpiresAt.gt(now))
+        .count(db)
+        .await?;
+    if live_keys > 0 || waiting > 0 {
+        return Ok(false);
+    }
+    let mut gone: members::ActiveModel = member.into();
+    gone.deleted_at = Set(Some(now));
+    gone.update(db).await?;
+    Ok(true)
 }

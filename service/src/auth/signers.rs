@@ -62,10 +62,12 @@ pub struct GrantView {
     pub decided_at: Option<DateTime<Utc>>,
 }
 
-/// Grants, newest first.
+/// A page of grants, newest first.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct GrantList {
     pub grants: Vec<GrantView>,
+    /// Pass as `before` for the next (older) page; `null`: this page is the last.
+    pub next_before: Option<i32>,
 }
 
 /// The body of a grant request.
@@ -229,7 +231,12 @@ async fn grant_view(
         .await?
         .map(|m| m.name)
         .unwrap_or_default();
-    Ok(GrantView {
+    Ok(view_of(row, member, now))
+}
+
+/// A grant as the API shows it, its member named `member`.
+fn view_of(row: signer_grants::Model, member: String, now: DateTime<Utc>) -> GrantView {
+    GrantView {
         state: grant_state(&row, now),
         id: row.id,
         member,
@@ -240,7 +247,7 @@ async fn grant_view(
         expires_at: row.expires_at,
         decided_by: row.decided_by,
         decided_at: row.decided_at,
-    })
+    }
 }
 
 /// Asks that member `name` may sign off; pending until another signer approves.
@@ -366,21 +373,46 @@ pub async fn decide_grant(
     Ok(view)
 }
 
-/// Grants and revocations, newest first (at most 200), of one member if named.
+/// A page of grants and revocations, newest first, of one member if named
+/// (`page.cursor`: older than that grant).
 pub async fn grants(
     db: &impl ConnectionTrait,
     member: Option<i32>,
+    page: crate::db::page::ByNumber,
     now: DateTime<Utc>,
-) -> Result<Vec<GrantView>> {
+) -> Result<GrantList> {
+    let limit = crate::error::check_limit(page.limit)?;
     let mut query = signer_grants::Entity::find()
         .order_by_desc(signer_grants::Column::Id)
-        .limit(200);
+        .limit(limit + 1);
     if let Some(member) = member {
         query = query.filter(signer_grants::Column::MemberId.eq(member));
     }
-    let mut views = Vec::new();
-    for row in query.all(db).await? {
-        views.push(grant_view(db, row, now).await?);
+    if let Some(before) = page.cursor {
+        query = query.filter(signer_grants::Column::Id.lt(before));
     }
-    Ok(views)
+    let (rows, next_before) = crate::db::page::cut(query.all(db).await?, limit, |g| g.id);
+    // The members' names in one read (removed members too: a history names them).
+    let ids: Vec<i32> = rows.iter().map(|g| g.member_id).collect();
+    let names: std::collections::BTreeMap<i32, String> = members::Entity::find()
+        .select_only()
+        .column(members::Column::Id)
+        .column(members::Column::Name)
+        .filter(members::Column::Id.is_in(ids))
+        .into_tuple::<(i32, String)>()
+        .all(db)
+        .await?
+        .into_iter()
+        .collect();
+    let grants = rows
+        .into_iter()
+        .map(|row| {
+            let member = names.get(&row.member_id).cloned().unwrap_or_default();
+            view_of(row, member, now)
+        })
+        .collect();
+    Ok(GrantList {
+        grants,
+        next_before,
+    })
 }

@@ -20,12 +20,13 @@
 //! silently left out of an apply.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::folder::{Folder, entries};
 use super::{
     AgentDoc, Bundle, ChannelDoc, ConnectorDoc, HeaderValue, LAYOUT_VERSION, State, ToolDoc,
 };
@@ -218,104 +219,6 @@ fn write_agent(dir: &Path, agent: &AgentDoc) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Reads the files of one bundle folder: only regular files, only inside the
-/// folder (a symbolic link may point within it, never out of it), each size
-/// checked on the open file, and opened so that a named pipe or a device never
-/// blocks or feeds the read.
-struct Folder {
-    root: PathBuf,
-}
-
-impl Folder {
-    fn new(dir: &Path) -> anyhow::Result<Self> {
-        let root = dir
-            .canonicalize()
-            .with_context(|| format!("cannot read {}", dir.display()))?;
-        Ok(Folder { root })
-    }
-
-    fn get(&self, path: &Path) -> anyhow::Result<String> {
-        let real = path
-            .canonicalize()
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        if !real.starts_with(&self.root) {
-            bail!(
-                "{} leads out of the folder (to {}): a bundle reads only its own files",
-                path.display(),
-                real.display()
-            );
-        }
-        let mut options = std::fs::OpenOptions::new();
-        options.read(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
-        }
-        let file = options
-            .open(&real)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        let meta = file
-            .metadata()
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        if !meta.is_file() {
-            bail!(
-                "{} is not a regular file (a pipe, a device or a socket is never read)",
-                path.display()
-            );
-        }
-        if meta.len() > MAX_FILE_BYTES {
-            bail!(
-                "{} is {} bytes; the largest file read is {MAX_FILE_BYTES}",
-                path.display(),
-                meta.len()
-            );
-        }
-        let mut text = String::new();
-        std::io::Read::read_to_string(
-            &mut std::io::Read::take(file, MAX_FILE_BYTES + 1),
-            &mut text,
-        )
-        .with_context(|| format!("cannot read {}", path.display()))?;
-        if text.len() as u64 > MAX_FILE_BYTES {
-            bail!(
-                "{} grew past {MAX_FILE_BYTES} bytes while it was read",
-                path.display()
-            );
-        }
-        Ok(text)
-    }
-
-    fn get_optional(&self, path: &Path) -> anyhow::Result<Option<String>> {
-        match path.symlink_metadata() {
-            Ok(_) => self.get(path).map(Some),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
-        }
-    }
-
-    fn toml_file<T: for<'de> Deserialize<'de>>(&self, path: &Path) -> anyhow::Result<T> {
-        toml::from_str(&self.get(path)?).with_context(|| format!("{} is not valid", path.display()))
-    }
-}
-
-/// The visible entries of a folder (absent: none), sorted.
-fn entries(dir: &Path) -> anyhow::Result<Vec<(String, PathBuf)>> {
-    if !dir.exists() {
-        return Ok(Vec::new());
-    }
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
-        let entry = entry?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !name.starts_with('.') {
-            out.push((name, entry.path()));
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
 /// The object name a file of the layout names (`get_tasks.json` → `get_tasks`).
 fn stem<'a>(name: &'a str, ext: &str, path: &Path) -> anyhow::Result<&'a str> {
     name.strip_suffix(ext)
@@ -337,7 +240,7 @@ pub fn read(dir: &Path) -> anyhow::Result<Bundle> {
             dir.display()
         );
     }
-    let folder = Folder::new(dir)?;
+    let folder = Folder::new(dir, MAX_FILE_BYTES)?;
     let root: RootFile = folder.toml_file(&root_path)?;
     if root.version != LAYOUT_VERSION {
         bail!(

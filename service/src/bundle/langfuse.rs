@@ -4,7 +4,8 @@
 //!
 //! - **Input**: every `.json` file under DIR holding a prompt as Langfuse's API
 //!   answers it (`GET /api/public/v2/prompts/{name}?version=N`), an array of them,
-//!   or an object whose `data` is one.
+//!   or an object whose `data` is one. DIR is read by a bundle's rules
+//!   ([`super::folder`]): no link out of it, regular files only, sizes bounded.
 //! - **Names**: a Langfuse name is the agent's when loadout can hold it; otherwise
 //!   it is lowercased and each run of other characters becomes `-` (said in the
 //!   plan). Two prompts that would share an agent are refused.
@@ -15,9 +16,15 @@
 //!   ([`crate::prompt::mustache`]); any other is kept as written and reported.
 //!   A chat prompt imports when all its messages are `system` (joined by a blank
 //!   line); with other roles it cannot be one system prompt and is refused.
-//! - **Labels**: each version's labels but `latest` (loadout's follows every
-//!   save) point at the newest revision with its template, through the label
-//!   path: moved, or a change request on a gated agent's protected label. A label
+//! - **`latest`** serves what Langfuse's served: loadout's follows every save, so
+//!   when Langfuse's latest version repeats an earlier text (the saves would leave
+//!   `latest` elsewhere) it is saved once more, reusing the revision with that
+//!   text: each Langfuse version does not become a revision of its own, because a
+//!   revision is a content, stored once, and two revisions with one content would
+//!   make "which revision serves this text" ambiguous for diffs and rollbacks.
+//! - **Labels**: each version's other labels (any Langfuse allows, `_canary` too)
+//!   point at the newest revision with its template, through the label path:
+//!   moved, or a change request on a gated agent's protected label. A label
 //!   that already serves that template is left where it is, so a second import
 //!   never moves one. `config` is not imported (model settings are per agent).
 
@@ -28,6 +35,7 @@ use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::folder::{Folder, entries};
 use crate::agents::definition::{self, NewAgent};
 use crate::agents::template;
 use crate::auth::Principal;
@@ -57,59 +65,21 @@ pub struct Exported {
     pub config: Value,
 }
 
-/// Every prompt version in the `.json` files under `dir` (sorted by path).
+/// Every prompt version in the `.json` files under `dir` (sorted by path), read
+/// as a bundle's files are ([`Folder`]): nothing outside `dir`, regular files only,
+/// each at most [`MAX_FILE_BYTES`] however it grows while it is read.
 pub fn read_dir(dir: &Path) -> anyhow::Result<Vec<Exported>> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
-        let entries =
-            std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))?;
-        for entry in entries {
-            let path = entry?.path();
-            if path.is_dir() {
-                walk(&path, out)?;
-            } else if path.extension().is_some_and(|e| e == "json") {
-                out.push(path);
-            }
-        }
-        Ok(())
-    }
+    let folder = Folder::new(dir, MAX_FILE_BYTES)?;
     let mut files = Vec::new();
-    walk(dir, &mut files)?;
+    let mut seen = BTreeSet::new();
+    walk(&folder, dir, &mut seen, &mut files)?;
     files.sort();
     if files.is_empty() {
         bail!("{} holds no .json file of Langfuse prompts", dir.display());
     }
     let mut found: BTreeMap<(String, i32), Exported> = BTreeMap::new();
     for file in files {
-        let size = std::fs::metadata(&file)?.len();
-        if size > MAX_FILE_BYTES {
-            bail!(
-                "{}: {size} bytes; at most {MAX_FILE_BYTES} are read",
-                file.display()
-            );
-        }
-        let text = std::fs::read_to_string(&file)
-            .with_context(|| format!("cannot read {}", file.display()))?;
-        let value: Value = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not JSON", file.display()))?;
-        let items = match value {
-            Value::Array(items) => items,
-            Value::Object(mut object)
-                if object.contains_key("data") && !object.contains_key("name") =>
-            {
-                match object.remove("data") {
-                    Some(Value::Array(items)) => items,
-                    _ => bail!("{}: `data` is not an array of prompts", file.display()),
-                }
-            }
-            one => vec![one],
-        };
-        for item in items {
-            let prompt: Exported = serde_json::from_value(item).with_context(|| {
-                format!(
-                    "{}: not a Langfuse prompt (name, version, prompt)",
-                    file.display()
-                )
-            })?;
+        for prompt in prompts_in(&file, &folder.get(&file)?)? {
             let key = (prompt.name.clone(), prompt.version);
             match found.get(&key) {
                 Some(seen) if *seen != prompt => bail!(
@@ -125,6 +95,56 @@ pub fn read_dir(dir: &Path) -> anyhow::Result<Vec<Exported>> {
         }
     }
     Ok(found.into_values().collect())
+}
+
+/// The `.json` files under `dir`, into `out`. A folder linked from inside is walked
+/// once (`seen`: the real folders walked), one linked from outside is refused.
+fn walk(
+    folder: &Folder,
+    dir: &Path,
+    seen: &mut BTreeSet<PathBuf>,
+    out: &mut Vec<PathBuf>,
+) -> anyhow::Result<()> {
+    if !seen.insert(folder.inside(dir)?) {
+        return Ok(());
+    }
+    for (_, path) in entries(dir)? {
+        if path.is_dir() {
+            walk(folder, &path, seen, out)?;
+        } else if path.extension().is_some_and(|e| e == "json") {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// The prompt versions one file holds: one, an array, or `{"data": [...]}`.
+fn prompts_in(file: &Path, text: &str) -> anyhow::Result<Vec<Exported>> {
+    let value: Value =
+        serde_json::from_str(text).with_context(|| format!("{} is not JSON", file.display()))?;
+    let items = match value {
+        Value::Array(items) => items,
+        Value::Object(mut object)
+            if object.contains_key("data") && !object.contains_key("name") =>
+        {
+            match object.remove("data") {
+                Some(Value::Array(items)) => items,
+                _ => bail!("{}: `data` is not an array of prompts", file.display()),
+            }
+        }
+        one => vec![one],
+    };
+    items
+        .into_iter()
+        .map(|item| {
+            serde_json::from_value(item).with_context(|| {
+                format!(
+                    "{}: not a Langfuse prompt (name, version, prompt)",
+                    file.display()
+                )
+            })
+        })
+        .collect()
 }
 
 /// What the import would do, prompt by prompt.
@@ -155,6 +175,11 @@ pub struct PromptPlan {
 pub enum Step {
     /// Saved as a new revision.
     Save,
+    /// Saved again: Langfuse's `latest`, repeating an earlier version's template. A
+    /// save is what moves loadout's `latest`, and the revision with that template
+    /// is reused (a revision is stored once per content), so `latest` serves the
+    /// text Langfuse's did.
+    Repeat,
     /// A revision already has its template.
     Exists,
     /// Not imported (see the note).
@@ -174,6 +199,13 @@ pub struct VersionPlan {
     pub note: Option<String>,
     #[serde(skip)]
     template: Option<String>,
+}
+
+impl VersionPlan {
+    /// Whether the apply saves its template.
+    pub fn saves(&self) -> bool {
+        matches!(self.step, Step::Save | Step::Repeat)
+    }
 }
 
 /// What happens to one label.
@@ -305,7 +337,7 @@ pub async fn plan(
         prompts.push(plan);
     }
     let changes_anything = prompts.iter().any(|p| {
-        p.versions.iter().any(|v| v.step == Step::Save)
+        p.versions.iter().any(VersionPlan::saves)
             || p.labels
                 .iter()
                 .any(|l| matches!(l.step, LabelStep::Move | LabelStep::Request))
@@ -316,6 +348,7 @@ pub async fn plan(
     })
 }
 
+/// Each version's step, then the save that makes `latest` serve Langfuse's latest.
 fn plan_versions(plan: &mut PromptPlan, versions: &[&Exported], current: Option<&Templates>) {
     let mut planned: BTreeSet<String> = BTreeSet::new();
     for p in versions {
@@ -350,6 +383,37 @@ fn plan_versions(plan: &mut PromptPlan, versions: &[&Exported], current: Option<
         }
         plan.versions.push(version);
     }
+    plan_latest(plan, versions, current);
+}
+
+/// Langfuse's `latest` is its newest version, even one that repeats an earlier
+/// text; loadout's follows saves. When the saves planned leave `latest` on another
+/// template, the latest version is saved again ([`Step::Repeat`]).
+fn plan_latest(plan: &mut PromptPlan, versions: &[&Exported], current: Option<&Templates>) {
+    let labelled = versions
+        .iter()
+        .rev()
+        .find(|p| p.labels.iter().any(|l| l == LATEST));
+    let Some(newest) = labelled.or(versions.last()).map(|p| p.version) else {
+        return;
+    };
+    let last_save = plan
+        .versions
+        .iter()
+        .rev()
+        .find(|v| v.step == Step::Save)
+        .and_then(|v| v.template.as_deref());
+    let served = last_save
+        .or_else(|| current.and_then(Templates::latest))
+        .map(str::to_owned);
+    let Some(version) = plan.versions.iter_mut().find(|v| v.version == newest) else {
+        return;
+    };
+    match version.template.as_deref() {
+        None => {}
+        Some(template) if served.as_deref() == Some(template) => {}
+        Some(_) => version.step = Step::Repeat,
+    }
 }
 
 async fn plan_labels(
@@ -361,7 +425,7 @@ async fn plan_labels(
 ) -> Result<()> {
     let gated =
         current.is_some_and(|c| ReleaseMode::or_gated(&c.release_mode) == ReleaseMode::Gated);
-    let saves = plan.versions.iter().any(|v| v.step == Step::Save);
+    let saves = plan.versions.iter().any(|v| v.saves());
     let mut wanted: BTreeMap<&str, i32> = BTreeMap::new();
     for p in versions {
         for label in &p.labels {
@@ -387,9 +451,9 @@ async fn plan_labels(
             plan.labels.push(out);
             continue;
         };
-        if !crate::vocab::valid_name(label) {
+        if !crate::vocab::valid_label(label) {
             out.note = Some(
-                "not a name loadout's labels can have (lowercase letters, digits, - _ .)"
+                "not a name loadout's labels can have (lowercase letters, digits, - _ .; not `.` or `..`, which a URL path cannot carry)"
                     .to_owned(),
             );
             plan.labels.push(out);
@@ -449,7 +513,7 @@ pub async fn apply(
     let names = template::lint_tool_names(w.db, None).await?;
     for prompt in &plan.prompts {
         let Some(agent) = &prompt.agent else { continue };
-        for version in prompt.versions.iter().filter(|v| v.step == Step::Save) {
+        for version in prompt.versions.iter().filter(|v| v.saves()) {
             let Some(text) = &version.template else {
                 continue;
             };
@@ -473,7 +537,8 @@ pub async fn apply(
                     };
                     definition::create_in(&mut write, &who.member, new, None).await?;
                 }
-                Some(current) if current.newest_with(text).is_some() => {
+                // Saved since the plan was made: `latest` already serves it.
+                Some(current) if current.latest() == Some(text.as_str()) => {
                     crate::registry::guard::rollback(write).await?;
                     continue;
                 }

@@ -126,12 +126,18 @@ fn plan_text(plan: &ImportPlan) -> String {
         for v in &p.versions {
             let what = match (v.step, v.revision) {
                 (Step::Save, _) => "saved as a new revision".to_owned(),
+                (Step::Repeat, Some(n)) => {
+                    format!("saved again for `latest`: it repeats revision {n}'s template")
+                }
+                (Step::Repeat, None) => {
+                    "saved again for `latest`: it repeats an earlier version's template".to_owned()
+                }
                 (Step::Exists, Some(n)) => format!("already revision {n}"),
                 (Step::Exists, None) => "same template as an earlier version".to_owned(),
                 (Step::Skip, _) => "not imported".to_owned(),
             };
             let sign = match v.step {
-                Step::Save => '+',
+                Step::Save | Step::Repeat => '+',
                 Step::Exists => '=',
                 Step::Skip => '!',
             };

@@ -9,8 +9,8 @@ use crate::vocab::{Clock, SystemClock};
 
 #[derive(Debug, clap::Subcommand)]
 pub enum MembersCommand {
-    /// One tab-separated line per member: name, kind, tenant, signer (`signer` or
-    /// `-`), its keys (comma-separated).
+    /// One tab-separated line per live member: name, kind, tenant, signer (`signer`
+    /// or `-`), its live keys (comma-separated).
     List,
     /// Let a member sign off change requests (through its operator or approver keys).
     GrantSignoff {
@@ -42,10 +42,20 @@ pub enum MembersCommand {
 pub async fn run(db: &DatabaseConnection, command: MembersCommand) -> anyhow::Result<()> {
     match command {
         MembersCommand::List => {
-            for m in members::list(db, None).await? {
-                let signer = if m.signer { "signer" } else { "-" };
-                let keys = m.keys.join(",");
-                println!("{}\t{}\t{}\t{signer}\t{keys}", m.name, m.kind, m.tenant);
+            let mut page = crate::db::page::ByNumber::default();
+            loop {
+                let listed = members::list(db, None, page)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{} ({})", e.message, e.code))?;
+                for m in listed.members {
+                    let signer = if m.signer { "signer" } else { "-" };
+                    let keys = m.keys.join(",");
+                    println!("{}\t{}\t{}\t{signer}\t{keys}", m.name, m.kind, m.tenant);
+                }
+                match listed.next_after {
+                    Some(after) => page.cursor = Some(after),
+                    None => break,
+                }
             }
         }
         MembersCommand::GrantSignoff {

@@ -1,6 +1,7 @@
 //! While the database is away: which errors mean it did not answer, a read retried
-//! once on a fresh connection, idle connections older than a lost one discarded, and
-//! a breaker that makes requests fail fast until a probe reaches the database again.
+//! once on a fresh connection, idle connections older than a lost one discarded, a
+//! check that tells a database that takes no connection from a busy pool, and a
+//! breaker that makes requests fail fast until a probe reaches the database again.
 
 use std::sync::Arc;
 use std::sync::OnceLock;
@@ -15,8 +16,17 @@ pub const CODE: &str = "unavailable";
 /// a cached answer takes microseconds and a read from a database that is back a few
 /// milliseconds, so this only cuts the requests that wait for a database that is not.
 pub const FAIL_FAST: Duration = Duration::from_millis(200);
-/// How long one probe waits for the database before it tries again.
+/// How long a request runs before the edge asks whether the database takes
+/// connections ([`Breaker::reachable`]): a cached answer takes microseconds and a
+/// database read milliseconds, so only requests that wait are asked about.
+pub const SUSPECT_AFTER: Duration = Duration::from_millis(200);
+/// How long one probe waits for the database before it tries again, and how long
+/// [`Breaker::reachable`] waits for a new connection: [`SUSPECT_AFTER`] and this
+/// answer a request within 1 s while the database is away.
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long a yes of [`Breaker::reachable`] serves the requests that ask meanwhile:
+/// under load, a few connections a second, not one per waiting request.
+const CHECK_FRESH: Duration = Duration::from_millis(500);
 /// The pause between two failed probes.
 const PROBE_PAUSE: Duration = Duration::from_millis(100);
 
@@ -111,12 +121,40 @@ pub const RETRY_WITHIN: Duration = Duration::from_secs(1);
 /// After the database failed to answer, requests fail fast (see [`FAIL_FAST`]) instead
 /// of each waiting the pool's 5 s acquire timeout, while one probe at a time tries the
 /// database; the first probe that answers closes the breaker.
+///
+/// A request that waits finds out sooner: the pool retries a refused connection until
+/// its acquire timeout (5 s), which is right for a pool that is only busy and wrong for
+/// a database that is gone; [`Breaker::reachable`] tells the two apart with a connection
+/// of its own.
 #[derive(Clone, Default)]
 pub struct Breaker {
     open: Arc<AtomicBool>,
+    /// When the database last took a connection [`Breaker::reachable`] opened.
+    reached: Arc<tokio::sync::Mutex<Option<Instant>>>,
 }
 
 impl Breaker {
+    /// Whether the database takes a new connection now, on a connection of its own
+    /// (never the pool's, which waits behind busy requests), within [`PROBE_TIMEOUT`];
+    /// when it does not, the breaker opens. One check at a time: a yes serves the
+    /// requests that ask within [`CHECK_FRESH`], and while the breaker is open the
+    /// answer is no. SQLite is a file beside the process: it always is.
+    pub async fn reachable(&self, db: &DatabaseConnection) -> bool {
+        let mut reached = self.reached.lock().await;
+        if self.is_open() {
+            return false;
+        }
+        if reached.is_some_and(|at| at.elapsed() < CHECK_FRESH) {
+            return true;
+        }
+        if takes_a_connection(db).await {
+            *reached = Some(Instant::now());
+            return true;
+        }
+        self.trip(db);
+        false
+    }
+
     /// Whether requests should fail fast now.
     pub fn is_open(&self) -> bool {
         self.open.load(Ordering::Relaxed)
@@ -130,6 +168,37 @@ impl Breaker {
         }
         tracing::warn!("the database does not answer; failing fast until it does");
         tokio::spawn(probe(self.open.clone(), db.clone()));
+    }
+}
+
+/// Opens a connection of its own to a Postgres database, and closes it: `false` when
+/// none could be had within [`PROBE_TIMEOUT`] or the attempt failed as a lost
+/// connection does (refused, reset, the server shutting down). Any other refusal (too
+/// many clients, a password) says the server answers, and the pool's own connections
+/// may still serve.
+async fn takes_a_connection(db: &DatabaseConnection) -> bool {
+    use sea_orm::sqlx::{ConnectOptions, Connection};
+    if db.get_database_backend() != sea_orm::DbBackend::Postgres {
+        return true;
+    }
+    let options = db.get_postgres_connection_pool().connect_options();
+    match tokio::time::timeout(PROBE_TIMEOUT, options.connect()).await {
+        Ok(Ok(connection)) => {
+            tokio::spawn(connection.close());
+            true
+        }
+        Ok(Err(e)) => {
+            let error = DbErr::Conn(RuntimeErr::SqlxError(Arc::new(e)));
+            let lost = lost(&error);
+            if lost {
+                tracing::warn!(error = %error, "the database takes no connection");
+            }
+            !lost
+        }
+        Err(_) => {
+            tracing::warn!("the database took no connection within {PROBE_TIMEOUT:?}");
+            false
+        }
     }
 }
 

@@ -6,7 +6,8 @@
 //!   `AGENT` for the agent's template itself in Langfuse's `{{variable}}` syntax
 //!   (the application's `compile` fills it, as it did with Langfuse).
 //! - `version` is a revision number; otherwise `label` (`production` when absent)
-//!   names the revision, as Langfuse's does. A label's running rollout serves its
+//!   names the revision, as Langfuse's does: any label Langfuse allows is looked up,
+//!   and one the agent does not have (or loadout cannot hold) is 404, never 400. A label's running rollout serves its
 //!   base: a Langfuse client names no subject.
 //! - `config` is the revision's model settings for the channel (Langfuse users keep
 //!   `model` and `temperature` there); `labels` are the labels at that revision.
@@ -96,6 +97,10 @@ pub async fn prompt(
             served: super::revision(state, agent, number).await?,
             rollout: None,
         },
+        // Langfuse looks a label up and finds none: no label loadout cannot hold is there.
+        None if !crate::vocab::valid_label(label) => {
+            return Err(crate::releases::serve::label_not_found(agent, label));
+        }
         None => super::pick(state, agent, label, None).await?,
     };
     let served = &pick.served;

@@ -17,6 +17,7 @@ use crate::app::AppState;
 use crate::auth::Role;
 use crate::auth::members::{self, MemberList};
 use crate::auth::signers::{self, GrantList, GrantRequest, GrantView};
+use crate::db::page;
 use crate::error::Error;
 
 pub fn routes() -> OpenApiRouter<AppState> {
@@ -28,15 +29,30 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(decline_grant))
 }
 
-#[utoipa::path(get, path = "/v1/members", tag = "keys", summary = "Members (people and services) with their keys: an admin's tenant, or every tenant for an operator (admin)",
-    responses((status = 200, body = MemberList, description = "Members, oldest first"), E401, E403))]
+/// A page of members: `limit` (1 to 1,000; 100 unless given) oldest first, after
+/// `after` (the previous page's `next_after`).
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+struct MemberPage {
+    limit: Option<u64>,
+    after: Option<i32>,
+}
+
+#[utoipa::path(get, path = "/v1/members", tag = "keys", summary = "Members (people and services) with their live keys, a page at a time: an admin's tenant, or every tenant for an operator (admin)",
+    params(MemberPage),
+    responses((status = 200, body = MemberList, description = "A page of members, oldest first"), E400, E401, E403))]
 async fn list_members(
     State(state): State<AppState>,
     AdminKey(who): AdminKey,
+    ApiQuery(q): ApiQuery<MemberPage>,
 ) -> ApiResult<Json<MemberList>> {
     let tenant = (who.role != Role::Operator).then(|| who.tenant());
-    let members = members::list(&state.db, tenant).await?;
-    Ok(Json(MemberList { members }))
+    let page = page::ByNumber {
+        limit: q.limit,
+        cursor: q.after,
+    };
+    Ok(Json(members::list(&state.db, tenant, page).await?))
 }
 
 #[utoipa::path(post, path = "/v1/members/{member}/signer-grants", tag = "keys", summary = "Ask that a person may sign off change requests; another signer decides (operator)",
@@ -55,7 +71,8 @@ async fn request_grant(
     Ok((StatusCode::ACCEPTED, Json(grant)))
 }
 
-/// Whose grants.
+/// Whose grants, and which page: `limit` (1 to 1,000; 100 unless given) newest
+/// first, older than `before` (the previous page's `next_before`).
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
@@ -63,11 +80,13 @@ struct OfMember {
     /// Only this member's (of the default tenant, or of `tenant`).
     member: Option<String>,
     tenant: Option<String>,
+    limit: Option<u64>,
+    before: Option<i32>,
 }
 
-#[utoipa::path(get, path = "/v1/signer-grants", tag = "keys", summary = "Grants and revocations of sign-off power, newest first: who asked, who decided (operator)",
+#[utoipa::path(get, path = "/v1/signer-grants", tag = "keys", summary = "Grants and revocations of sign-off power, newest first, a page at a time: who asked, who decided (operator)",
     params(OfMember),
-    responses((status = 200, body = GrantList, description = "At most 200"), E400, E401, E403, E404))]
+    responses((status = 200, body = GrantList, description = "A page of grants, newest first"), E400, E401, E403, E404))]
 async fn list_grants(
     State(state): State<AppState>,
     _key: OperatorKey,
@@ -88,8 +107,12 @@ async fn list_grants(
         }
         None => None,
     };
-    let grants = signers::grants(&state.db, member, state.clock.now()).await?;
-    Ok(Json(GrantList { grants }))
+    let page = page::ByNumber {
+        limit: query.limit,
+        cursor: query.before,
+    };
+    let grants = signers::grants(&state.db, member, page, state.clock.now()).await?;
+    Ok(Json(grants))
 }
 
 #[utoipa::path(post, path = "/v1/signer-grants/{id}/approve", tag = "keys", summary = "Approve a grant of sign-off power (a signer who is neither its requester nor the member)",

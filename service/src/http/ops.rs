@@ -83,7 +83,7 @@ async fn ready(State(state): State<AppState>) -> Result<Json<Status>, ApiError> 
         Ok(answer) => answer,
         Err(_) => Err(ApiError::new(
             crate::error::Kind::Unavailable,
-            "not_ready",
+            NOT_READY,
             "the database did not answer within 1 s",
         )),
     }
@@ -93,12 +93,21 @@ async fn ready(State(state): State<AppState>) -> Result<Json<Status>, ApiError> 
 /// answer instead of timing out.
 const READY_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// The code of a `/ready` that is not ready.
+pub const NOT_READY: &str = "not_ready";
+
 async fn readiness(state: &AppState) -> Result<Json<Status>, ApiError> {
-    let not_ready = |why: String| ApiError::new(crate::error::Kind::Unavailable, "not_ready", why);
+    let not_ready = |why: String| ApiError::new(crate::error::Kind::Unavailable, NOT_READY, why);
     if state.draining.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(not_ready(
             "this replica is shutting down: requests are still served while balancers move away"
                 .into(),
+        ));
+    }
+    // While requests fail fast, so does this: a balancer sends none here.
+    if state.breaker.is_open() {
+        return Err(not_ready(
+            "the database does not answer; this replica fails fast until it does".into(),
         ));
     }
     crate::db::migrate::readiness(&state.db)

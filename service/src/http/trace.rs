@@ -18,7 +18,7 @@ use super::error::{ApiError, DatabaseDown, RETRY_AFTER_SECONDS};
 use super::extract::MAX_BODY_BYTES;
 use crate::app::AppState;
 use crate::console::session::{MAX_FORM_BYTES, SIGN_IN};
-use crate::db::outage::{self, FAIL_FAST};
+use crate::db::outage::{self, FAIL_FAST, SUSPECT_AFTER};
 
 /// The header that carries a request's id in and out.
 pub const REQUEST_ID: &str = "x-request-id";
@@ -119,8 +119,9 @@ pub async fn edge(State(state): State<AppState>, request: Request, next: Next) -
 }
 
 /// Runs a request through the database breaker: while it is open the request may
-/// take [`FAIL_FAST`] before it is answered 503 (`/ready` bounds its own wait); an
-/// answer saying the database did not answer opens it; every 503 says `Retry-After`.
+/// take [`FAIL_FAST`] before it is answered 503 (`/ready` answers at once); while it
+/// is closed, a request that waits is [`watched`]. An answer saying the database did
+/// not answer opens it; every 503 says `Retry-After`.
 async fn guarded(state: &AppState, route: &str, run: impl Future<Output = Response>) -> Response {
     let mut response = if state.breaker.is_open() && route != "/ready" {
         match tokio::time::timeout(FAIL_FAST, run).await {
@@ -128,7 +129,7 @@ async fn guarded(state: &AppState, route: &str, run: impl Future<Output = Respon
             Err(_) => unanswered(route),
         }
     } else {
-        run.await
+        watched(state, route, run).await
     };
     if response.extensions().get::<DatabaseDown>().is_some() {
         state.breaker.trip(&state.db);
@@ -142,11 +143,37 @@ async fn guarded(state: &AppState, route: &str, run: impl Future<Output = Respon
     response
 }
 
-/// A request cut by the open breaker: a page for the console, our error elsewhere.
+/// Runs a request; one still running after [`SUSPECT_AFTER`] goes on only while the
+/// database takes connections ([`outage::Breaker::reachable`], asked again every
+/// [`SUSPECT_AFTER`]). When it takes none the request is answered 503 at once and the
+/// breaker opens, instead of the request waiting for the pool's acquire timeout; a
+/// request that waits for a busy pool or a lock goes on waiting, as the database answers.
+async fn watched(state: &AppState, route: &str, run: impl Future<Output = Response>) -> Response {
+    let mut run = std::pin::pin!(run);
+    if let Ok(response) = tokio::time::timeout(SUSPECT_AFTER, run.as_mut()).await {
+        return response;
+    }
+    let gone = async {
+        while state.breaker.reachable(&state.db).await {
+            tokio::time::sleep(SUSPECT_AFTER).await;
+        }
+    };
+    tokio::select! {
+        response = run.as_mut() => response,
+        () = gone => unanswered(route),
+    }
+}
+
+/// A request cut because the database does not answer: a page for the console,
+/// `/ready`'s `not_ready`, our error elsewhere.
 fn unanswered(route: &str) -> Response {
+    let code = match route {
+        "/ready" => super::ops::NOT_READY,
+        _ => outage::CODE,
+    };
     let error = ApiError::new(
         crate::error::Kind::Unavailable,
-        outage::CODE,
+        code,
         "the database does not answer; retry in a moment",
     );
     match route.starts_with("/console") {

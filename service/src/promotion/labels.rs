@@ -22,7 +22,7 @@ use super::change_requests::{self, ChangeRequestView, ChangeState};
 use crate::auth::Principal;
 use crate::cache::Generation;
 use crate::db::idempotency::Pending;
-use crate::error::{Error, Kind, Result, check_name, check_size};
+use crate::error::{Error, Kind, Result, check_size};
 use crate::registry::guard;
 use crate::registry::links::agent as row;
 use crate::releases::moves::{self, Move, Why};
@@ -86,7 +86,7 @@ pub struct Writing<'a> {
 }
 
 fn check_label(label: &str, reason: Option<&String>) -> Result<()> {
-    check_name("label", label)?;
+    crate::error::check_label(label)?;
     if label == LATEST {
         return Err(Error::refused(
             "label_automatic",

@@ -21,7 +21,7 @@ use super::change_requests::{self, ChangeKind, ChangeRequestView};
 use super::labels::Writing;
 use crate::auth::Principal;
 use crate::db::idempotency::Pending;
-use crate::error::{Error, Result, check_name, check_size};
+use crate::error::{Error, Result, check_label, check_size};
 use crate::registry::guard;
 use crate::registry::links::agent as row;
 use crate::releases::serve::label_not_found;
@@ -73,7 +73,7 @@ pub enum Outcome {
 }
 
 fn check(label: &str, reason: Option<&String>) -> Result<()> {
-    check_name("label", label)?;
+    check_label(label)?;
     if label == LATEST {
         return Err(Error::refused(
             "label_automatic",
@@ -386,7 +386,7 @@ pub async fn abort(
 /// The label's running rollout (if any) and its past ones; 404 for an unknown
 /// agent or label.
 pub async fn status(db: &DatabaseConnection, agent: &str, label: &str) -> Result<RolloutStatus> {
-    check_name("label", label)?;
+    check_label(label)?;
     let agent = row(db, agent).await?;
     label_row(db, &agent, label).await?;
     traffic::status(db, agent.id, &agent.name, label).await

@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 
 use super::content::Content;
 use crate::db::page;
-use crate::error::{Error, Result, check_name};
+use crate::error::{Error, Result, check_label, check_name};
 
 /// One revision, without its content.
 #[derive(Debug, Serialize, ToSchema)]
@@ -139,6 +139,13 @@ impl Templates {
             .rev()
             .find(|(_, t)| t.as_deref() == Some(template))
             .map(|(n, _)| *n)
+    }
+
+    /// The template `latest` serves (`None`: the built-in assembly, or no `latest`).
+    pub fn latest(&self) -> Option<&str> {
+        self.labels
+            .get(super::LATEST)
+            .and_then(|n| self.template_of(*n))
     }
 
     /// The template of revision `number` (`None`: the built-in assembly, or no such revision).
@@ -335,7 +342,7 @@ pub async fn history(
     label: &str,
     page: page::ByNumber,
 ) -> Result<LabelHistory> {
-    check_name("label", label)?;
+    check_label(label)?;
     let limit = crate::error::check_limit(page.limit)?;
     let found = agent(db, name).await?;
     let exists = agent_labels::Entity::find()

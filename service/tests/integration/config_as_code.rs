@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::support::{Backend, TestApp, TestDb, db_test};
+use crate::support::{Backend, TempDir, TestApp, TestDb, db_test};
 use axum::http::{Method, StatusCode};
 use loadout::auth::{Principal, Role};
 use loadout::bundle::apply::{self, Applied, Base};
@@ -359,31 +359,7 @@ async fn ok_created(app: &TestApp, path: &str, body: Value) {
 }
 
 fn tempfile_dir() -> TempDir {
-    TempDir::new()
-}
-
-/// A folder under the system's temporary folder, removed when dropped.
-struct TempDir(std::path::PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!("loadout-config-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::create_dir_all(&path).expect("mkdir");
-        Self(path)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    TempDir::new("config")
 }
 
 db_test! {

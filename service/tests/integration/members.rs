@@ -97,7 +97,7 @@ db_test! {
         assert_eq!(production(&app).await, 1, "nothing moved");
 
         // The members: one person (operator) holding four keys, one in tb.
-        let listed = members::list(&app.db.conn, None).await.expect("members");
+        let listed = members::list(&app.db.conn, None, Default::default()).await.expect("members").members;
         let operator = listed.iter().find(|m| m.name == "operator").expect("operator");
         assert_eq!(operator.keys, ["operator", "alice-2", "alice-3", "alice-4"], "{listed:?}");
         assert!(listed.iter().any(|m| m.name == "alice-tb" && m.tenant == "tb" && !m.signer));
@@ -275,6 +275,88 @@ db_test! {
         let row = entity::change_requests::Entity::find_by_id(i32::try_from(id).expect("id")).one(&app.db.conn).await.expect("read").expect("row");
         assert_eq!(row.state, "expired");
         assert_eq!(loadout::promotion::change_requests::expire_due(&app.db.conn, later).await.expect("sweep"), 0);
+    }
+}
+
+/// Every page of the list at `path` (`cursor` names the next page's parameter and
+/// its answer field, `items` the list): the items' `field`s in order.
+async fn every_page(
+    app: &TestApp,
+    key: &str,
+    path: &str,
+    cursor: (&str, &str),
+    items: &str,
+    field: &str,
+) -> Vec<String> {
+    let (parameter, next) = cursor;
+    let mut seen = Vec::new();
+    let mut at: Option<i64> = None;
+    loop {
+        let separator = if path.contains('?') { '&' } else { '?' };
+        let url = match at {
+            Some(at) => format!("{path}{separator}limit=2&{parameter}={at}"),
+            None => format!("{path}{separator}limit=2"),
+        };
+        let page = ok(app, Method::GET, &url, key, None).await;
+        let listed = page[items].as_array().expect("a list");
+        assert!(listed.len() <= 2, "{url}: {page}");
+        seen.extend(
+            listed
+                .iter()
+                .filter_map(|i| i[field].as_str().map(str::to_owned)),
+        );
+        match page[next].as_i64() {
+            Some(n) => at = Some(n),
+            None => return seen,
+        }
+    }
+}
+
+db_test! {
+    async fn the_members_of_revoked_keys_do_not_pile_up(db) {
+        let app = TestApp::builder(db).flag("--max-keys-per-tenant=3").build().await;
+        let admin = made_by(&app, &app.operator, "tb-admin", "admin", Some("tb")).await;
+        // An admin of tb makes and revokes agent keys, always under the bound of live keys.
+        for i in 0..12 {
+            made_by(&app, &admin, &format!("tb-bot-{i}"), "agent", None).await;
+            ok(&app, Method::DELETE, &format!("/v1/keys/tb-bot-{i}"), &admin, None).await;
+        }
+        made_by(&app, &admin, "tb-bot-live", "agent", None).await;
+        let listed = ok(&app, Method::GET, "/v1/members", &admin, None).await;
+        let names: Vec<&str> = listed["members"].as_array().expect("members").iter().filter_map(|m| m["name"].as_str()).collect();
+        assert_eq!(names, ["tb-admin", "tb-bot-live"], "one member per live key: {listed}");
+
+        // What keeps a member without a live key: sign-off power (or a sign-in).
+        app.key("bob", Role::Approver).await;
+        keys::revoke_now(&app.db.conn, "default", "bob", chrono::Utc::now()).await.expect("revoke");
+        let kept = ok(&app, Method::GET, "/v1/members", &app.operator, None).await;
+        let bob = kept["members"].as_array().expect("members").iter().find(|m| m["name"] == "bob").cloned();
+        assert_eq!(bob.map(|b| b["signer"].clone()), Some(json!(true)), "bob, a signer, is kept: {kept}");
+    }
+}
+
+db_test! {
+    async fn the_lists_of_members_and_of_grants_come_a_page_at_a_time(db) {
+        let app = TestApp::new(db).await;
+        for name in ["ann", "ben", "cy", "dot", "eve"] {
+            keys::create(&app.db.conn, name, Role::Admin, chrono::Utc::now()).await.expect("key");
+        }
+        let all = ok(&app, Method::GET, "/v1/members", &app.operator, None).await;
+        let everyone: Vec<String> = all["members"].as_array().expect("members").iter().filter_map(|m| m["name"].as_str().map(str::to_owned)).collect();
+        assert!(everyone.len() > 4, "{everyone:?}");
+        let paged = every_page(&app, &app.operator, "/v1/members", ("after", "next_after"), "members", "name").await;
+        assert_eq!(paged, everyone);
+
+        for name in ["ann", "ben", "cy"] {
+            let path = format!("/v1/members/{name}/signer-grants");
+            let (status, grant) = app.call(Method::POST, &path, &app.operator, Some(json!({}))).await;
+            assert_eq!(status, StatusCode::ACCEPTED, "{grant}");
+        }
+        let grants = every_page(&app, &app.operator, "/v1/signer-grants", ("before", "next_before"), "grants", "member").await;
+        // The first operator's was granted at start-up.
+        assert_eq!(grants, ["cy", "ben", "ann", "operator"], "newest first");
+        let bens = every_page(&app, &app.operator, "/v1/signer-grants?member=ben", ("before", "next_before"), "grants", "member").await;
+        assert_eq!(bens, ["ben"]);
     }
 }
 

@@ -263,7 +263,7 @@ db_test! {
         let (answer, _) = sign_in(&mut alice, &loadout, "alice").await;
         assert_eq!(answer.status, 403, "{}", answer.body);
         assert!(answer.body.contains("no role here yet"), "{}", answer.body);
-        let listed = members::list(&app.db.conn, None).await.expect("members");
+        let listed = members::list(&app.db.conn, None, Default::default()).await.expect("members").members;
         let bound = listed.iter().find(|m| m.name == "alice").expect("alice is a member");
         assert_eq!(bound.oidc_subject.as_deref(), Some("alice"));
         assert!(!bound.signer && bound.keys.is_empty(), "{bound:?}");
@@ -290,7 +290,7 @@ db_test! {
         let mut bob = Browser::new();
         let (answer, _) = sign_in(&mut bob, &loadout, "bob").await;
         assert_eq!(answer.status, 403, "{}", answer.body);
-        let listed = members::list(&app.db.conn, None).await.expect("members");
+        let listed = members::list(&app.db.conn, None, Default::default()).await.expect("members").members;
         let subjects: Vec<(&str, Option<&str>)> = listed.iter()
             .filter(|m| m.oidc_subject.is_some())
             .map(|m| (m.name.as_str(), m.oidc_subject.as_deref()))

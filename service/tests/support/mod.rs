@@ -253,3 +253,28 @@ macro_rules! db_test {
     };
 }
 pub(crate) use db_test;
+
+/// A folder under the system's temporary folder, removed when dropped.
+pub struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    /// A new, empty folder whose name starts with `loadout-{what}-`.
+    pub fn new(what: &str) -> Self {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("loadout-{what}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("mkdir");
+        Self(path)
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

@@ -833,7 +833,7 @@ class MemberView(BaseModel):
     created_at: AwareDatetime
     keys: list[str]
     """
-    Its keys' names (revoked ones included).
+    Its live keys' names (revoked ones are not listed: their number has no bound).
     """
     kind: MemberKind
     name: str
@@ -2350,10 +2350,14 @@ class ErrorBody(BaseModel):
 
 class GrantList(BaseModel):
     """
-    Grants, newest first.
+    A page of grants, newest first.
     """
 
     grants: list[GrantView]
+    next_before: int | None = None
+    """
+    Pass as `before` for the next (older) page; `null`: this page is the last.
+    """
 
 
 class GroupList(BaseModel):
@@ -2419,10 +2423,14 @@ class LintProblem(BaseModel):
 
 class MemberList(BaseModel):
     """
-    Members, oldest first.
+    A page of members, oldest first.
     """
 
     members: list[MemberView]
+    next_after: int | None = None
+    """
+    Pass as `after` for the next page; `null`: this page is the last.
+    """
 
 
 class ModelSettings(BaseModel):
