@@ -33,6 +33,7 @@ db_test! {
             ("m20261127_000022_tenant_bounds", true),
             ("m20261128_000023_policies", true),
             ("m20261128_000024_tool_contracts", true),
+            ("m20261207_000025_guard_holds", true),
         ]);
     }
 }
