@@ -29,7 +29,8 @@ async fn call(
 /// What only an operator may do: every write under agents, tools and channels but
 /// the tenant's own (users' instructions, renders, previews, tool calls, outcomes), every
 /// connector route, and the instance's metrics. Signing off a change request (a
-/// label's move) is refused to a tenant's admin too, and so is everything about
+/// label's move) is refused to a tenant's admin too (running its checks is not: it
+/// reads the request and decides nothing), and so is everything about
 /// sign-off power: a signer's operator or approver key decides it. Applying a configuration is a configuration
 /// write; planning one only reads.
 fn operator_only(method: &str, path: &str) -> bool {
@@ -47,7 +48,7 @@ fn operator_only(method: &str, path: &str) -> bool {
     (write
         && configuration.iter().any(|p| path.starts_with(p))
         && !tenant_data.iter().any(|t| path.ends_with(t)))
-        || (write && path.starts_with("/v1/change-requests"))
+        || (write && path.starts_with("/v1/change-requests") && !path.ends_with("/checks"))
         || path.starts_with("/v1/signer-grants")
         || path.ends_with("/signer-grants")
         || path.starts_with("/v1/connectors")
