@@ -203,13 +203,14 @@ fn may_request(who: &Principal) -> Result<()> {
     }
 }
 
+const DECIDERS: &str =
+    "an operator key or approver key of a signer (sign-off power is granted by another signer)";
+
 /// Who may decide a grant: a signer's operator or approver key.
 fn may_decide(who: &Principal) -> Result<()> {
     match who.signer && matches!(who.role, Role::Operator | Role::Approver) {
         true => Ok(()),
-        false => Err(Error::forbidden(
-            "an operator key or approver key of a signer (sign-off power is granted by another signer)",
-        )),
+        false => Err(Error::forbidden(DECIDERS)),
     }
 }
 
@@ -308,9 +309,7 @@ pub async fn decide_grant(
     // The role first: no grant is read for a key that could never decide one (the
     // requester, who may withdraw, is an operator).
     if !matches!(who.role, Role::Operator | Role::Approver) {
-        return Err(Error::forbidden(
-            "an operator key or approver key of a signer (sign-off power is granted by another signer)",
-        ));
+        return Err(Error::forbidden(DECIDERS));
     }
     let txn = crate::db::begin_write(w.db).await?;
     crate::db::idempotency::record_if(&txn, w.key).await?;
