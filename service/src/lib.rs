@@ -18,6 +18,7 @@ pub mod cpu;
 pub mod db;
 pub mod digest;
 pub mod error;
+pub mod evals;
 pub mod events;
 pub mod execute;
 pub mod fetch;
