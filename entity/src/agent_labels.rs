@@ -19,6 +19,8 @@ pub struct Model {
     /// Approving a change request for this label needs its release checks to
     /// pass (migration 24).
     pub require_checks: bool,
+    /// The evaluation a change request to this label must pass (JSON; migration 26).
+    pub require_evals: Option<String>,
     pub updated_at: DateTimeUtc,
 }
 

@@ -29,6 +29,7 @@ mod m20261127_000022_tenant_bounds;
 mod m20261128_000023_policies;
 mod m20261128_000024_tool_contracts;
 mod m20261207_000025_guard_holds;
+mod m20261207_000026_evaluations;
 
 /// Every migration, oldest first.
 pub struct Migrator;
@@ -62,6 +63,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000023_policies::Migration),
             Box::new(m20261128_000024_tool_contracts::Migration),
             Box::new(m20261207_000025_guard_holds::Migration),
+            Box::new(m20261207_000026_evaluations::Migration),
         ]
     }
 }

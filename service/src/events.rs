@@ -36,6 +36,7 @@ pub const TYPES: &[&str] = &[
     "proposal.decided",
     "tool_change.pending",
     "tool_change.decided",
+    "eval_run.finished",
 ];
 
 /// The process-wide nudge: rung by [`record`], heard by the delivery job, which
@@ -150,6 +151,23 @@ pub struct ToolChange {
     pub actor: Option<String>,
 }
 
+/// An evaluation run that ended: succeeded, failed or cancelled, with its counts.
+#[derive(Debug, Clone, Serialize)]
+pub struct EvalRun {
+    pub run: i32,
+    pub tenant: String,
+    pub agent: String,
+    pub revision: i32,
+    pub dataset: String,
+    pub dataset_version: i32,
+    pub state: String,
+    pub total: i32,
+    pub passed: i32,
+    pub errors: i32,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+}
+
 /// Something that changed, as a webhook tells it: `type` and `data`.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", content = "data")]
@@ -180,6 +198,8 @@ pub enum Event {
     ToolChangePending(ToolChange),
     #[serde(rename = "tool_change.decided")]
     ToolChangeDecided(ToolChange),
+    #[serde(rename = "eval_run.finished")]
+    EvalRunFinished(EvalRun),
 }
 
 impl Event {
@@ -199,6 +219,7 @@ impl Event {
             Event::ProposalDecided(_) => "proposal.decided",
             Event::ToolChangePending(_) => "tool_change.pending",
             Event::ToolChangeDecided(_) => "tool_change.decided",
+            Event::EvalRunFinished(_) => "eval_run.finished",
         }
     }
 
@@ -207,6 +228,7 @@ impl Event {
     pub fn tenant(&self) -> Option<&str> {
         match self {
             Event::ProposalWaiting(p) | Event::ProposalDecided(p) => Some(&p.tenant),
+            Event::EvalRunFinished(r) => Some(&r.tenant),
             _ => None,
         }
     }

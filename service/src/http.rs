@@ -11,6 +11,7 @@ pub mod calls;
 pub mod config_as_code;
 pub mod connectors;
 pub mod error;
+pub mod evals;
 pub mod extract;
 pub mod fetch;
 pub mod groups;

@@ -220,6 +220,12 @@ pub fn webhook_secret_context(subscription_id: i32) -> Vec<u8> {
     format!("loadout webhook secret\0{subscription_id}").into_bytes()
 }
 
+/// The associated data of a model connection's sealed API key (its id), so a key
+/// copied to another connection does not open; here for the same reason.
+pub fn model_key_context(connection_id: i32) -> Vec<u8> {
+    format!("loadout model connection key\0{connection_id}").into_bytes()
+}
+
 /// Whether a stored value is sealed (as opposed to a plain value saved before keys).
 pub fn is_sealed(stored: &str) -> bool {
     stored.starts_with(PREFIX)

@@ -565,6 +565,14 @@ const OWNERS: &[(&str, &[&str])] = &[
     ("agent_revisions", &["releases"]),
     ("change_requests", &["promotion::change_requests"]),
     ("render_snapshots", &["promotion::snapshots"]),
+    // Sealing re-seals API keys when the secrets key rotates.
+    (
+        "model_connections",
+        &["evals::connections", "connectors::client::sealing"],
+    ),
+    ("eval_datasets", &["evals::datasets"]),
+    ("eval_runs", &["evals::runs", "evals::runner"]),
+    ("eval_results", &["evals::runner"]),
     ("tool_changes", &["connectors::pins"]),
     (
         "rollouts",

@@ -67,7 +67,7 @@ async fn the_database_url_flag_works_before_and_after_the_subcommand() {
         .expect("run");
     assert_eq!(
         stdout(&after),
-        "applied\tm20260224_000001_create_base_schema\npending\tm20260224_000002_canonicalize_tool_registry\npending\tm20260301_000003_channels_and_prompt_sections\npending\tm20260310_000004_keys_versions_generation\npending\tm20260320_000005_proposal_ledger\npending\tm20260401_000006_connectors\npending\tm20260410_000007_tenant_user_instructions\npending\tm20260410_000008_link_delete_reminders\npending\tm20261124_000009_console_sessions\npending\tm20261124_000010_mcp_connectors\npending\tm20261124_000011_agent_scoped_keys\npending\tm20261125_000012_synced_tool_schemas\npending\tm20261125_000013_idempotency_records\npending\tm20261125_000014_operator_role\npending\tm20261125_000015_key_names_per_tenant\npending\tm20261125_000016_agent_revisions\npending\tm20261125_000017_label_promotion\npending\tm20261126_000018_rollouts\npending\tm20261126_000019_outcomes\npending\tm20261126_000020_webhooks\npending\tm20261127_000021_members\npending\tm20261127_000022_tenant_bounds\npending\tm20261128_000023_policies\npending\tm20261128_000024_tool_contracts\npending\tm20261207_000025_guard_holds\n"
+        "applied\tm20260224_000001_create_base_schema\npending\tm20260224_000002_canonicalize_tool_registry\npending\tm20260301_000003_channels_and_prompt_sections\npending\tm20260310_000004_keys_versions_generation\npending\tm20260320_000005_proposal_ledger\npending\tm20260401_000006_connectors\npending\tm20260410_000007_tenant_user_instructions\npending\tm20260410_000008_link_delete_reminders\npending\tm20261124_000009_console_sessions\npending\tm20261124_000010_mcp_connectors\npending\tm20261124_000011_agent_scoped_keys\npending\tm20261125_000012_synced_tool_schemas\npending\tm20261125_000013_idempotency_records\npending\tm20261125_000014_operator_role\npending\tm20261125_000015_key_names_per_tenant\npending\tm20261125_000016_agent_revisions\npending\tm20261125_000017_label_promotion\npending\tm20261126_000018_rollouts\npending\tm20261126_000019_outcomes\npending\tm20261126_000020_webhooks\npending\tm20261127_000021_members\npending\tm20261127_000022_tenant_bounds\npending\tm20261128_000023_policies\npending\tm20261128_000024_tool_contracts\npending\tm20261207_000025_guard_holds\npending\tm20261207_000026_evaluations\n"
     );
 }
 
@@ -142,6 +142,7 @@ async fn two_concurrent_migrate_up_processes_apply_each_migration_once() {
             ("m20261128_000023_policies".to_owned(), 1),
             ("m20261128_000024_tool_contracts".to_owned(), 1),
             ("m20261207_000025_guard_holds".to_owned(), 1),
+            ("m20261207_000026_evaluations".to_owned(), 1),
         ]
     );
 }

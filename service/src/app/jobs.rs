@@ -241,4 +241,23 @@ async fn read_generation(state: &Inner) {
         Ok(generation) => state.generation.observe(generation),
         Err(e) => tracing::warn!(error = %e, "cannot read the configuration generation"),
     }
+
+    /// Carries evaluation runs out (`evals::runner`): claims queued runs, and runs
+    /// whose process died, into `--eval-concurrency` slots.
+    pub fn spawn_eval_runner(&self) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(self.eval_runner().serve())
+    }
+
+    /// The runner this process's runs go through (tests drive it directly).
+    pub fn eval_runner(&self) -> crate::evals::runner::Runner {
+        crate::evals::runner::Runner {
+            db: self.db.clone(),
+            outbound: self.outbound.clone(),
+            keyring: Arc::new(self.secrets.clone()),
+            clock: self.clock.clone(),
+            settings: self.settings.evals.clone(),
+            owner: crate::evals::runner::owner_id(),
+            retry: crate::evals::chat::Retry::default(),
+        }
+    }
 }

@@ -71,6 +71,8 @@ pub struct Settings {
     #[command(flatten)]
     pub webhooks: crate::webhooks::WebhookSettings,
     #[command(flatten)]
+    pub evals: crate::evals::EvalSettings,
+    #[command(flatten)]
     pub secrets: crate::secrets::flags::SecretsArgs,
     #[command(flatten)]
     pub sso: crate::auth::sso::SsoSettings,

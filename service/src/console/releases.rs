@@ -72,6 +72,7 @@ async fn put_label(
         revision: form.revision,
         protected: form.protected.as_deref().map(|p| p == "on"),
         require_checks: form.require_checks.as_deref().map(|p| p == "on"),
+require_evals: None,
         reason: blank(&form.reason),
     };
     let done = labels::put(

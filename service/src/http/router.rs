@@ -87,6 +87,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .merge(members::routes())
         .merge(groups::routes())
         .merge(webhooks::routes())
+        .merge(evals::routes())
         .merge(config_as_code::routes())
 }
 

@@ -387,6 +387,7 @@ pub async fn open(
             tenant: who.tenant(),
             member: &who.member,
         },
+        label,
         request.agent_id,
         request.from_revision_id,
         request.to_revision_id,
@@ -621,8 +622,13 @@ pub async fn approve(
         .filter(agent_labels::Column::Name.eq(&row.label))
         .one(&*write)
         .await?;
-    if label.as_ref().is_some_and(|l| l.require_checks) {
-        refuse_failing_checks(&row)?;
+    let gate = label
+        .as_ref()
+        .and_then(|l| crate::evals::gate::EvalGate::parse(l.require_evals.as_deref()));
+    let require_checks = label.as_ref().is_some_and(|l| l.require_checks);
+    if require_checks || gate.is_some() {
+        let checks = with_fresh_evals(&*write, &row, gate.as_ref(), w.now).await?;
+        refuse_failing_checks(&row, checks, require_checks)?;
     }
     let at = label.map(|label| label.revision_id);
     if at != Some(row.from_revision_id) {
@@ -659,10 +665,68 @@ pub async fn approve(
     Ok(answer)
 }
 
-/// 409 `checks_failed` naming the failing checks (or saying none were run).
-fn refuse_failing_checks(row: &change_requests::Model) -> Result<()> {
+/// The request's stored checks, with the `evals` check read again from its runs
+/// when it was pending (no run is started here: approving decides, it does not
+/// wait).
+async fn with_fresh_evals(
+    db: &impl ConnectionTrait,
+    row: &change_requests::Model,
+    gate: Option<&std::result::Result<crate::evals::gate::EvalGate, String>>,
+    now: DateTime<Utc>,
+) -> Result<Option<ReleaseChecks>> {
+    let Some(mut found) = ReleaseChecks::parse(row.checks.as_deref()) else {
+        return Ok(None);
+    };
+    let Some(gate) = gate else {
+        return Ok(Some(found));
+    };
+    let stale = found
+        .checks
+        .iter()
+        .position(|c| c.name == checks::CheckName::Evals);
+    let fresh_needed = stale.is_none_or(|i| found.checks[i].status == checks::CheckStatus::Pending);
+    if fresh_needed {
+        let tenant = crate::auth::keys::tenant_of_key(db, row.requested_key_id).await?;
+        let agent = crate::events::agent_name(db, row.agent_id).await?;
+        let who = crate::evals::gate::For {
+            tenant: &tenant,
+            member: &row.requested_by,
+            agent: &agent,
+        };
+        let revisions = (found.base, found.candidate);
+        let fresh = checks::evals(db, who, gate, revisions, false, now).await?;
+        match stale {
+            Some(i) => found.checks[i] = fresh,
+            None => found.checks.push(fresh),
+        }
+        found.passed = found
+            .checks
+            .iter()
+            .all(|c| matches!(c.status, checks::CheckStatus::Pass | checks::CheckStatus::Warn));
+    }
+    Ok(Some(found))
+}
+
+/// 409 `checks_failed` naming the failing checks (or saying none were run): all
+/// of them where the label requires checks, else the `evals` check alone.
+fn refuse_failing_checks(
+    row: &change_requests::Model,
+    found: Option<ReleaseChecks>,
+    require_checks: bool,
+) -> Result<()> {
     let id = row.id;
-    match ReleaseChecks::parse(row.checks.as_deref()) {
+    let found = match (found, require_checks) {
+        (Some(mut found), false) => {
+            found.checks.retain(|c| c.name == checks::CheckName::Evals);
+            found.passed = found
+                .checks
+                .iter()
+                .all(|c| matches!(c.status, checks::CheckStatus::Pass | checks::CheckStatus::Warn));
+            Some(found)
+        }
+        (found, _) => found,
+    };
+    match found {
         Some(found) if found.passed => Ok(()),
         Some(found) => Err(Error::new(
             Kind::Conflict,
@@ -682,6 +746,20 @@ fn refuse_failing_checks(row: &change_requests::Model) -> Result<()> {
     }
 }
 
+/// The evaluation the agent's `label` requires, if any.
+async fn required_evals(
+    db: &impl ConnectionTrait,
+    agent_id: i32,
+    label: &str,
+) -> Result<Option<std::result::Result<crate::evals::gate::EvalGate, String>>> {
+    let row = agent_labels::Entity::find()
+        .filter(agent_labels::Column::AgentId.eq(agent_id))
+        .filter(agent_labels::Column::Name.eq(label))
+        .one(db)
+        .await?;
+    Ok(row.and_then(|l| crate::evals::gate::EvalGate::parse(l.require_evals.as_deref())))
+}
+
 /// Whose recorded calls and snapshots the checks read.
 struct Requester<'a> {
     tenant: &'a str,
@@ -692,6 +770,7 @@ struct Requester<'a> {
 async fn compute_checks(
     db: &impl ConnectionTrait,
     who: Requester<'_>,
+    label: &str,
     agent_id: i32,
     from_revision_id: i32,
     to_revision_id: i32,
@@ -723,6 +802,7 @@ async fn compute_checks(
         base: (from.number, &old),
         candidate: (to.number, &new),
         policy_tests: agent.policy_tests.as_deref(),
+        evals: required_evals(db, agent_id, label).await?,
     };
     checks::compute(db, subject, now).await
 }
@@ -752,6 +832,7 @@ pub async fn recheck(
             tenant: &tenant,
             member: &row.requested_by,
         },
+        &row.label,
         row.agent_id,
         row.from_revision_id,
         row.to_revision_id,

@@ -27,6 +27,7 @@ use utoipa::ToSchema;
 use super::replay::{self, Replayer, Revisions};
 use super::snapshots;
 use crate::error::{Error, Result};
+use crate::evals::gate::{self as evals_gate, EvalGate};
 use crate::policies::cases;
 use crate::policies::{Policy, ToolShape};
 use crate::registry::check::Severity;
@@ -44,6 +45,7 @@ crate::closed_set! {
         Replay = "replay",
         PolicyTests = "policy_tests",
         Render = "render",
+        Evals = "evals",
     }
 }
 
@@ -55,6 +57,8 @@ crate::closed_set! {
         Warn = "warn",
         /// Blocks approval where the label requires checks.
         Fail = "fail",
+        /// Still being worked out (evaluation runs going); blocks approval as a failure does.
+        Pending = "pending",
     }
 }
 
@@ -68,6 +72,18 @@ pub struct CheckResult {
     /// The classified tool changes (`breaking` only).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub contract: Vec<ContractChange>,
+    /// The evaluation runs compared (`evals` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs: Option<EvalRuns>,
+}
+
+/// The runs an `evals` check compared: `GET /v1/eval-runs/{candidate}/compare?base={base}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct EvalRuns {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<i32>,
 }
 
 /// A change request's release checks.
@@ -83,11 +99,11 @@ pub struct ReleaseChecks {
 }
 
 impl ReleaseChecks {
-    /// The failing checks' names.
+    /// The failing (or still pending) checks' names.
     pub fn failing(&self) -> Vec<&'static str> {
         self.checks
             .iter()
-            .filter(|c| c.status == CheckStatus::Fail)
+            .filter(|c| matches!(c.status, CheckStatus::Fail | CheckStatus::Pending))
             .map(|c| c.name.as_str())
             .collect()
     }
@@ -109,6 +125,8 @@ pub struct Subject<'a> {
     pub candidate: (i32, &'a Content),
     /// The agent's policy tests (the working copy's).
     pub policy_tests: Option<&'a str>,
+    /// The label's required evaluation, if it has one (or why it cannot be read).
+    pub evals: Option<std::result::Result<EvalGate, String>>,
 }
 
 /// Runs every check.
@@ -143,6 +161,7 @@ pub async fn compute(
             false => vec!["no recorded calls of the changed tools".to_owned()],
         },
         contract: Vec::new(),
+        runs: None,
     });
     let (content, tests) = (new.clone(), subject.policy_tests.map(str::to_owned));
     checks.push(crate::cpu::run(move || policy_tests(&content, tests.as_deref())).await?);
@@ -171,13 +190,59 @@ pub async fn compute(
             (false, false) => differ,
         },
         contract: Vec::new(),
+        runs: None,
     });
+    if let Some(gate) = &subject.evals {
+        let who = evals_gate::For {
+            tenant: subject.tenant,
+            member: subject.member,
+            agent: subject.agent,
+        };
+        checks.push(evals(db, who, gate, (base, candidate), true, now).await?);
+    }
     Ok(ReleaseChecks {
-        passed: checks.iter().all(|c| c.status != CheckStatus::Fail),
+        passed: checks
+            .iter()
+            .all(|c| matches!(c.status, CheckStatus::Pass | CheckStatus::Warn)),
         computed_at: now,
         base,
         candidate,
         checks,
+    })
+}
+
+/// The `evals` check: the gate's runs of base and candidate (revision numbers),
+/// started when `start` and missing.
+pub async fn evals(
+    db: &impl sea_orm::ConnectionTrait,
+    who: evals_gate::For<'_>,
+    gate: &std::result::Result<EvalGate, String>,
+    revisions: (i32, i32),
+    start: bool,
+    now: DateTime<Utc>,
+) -> Result<CheckResult> {
+    let found = match gate {
+        Ok(gate) => evals_gate::evaluate(db, who, gate, revisions, start, now).await?,
+        Err(why) => evals_gate::Evaluated {
+            verdict: evals_gate::Verdict::Fail,
+            summary: vec![format!("the label's require_evals cannot be read: {why}")],
+            base_run: None,
+            candidate_run: None,
+        },
+    };
+    Ok(CheckResult {
+        name: CheckName::Evals,
+        status: match found.verdict {
+            evals_gate::Verdict::Pass => CheckStatus::Pass,
+            evals_gate::Verdict::Fail => CheckStatus::Fail,
+            evals_gate::Verdict::Pending => CheckStatus::Pending,
+        },
+        summary: found.summary,
+        contract: Vec::new(),
+        runs: Some(EvalRuns {
+            base: found.base_run,
+            candidate: found.candidate_run,
+        }),
     })
 }
 
@@ -203,6 +268,7 @@ async fn registry(db: &impl sea_orm::ConnectionTrait, agent_id: i32) -> Result<C
             false => errors,
         },
         contract: Vec::new(),
+        runs: None,
     })
 }
 
@@ -228,6 +294,7 @@ fn breaking(old: &Content, new: &Content) -> CheckResult {
             (false, false) => broken,
         },
         contract,
+        runs: None,
     }
 }
 
@@ -268,5 +335,6 @@ fn policy_tests(candidate: &Content, tests: Option<&str>) -> CheckResult {
             (false, _) => failures,
         },
         contract: Vec::new(),
+        runs: None,
     }
 }

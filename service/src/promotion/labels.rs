@@ -28,6 +28,7 @@ use crate::registry::links::agent as row;
 use crate::releases::moves::{self, Move, Why};
 use crate::releases::traffic;
 use crate::releases::{LATEST, PRODUCTION, ReleaseMode};
+use crate::evals::gate::EvalGate;
 use crate::vocab::MAX_TEXT_BYTES;
 
 /// The body of `PUT /v1/agents/{agent}/labels/{label}`.
@@ -43,8 +44,19 @@ pub struct LabelPut {
     /// approve it; unchanged when absent. Turned off only on a `direct` agent, or a
     /// label that is not protected.
     pub require_checks: Option<bool>,
+    /// The evaluation a change request to this label must pass (the `evals`
+    /// check); `null` removes it; unchanged when absent. On a protected label of a
+    /// gated agent it can be set where there is none, never changed or removed.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<EvalGate>)]
+    pub require_evals: Option<Option<EvalGate>>,
     /// Why, kept in the label's history (or the change request).
     pub reason: Option<String>,
+}
+
+/// `null` as `Some(None)`, so a field given as `null` differs from one left out.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<Option<EvalGate>>, D::Error> {
+    Option::<EvalGate>::deserialize(d).map(Some)
 }
 
 /// The body of a rollback.
@@ -256,6 +268,9 @@ pub async fn put(
         active.require_checks = Set(true);
         active.update(&*write).await?;
     }
+    if let (Some(wanted), Some(row)) = (&put.require_evals, &found) {
+        set_evals(&*write, row, wanted.as_ref(), guarded).await?;
+    }
     let from = found.as_ref().map(|f| f.revision_id);
     let back = from != Some(to.id) && previous(&*write, agent.id, label).await? == Some(to.id);
     if guarded && !back && from != Some(to.id) {
@@ -293,8 +308,44 @@ pub async fn put(
         active.require_checks = Set(flag);
         active.update(&*write).await?;
     }
+    if let (Some(wanted), None) = (&put.require_evals, &found)
+        && let Some(row) = label_row(&*write, agent.id, label).await?
+    {
+        set_evals(&*write, &row, wanted.as_ref(), false).await?;
+    }
     guard::commit(write, writing.generation).await?;
     Ok(Outcome::Moved(moved))
+}
+
+/// Sets (or, with `None`, removes) the label's required evaluation. A guarded
+/// label (protected, gated agent) takes one where it has none: tightening needs no
+/// sign-off; changing or removing one would let a single person widen what was
+/// signed off.
+async fn set_evals(
+    db: &impl sea_orm::ConnectionTrait,
+    row: &agent_labels::Model,
+    wanted: Option<&EvalGate>,
+    guarded: bool,
+) -> Result<()> {
+    let text = match wanted {
+        Some(gate) => {
+            gate.check()?;
+            Some(gate.to_text()?)
+        }
+        None => None,
+    };
+    if text == row.require_evals {
+        return Ok(());
+    }
+    if guarded && row.require_evals.is_some() {
+        return Err(unprotect(
+            "a protected label of a gated agent keeps its required evaluation (approvals would skip it); switch the agent to direct first",
+        ));
+    }
+    let mut active: agent_labels::ActiveModel = row.clone().into();
+    active.require_evals = Set(text);
+    active.update(db).await?;
+    Ok(())
 }
 
 fn unprotect(message: &str) -> Error {

@@ -5,7 +5,7 @@
 //! user. A difference is shown as a line diff; accepting it records the
 //! candidate's render as the new expectation.
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 use entity::render_snapshots;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, Set,
@@ -14,17 +14,14 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::error::{Error, Result, check_id, check_name};
-use crate::prompt::builder::{self, Context};
 use crate::releases::content::Content;
 use crate::releases::diff::{TextChange, lines};
 use crate::releases::read;
-use crate::releases::serve::{Versions, loaded};
+use crate::releases::serve::Rendering;
 
 /// The moment every snapshot is rendered at.
 pub fn as_of() -> DateTime<Utc> {
-    Utc.with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
-        .single()
-        .unwrap_or(DateTime::<Utc>::MIN_UTC)
+    crate::releases::serve::fixed_moment()
 }
 
 /// The largest render a snapshot holds (a prompt over it is refused).
@@ -89,29 +86,14 @@ pub async fn render(
     channel: &str,
     user: Option<&str>,
 ) -> Result<String> {
-    let versions = Versions {
-        soul: 0,
-        template: 0,
-    };
-    let (agent, channels) = loaded(content.clone(), agent_id, name, versions);
-    let channel = channels
-        .get(channel)
-        .map_err(|e| Error::not_found(e.to_string()))?;
-    let user_instructions = match user {
-        Some(user) => crate::prompt::load::user_instructions(db, tenant, agent_id, user).await?,
-        None => None,
-    };
-    let context = Context {
+    let at = Rendering {
+        tenant,
+        agent_id,
+        name,
         now: as_of(),
-        time_zone: chrono_tz::UTC,
-        memory_notes: Vec::new(),
-        user_instructions,
-        last_message_at: None,
+        max_bytes: MAX_RENDER_BYTES,
     };
-    let rendered =
-        builder::build_agent_prompt_within(&agent.agent, channel, &context, MAX_RENDER_BYTES)
-            .map_err(|e| Error::refused("render_failed", e.to_string()))?;
-    Ok(rendered.text)
+    crate::releases::serve::render(db, &at, content, channel, user).await
 }
 
 /// The tenant's snapshots of the agent.

@@ -76,6 +76,10 @@ pub struct LabelView {
     pub protected: bool,
     /// Approving a change request for it needs its release checks to pass.
     pub require_checks: bool,
+    /// The evaluation a change request to it must pass (`evals`), as set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub require_evals: Option<serde_json::Value>,
     pub updated_at: DateTime<Utc>,
 }
 
@@ -323,6 +327,10 @@ pub async fn labels(db: &impl ConnectionTrait, name: &str) -> Result<LabelList> 
                 revision: number_of(&numbers, l.revision_id)?,
                 protected: l.protected || l.name == super::moves::PRODUCTION,
                 require_checks: l.require_checks,
+                require_evals: l
+                    .require_evals
+                    .as_deref()
+                    .and_then(|t| serde_json::from_str(t).ok()),
                 name: l.name,
                 updated_at: l.updated_at,
             })

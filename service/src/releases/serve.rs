@@ -337,3 +337,61 @@ pub fn not_served(name: &str, number: i32) -> Error {
         ),
     )
 }
+
+/// The moment renders outside a request are made at (render snapshots,
+/// evaluations), so `$current_time` never makes two renders differ.
+pub fn fixed_moment() -> chrono::DateTime<chrono::Utc> {
+    use chrono::TimeZone;
+    chrono::Utc
+        .with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
+        .single()
+        .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC)
+}
+
+/// Whose render, and when: a render outside a request (snapshots, evaluations).
+pub struct Rendering<'a> {
+    /// Whose users' instructions are rendered in.
+    pub tenant: &'a str,
+    pub agent_id: i32,
+    pub name: &'a str,
+    /// `$current_time` and friends.
+    pub now: chrono::DateTime<chrono::Utc>,
+    /// A prompt over this is refused (`render_failed`).
+    pub max_bytes: usize,
+}
+
+/// `content`'s prompt for `channel` and `user` (with the tenant's instructions for
+/// the user) in UTC; 404 for a channel the revision does not hold.
+pub async fn render(
+    db: &impl ConnectionTrait,
+    at: &Rendering<'_>,
+    content: &Content,
+    channel: &str,
+    user: Option<&str>,
+) -> Result<String, Error> {
+    use crate::prompt::builder::{self, Context};
+    let versions = Versions {
+        soul: 0,
+        template: 0,
+    };
+    let (agent, channels) = loaded(content.clone(), at.agent_id, at.name, versions);
+    let channel = channels
+        .get(channel)
+        .map_err(|e| Error::not_found(e.to_string()))?;
+    let user_instructions = match user {
+        Some(user) => {
+            crate::prompt::load::user_instructions(db, at.tenant, at.agent_id, user).await?
+        }
+        None => None,
+    };
+    let context = Context {
+        now: at.now,
+        time_zone: chrono_tz::UTC,
+        memory_notes: Vec::new(),
+        user_instructions,
+        last_message_at: None,
+    };
+    let rendered = builder::build_agent_prompt_within(&agent.agent, channel, &context, at.max_bytes)
+        .map_err(|e| Error::refused("render_failed", e.to_string()))?;
+    Ok(rendered.text)
+}

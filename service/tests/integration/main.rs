@@ -15,6 +15,7 @@ mod connectors;
 mod console;
 mod contracts;
 mod disk_full;
+mod evals;
 mod hardening;
 mod http;
 mod https;

@@ -34,6 +34,7 @@ db_test! {
             ("m20261128_000023_policies", true),
             ("m20261128_000024_tool_contracts", true),
             ("m20261207_000025_guard_holds", true),
+            ("m20261207_000026_evaluations", true),
         ]);
     }
 }

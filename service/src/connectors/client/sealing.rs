@@ -4,9 +4,10 @@
 //! header or connector does not open. Values saved before sealing existed stay
 //! plain and keep working until `loadout secrets seal` seals them. `seal` and
 //! `rotate` reseal the webhook subscriptions' signing secrets in the same
-//! transaction (their associated data is `secrets::webhook_secret_context`).
+//! transaction (their associated data is `secrets::webhook_secret_context`), and
+//! the model connections' API keys (`secrets::model_key_context`).
 
-use entity::{connectors, webhook_subscriptions};
+use entity::{connectors, model_connections, webhook_subscriptions};
 use sea_orm::{ActiveModelTrait, ConnectionTrait, DatabaseConnection, EntityTrait, Set};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -170,6 +171,7 @@ async fn reseal(db: &DatabaseConnection, old: &Keyring, new: &Keyring) -> Result
         }
     }
     reseal_webhook_secrets(&txn, old, new, key_id, &mut report).await?;
+    reseal_model_keys(&txn, old, new, key_id, &mut report).await?;
     txn.commit().await?;
     Ok(report)
 }
@@ -210,6 +212,49 @@ async fn reseal_webhook_secrets(
             .map_err(Error::internal)?;
         let mut active: webhook_subscriptions::ActiveModel = row.into();
         active.secret = Set(sealed);
+        active.update(txn).await?;
+        report.sealed += 1;
+    }
+    Ok(())
+}
+
+/// The model connections' API keys, in the same transaction: every live one not
+/// sealed with `new`'s key opened with `old` and sealed with `new`; a deleted
+/// connection's key erased.
+async fn reseal_model_keys(
+    txn: &impl ConnectionTrait,
+    old: &Keyring,
+    new: &Keyring,
+    key_id: secrets::KeyId,
+    report: &mut SealReport,
+) -> Result<()> {
+    for row in model_connections::Entity::find().all(txn).await? {
+        let Some(stored) = row.api_key.clone().filter(|k| !k.is_empty()) else {
+            continue;
+        };
+        if row.deleted_at.is_some() {
+            let mut active: model_connections::ActiveModel = row.into();
+            active.api_key = Set(None);
+            active.update(txn).await?;
+            report.erased += 1;
+            continue;
+        }
+        if secrets::sealed_with(&stored) == Some(key_id) {
+            report.unchanged += 1;
+            continue;
+        }
+        let context = secrets::model_key_context(row.id);
+        let plain = old.open(&stored, &context).map_err(|e| {
+            Error::refused(
+                "secrets_unreadable",
+                format!("model connection {}: {e}", row.name),
+            )
+        })?;
+        let sealed = new
+            .seal(plain.expose(), &context)
+            .map_err(Error::internal)?;
+        let mut active: model_connections::ActiveModel = row.into();
+        active.api_key = Set(Some(sealed));
         active.update(txn).await?;
         report.sealed += 1;
     }
