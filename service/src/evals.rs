@@ -6,3 +6,5 @@
 //!   base on the same cases (pass rates, McNemar's exact test).
 //! - `chat`: the OpenAI-compatible Chat Completions client, over the one outbound
 //!   client and its address check.
+
+pub mod chat;
