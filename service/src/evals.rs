@@ -12,6 +12,7 @@
 //! - `runs`: a run's record (start, read, cancel, compare); `runner`: the job that
 //!   carries runs out, one case at a time, resuming after a restart.
 
+pub mod chat;
 pub mod connections;
 pub mod datasets;
 pub mod gate;
