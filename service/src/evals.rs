@@ -1,9 +1,11 @@
 //! Evaluations: a revision run against a real model on a dataset of cases, as a
 //! release check and in the console.
 //!
-//! - `cases`: a dataset's cases (loadout's shape, and promptfoo's test format read
-//!   into it); `assertions`: scoring a reply; `compare`: a candidate against its
-//!   base on the same cases (pass rates, McNemar's exact test).
+//! - `cases`: a dataset's cases (loadout's shape), and `promptfoo`: promptfoo's
+//!   test format read into it; `kinds`: the assertion types scored and their
+//!   values' shapes; `yaml`: YAML read with budgets; `assertions`: scoring a reply;
+//!   `compare`: a candidate against its base on the same cases (pass rates,
+//!   McNemar's exact test).
 //! - `chat`: the OpenAI-compatible Chat Completions client, over the one outbound
 //!   client and its address check.
 //! - `connections`: model connections (operators register them; keys sealed).
@@ -12,12 +14,18 @@
 //! - `runs`: a run's record (start, read, cancel, compare); `runner`: the job that
 //!   carries runs out, one case at a time, resuming after a restart.
 
+pub mod assertions;
+pub mod cases;
 pub mod chat;
+pub mod compare;
 pub mod connections;
 pub mod datasets;
 pub mod gate;
+pub mod kinds;
+pub mod promptfoo;
 pub mod runner;
 pub mod runs;
+pub mod yaml;
 
 /// How evaluation runs are bounded: `serve`'s flags.
 #[derive(Clone, Debug, clap::Args)]
