@@ -232,15 +232,6 @@ impl AppState {
             }
         }))
     }
-}
-
-/// Reads the database generation into the cache; a failure is logged and left to
-/// the next poll.
-async fn read_generation(state: &Inner) {
-    match crate::db::generation::current(&state.db).await {
-        Ok(generation) => state.generation.observe(generation),
-        Err(e) => tracing::warn!(error = %e, "cannot read the configuration generation"),
-    }
 
     /// Carries evaluation runs out (`evals::runner`): claims queued runs, and runs
     /// whose process died, into `--eval-concurrency` slots.
@@ -259,5 +250,15 @@ async fn read_generation(state: &Inner) {
             owner: crate::evals::runner::owner_id(),
             retry: crate::evals::chat::Retry::default(),
         }
+    }
+
+}
+
+/// Reads the database generation into the cache; a failure is logged and left to
+/// the next poll.
+async fn read_generation(state: &Inner) {
+    match crate::db::generation::current(&state.db).await {
+        Ok(generation) => state.generation.observe(generation),
+        Err(e) => tracing::warn!(error = %e, "cannot read the configuration generation"),
     }
 }

@@ -131,6 +131,11 @@ impl Opened {
     }
 }
 
+/// The stored mode; an unknown one reads as OpenAI's.
+fn structured(text: &str) -> Structured {
+    text.parse().unwrap_or(Structured::JsonSchema)
+}
+
 fn view(row: &model_connections::Model) -> ConnectionView {
     ConnectionView {
         name: row.name.clone(),
@@ -138,7 +143,7 @@ fn view(row: &model_connections::Model) -> ConnectionView {
         models: models(row),
         has_api_key: row.api_key.as_deref().is_some_and(|k| !k.is_empty()),
         timeout_ms: row.timeout_ms,
-        structured: Structured::or_default(&row.structured),
+        structured: structured(&row.structured),
         input_price: row.input_price,
         output_price: row.output_price,
         created_at: row.created_at,
@@ -180,7 +185,7 @@ pub fn open(keyring: &Keyring, row: model_connections::Model) -> Result<Opened> 
     };
     Ok(Opened {
         models: models(&row),
-        structured: Structured::or_default(&row.structured),
+        structured: structured(&row.structured),
         api_key,
         row,
     })
@@ -190,7 +195,7 @@ pub fn open(keyring: &Keyring, row: model_connections::Model) -> Result<Opened> 
 pub fn unopened(row: model_connections::Model) -> Opened {
     Opened {
         models: models(&row),
-        structured: Structured::or_default(&row.structured),
+        structured: structured(&row.structured),
         api_key: None,
         row,
     }
@@ -335,7 +340,7 @@ pub async fn create(
         models: Set(models),
         api_key: Set(None),
         timeout_ms: Set(timeout),
-        structured: Set(new.structured.unwrap_or_default().as_str().to_owned()),
+        structured: Set(new.structured.unwrap_or(Structured::JsonSchema).as_str().to_owned()),
         input_price: Set(input_price),
         output_price: Set(output_price),
         created_at: Set(now),

@@ -22,17 +22,19 @@ use chrono::{DateTime, TimeDelta, Utc};
 use entity::{eval_results, eval_runs};
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait,
+    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait,
     PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set,
 };
 
 use super::assertions::{self, JudgeAsk, JudgeVerdict, Reply, Scored, Tokens, ToolCall, Verdict};
 use super::cases::{self, Case};
-use super::chat::{self, Answer, Ask, ChatMessage, Endpoint, Retry};
+use super::cases::MessageRole;
+use super::chat::{self, Answer, Ask, ChatMessage, Endpoint, Retry, Role};
 use super::connections::{self, Opened};
 use super::runs::{self, RunState};
 use super::{EvalSettings, datasets};
 use crate::connectors::client::Outbound;
+use crate::registry::formats::OpenAiTool;
 use crate::error::{Error, Result};
 use crate::releases::content::Content;
 use crate::releases::serve::Rendering;
@@ -116,9 +118,13 @@ impl Runner {
         let now = self.clock.now();
         let candidates = eval_runs::Entity::find()
             .filter(
-                eval_runs::Column::State.eq(RunState::Queued.as_str()).or(eval_runs::Column::State
-                    .eq(RunState::Running.as_str())
-                    .and(eval_runs::Column::LeaseUntil.lt(now))),
+                Condition::any()
+                    .add(eval_runs::Column::State.eq(RunState::Queued.as_str()))
+                    .add(
+                        Condition::all()
+                            .add(eval_runs::Column::State.eq(RunState::Running.as_str()))
+                            .add(eval_runs::Column::LeaseUntil.lt(now)),
+                    ),
             )
             .order_by_asc(eval_runs::Column::Id)
             .limit(50)
@@ -368,8 +374,17 @@ impl Runner {
             case.user_id.as_deref(),
         )
         .await?;
-        let mut messages = vec![ChatMessage::system(system)];
-        messages.extend(case.messages.iter().map(ChatMessage::from_case));
+        let mut messages = vec![ChatMessage {
+            role: Role::System,
+            content: system,
+        }];
+        messages.extend(case.messages.iter().map(|m| ChatMessage {
+            role: match m.role {
+                MessageRole::User => Role::User,
+                MessageRole::Assistant => Role::Assistant,
+            },
+            content: m.content.clone(),
+        }));
         let settings = subject
             .content
             .model
@@ -409,8 +424,11 @@ impl Runner {
         let request = Ask {
             model,
             messages: assertions::judge_messages(ask)
-                .iter()
-                .map(ChatMessage::from_case)
+                .into_iter()
+                .map(|m| ChatMessage {
+                    role: m.role.parse().unwrap_or(Role::User),
+                    content: m.content,
+                })
                 .collect(),
             tools: vec![verdict_tool()],
             tool_choice: Some(verdict_choice()),
@@ -420,6 +438,7 @@ impl Runner {
         let endpoint = endpoint(subject.judge);
         let failed = |reason: String| Verdict {
             kind: "llm-rubric".to_owned(),
+            metric: ask.metric.clone(),
             pass: false,
             score: 0.0,
             reason,
@@ -528,6 +547,7 @@ impl Outcome {
             .iter()
             .map(|a| Verdict {
                 kind: a.kind.clone(),
+                metric: a.metric.clone(),
                 pass: false,
                 score: 0.0,
                 reason: "not scored: the model could not be asked".to_owned(),
@@ -592,61 +612,46 @@ pub async fn record_finished(
     Ok(())
 }
 
-/// An OpenAI function tool as Chat Completions takes it.
+/// `tool_choice` naming one function.
 #[derive(serde::Serialize)]
-struct FunctionTool {
+struct Choice {
     #[serde(rename = "type")]
     kind: &'static str,
-    function: Function,
+    function: Named,
 }
 
 #[derive(serde::Serialize)]
-struct Function {
+struct Named {
     name: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    description: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    parameters: Option<serde_json::Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    strict: Option<bool>,
 }
 
 /// The revision's tools in OpenAI's format, as the fetch API serves them.
-fn openai_tools(defs: &[crate::vocab::ToolDef]) -> Result<Vec<serde_json::Value>> {
+fn openai_tools(defs: &[crate::vocab::ToolDef]) -> Result<Vec<OpenAiTool>> {
     use crate::registry::formats::{Format, Tools, render};
     match render(defs, Format::Openai) {
-        Tools::Openai(tools) => tools
-            .iter()
-            .map(|t| serde_json::to_value(t).map_err(Error::internal))
-            .collect(),
+        Tools::Openai(tools) => Ok(tools),
         _ => Ok(Vec::new()),
     }
 }
 
 /// The judge's one tool: its verdict, by the schema [`assertions::verdict_schema`].
-fn verdict_tool() -> serde_json::Value {
-    serde_json::to_value(FunctionTool {
+fn verdict_tool() -> OpenAiTool {
+    OpenAiTool {
         kind: "function",
-        function: Function {
-            name: "verdict",
-            description: Some("Record whether the output meets the rubric."),
-            parameters: Some(assertions::verdict_schema()),
-            strict: Some(true),
+        function: crate::registry::formats::OpenAiFunction {
+            name: "verdict".to_owned(),
+            description: "Record whether the output meets the rubric.".to_owned(),
+            parameters: assertions::verdict_schema(),
+            strict: true,
         },
-    })
-    .unwrap_or_default()
+    }
 }
 
 /// `tool_choice` forcing the `verdict` call (OpenAI and llama.cpp alike).
 fn verdict_choice() -> serde_json::Value {
-    serde_json::to_value(FunctionTool {
+    serde_json::to_value(Choice {
         kind: "function",
-        function: Function {
-            name: "verdict",
-            description: None,
-            parameters: None,
-            strict: None,
-        },
+        function: Named { name: "verdict" },
     })
     .unwrap_or_default()
 }

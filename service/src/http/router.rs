@@ -15,7 +15,7 @@ use utoipa_axum::routes;
 use super::error::ApiError;
 use super::extract::MAX_BODY_BYTES;
 use super::{
-    agents, calls, config_as_code, connectors, fetch, groups, keys, langfuse, members, ops,
+    agents, calls, config_as_code, connectors, evals, fetch, groups, keys, langfuse, members, ops,
     outcomes, promotion, registry, releases, rollouts, trace, webhooks,
 };
 use crate::app::AppState;

@@ -121,7 +121,7 @@ async fn put_dataset(app: &TestApp, name: &str, cases: Vec<Value>) -> Value {
 /// Carries out every claimable run in this process, as the background job would.
 async fn drain(app: &TestApp) {
     let mut runner = app.state.eval_runner();
-    runner.retry = loadout::evals::chat::Retry::quick();
+    runner.retry = loadout::evals::chat::Retry { attempts: 3, max_wait: Duration::from_secs(2), first_wait: Duration::from_millis(10) };
     while let Some(run) = runner.claim().await.expect("claim") {
         runner.carry_out(run).await.expect("carry out");
     }
