@@ -179,6 +179,7 @@ impl AppState {
                 .proposals
                 .ttl(crate::vocab::Tier::RequiresApproval),
             now: self.clock.now(),
+            evals: &self.settings.evals,
         }
     }
 

@@ -64,17 +64,6 @@ impl Default for EvalSettings {
     }
 }
 
-static LIMITS: std::sync::OnceLock<EvalSettings> = std::sync::OnceLock::new();
-
-/// Sets the bounds every run started in this process gets (`serve` does, once).
-/// A release check starts runs deep inside a change request's write, where
-/// threading the flags through every caller would touch each label path; the
-/// bounds are process-wide anyway.
-pub fn set_limits(settings: &EvalSettings) {
-    let _ = LIMITS.set(settings.clone());
-}
-
-/// The bounds runs are started with: `serve`'s flags, or their defaults.
-pub fn limits() -> EvalSettings {
-    LIMITS.get().cloned().unwrap_or_default()
-}
+/// The default bounds: what a change request opened from the command line (which
+/// has no `serve` flags) starts its runs with; the serving process carries them out.
+pub static DEFAULTS: std::sync::LazyLock<EvalSettings> = std::sync::LazyLock::new(EvalSettings::default);

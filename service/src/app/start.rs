@@ -91,7 +91,6 @@ impl AppState {
         if !self.settings.webhooks.no_webhook_delivery {
             jobs.push(self.spawn_webhook_deliverer());
         }
-        crate::evals::set_limits(&self.settings.evals);
         if !self.settings.evals.no_eval_runner {
             jobs.push(self.spawn_eval_runner());
         }

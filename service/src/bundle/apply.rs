@@ -54,6 +54,8 @@ pub struct Apply<'a> {
     pub max_template_bytes: usize,
     /// How long a change request for a gated agent's `production` waits.
     pub request_ttl: TimeDelta,
+    /// The bounds of the evaluation runs its `evals` check starts.
+    pub evals: &'a crate::evals::EvalSettings,
 }
 
 /// What an apply did.
@@ -584,6 +586,7 @@ impl Applying<'_> {
                 share_bp: None,
                 guard: None,
                 rollout_id: None,
+                evals: self.input.evals,
             };
             opened.push(change_requests::open(self.txn(), self.input.who, request, now).await?);
         }

@@ -563,6 +563,7 @@ pub async fn apply(
             generation: w.generation,
             request_ttl,
             now: w.now,
+            evals: &crate::evals::DEFAULTS,
         };
         for label in prompt.labels.iter().filter(|l| l.step != LabelStep::Skip) {
             let Some(text) = prompt

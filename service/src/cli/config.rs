@@ -299,6 +299,7 @@ async fn run_apply(
         outbound: &outbound,
         max_template_bytes: args.max_template_bytes,
         request_ttl: args.proposals.ttl(Tier::RequiresApproval),
+        evals: &crate::evals::DEFAULTS,
     };
     let writer = Writer {
         db,

@@ -101,6 +101,7 @@ pub async fn promote(db: &DatabaseConnection, args: PromoteArgs) -> anyhow::Resu
         generation: &generation,
         request_ttl: args.proposals.ttl(Tier::RequiresApproval),
         now: SystemClock.now(),
+        evals: &crate::evals::DEFAULTS,
     };
     let put = LabelPut {
         revision: args.revision,
@@ -136,6 +137,7 @@ pub async fn rollback(db: &DatabaseConnection, args: RollbackArgs) -> anyhow::Re
         // A rollback never makes a change request.
         request_ttl: chrono::TimeDelta::zero(),
         now: SystemClock.now(),
+        evals: &crate::evals::DEFAULTS,
     };
     let body = Rollback {
         reason: args.reason,

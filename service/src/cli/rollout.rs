@@ -81,6 +81,7 @@ pub async fn run(db: &DatabaseConnection, args: RolloutArgs) -> anyhow::Result<S
         generation: &generation,
         request_ttl: args.proposals.ttl(Tier::RequiresApproval),
         now: SystemClock.now(),
+        evals: &crate::evals::DEFAULTS,
     };
     let (who, agent, label, reason) = (cli(), &args.agent, &args.label, args.reason);
     let patch = |percent: Option<f64>, paused: Option<bool>| RolloutPatch {

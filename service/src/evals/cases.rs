@@ -42,6 +42,7 @@ crate::closed_set! {
 
 /// One case of a dataset.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = EvalCase)]
 #[serde(deny_unknown_fields)]
 pub struct Case {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -67,6 +68,7 @@ pub struct Case {
 
 /// One turn of a case's conversation.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = EvalMessage)]
 #[serde(deny_unknown_fields)]
 pub struct Message {
     pub role: MessageRole,
@@ -75,6 +77,7 @@ pub struct Message {
 
 /// What a reply must satisfy, in promptfoo's terms.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = EvalAssertion)]
 #[serde(deny_unknown_fields)]
 pub struct Assertion {
     /// promptfoo's type (`contains`, `llm-rubric`, ...), possibly with `not-`.

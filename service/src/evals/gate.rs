@@ -14,6 +14,7 @@ use sea_orm::ConnectionTrait;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::EvalSettings;
 use super::runs::{self, NewRun, RunState};
 use crate::error::{Error, Result};
 
@@ -116,13 +117,14 @@ pub struct For<'a> {
 
 /// Runs (or reuses runs of) the gate's dataset on `base` and `candidate`
 /// (revision numbers) and judges them; `start`: queue the runs that are missing
-/// (a request opening), or only read (an approval deciding).
+/// with these bounds (a request opening), or `None`: only read (an approval
+/// deciding).
 pub async fn evaluate(
     db: &impl ConnectionTrait,
     who: For<'_>,
     gate: &EvalGate,
     (base, candidate): (i32, i32),
-    start: bool,
+    start: Option<&EvalSettings>,
     now: DateTime<Utc>,
 ) -> Result<Evaluated> {
     let mut ids = [None, None];
@@ -141,8 +143,9 @@ pub async fn evaluate(
         };
         let row = match runs::reusable(db, who.tenant, &planned).await? {
             Some(row) => Some(row),
-            None if start => {
-                let row = runs::start_in(db, who.tenant, who.member, planned, None, now).await?;
+            None if let Some(limits) = start => {
+                let row =
+                    runs::start_in(db, limits, who.tenant, who.member, planned, None, now).await?;
                 super::runner::nudge();
                 Some(row)
             }

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::assertions::{ToolCall, Verdict};
+use super::EvalSettings;
 use super::compare::{self, AssertionCount, Comparison, Paired};
 use super::{connections, datasets};
 use crate::auth::{Principal, Role};
@@ -335,6 +336,7 @@ pub async fn revision_content(
 /// Queues a run of `planned` for `who`'s tenant.
 pub async fn start(
     db: &DatabaseConnection,
+    limits: &EvalSettings,
     who: &Principal,
     planned: Planned,
     token_budget: Option<i64>,
@@ -342,7 +344,7 @@ pub async fn start(
     key: Option<&Pending>,
 ) -> Result<RunView> {
     let txn = crate::db::begin_write(db).await?;
-    let row = start_in(&txn, who.tenant(), &who.member, planned, token_budget, now).await?;
+    let row = start_in(&txn, limits, who.tenant(), &who.member, planned, token_budget, now).await?;
     record_if(&txn, key).await?;
     let answer = view(&txn, row).await?;
     txn.commit().await?;
@@ -353,13 +355,13 @@ pub async fn start(
 /// [`start`] inside the caller's transaction (a release check starts two).
 pub async fn start_in(
     txn: &impl ConnectionTrait,
+    settings: &EvalSettings,
     tenant: &str,
     member: &str,
     planned: Planned,
     token_budget: Option<i64>,
     now: DateTime<Utc>,
 ) -> Result<eval_runs::Model> {
-    let settings = super::limits();
     let most = settings.eval_token_budget as i64;
     let budget = match token_budget {
         None => most,

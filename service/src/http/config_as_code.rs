@@ -117,6 +117,7 @@ async fn apply_config(
         outbound: &state.outbound,
         max_template_bytes: state.settings.max_template_bytes,
         request_ttl: state.label_writing().request_ttl,
+        evals: &state.settings.evals,
     };
     Ok(Json(
         apply::apply(&state.writer(key(&idempotency)), input).await?,

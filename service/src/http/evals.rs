@@ -229,6 +229,7 @@ async fn start_run(
     let now = state.clock.now();
     let run = runs::start(
         &state.db,
+        &state.settings.evals,
         &who,
         planned,
         new.token_budget,

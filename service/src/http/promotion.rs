@@ -170,6 +170,6 @@ async fn recheck_change_request(
 ) -> ApiResult<Json<ChangeRequestView>> {
     let now = state.clock.now();
     Ok(Json(
-        change_requests::recheck(&state.db, &who, id, now).await?,
+        change_requests::recheck(&state.db, &who, id, &state.settings.evals, now).await?,
     ))
 }

@@ -365,6 +365,8 @@ pub struct Request<'a> {
     pub guard: Option<Guard>,
     /// The rollout a completion completes.
     pub rollout_id: Option<i32>,
+    /// The bounds of the evaluation runs its `evals` check starts.
+    pub evals: &'a crate::evals::EvalSettings,
 }
 
 /// Makes a pending request inside `db`'s write (a label's request already due
@@ -391,6 +393,7 @@ pub async fn open(
         request.agent_id,
         request.from_revision_id,
         request.to_revision_id,
+        request.evals,
         now,
     )
     .await?;
@@ -694,7 +697,7 @@ async fn with_fresh_evals(
             agent: &agent,
         };
         let revisions = (found.base, found.candidate);
-        let fresh = checks::evals(db, who, gate, revisions, false, now).await?;
+        let fresh = checks::evals(db, who, gate, revisions, None, now).await?;
         match stale {
             Some(i) => found.checks[i] = fresh,
             None => found.checks.push(fresh),
@@ -774,6 +777,7 @@ async fn compute_checks(
     agent_id: i32,
     from_revision_id: i32,
     to_revision_id: i32,
+    limits: &crate::evals::EvalSettings,
     now: DateTime<Utc>,
 ) -> Result<ReleaseChecks> {
     let agent = agent_configurations::Entity::find_by_id(agent_id)
@@ -803,6 +807,7 @@ async fn compute_checks(
         candidate: (to.number, &new),
         policy_tests: agent.policy_tests.as_deref(),
         evals: required_evals(db, agent_id, label).await?,
+        limits,
     };
     checks::compute(db, subject, now).await
 }
@@ -814,6 +819,7 @@ pub async fn recheck(
     db: &DatabaseConnection,
     who: &Principal,
     id: i32,
+    limits: &crate::evals::EvalSettings,
     now: DateTime<Utc>,
 ) -> Result<ChangeRequestView> {
     // Whoever may read the request may refresh its checks: they decide nothing.
@@ -836,6 +842,7 @@ pub async fn recheck(
         row.agent_id,
         row.from_revision_id,
         row.to_revision_id,
+        limits,
         now,
     )
     .await?;

@@ -27,6 +27,7 @@ use utoipa::ToSchema;
 use super::replay::{self, Replayer, Revisions};
 use super::snapshots;
 use crate::error::{Error, Result};
+use crate::evals::EvalSettings;
 use crate::evals::gate::{self as evals_gate, EvalGate};
 use crate::policies::cases;
 use crate::policies::{Policy, ToolShape};
@@ -127,6 +128,8 @@ pub struct Subject<'a> {
     pub policy_tests: Option<&'a str>,
     /// The label's required evaluation, if it has one (or why it cannot be read).
     pub evals: Option<std::result::Result<EvalGate, String>>,
+    /// The bounds of the evaluation runs the check starts.
+    pub limits: &'a EvalSettings,
 }
 
 /// Runs every check.
@@ -198,7 +201,7 @@ pub async fn compute(
             member: subject.member,
             agent: subject.agent,
         };
-        checks.push(evals(db, who, gate, (base, candidate), true, now).await?);
+        checks.push(evals(db, who, gate, (base, candidate), Some(subject.limits), now).await?);
     }
     Ok(ReleaseChecks {
         passed: checks
@@ -218,7 +221,7 @@ pub async fn evals(
     who: evals_gate::For<'_>,
     gate: &std::result::Result<EvalGate, String>,
     revisions: (i32, i32),
-    start: bool,
+    start: Option<&EvalSettings>,
     now: DateTime<Utc>,
 ) -> Result<CheckResult> {
     let found = match gate {

@@ -95,6 +95,8 @@ pub struct Writing<'a> {
     pub generation: &'a Generation,
     pub request_ttl: TimeDelta,
     pub now: DateTime<Utc>,
+    /// The bounds of the evaluation runs a change request's `evals` check starts.
+    pub evals: &'a crate::evals::EvalSettings,
 }
 
 fn check_label(label: &str, reason: Option<&String>) -> Result<()> {
@@ -285,6 +287,7 @@ pub async fn put(
             share_bp: None,
             guard: None,
             rollout_id: None,
+            evals: writing.evals,
         };
         let opened = change_requests::open(&*write, who, request, writing.now).await?;
         guard::commit(write, writing.generation).await?;

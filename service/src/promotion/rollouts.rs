@@ -168,6 +168,7 @@ pub async fn start(
             share_bp: Some(share_bp),
             guard: body.guard,
             rollout_id: None,
+            evals: writing.evals,
         };
         let opened = change_requests::open(&*write, who, request, writing.now).await?;
         guard::commit(write, writing.generation).await?;
@@ -267,6 +268,7 @@ pub async fn patch(
                 share_bp: Some(bp),
                 guard: None,
                 rollout_id: Some(current.id),
+                evals: writing.evals,
             };
             let opened = change_requests::open(&*write, who, request, writing.now).await?;
             guard::commit(write, writing.generation).await?;
@@ -345,6 +347,7 @@ pub async fn complete(
             share_bp: None,
             guard: None,
             rollout_id: Some(current.id),
+            evals: writing.evals,
         };
         let opened = change_requests::open(&*write, who, request, writing.now).await?;
         guard::commit(write, writing.generation).await?;

@@ -276,7 +276,6 @@ db_test! {
         let app = TestApp::builder(db.seeded().await)
             .flag("--connector-allow=127.0.0.1").flag("--eval-max-queued=2").flag("--eval-token-budget=250")
             .build().await;
-        loadout::evals::set_limits(&app.state.settings.evals);
         let (_, address) = scripted().await;
         connect(&app, address, 10_000).await;
         put_dataset(&app, "bounds", france_cases(5)).await;

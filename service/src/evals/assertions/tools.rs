@@ -10,6 +10,7 @@ use crate::evals::kinds;
 
 /// A tool call as the model made it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = EvalToolCall)]
 pub struct ToolCall {
     pub name: String,
     /// The arguments' JSON text as the model sent it (it may not parse).

@@ -6,6 +6,7 @@ use utoipa::ToSchema;
 
 /// How one assertion came out.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = EvalVerdict)]
 pub struct Verdict {
     /// The assertion's type as written (`not-contains`).
     #[serde(rename = "type")]

@@ -70,14 +70,8 @@ pub struct Ask {
     pub response_schema: Option<Value>,
 }
 
-/// A tool call the model made.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct ToolCall {
-    pub name: String,
-    /// The arguments as the model wrote them: JSON text, not checked here, since a
-    /// model writing bad JSON is what an evaluation wants to see.
-    pub arguments: String,
-}
+/// A tool call the model made (the one shape the scoring reads).
+pub use crate::evals::assertions::ToolCall;
 
 /// The tokens an answer cost; 0 when the server does not say.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
