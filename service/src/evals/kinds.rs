@@ -72,11 +72,24 @@ fn unsupported(base: &str) -> String {
         "javascript" | "python" | "ruby" | "webhook" => {
             "loadout runs no code from a dataset; use a deterministic assertion (contains, regex, is-json, tool-call, ...) or llm-rubric"
         }
-        "similar" | "factuality" | "model-graded-closedqa" | "model-graded-factuality"
-        | "answer-relevance" | "context-faithfulness" | "context-recall"
-        | "context-relevance" | "conversation-relevance" | "g-eval" | "select-best"
-        | "max-score" | "classifier" | "moderation" | "pi" | "agent-rubric"
-        | "search-rubric" | "trajectory:goal-success" => {
+        "similar"
+        | "factuality"
+        | "model-graded-closedqa"
+        | "model-graded-factuality"
+        | "answer-relevance"
+        | "context-faithfulness"
+        | "context-recall"
+        | "context-relevance"
+        | "conversation-relevance"
+        | "g-eval"
+        | "select-best"
+        | "max-score"
+        | "classifier"
+        | "moderation"
+        | "pi"
+        | "agent-rubric"
+        | "search-rubric"
+        | "trajectory:goal-success" => {
             "the one model-graded assertion loadout runs is llm-rubric; write the criterion as a rubric"
         }
         "assert-set" => "nested assertion sets are not supported; list the assertions on the case",
@@ -119,7 +132,9 @@ pub fn check(assertion: &Assertion) -> Result<Parsed, String> {
         },
         Kind::FinishReason => match value {
             Some(Value::String(_)) => Ok(()),
-            _ => Err(format!("{name} needs a string (stop, length, tool_calls, ...)")),
+            _ => Err(format!(
+                "{name} needs a string (stop, length, tool_calls, ...)"
+            )),
         },
         Kind::Regex => match value {
             Some(Value::String(s)) if !s.is_empty() => regex(s).map(|_| ()),
@@ -129,7 +144,9 @@ pub fn check(assertion: &Assertion) -> Result<Parsed, String> {
             .and_then(|s| s.map_or(Ok(()), |s| compile(&s).map(|_| ())))
             .map_err(|e| format!("{name}: {e}")),
         Kind::IsValidOpenaiToolsCall => Ok(()),
-        Kind::ToolCall => tool_call(value).map(|_| ()).map_err(|e| format!("{name}: {e}")),
+        Kind::ToolCall => tool_call(value)
+            .map(|_| ())
+            .map_err(|e| format!("{name}: {e}")),
         Kind::Latency | Kind::Cost => match assertion.threshold {
             Some(t) if t >= 0.0 => Ok(()),
             _ => Err(format!(
@@ -150,7 +167,9 @@ fn check_numbers(assertion: &Assertion) -> Result<(), String> {
         return Err("threshold must be a finite number".to_owned());
     }
     match assertion.weight {
-        Some(w) if !w.is_finite() || w < 0.0 => Err("weight must be a number of at least 0".to_owned()),
+        Some(w) if !w.is_finite() || w < 0.0 => {
+            Err("weight must be a number of at least 0".to_owned())
+        }
         _ => Ok(()),
     }
 }
@@ -258,7 +277,8 @@ pub fn schema(value: Option<&Value>) -> Result<Option<Value>, String> {
 
 /// A schema compiled as tool arguments are checked (`execute::arguments`).
 pub fn compile(schema: &Value) -> Result<jsonschema::Validator, String> {
-    crate::execute::arguments::compile(schema).map_err(|e| format!("the schema does not compile: {e}"))
+    crate::execute::arguments::compile(schema)
+        .map_err(|e| format!("the schema does not compile: {e}"))
 }
 
 /// A `tool-call` value: the tool's name and, optionally, arguments the call's
