@@ -66,7 +66,7 @@ pub fn output(reply: &Reply<'_>) -> String {
 /// Never panics: an assertion `cases::check` would refuse fails with the reason.
 pub fn score(assertion: &Assertion, reply: &Reply<'_>, tools: &[(String, Value)]) -> Scored {
     let metric = assertion.metric.as_deref();
-    let parsed = match kinds::check(assertion) {
+    let parsed = match kinds::check(assertion.shape()) {
         Ok(parsed) => parsed,
         Err(reason) => return Scored::Done(Verdict::of(&assertion.kind, metric, false, || reason)),
     };

@@ -94,6 +94,18 @@ pub struct Assertion {
     pub weight: Option<f64>,
 }
 
+impl Assertion {
+    /// What `kinds::check` reads.
+    pub fn shape(&self) -> kinds::Shape<'_> {
+        kinds::Shape {
+            kind: &self.kind,
+            value: self.value.as_ref(),
+            threshold: self.threshold,
+            weight: self.weight,
+        }
+    }
+}
+
 /// 422 `invalid_dataset` naming the first problem (`cases[3].assert[1]: ...`).
 /// Assertions are checked as they will be scored: with the case's vars substituted.
 pub fn check(cases: &[Case]) -> Result<()> {
@@ -153,7 +165,7 @@ fn check_case(case: &Case) -> std::result::Result<(), String> {
                 ".assert[{j}]: the value is {size} bytes; the limit is {MAX_TEXT_BYTES}"
             ));
         }
-        kinds::check(assertion).map_err(|e| format!(".assert[{j}]: {e}"))?;
+        kinds::check(assertion.shape()).map_err(|e| format!(".assert[{j}]: {e}"))?;
     }
     Ok(())
 }

@@ -9,8 +9,6 @@
 
 use serde_json::Value;
 
-use super::cases::Assertion;
-
 /// The most bytes a compiled regex may take (the `regex` crate's size limit): a
 /// pattern is a dataset's input, and its program is built on every score.
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
@@ -104,18 +102,27 @@ fn unsupported(base: &str) -> String {
     )
 }
 
+/// What [`check`] reads of an assertion (`cases::Assertion::shape`).
+#[derive(Clone, Copy, Debug)]
+pub struct Shape<'a> {
+    pub kind: &'a str,
+    pub value: Option<&'a Value>,
+    pub threshold: Option<f64>,
+    pub weight: Option<f64>,
+}
+
 /// Whether `assertion` is one loadout scores, with a value of the right shape;
 /// the error is a sentence without the assertion's place (the caller adds it).
-pub fn check(assertion: &Assertion) -> Result<Parsed, String> {
-    let parsed = parse(&assertion.kind)?;
-    if let Some(Value::String(text)) = &assertion.value
+pub fn check(assertion: Shape<'_>) -> Result<Parsed, String> {
+    let parsed = parse(assertion.kind)?;
+    if let Some(Value::String(text)) = assertion.value
         && text.starts_with("file://")
     {
         return Err("loadout reads no files: put the value inline".to_owned());
     }
     check_numbers(assertion)?;
     let name = parsed.kind.as_str();
-    let value = assertion.value.as_ref();
+    let value = assertion.value;
     match parsed.kind {
         Kind::Equals => value.map(|_| ()).ok_or(format!("{name} needs a value")),
         Kind::Contains | Kind::Icontains => match value {
@@ -162,7 +169,7 @@ pub fn check(assertion: &Assertion) -> Result<Parsed, String> {
 }
 
 /// Threshold and weight are finite; a weight is at least 0.
-fn check_numbers(assertion: &Assertion) -> Result<(), String> {
+fn check_numbers(assertion: Shape<'_>) -> Result<(), String> {
     if assertion.threshold.is_some_and(|t| !t.is_finite()) {
         return Err("threshold must be a finite number".to_owned());
     }

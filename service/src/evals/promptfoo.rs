@@ -492,7 +492,7 @@ fn assertion(
     }
     let mut rendered = assertion.clone();
     rendered.value = rendered.value.map(|v| cases::render_value(v, vars));
-    kinds::check(&rendered)?;
+    kinds::check(rendered.shape())?;
     Ok(assertion)
 }
 
