@@ -315,6 +315,7 @@ pub fn js_string(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
         Value::Number(n) => match n.as_f64() {
+            Some(f) if f == 0.0 => "0".to_owned(),
             Some(f) if f.fract() == 0.0 && f.abs() < 1e21 && n.is_f64() => format!("{f:.0}"),
             _ => n.to_string(),
         },
@@ -327,4 +328,52 @@ pub fn js_string(value: &Value) -> String {
 /// A message on one line, for an error that names a place.
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn comma_separated_text_splits_as_promptfoo_splits_it() {
+        let split = |t: &str| list(Some(&json!(t)));
+        assert_eq!(split(" a, b ,,c ").unwrap(), ["a", "b", "c"]);
+        assert_eq!(
+            split(r#""x, y", "say \"hi\"", "a""b""#).unwrap(),
+            ["x, y", "say \"hi\"", "a\"b"]
+        );
+        assert!(split("\"open").is_err());
+        assert!(split("\"a\" b").is_err());
+    }
+
+    #[test]
+    fn numbers_read_as_javascript_writes_them() {
+        assert_eq!(js_string(&json!(42.0)), "42");
+        assert_eq!(js_string(&json!(-0.0)), "0");
+        assert_eq!(js_string(&json!(1.5)), "1.5");
+        assert_eq!(js_string(&json!(7)), "7");
+    }
+
+    #[test]
+    fn a_not_prefix_inverts_and_unknown_types_say_what_is_supported() {
+        assert_eq!(
+            parse("not-regex"),
+            Ok(Parsed {
+                kind: Kind::Regex,
+                negate: true
+            })
+        );
+        assert!(
+            parse("levenshtein")
+                .unwrap_err()
+                .contains("supported: equals")
+        );
+        assert!(
+            parse("not-is-valid-openai-tools-call")
+                .unwrap_err()
+                .contains("ignores `not-`")
+        );
+    }
 }
