@@ -315,7 +315,7 @@ pub fn js_string(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
         Value::Number(n) => match n.as_f64() {
-            Some(f) if f == 0.0 => "0".to_owned(),
+            Some(0.0) => "0".to_owned(),
             Some(f) if f.fract() == 0.0 && f.abs() < 1e21 && n.is_f64() => format!("{f:.0}"),
             _ => n.to_string(),
         },
