@@ -17,8 +17,8 @@ use serde_json::Value;
 use super::cases::Assertion;
 use super::kinds::{self, Kind, js_string};
 
-pub mod judge;
 pub mod json;
+pub mod judge;
 pub mod tools;
 pub mod verdict;
 
@@ -66,7 +66,7 @@ pub fn output(reply: &Reply<'_>) -> String {
 /// Never panics: an assertion `cases::check` would refuse fails with the reason.
 pub fn score(assertion: &Assertion, reply: &Reply<'_>, tools: &[(String, Value)]) -> Scored {
     let metric = assertion.metric.as_deref();
-    let parsed = match kinds::check(assertion) {
+    let parsed = match kinds::check(assertion.shape()) {
         Ok(parsed) => parsed,
         Err(reason) => return Scored::Done(Verdict::of(&assertion.kind, metric, false, || reason)),
     };
@@ -87,7 +87,9 @@ pub fn score(assertion: &Assertion, reply: &Reply<'_>, tools: &[(String, Value)]
         _ => {
             let (held, why) = check(parsed.kind, assertion, reply, tools);
             let pass = held != parsed.negate;
-            Verdict::of(&assertion.kind, metric, pass, || failure(parsed.negate, &why))
+            Verdict::of(&assertion.kind, metric, pass, || {
+                failure(parsed.negate, &why)
+            })
         }
     };
     if weightless {
@@ -106,7 +108,10 @@ pub fn case_passes(verdicts: &[Verdict]) -> bool {
 /// wording, or the reason itself when it is already a sentence.
 fn failure(negate: bool, why: &Why) -> String {
     match why {
-        Why::Expected(what) => format!("Expected output to {}{what}", if negate { "not " } else { "" }),
+        Why::Expected(what) => format!(
+            "Expected output to {}{what}",
+            if negate { "not " } else { "" }
+        ),
         Why::Said(reason, inverse) => match negate {
             true => inverse.clone(),
             false => reason.clone(),
@@ -123,13 +128,21 @@ enum Why {
 }
 
 /// Whether the assertion holds before `not-`, and what its failure says.
-fn check(kind: Kind, assertion: &Assertion, reply: &Reply<'_>, tools: &[(String, Value)]) -> (bool, Why) {
+fn check(
+    kind: Kind,
+    assertion: &Assertion,
+    reply: &Reply<'_>,
+    tools: &[(String, Value)],
+) -> (bool, Why) {
     let out = output(reply);
     let value = assertion.value.as_ref();
     let text = value.map(js_string).unwrap_or_default();
     match kind {
         Kind::Equals => equals(value, &out),
-        Kind::Contains => (out.contains(&text), Why::Expected(format!("contain \"{text}\""))),
+        Kind::Contains => (
+            out.contains(&text),
+            Why::Expected(format!("contain \"{text}\"")),
+        ),
         Kind::Icontains => (
             out.to_lowercase().contains(&text.to_lowercase()),
             Why::Expected(format!("contain \"{text}\"")),
@@ -137,9 +150,15 @@ fn check(kind: Kind, assertion: &Assertion, reply: &Reply<'_>, tools: &[(String,
         Kind::ContainsAll | Kind::IcontainsAll | Kind::ContainsAny | Kind::IcontainsAny => {
             some_or_all(kind, value, &out)
         }
-        Kind::StartsWith => (out.starts_with(&text), Why::Expected(format!("start with \"{text}\""))),
+        Kind::StartsWith => (
+            out.starts_with(&text),
+            Why::Expected(format!("start with \"{text}\"")),
+        ),
         Kind::Regex => match kinds::regex(&text) {
-            Ok(re) => (re.is_match(&out), Why::Expected(format!("match regex \"{text}\""))),
+            Ok(re) => (
+                re.is_match(&out),
+                Why::Expected(format!("match regex \"{text}\"")),
+            ),
             Err(e) => (false, Why::Said(e.clone(), e)),
         },
         Kind::IsJson => is_json(value, &out),
@@ -178,7 +197,11 @@ fn equals(value: Option<&Value>, out: &str) -> (bool, Why) {
 fn some_or_all(kind: Kind, value: Option<&Value>, out: &str) -> (bool, Why) {
     let items = kinds::list(value).unwrap_or_default();
     let fold = matches!(kind, Kind::IcontainsAll | Kind::IcontainsAny);
-    let haystack = if fold { out.to_lowercase() } else { out.to_owned() };
+    let haystack = if fold {
+        out.to_lowercase()
+    } else {
+        out.to_owned()
+    };
     let has = |item: &String| match fold {
         true => haystack.contains(&item.to_lowercase()),
         false => haystack.contains(item.as_str()),
@@ -189,7 +212,11 @@ fn some_or_all(kind: Kind, value: Option<&Value>, out: &str) -> (bool, Why) {
             Why::Expected(format!("contain one of \"{}\"", items.join(", "))),
         ),
         _ => {
-            let missing: Vec<&str> = items.iter().filter(|i| !has(i)).map(String::as_str).collect();
+            let missing: Vec<&str> = items
+                .iter()
+                .filter(|i| !has(i))
+                .map(String::as_str)
+                .collect();
             (
                 missing.is_empty(),
                 Why::Expected(format!(
@@ -210,7 +237,13 @@ fn is_json(value: Option<&Value>, out: &str) -> (bool, Why) {
     match kinds::schema(value).and_then(|s| s.map(|s| kinds::compile(&s)).transpose()) {
         Ok(None) => (true, Why::Expected("be valid JSON".to_owned())),
         Ok(Some(validator)) => match schema_errors(&validator, &parsed) {
-            None => (true, Why::Said(String::new(), "Output is JSON that conforms to the provided schema".to_owned())),
+            None => (
+                true,
+                Why::Said(
+                    String::new(),
+                    "Output is JSON that conforms to the provided schema".to_owned(),
+                ),
+            ),
             Some(errors) => (false, Why::Said(errors.clone(), errors)),
         },
         Err(e) => (false, Why::Said(e.clone(), e)),
@@ -222,12 +255,16 @@ fn is_json(value: Option<&Value>, out: &str) -> (bool, Why) {
 /// decides: the first valid one, or else the last.
 fn contains_json(value: Option<&Value>, out: &str) -> (bool, Why) {
     let objects = json::objects(out);
-    let validator = match kinds::schema(value).and_then(|s| s.map(|s| kinds::compile(&s)).transpose()) {
-        Ok(validator) => validator,
-        Err(e) => return (false, Why::Said(e.clone(), e)),
-    };
+    let validator =
+        match kinds::schema(value).and_then(|s| s.map(|s| kinds::compile(&s)).transpose()) {
+            Ok(validator) => validator,
+            Err(e) => return (false, Why::Said(e.clone(), e)),
+        };
     let Some(validator) = validator else {
-        return (!objects.is_empty(), Why::Expected("contain valid JSON".to_owned()));
+        return (
+            !objects.is_empty(),
+            Why::Expected("contain valid JSON".to_owned()),
+        );
     };
     let mut last = None;
     for object in &objects {
@@ -253,14 +290,23 @@ fn schema_errors(validator: &jsonschema::Validator, value: &Value) -> Option<Str
         .map(|e| format!("{} at {:?}", e.masked(), e.instance_path().as_str()))
         .collect();
     (!errors.is_empty()).then(|| {
-        format!("JSON does not conform to the provided schema. Errors: {}", errors.join("; "))
+        format!(
+            "JSON does not conform to the provided schema. Errors: {}",
+            errors.join("; ")
+        )
     })
 }
 
 /// `tool-call`: some call has the name (and holds the arguments).
 fn tool_call(value: Option<&Value>, reply: &Reply<'_>) -> (bool, Why) {
     let Ok((name, arguments)) = kinds::tool_call(value) else {
-        return (false, Why::Said("invalid tool-call value".to_owned(), "invalid tool-call value".to_owned()));
+        return (
+            false,
+            Why::Said(
+                "invalid tool-call value".to_owned(),
+                "invalid tool-call value".to_owned(),
+            ),
+        );
     };
     let held = tools::made(reply.tool_calls, &name, arguments.as_ref());
     let what = match &arguments {
@@ -304,7 +350,10 @@ fn finish_reason(expected: &str, actual: Option<&str>) -> (bool, Why) {
 fn threshold(kind: Kind, threshold: Option<f64>, reply: &Reply<'_>) -> (bool, Why) {
     let limit = threshold.unwrap_or(0.0);
     let (measured, shown) = match kind {
-        Kind::Latency => (reply.latency_ms as f64, format!("Latency {}ms", reply.latency_ms)),
+        Kind::Latency => (
+            reply.latency_ms as f64,
+            format!("Latency {}ms", reply.latency_ms),
+        ),
         _ => {
             let cost = reply.cost.unwrap_or(f64::INFINITY);
             (cost, format!("Cost {cost}"))

@@ -97,6 +97,18 @@ pub struct Assertion {
     pub weight: Option<f64>,
 }
 
+impl Assertion {
+    /// What `kinds::check` reads.
+    pub fn shape(&self) -> kinds::Shape<'_> {
+        kinds::Shape {
+            kind: &self.kind,
+            value: self.value.as_ref(),
+            threshold: self.threshold,
+            weight: self.weight,
+        }
+    }
+}
+
 /// 422 `invalid_dataset` naming the first problem (`cases[3].assert[1]: ...`).
 /// Assertions are checked as they will be scored: with the case's vars substituted.
 pub fn check(cases: &[Case]) -> Result<()> {
@@ -106,7 +118,9 @@ pub fn check(cases: &[Case]) -> Result<()> {
             cases.len()
         )));
     }
-    let size = serde_json::to_vec(cases).map_err(Error::internal_from)?.len();
+    let size = serde_json::to_vec(cases)
+        .map_err(Error::internal_from)?
+        .len();
     if size > MAX_DATASET_BYTES {
         return Err(refused(format!(
             "the dataset is {size} bytes as JSON; the limit is {MAX_DATASET_BYTES}"
@@ -154,7 +168,7 @@ fn check_case(case: &Case) -> std::result::Result<(), String> {
                 ".assert[{j}]: the value is {size} bytes; the limit is {MAX_TEXT_BYTES}"
             ));
         }
-        kinds::check(assertion).map_err(|e| format!(".assert[{j}]: {e}"))?;
+        kinds::check(assertion.shape()).map_err(|e| format!(".assert[{j}]: {e}"))?;
     }
     Ok(())
 }
@@ -167,7 +181,10 @@ fn check_messages(messages: &[Message]) -> std::result::Result<(), String> {
             messages.len()
         ));
     }
-    if let Some(k) = messages.iter().position(|m| m.content.len() > MAX_TEXT_BYTES) {
+    if let Some(k) = messages
+        .iter()
+        .position(|m| m.content.len() > MAX_TEXT_BYTES)
+    {
         return Err(format!(
             ".messages[{k}]: the content is over {MAX_TEXT_BYTES} bytes"
         ));
@@ -191,7 +208,10 @@ fn check_tool_choice(choice: &Value) -> std::result::Result<(), String> {
                     .get("function")
                     .and_then(Value::as_object)
                     .is_some_and(|f| {
-                        f.len() == 1 && f.get("name").and_then(Value::as_str).is_some_and(|n| !n.is_empty())
+                        f.len() == 1
+                            && f.get("name")
+                                .and_then(Value::as_str)
+                                .is_some_and(|n| !n.is_empty())
                     }) =>
         {
             Ok(())
@@ -317,7 +337,10 @@ mod tests {
     #[test]
     fn text_that_is_not_a_placeholder_is_left_as_it_is() {
         let vars = BTreeMap::from([("x".to_owned(), "1".to_owned())]);
-        assert_eq!(render("{{ a.b }} {{x}} {{ x | upper }} {{", &vars), "{{ a.b }} 1 {{ x | upper }} {{");
+        assert_eq!(
+            render("{{ a.b }} {{x}} {{ x | upper }} {{", &vars),
+            "{{ a.b }} 1 {{ x | upper }} {{"
+        );
     }
 
     #[test]
@@ -344,7 +367,8 @@ mod tests {
     #[test]
     fn a_code_assertion_is_refused_with_the_reason() {
         let mut value = simple();
-        value["assert"] = json!([{"type": "contains", "value": "x"}, {"type": "javascript", "value": "1"}]);
+        value["assert"] =
+            json!([{"type": "contains", "value": "x"}, {"type": "javascript", "value": "1"}]);
         let message = message_of(check(&[case(simple()), case(value)]));
         assert!(message.starts_with("cases[1].assert[1]: \"javascript\" assertions are not supported: loadout runs no code"), "{message}");
     }
@@ -354,7 +378,10 @@ mod tests {
         let mut value = simple();
         value["assert"] = json!([{"type": "regex", "value": "(unclosed"}]);
         let message = message_of(check(&[case(value)]));
-        assert!(message.starts_with("cases[0].assert[0]: the pattern does not compile"), "{message}");
+        assert!(
+            message.starts_with("cases[0].assert[0]: the pattern does not compile"),
+            "{message}"
+        );
     }
 
     #[test]
@@ -368,7 +395,8 @@ mod tests {
     #[test]
     fn a_conversation_must_end_with_the_user() {
         let mut value = simple();
-        value["messages"] = json!([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]);
+        value["messages"] =
+            json!([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]);
         assert_eq!(
             message_of(check(&[case(value)])),
             "cases[0].messages: the conversation must end with a user turn"
@@ -397,7 +425,10 @@ mod tests {
         for (choice, ok) in [
             (json!("auto"), true),
             (json!("required"), true),
-            (json!({"type": "function", "function": {"name": "lookup"}}), true),
+            (
+                json!({"type": "function", "function": {"name": "lookup"}}),
+                true,
+            ),
             (json!("any"), false),
             (json!({"type": "function", "function": {}}), false),
         ] {
@@ -412,12 +443,20 @@ mod tests {
         let many = vec![case(simple()); MAX_CASES + 1];
         assert!(message_of(check(&many)).contains("at most 1000 cases"));
         let mut value = simple();
-        value["assert"] = json!(vec![json!({"type": "contains", "value": "x"}); MAX_ASSERTIONS + 1]);
+        value["assert"] = json!(vec![
+            json!({"type": "contains", "value": "x"});
+            MAX_ASSERTIONS + 1
+        ]);
         assert!(message_of(check(&[case(value)])).contains("at most 32 assertions"));
         let mut value = simple();
         value["messages"][0]["content"] = json!("x".repeat(MAX_TEXT_BYTES + 1));
         assert!(message_of(check(&[case(value)])).contains("messages[0]"));
-        let big = vec![case(json!({"channel": "web", "messages": [{"role": "user", "content": "x".repeat(60_000)}]})); 80];
+        let big = vec![
+            case(
+                json!({"channel": "web", "messages": [{"role": "user", "content": "x".repeat(60_000)}]})
+            );
+            80
+        ];
         assert!(message_of(check(&big)).contains("bytes as JSON"));
     }
 

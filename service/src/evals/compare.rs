@@ -117,7 +117,9 @@ pub fn by_assertion(base: &[Vec<Verdict>], candidate: &[Vec<Verdict>]) -> Vec<As
     let mut counts: BTreeMap<(String, Option<String>), (u32, u32, u32)> = BTreeMap::new();
     for (b, c) in base.iter().zip(candidate) {
         for (b, c) in b.iter().zip(c) {
-            let entry = counts.entry((c.kind.clone(), c.metric.clone())).or_default();
+            let entry = counts
+                .entry((c.kind.clone(), c.metric.clone()))
+                .or_default();
             entry.0 += u32::from(b.pass);
             entry.1 += u32::from(c.pass);
             entry.2 += 1;
@@ -125,13 +127,15 @@ pub fn by_assertion(base: &[Vec<Verdict>], candidate: &[Vec<Verdict>]) -> Vec<As
     }
     counts
         .into_iter()
-        .map(|((kind, metric), (base_passed, candidate_passed, total))| AssertionCount {
-            kind,
-            metric,
-            base_passed,
-            candidate_passed,
-            total,
-        })
+        .map(
+            |((kind, metric), (base_passed, candidate_passed, total))| AssertionCount {
+                kind,
+                metric,
+                base_passed,
+                candidate_passed,
+                total,
+            },
+        )
         .collect()
 }
 
@@ -139,17 +143,31 @@ pub fn by_assertion(base: &[Vec<Verdict>], candidate: &[Vec<Verdict>]) -> Vec<As
 mod tests {
     use super::*;
 
-    fn pairs(same_pass: usize, same_fail: usize, turned_fail: usize, turned_pass: usize) -> Vec<Paired> {
-        let p = |base_pass, candidate_pass| Paired { base_pass, candidate_pass };
-        [(same_pass, p(true, true)), (same_fail, p(false, false)), (turned_fail, p(true, false)), (turned_pass, p(false, true))]
-            .into_iter()
-            .flat_map(|(n, pair)| std::iter::repeat_n(pair, n))
-            .collect()
+    fn pairs(
+        same_pass: usize,
+        same_fail: usize,
+        turned_fail: usize,
+        turned_pass: usize,
+    ) -> Vec<Paired> {
+        let p = |base_pass, candidate_pass| Paired {
+            base_pass,
+            candidate_pass,
+        };
+        [
+            (same_pass, p(true, true)),
+            (same_fail, p(false, false)),
+            (turned_fail, p(true, false)),
+            (turned_pass, p(false, true)),
+        ]
+        .into_iter()
+        .flat_map(|(n, pair)| std::iter::repeat_n(pair, n))
+        .collect()
     }
 
     /// `P(X >= k)` summed directly with exact binomial coefficients (small n).
     fn direct(n: u32, k: u32) -> f64 {
-        let choose = |n: u32, r: u32| (0..r).fold(1f64, |acc, i| acc * f64::from(n - i) / f64::from(i + 1));
+        let choose =
+            |n: u32, r: u32| (0..r).fold(1f64, |acc, i| acc * f64::from(n - i) / f64::from(i + 1));
         (k..=n).map(|i| choose(n, i)).sum::<f64>() / 2f64.powi(n as i32)
     }
 
@@ -158,7 +176,16 @@ mod tests {
         let c = compare(&pairs(30, 5, 8, 1), 0.05);
         assert!((c.p_worse - 10.0 / 512.0).abs() < 1e-12, "{}", c.p_worse);
         assert!(c.worse);
-        assert_eq!((c.cases, c.base_passed, c.candidate_passed, c.turned_fail, c.turned_pass), (44, 38, 31, 8, 1));
+        assert_eq!(
+            (
+                c.cases,
+                c.base_passed,
+                c.candidate_passed,
+                c.turned_fail,
+                c.turned_pass
+            ),
+            (44, 38, 31, 8, 1)
+        );
         assert!((c.base_pass_rate - 38.0 / 44.0).abs() < 1e-12);
     }
 
@@ -172,7 +199,10 @@ mod tests {
     fn no_discordant_pair_gives_p_one() {
         assert_eq!(compare(&pairs(10, 3, 0, 0), 0.05).p_worse, 1.0);
         let empty = compare(&[], 0.05);
-        assert_eq!((empty.p_worse, empty.base_pass_rate, empty.worse), (1.0, 0.0, false));
+        assert_eq!(
+            (empty.p_worse, empty.base_pass_rate, empty.worse),
+            (1.0, 0.0, false)
+        );
     }
 
     #[test]
@@ -180,7 +210,10 @@ mod tests {
         for n in 0..=60 {
             for k in 0..=n + 1 {
                 let (fast, slow) = (upper_tail(n, k), direct(n, k).min(1.0));
-                assert!((fast - slow).abs() <= 1e-9 * slow.max(1e-300) + 1e-15, "n={n} k={k}: {fast} vs {slow}");
+                assert!(
+                    (fast - slow).abs() <= 1e-9 * slow.max(1e-300) + 1e-15,
+                    "n={n} k={k}: {fast} vs {slow}"
+                );
             }
         }
     }
@@ -190,7 +223,10 @@ mod tests {
         let mut last = 1.0;
         for k in 0..=1000 {
             let p = upper_tail(1000, k);
-            assert!(p.is_finite() && (0.0..=1.0).contains(&p) && p <= last + 1e-12, "k={k}: {p}");
+            assert!(
+                p.is_finite() && (0.0..=1.0).contains(&p) && p <= last + 1e-12,
+                "k={k}: {p}"
+            );
             last = p;
         }
         assert!((upper_tail(1000, 500) - 0.5126125).abs() < 1e-6);
@@ -206,14 +242,38 @@ mod tests {
             score: 0.0,
             reason: String::new(),
         };
-        let base = vec![vec![v("contains", None, true), v("llm-rubric", Some("tone"), true)], vec![v("contains", None, false)]];
-        let candidate = vec![vec![v("contains", None, true), v("llm-rubric", Some("tone"), false)], vec![v("contains", None, true)]];
+        let base = vec![
+            vec![
+                v("contains", None, true),
+                v("llm-rubric", Some("tone"), true),
+            ],
+            vec![v("contains", None, false)],
+        ];
+        let candidate = vec![
+            vec![
+                v("contains", None, true),
+                v("llm-rubric", Some("tone"), false),
+            ],
+            vec![v("contains", None, true)],
+        ];
         let counts = by_assertion(&base, &candidate);
         assert_eq!(
             counts,
             vec![
-                AssertionCount { kind: "contains".into(), metric: None, base_passed: 1, candidate_passed: 2, total: 2 },
-                AssertionCount { kind: "llm-rubric".into(), metric: Some("tone".into()), base_passed: 1, candidate_passed: 0, total: 1 },
+                AssertionCount {
+                    kind: "contains".into(),
+                    metric: None,
+                    base_passed: 1,
+                    candidate_passed: 2,
+                    total: 2
+                },
+                AssertionCount {
+                    kind: "llm-rubric".into(),
+                    metric: Some("tone".into()),
+                    base_passed: 1,
+                    candidate_passed: 0,
+                    total: 1
+                },
             ]
         );
     }

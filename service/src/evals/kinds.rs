@@ -9,8 +9,6 @@
 
 use serde_json::Value;
 
-use super::cases::Assertion;
-
 /// The most bytes a compiled regex may take (the `regex` crate's size limit): a
 /// pattern is a dataset's input, and its program is built on every score.
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
@@ -72,11 +70,24 @@ fn unsupported(base: &str) -> String {
         "javascript" | "python" | "ruby" | "webhook" => {
             "loadout runs no code from a dataset; use a deterministic assertion (contains, regex, is-json, tool-call, ...) or llm-rubric"
         }
-        "similar" | "factuality" | "model-graded-closedqa" | "model-graded-factuality"
-        | "answer-relevance" | "context-faithfulness" | "context-recall"
-        | "context-relevance" | "conversation-relevance" | "g-eval" | "select-best"
-        | "max-score" | "classifier" | "moderation" | "pi" | "agent-rubric"
-        | "search-rubric" | "trajectory:goal-success" => {
+        "similar"
+        | "factuality"
+        | "model-graded-closedqa"
+        | "model-graded-factuality"
+        | "answer-relevance"
+        | "context-faithfulness"
+        | "context-recall"
+        | "context-relevance"
+        | "conversation-relevance"
+        | "g-eval"
+        | "select-best"
+        | "max-score"
+        | "classifier"
+        | "moderation"
+        | "pi"
+        | "agent-rubric"
+        | "search-rubric"
+        | "trajectory:goal-success" => {
             "the one model-graded assertion loadout runs is llm-rubric; write the criterion as a rubric"
         }
         "assert-set" => "nested assertion sets are not supported; list the assertions on the case",
@@ -91,18 +102,27 @@ fn unsupported(base: &str) -> String {
     )
 }
 
+/// What [`check`] reads of an assertion (`cases::Assertion::shape`).
+#[derive(Clone, Copy, Debug)]
+pub struct Shape<'a> {
+    pub kind: &'a str,
+    pub value: Option<&'a Value>,
+    pub threshold: Option<f64>,
+    pub weight: Option<f64>,
+}
+
 /// Whether `assertion` is one loadout scores, with a value of the right shape;
 /// the error is a sentence without the assertion's place (the caller adds it).
-pub fn check(assertion: &Assertion) -> Result<Parsed, String> {
-    let parsed = parse(&assertion.kind)?;
-    if let Some(Value::String(text)) = &assertion.value
+pub fn check(assertion: Shape<'_>) -> Result<Parsed, String> {
+    let parsed = parse(assertion.kind)?;
+    if let Some(Value::String(text)) = assertion.value
         && text.starts_with("file://")
     {
         return Err("loadout reads no files: put the value inline".to_owned());
     }
     check_numbers(assertion)?;
     let name = parsed.kind.as_str();
-    let value = assertion.value.as_ref();
+    let value = assertion.value;
     match parsed.kind {
         Kind::Equals => value.map(|_| ()).ok_or(format!("{name} needs a value")),
         Kind::Contains | Kind::Icontains => match value {
@@ -119,7 +139,9 @@ pub fn check(assertion: &Assertion) -> Result<Parsed, String> {
         },
         Kind::FinishReason => match value {
             Some(Value::String(_)) => Ok(()),
-            _ => Err(format!("{name} needs a string (stop, length, tool_calls, ...)")),
+            _ => Err(format!(
+                "{name} needs a string (stop, length, tool_calls, ...)"
+            )),
         },
         Kind::Regex => match value {
             Some(Value::String(s)) if !s.is_empty() => regex(s).map(|_| ()),
@@ -129,7 +151,9 @@ pub fn check(assertion: &Assertion) -> Result<Parsed, String> {
             .and_then(|s| s.map_or(Ok(()), |s| compile(&s).map(|_| ())))
             .map_err(|e| format!("{name}: {e}")),
         Kind::IsValidOpenaiToolsCall => Ok(()),
-        Kind::ToolCall => tool_call(value).map(|_| ()).map_err(|e| format!("{name}: {e}")),
+        Kind::ToolCall => tool_call(value)
+            .map(|_| ())
+            .map_err(|e| format!("{name}: {e}")),
         Kind::Latency | Kind::Cost => match assertion.threshold {
             Some(t) if t >= 0.0 => Ok(()),
             _ => Err(format!(
@@ -145,12 +169,14 @@ pub fn check(assertion: &Assertion) -> Result<Parsed, String> {
 }
 
 /// Threshold and weight are finite; a weight is at least 0.
-fn check_numbers(assertion: &Assertion) -> Result<(), String> {
+fn check_numbers(assertion: Shape<'_>) -> Result<(), String> {
     if assertion.threshold.is_some_and(|t| !t.is_finite()) {
         return Err("threshold must be a finite number".to_owned());
     }
     match assertion.weight {
-        Some(w) if !w.is_finite() || w < 0.0 => Err("weight must be a number of at least 0".to_owned()),
+        Some(w) if !w.is_finite() || w < 0.0 => {
+            Err("weight must be a number of at least 0".to_owned())
+        }
         _ => Ok(()),
     }
 }
@@ -258,7 +284,8 @@ pub fn schema(value: Option<&Value>) -> Result<Option<Value>, String> {
 
 /// A schema compiled as tool arguments are checked (`execute::arguments`).
 pub fn compile(schema: &Value) -> Result<jsonschema::Validator, String> {
-    crate::execute::arguments::compile(schema).map_err(|e| format!("the schema does not compile: {e}"))
+    crate::execute::arguments::compile(schema)
+        .map_err(|e| format!("the schema does not compile: {e}"))
 }
 
 /// A `tool-call` value: the tool's name and, optionally, arguments the call's
@@ -288,6 +315,7 @@ pub fn js_string(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
         Value::Number(n) => match n.as_f64() {
+            Some(0.0) => "0".to_owned(),
             Some(f) if f.fract() == 0.0 && f.abs() < 1e21 && n.is_f64() => format!("{f:.0}"),
             _ => n.to_string(),
         },
@@ -300,4 +328,52 @@ pub fn js_string(value: &Value) -> String {
 /// A message on one line, for an error that names a place.
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn comma_separated_text_splits_as_promptfoo_splits_it() {
+        let split = |t: &str| list(Some(&json!(t)));
+        assert_eq!(split(" a, b ,,c ").unwrap(), ["a", "b", "c"]);
+        assert_eq!(
+            split(r#""x, y", "say \"hi\"", "a""b""#).unwrap(),
+            ["x, y", "say \"hi\"", "a\"b"]
+        );
+        assert!(split("\"open").is_err());
+        assert!(split("\"a\" b").is_err());
+    }
+
+    #[test]
+    fn numbers_read_as_javascript_writes_them() {
+        assert_eq!(js_string(&json!(42.0)), "42");
+        assert_eq!(js_string(&json!(-0.0)), "0");
+        assert_eq!(js_string(&json!(1.5)), "1.5");
+        assert_eq!(js_string(&json!(7)), "7");
+    }
+
+    #[test]
+    fn a_not_prefix_inverts_and_unknown_types_say_what_is_supported() {
+        assert_eq!(
+            parse("not-regex"),
+            Ok(Parsed {
+                kind: Kind::Regex,
+                negate: true
+            })
+        );
+        assert!(
+            parse("levenshtein")
+                .unwrap_err()
+                .contains("supported: equals")
+        );
+        assert!(
+            parse("not-is-valid-openai-tools-call")
+                .unwrap_err()
+                .contains("ignores `not-`")
+        );
+    }
 }

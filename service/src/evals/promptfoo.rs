@@ -50,7 +50,11 @@ const IGNORED_TOP: &[&str] = &[
     "writeLatestResults",
 ];
 /// Test `options` that change nothing here (run order, var expansion).
-const IGNORED_OPTIONS: &[&str] = &["runSerially", "disableVarExpansion", "disableConversationVar"];
+const IGNORED_OPTIONS: &[&str] = &[
+    "runSerially",
+    "disableVarExpansion",
+    "disableConversationVar",
+];
 
 /// The refusal's details: every problem found.
 #[derive(Serialize)]
@@ -62,7 +66,8 @@ struct Problems<'a> {
 /// `metadata.channel` says otherwise; checked as `cases::check` checks a dataset.
 pub fn import(text: &str, channel: &str) -> Result<Vec<Case>> {
     check_size("the promptfoo suite", text, MAX_DATASET_BYTES)?;
-    let value = yaml::parse(text).map_err(|e| cases::refused(format!("the suite is not YAML or JSON: {e}")))?;
+    let value = yaml::parse(text)
+        .map_err(|e| cases::refused(format!("the suite is not YAML or JSON: {e}")))?;
     let mut problems = Vec::new();
     let cases = read(&value, channel, &mut problems);
     if !problems.is_empty() {
@@ -105,7 +110,9 @@ fn read(value: &Value, channel: &str, problems: &mut Vec<String>) -> Vec<Case> {
             (config, tests_of(config.get("tests"), problems))
         }
         _ => {
-            problems.push("the suite must be a promptfoo config (a mapping) or a list of tests".to_owned());
+            problems.push(
+                "the suite must be a promptfoo config (a mapping) or a list of tests".to_owned(),
+            );
             return Vec::new();
         }
     };
@@ -132,7 +139,8 @@ fn tests_of<'a>(tests: Option<&'a Value>, problems: &mut Vec<String>) -> &'a [Va
             &[]
         }
         Some(_) => {
-            problems.push("tests: loadout reads no files: put the tests inline, as a list".to_owned());
+            problems
+                .push("tests: loadout reads no files: put the tests inline, as a list".to_owned());
             &[]
         }
     }
@@ -201,7 +209,10 @@ fn chat(text: &str) -> Option<std::result::Result<Vec<Message>, String>> {
     };
     let read = |turn: &Value| -> std::result::Result<Message, String> {
         let role = turn.get("role").and_then(Value::as_str).unwrap_or_default();
-        let content = turn.get("content").and_then(Value::as_str).ok_or("a chat turn needs text content")?;
+        let content = turn
+            .get("content")
+            .and_then(Value::as_str)
+            .ok_or("a chat turn needs text content")?;
         plain(content)?;
         match role {
             "user" => Ok(user(content)),
@@ -209,8 +220,12 @@ fn chat(text: &str) -> Option<std::result::Result<Vec<Message>, String>> {
                 role: MessageRole::Assistant,
                 content: content.to_owned(),
             }),
-            "system" => Err("a system turn: the revision's prompt is the system message".to_owned()),
-            other => Err(format!("a chat turn's role {other:?} is not user or assistant")),
+            "system" => {
+                Err("a system turn: the revision's prompt is the system message".to_owned())
+            }
+            other => Err(format!(
+                "a chat turn's role {other:?} is not user or assistant"
+            )),
         }
     };
     Some(turns.iter().map(read).collect())
@@ -301,7 +316,12 @@ fn test_case(
     let mut all = default.vars.clone();
     all.extend(vars(map.get("vars"), problems));
     let metadata = map.get("metadata").and_then(Value::as_object);
-    let text = |key: &str| metadata.and_then(|m| m.get(key)).and_then(Value::as_str).map(str::to_owned);
+    let text = |key: &str| {
+        metadata
+            .and_then(|m| m.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
     if template.iter().any(|m| m.content == DEFAULT_PROMPT) && !all.contains_key("input") {
         problems.push(format!(
             ": the suite has no prompt, so the user's message is {DEFAULT_PROMPT} and the test needs an `input` var"
@@ -316,7 +336,12 @@ fn test_case(
             &[][..]
         }
     };
-    for (j, value) in default.assert.iter().map(|a| (None, a)).chain(listed.iter().enumerate().map(|(j, a)| (Some(j), a))) {
+    for (j, value) in default
+        .assert
+        .iter()
+        .map(|a| (None, a))
+        .chain(listed.iter().enumerate().map(|(j, a)| (Some(j), a)))
+    {
         let place = match j {
             Some(j) => format!(".assert[{j}]"),
             None => ".assert (from defaultTest)".to_owned(),
@@ -327,7 +352,10 @@ fn test_case(
         }
     }
     Some(Case {
-        description: map.get("description").and_then(Value::as_str).map(str::to_owned),
+        description: map
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
         channel: text("channel").unwrap_or_else(|| channel.to_owned()),
         user_id: text("user_id"),
         vars: all,
@@ -340,8 +368,12 @@ fn test_case(
 /// Why a test key loadout does not read is refused.
 fn unhonoured(key: &str) -> &'static str {
     match key {
-        "threshold" => "a test threshold (a weighted score) is not supported: every assertion must pass",
-        "provider" | "providers" | "providerOutput" => "loadout runs the revision against a connection; remove it",
+        "threshold" => {
+            "a test threshold (a weighted score) is not supported: every assertion must pass"
+        }
+        "provider" | "providers" | "providerOutput" => {
+            "loadout runs the revision against a connection; remove it"
+        }
         "assertScoringFunction" => "loadout runs no code from a dataset",
         "prompts" => "tests run the suite's one prompt",
         _ => "not read by loadout; remove it",
@@ -354,9 +386,14 @@ fn options(value: &Value, problems: &mut Vec<String>) {
         problems.push(".options: must be a mapping".to_owned());
         return;
     };
-    for key in map.keys().filter(|k| !IGNORED_OPTIONS.contains(&k.as_str())) {
+    for key in map
+        .keys()
+        .filter(|k| !IGNORED_OPTIONS.contains(&k.as_str()))
+    {
         let why = match key.as_str() {
-            "provider" => "the judge is the evaluation's judge connection, not a provider of the suite's",
+            "provider" => {
+                "the judge is the evaluation's judge connection, not a provider of the suite's"
+            }
             "transform" | "postprocess" | "transformVars" => "loadout runs no code from a dataset",
             "rubricPrompt" => "loadout asks the judge with its own prompt",
             _ => "not supported by loadout",
@@ -372,13 +409,16 @@ fn vars(value: Option<&Value>, problems: &mut Vec<String>) -> BTreeMap<String, S
         None => return out,
         Some(Value::Object(map)) => map,
         Some(_) => {
-            problems.push(".vars: loadout reads no files: vars must be an inline mapping".to_owned());
+            problems
+                .push(".vars: loadout reads no files: vars must be an inline mapping".to_owned());
             return out;
         }
     };
     for (name, value) in map {
         if !cases::is_identifier(name) {
-            problems.push(format!(".vars.{name}: not a variable name: use [A-Za-z_][A-Za-z0-9_]*"));
+            problems.push(format!(
+                ".vars.{name}: not a variable name: use [A-Za-z_][A-Za-z0-9_]*"
+            ));
             continue;
         }
         match value {
@@ -398,24 +438,41 @@ fn vars(value: Option<&Value>, problems: &mut Vec<String>) -> BTreeMap<String, S
 }
 
 /// One assertion, checked as it will be scored (vars substituted).
-fn assertion(value: &Value, vars: &BTreeMap<String, String>) -> std::result::Result<Assertion, String> {
+fn assertion(
+    value: &Value,
+    vars: &BTreeMap<String, String>,
+) -> std::result::Result<Assertion, String> {
     let Value::Object(map) = value else {
         return Err("an assertion must be a mapping with a type".to_owned());
     };
-    if let Some(key) = map.keys().find(|k| !["type", "value", "threshold", "weight", "metric"].contains(&k.as_str())) {
+    if let Some(key) = map
+        .keys()
+        .find(|k| !["type", "value", "threshold", "weight", "metric"].contains(&k.as_str()))
+    {
         return Err(match key.as_str() {
-            "transform" | "contextTransform" => format!("`{key}` runs code; loadout runs no code from a dataset"),
+            "transform" | "contextTransform" => {
+                format!("`{key}` runs code; loadout runs no code from a dataset")
+            }
             "provider" => "`provider`: the judge is the evaluation's judge connection".to_owned(),
-            "rubricPrompt" => "`rubricPrompt`: loadout asks the judge with its own prompt".to_owned(),
+            "rubricPrompt" => {
+                "`rubricPrompt`: loadout asks the judge with its own prompt".to_owned()
+            }
             _ => format!("`{key}` is not supported by loadout"),
         });
     }
     let number = |key: &str| match map.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => v.as_f64().map(Some).ok_or(format!("`{key}` must be a number")),
+        Some(v) => v
+            .as_f64()
+            .map(Some)
+            .ok_or(format!("`{key}` must be a number")),
     };
     let assertion = Assertion {
-        kind: map.get("type").and_then(Value::as_str).ok_or("an assertion needs a type")?.to_owned(),
+        kind: map
+            .get("type")
+            .and_then(Value::as_str)
+            .ok_or("an assertion needs a type")?
+            .to_owned(),
         value: map.get("value").filter(|v| !v.is_null()).cloned(),
         threshold: number("threshold")?,
         weight: number("weight")?,
@@ -435,7 +492,7 @@ fn assertion(value: &Value, vars: &BTreeMap<String, String>) -> std::result::Res
     }
     let mut rendered = assertion.clone();
     rendered.value = rendered.value.map(|v| cases::render_value(v, vars));
-    kinds::check(&rendered)?;
+    kinds::check(rendered.shape())?;
     Ok(assertion)
 }
 

@@ -10,8 +10,8 @@
 
 use serde_json::Value;
 
-use super::cases::MAX_DATASET_BYTES;
-
+/// The most scalar bytes read: a dataset's limit (`cases::MAX_DATASET_BYTES`).
+const MAX_SCALAR_BYTES: usize = 4 * 1024 * 1024;
 /// The deepest nesting read (a suite is a few levels deep; a schema a few more).
 const MAX_DEPTH: usize = 64;
 /// The most aliases (`*name`) one read may use.
@@ -28,7 +28,7 @@ pub fn parse(text: &str) -> Result<Value, String> {
 
 fn options() -> serde_saphyr::Options {
     let mut budget = serde_saphyr::Budget::default();
-    budget.max_total_scalar_bytes = MAX_DATASET_BYTES;
+    budget.max_total_scalar_bytes = MAX_SCALAR_BYTES;
     budget.max_depth = MAX_DEPTH;
     budget.max_aliases = MAX_ALIASES;
     budget.max_anchors = MAX_ALIASES;

@@ -105,14 +105,20 @@ mod tests {
 
     #[test]
     fn numbers_compare_by_value_and_keys_in_any_order() {
-        assert!(equal(&json!({"a": 1, "b": [2.0]}), &json!({"b": [2], "a": 1.0})));
+        assert!(equal(
+            &json!({"a": 1, "b": [2.0]}),
+            &json!({"b": [2], "a": 1.0})
+        ));
         assert!(!equal(&json!({"a": 1}), &json!({"a": 1, "b": null})));
     }
 
     #[test]
     fn a_subset_needs_every_expected_key() {
         let actual = json!({"city": "Paris", "days": 3, "opts": {"unit": "c", "x": 1}});
-        assert!(contains(&actual, &json!({"city": "Paris", "opts": {"unit": "c"}})));
+        assert!(contains(
+            &actual,
+            &json!({"city": "Paris", "opts": {"unit": "c"}})
+        ));
         assert!(!contains(&actual, &json!({"city": "Rome"})));
         assert!(!contains(&json!({"tags": [1, 2]}), &json!({"tags": [1]})));
     }

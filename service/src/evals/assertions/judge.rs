@@ -92,15 +92,25 @@ pub fn verdict_schema() -> Value {
     score.insert("minimum".into(), Value::from(0));
     score.insert("maximum".into(), Value::from(1));
     let mut properties = Map::new();
-    properties.insert("pass".into(), Value::Object(property("boolean", "Whether the rubric holds.")));
+    properties.insert(
+        "pass".into(),
+        Value::Object(property("boolean", "Whether the rubric holds.")),
+    );
     properties.insert("score".into(), Value::Object(score));
-    properties.insert("reason".into(), Value::Object(property("string", "Why, citing the output.")));
+    properties.insert(
+        "reason".into(),
+        Value::Object(property("string", "Why, citing the output.")),
+    );
     let mut schema = Map::new();
     schema.insert("type".into(), Value::String("object".into()));
     schema.insert("properties".into(), Value::Object(properties));
     schema.insert(
         "required".into(),
-        Value::Array(["pass", "score", "reason"].map(|k| Value::String(k.into())).to_vec()),
+        Value::Array(
+            ["pass", "score", "reason"]
+                .map(|k| Value::String(k.into()))
+                .to_vec(),
+        ),
     );
     schema.insert("additionalProperties".into(), Value::Bool(false));
     Value::Object(schema)

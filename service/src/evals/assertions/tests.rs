@@ -64,18 +64,40 @@ fn equals_compares_text_exactly_and_objects_as_parsed_json() {
     assert!(passes("equals", json!("Paris"), "Paris"));
     assert!(!passes("equals", json!("Paris"), "Paris."));
     assert!(passes("equals", json!(42), "42"));
-    assert!(passes("equals", json!({"a": 1, "b": [true]}), r#"{"b":[true],"a":1.0}"#));
+    assert!(passes(
+        "equals",
+        json!({"a": 1, "b": [true]}),
+        r#"{"b":[true],"a":1.0}"#
+    ));
     assert!(!passes("equals", json!({"a": 1}), "not json"));
 }
 
 #[test]
 fn the_failure_reason_says_what_was_expected() {
-    let verdict = done(score(&assertion("contains", json!("Rome")), &text("Paris"), &[]));
-    assert_eq!((verdict.pass, verdict.score, verdict.reason.as_str()), (false, 0.0, "Expected output to contain \"Rome\""));
-    let verdict = done(score(&assertion("not-contains", json!("Par")), &text("Paris"), &[]));
+    let verdict = done(score(
+        &assertion("contains", json!("Rome")),
+        &text("Paris"),
+        &[],
+    ));
+    assert_eq!(
+        (verdict.pass, verdict.score, verdict.reason.as_str()),
+        (false, 0.0, "Expected output to contain \"Rome\"")
+    );
+    let verdict = done(score(
+        &assertion("not-contains", json!("Par")),
+        &text("Paris"),
+        &[],
+    ));
     assert_eq!(verdict.reason, "Expected output to not contain \"Par\"");
-    let verdict = done(score(&assertion("contains", json!("Par")), &text("Paris"), &[]));
-    assert_eq!((verdict.pass, verdict.score, verdict.reason.as_str()), (true, 1.0, "Assertion passed"));
+    let verdict = done(score(
+        &assertion("contains", json!("Par")),
+        &text("Paris"),
+        &[],
+    ));
+    assert_eq!(
+        (verdict.pass, verdict.score, verdict.reason.as_str()),
+        (true, 1.0, "Assertion passed")
+    );
 }
 
 #[test]
@@ -99,8 +121,15 @@ fn contains_all_and_any_take_lists_or_comma_separated_text() {
 
 #[test]
 fn the_missing_items_are_named() {
-    let verdict = done(score(&assertion("contains-all", json!(["a", "z"])), &text("abc"), &[]));
-    assert_eq!(verdict.reason, "Expected output to contain all of [a, z]. Missing: [z]");
+    let verdict = done(score(
+        &assertion("contains-all", json!(["a", "z"])),
+        &text("abc"),
+        &[],
+    ));
+    assert_eq!(
+        verdict.reason,
+        "Expected output to contain all of [a, z]. Missing: [z]"
+    );
 }
 
 #[test]
@@ -125,23 +154,41 @@ fn is_json_parses_and_checks_the_schema_given_as_object_or_yaml() {
 
 #[test]
 fn contains_json_finds_an_object_in_prose() {
-    assert!(passes("contains-json", Value::Null, "Sure: {\"city\": \"Paris\"} there"));
+    assert!(passes(
+        "contains-json",
+        Value::Null,
+        "Sure: {\"city\": \"Paris\"} there"
+    ));
     assert!(!passes("contains-json", Value::Null, "no json here"));
     let schema = json!({"type": "object", "required": ["city"]});
-    assert!(passes("contains-json", schema.clone(), "{\"x\": 1} then {\"city\": \"Paris\"}"));
+    assert!(passes(
+        "contains-json",
+        schema.clone(),
+        "{\"x\": 1} then {\"city\": \"Paris\"}"
+    ));
     assert!(!passes("contains-json", schema, "{\"x\": 1}"));
 }
 
 #[test]
 fn a_tool_call_is_the_output_as_promptfoo_makes_it() {
     let calls = [call("lookup", r#"{"city":"Paris"}"#)];
-    let reply = Reply { content: "", tool_calls: &calls, ..text("") };
+    let reply = Reply {
+        content: "",
+        tool_calls: &calls,
+        ..text("")
+    };
     assert_eq!(
         output(&reply),
         r#"[{"type":"function","function":{"name":"lookup","arguments":"{\"city\":\"Paris\"}"}}]"#
     );
-    let both_reply = Reply { content: "Let me look.", ..reply };
-    assert!(output(&both_reply).starts_with(r#"{"role":"assistant","content":"Let me look.","tool_calls":[{"#));
+    let both_reply = Reply {
+        content: "Let me look.",
+        ..reply
+    };
+    assert!(
+        output(&both_reply)
+            .starts_with(r#"{"role":"assistant","content":"Let me look.","tool_calls":[{"#)
+    );
     assert!(passes("contains", json!("lookup"), &output(&reply)));
 }
 
@@ -149,37 +196,114 @@ fn a_tool_call_is_the_output_as_promptfoo_makes_it() {
 fn valid_openai_tools_calls_name_a_tool_and_match_its_schema() {
     let tools = lookup();
     let run = |calls: &[ToolCall]| {
-        let reply = Reply { tool_calls: calls, ..text("") };
-        done(score(&assertion("is-valid-openai-tools-call", Value::Null), &reply, &tools))
+        let reply = Reply {
+            tool_calls: calls,
+            ..text("")
+        };
+        done(score(
+            &assertion("is-valid-openai-tools-call", Value::Null),
+            &reply,
+            &tools,
+        ))
     };
     assert!(run(&[call("lookup", r#"{"city": "Paris"}"#)]).pass);
     assert!(!run(&[]).pass);
-    assert!(run(&[call("other", "{}")]).reason.contains("no function with that name"));
-    assert!(run(&[call("lookup", "{not json")]).reason.contains("not JSON"));
-    assert!(run(&[call("lookup", r#"{"town": "Paris"}"#)]).reason.contains("does not match schema"));
-    let reply = Reply { tool_calls: &[call("lookup", "{}")], ..text("") };
-    assert!(!done(score(&assertion("is-valid-openai-tools-call", Value::Null), &reply, &[])).pass);
+    assert!(
+        run(&[call("other", "{}")])
+            .reason
+            .contains("no function with that name")
+    );
+    assert!(
+        run(&[call("lookup", "{not json")])
+            .reason
+            .contains("not JSON")
+    );
+    assert!(
+        run(&[call("lookup", r#"{"town": "Paris"}"#)])
+            .reason
+            .contains("does not match schema")
+    );
+    let reply = Reply {
+        tool_calls: &[call("lookup", "{}")],
+        ..text("")
+    };
+    assert!(
+        !done(score(
+            &assertion("is-valid-openai-tools-call", Value::Null),
+            &reply,
+            &[]
+        ))
+        .pass
+    );
 }
 
 #[test]
 fn tool_call_matches_a_name_and_a_subset_of_the_arguments() {
-    let calls = [call("other", "{}"), call("lookup", r#"{"city": "Paris", "days": 3}"#)];
-    let reply = Reply { tool_calls: &calls, ..text("") };
-    assert_eq!(both("tool-call", json!({"name": "lookup"}), &reply), (true, false));
-    assert_eq!(both("tool-call", json!({"name": "lookup", "arguments": {"city": "Paris"}}), &reply), (true, false));
-    assert_eq!(both("tool-call", json!({"name": "lookup", "arguments": {"city": "Rome"}}), &reply), (false, true));
-    assert_eq!(both("tool-call", json!({"name": "book"}), &reply), (false, true));
+    let calls = [
+        call("other", "{}"),
+        call("lookup", r#"{"city": "Paris", "days": 3}"#),
+    ];
+    let reply = Reply {
+        tool_calls: &calls,
+        ..text("")
+    };
+    assert_eq!(
+        both("tool-call", json!({"name": "lookup"}), &reply),
+        (true, false)
+    );
+    assert_eq!(
+        both(
+            "tool-call",
+            json!({"name": "lookup", "arguments": {"city": "Paris"}}),
+            &reply
+        ),
+        (true, false)
+    );
+    assert_eq!(
+        both(
+            "tool-call",
+            json!({"name": "lookup", "arguments": {"city": "Rome"}}),
+            &reply
+        ),
+        (false, true)
+    );
+    assert_eq!(
+        both("tool-call", json!({"name": "book"}), &reply),
+        (false, true)
+    );
     let broken = [call("lookup", "{oops")];
-    let reply = Reply { tool_calls: &broken, ..text("") };
-    assert_eq!(both("tool-call", json!({"name": "lookup", "arguments": {}}), &reply), (false, true));
+    let reply = Reply {
+        tool_calls: &broken,
+        ..text("")
+    };
+    assert_eq!(
+        both(
+            "tool-call",
+            json!({"name": "lookup", "arguments": {}}),
+            &reply
+        ),
+        (false, true)
+    );
 }
 
 #[test]
 fn finish_reason_is_normalized_and_compared_in_any_case() {
-    assert_eq!(both("finish-reason", json!("STOP"), &text("x")), (true, false));
-    let reply = Reply { finish_reason: Some("tool_use"), ..text("x") };
-    assert_eq!(both("finish-reason", json!("tool_calls"), &reply), (true, false));
-    let reply = Reply { finish_reason: None, ..text("x") };
+    assert_eq!(
+        both("finish-reason", json!("STOP"), &text("x")),
+        (true, false)
+    );
+    let reply = Reply {
+        finish_reason: Some("tool_use"),
+        ..text("x")
+    };
+    assert_eq!(
+        both("finish-reason", json!("tool_calls"), &reply),
+        (true, false)
+    );
+    let reply = Reply {
+        finish_reason: None,
+        ..text("x")
+    };
     assert_eq!(both("finish-reason", json!("stop"), &reply), (false, true));
 }
 
@@ -197,10 +321,16 @@ fn latency_and_cost_pass_at_or_under_the_threshold() {
     assert!(with("cost", 0.01, &reply).pass);
     assert!(!with("cost", 0.001, &reply).pass);
     assert!(with("not-cost", 0.001, &reply).pass);
-    let unpriced = Reply { cost: None, ..text("x") };
+    let unpriced = Reply {
+        cost: None,
+        ..text("x")
+    };
     for kind in ["cost", "not-cost"] {
         let verdict = with(kind, 1.0, &unpriced);
-        assert!(!verdict.pass && verdict.reason.contains("the connection has no prices"), "{kind}");
+        assert!(
+            !verdict.pass && verdict.reason.contains("the connection has no prices"),
+            "{kind}"
+        );
     }
 }
 
@@ -209,33 +339,115 @@ fn llm_rubric_is_handed_to_the_judge() {
     let mut a = assertion("not-llm-rubric", json!("is polite"));
     a.threshold = Some(0.5);
     a.metric = Some("tone".to_owned());
-    let Scored::Judge(ask) = score(&a, &text("Hello"), &[]) else { panic!("not judged") };
-    assert_eq!(ask, JudgeAsk { rubric: "is polite".into(), output: "Hello".into(), threshold: Some(0.5), negate: true, metric: Some("tone".into()) });
+    let Scored::Judge(ask) = score(&a, &text("Hello"), &[]) else {
+        panic!("not judged")
+    };
+    assert_eq!(
+        ask,
+        JudgeAsk {
+            rubric: "is polite".into(),
+            output: "Hello".into(),
+            threshold: Some(0.5),
+            negate: true,
+            metric: Some("tone".into())
+        }
+    );
 }
 
 #[test]
 fn the_judges_answer_is_read_as_promptfoo_reads_it() {
-    let ask = JudgeAsk { rubric: "r".into(), output: "o".into(), threshold: None, negate: false, metric: None };
-    let v = judged(&ask, JudgeVerdict { pass: None, score: None, reason: String::new() });
-    assert_eq!((v.pass, v.score, v.reason.as_str()), (true, 1.0, "Grading passed"));
-    let v = judged(&ask, JudgeVerdict { pass: Some(false), score: None, reason: "rude".into() });
-    assert_eq!((v.pass, v.score, v.kind.as_str()), (false, 0.0, "llm-rubric"));
-    let high = JudgeAsk { threshold: Some(0.8), ..ask.clone() };
-    let v = judged(&high, JudgeVerdict { pass: Some(true), score: Some(0.7), reason: String::new() });
-    assert_eq!((v.pass, v.reason.as_str()), (false, "Score 0.7 below threshold 0.8"));
-    let not = JudgeAsk { negate: true, ..ask };
-    let v = judged(&not, JudgeVerdict { pass: Some(true), score: Some(0.75), reason: "ok".into() });
-    assert_eq!((v.pass, v.score, v.kind.as_str()), (false, 0.25, "not-llm-rubric"));
-    let v = judged(&not, JudgeVerdict { pass: Some(true), score: Some(f64::NAN), reason: "ok".into() });
+    let ask = JudgeAsk {
+        rubric: "r".into(),
+        output: "o".into(),
+        threshold: None,
+        negate: false,
+        metric: None,
+    };
+    let v = judged(
+        &ask,
+        JudgeVerdict {
+            pass: None,
+            score: None,
+            reason: String::new(),
+        },
+    );
+    assert_eq!(
+        (v.pass, v.score, v.reason.as_str()),
+        (true, 1.0, "Grading passed")
+    );
+    let v = judged(
+        &ask,
+        JudgeVerdict {
+            pass: Some(false),
+            score: None,
+            reason: "rude".into(),
+        },
+    );
+    assert_eq!(
+        (v.pass, v.score, v.kind.as_str()),
+        (false, 0.0, "llm-rubric")
+    );
+    let high = JudgeAsk {
+        threshold: Some(0.8),
+        ..ask.clone()
+    };
+    let v = judged(
+        &high,
+        JudgeVerdict {
+            pass: Some(true),
+            score: Some(0.7),
+            reason: String::new(),
+        },
+    );
+    assert_eq!(
+        (v.pass, v.reason.as_str()),
+        (false, "Score 0.7 below threshold 0.8")
+    );
+    let not = JudgeAsk {
+        negate: true,
+        ..ask
+    };
+    let v = judged(
+        &not,
+        JudgeVerdict {
+            pass: Some(true),
+            score: Some(0.75),
+            reason: "ok".into(),
+        },
+    );
+    assert_eq!(
+        (v.pass, v.score, v.kind.as_str()),
+        (false, 0.25, "not-llm-rubric")
+    );
+    let v = judged(
+        &not,
+        JudgeVerdict {
+            pass: Some(true),
+            score: Some(f64::NAN),
+            reason: "ok".into(),
+        },
+    );
     assert_eq!(v.score, 0.0);
 }
 
 #[test]
 fn the_judge_is_asked_with_the_output_and_the_rubric() {
-    let ask = JudgeAsk { rubric: "is polite".into(), output: "Hi!".into(), threshold: None, negate: false, metric: None };
+    let ask = JudgeAsk {
+        rubric: "is polite".into(),
+        output: "Hi!".into(),
+        threshold: None,
+        negate: false,
+        metric: None,
+    };
     let messages = judge_messages(&ask);
-    assert_eq!(messages.iter().map(|m| m.role).collect::<Vec<_>>(), ["system", "user"]);
-    assert_eq!(messages[1].content, "<Output>\nHi!\n</Output>\n<Rubric>\nis polite\n</Rubric>");
+    assert_eq!(
+        messages.iter().map(|m| m.role).collect::<Vec<_>>(),
+        ["system", "user"]
+    );
+    assert_eq!(
+        messages[1].content,
+        "<Output>\nHi!\n</Output>\n<Rubric>\nis polite\n</Rubric>"
+    );
     let schema = verdict_schema();
     assert_eq!(schema["required"], json!(["pass", "score", "reason"]));
     assert_eq!(schema["additionalProperties"], json!(false));
@@ -255,14 +467,24 @@ fn a_weightless_assertion_always_passes() {
 
 #[test]
 fn an_assertion_check_refuses_fails_instead_of_panicking() {
-    let verdict = done(score(&assertion("javascript", json!("true")), &text("x"), &[]));
+    let verdict = done(score(
+        &assertion("javascript", json!("true")),
+        &text("x"),
+        &[],
+    ));
     assert!(!verdict.pass && verdict.reason.contains("runs no code"));
     assert!(!done(score(&assertion("regex", json!("(")), &text("x"), &[])).pass);
 }
 
 #[test]
 fn a_case_passes_when_every_assertion_does() {
-    let v = |pass| Verdict { kind: "contains".into(), metric: None, pass, score: 1.0, reason: String::new() };
+    let v = |pass| Verdict {
+        kind: "contains".into(),
+        metric: None,
+        pass,
+        score: 1.0,
+        reason: String::new(),
+    };
     assert!(case_passes(&[]));
     assert!(case_passes(&[v(true), v(true)]));
     assert!(!case_passes(&[v(true), v(false)]));
@@ -271,7 +493,19 @@ fn a_case_passes_when_every_assertion_does() {
 #[test]
 fn scoring_never_panics_on_arbitrary_input() {
     // A small deterministic generator: odd texts, values and tool calls.
-    let texts = ["", "{", "}{", "{{{{{", "{\"a\":", "é{ü}", "\u{0}", "[1,2", "null", "{a: [}", "💥{\"x\": 1}💥"];
+    let texts = [
+        "",
+        "{",
+        "}{",
+        "{{{{{",
+        "{\"a\":",
+        "é{ü}",
+        "\u{0}",
+        "[1,2",
+        "null",
+        "{a: [}",
+        "💥{\"x\": 1}💥",
+    ];
     let values = [
         Value::Null,
         json!(""),
@@ -284,7 +518,10 @@ fn scoring_never_panics_on_arbitrary_input() {
         json!(true),
         json!("file://x.js"),
     ];
-    let kinds = kinds::Kind::NAMES.iter().flat_map(|k| [k.to_string(), format!("not-{k}")]).chain(["", "not-", "x"].map(String::from));
+    let kinds = kinds::Kind::NAMES
+        .iter()
+        .flat_map(|k| [k.to_string(), format!("not-{k}")])
+        .chain(["", "not-", "x"].map(String::from));
     let tools = lookup();
     for kind in kinds {
         for value in &values {
@@ -293,7 +530,14 @@ fn scoring_never_panics_on_arbitrary_input() {
                 for tool_calls in [&calls[..], &[]] {
                     let mut a = assertion(&kind, value.clone());
                     a.threshold = Some(-1.0);
-                    let reply = Reply { content, tool_calls, finish_reason: Some(content), latency_ms: u64::MAX, cost: Some(f64::NAN), tokens: Tokens::default() };
+                    let reply = Reply {
+                        content,
+                        tool_calls,
+                        finish_reason: Some(content),
+                        latency_ms: u64::MAX,
+                        cost: Some(f64::NAN),
+                        tokens: Tokens::default(),
+                    };
                     let _ = score(&a, &reply, &tools);
                 }
             }

@@ -93,9 +93,12 @@ pub fn valid(calls: &[ToolCall], tools: &[(String, Value)]) -> Result<(), String
 /// `tool-call`: some call names `name` and, when `arguments` is given, has
 /// arguments that parse and hold it ([`json::contains`]).
 pub fn made(calls: &[ToolCall], name: &str, arguments: Option<&Value>) -> bool {
-    calls.iter().filter(|c| c.name == name).any(|c| match arguments {
-        None => true,
-        Some(expected) => serde_json::from_str::<Value>(&c.arguments)
-            .is_ok_and(|actual| json::contains(&actual, expected)),
-    })
+    calls
+        .iter()
+        .filter(|c| c.name == name)
+        .any(|c| match arguments {
+            None => true,
+            Some(expected) => serde_json::from_str::<Value>(&c.arguments)
+                .is_ok_and(|actual| json::contains(&actual, expected)),
+        })
 }

@@ -24,13 +24,22 @@ pub struct Verdict {
 impl Verdict {
     /// A deterministic verdict: score 1 when it passes, 0 when not; promptfoo's
     /// reason when it passes, `failed` when not.
-    pub fn of(kind: &str, metric: Option<&str>, pass: bool, failed: impl FnOnce() -> String) -> Self {
+    pub fn of(
+        kind: &str,
+        metric: Option<&str>,
+        pass: bool,
+        failed: impl FnOnce() -> String,
+    ) -> Self {
         Verdict {
             kind: kind.to_owned(),
             metric: metric.map(str::to_owned),
             pass,
             score: if pass { 1.0 } else { 0.0 },
-            reason: if pass { "Assertion passed".to_owned() } else { failed() },
+            reason: if pass {
+                "Assertion passed".to_owned()
+            } else {
+                failed()
+            },
         }
     }
 }
