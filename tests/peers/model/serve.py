@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """The evaluations' real model: llama-cpp-python's OpenAI-compatible server with Gemma 3 270M, on 127.0.0.1.
 
-    python3 tests/peers/model/serve.py [--port N] [--threads 2] [--ctx 2048]
+    python3 tests/peers/model/serve.py [--port N] [--threads 2] [--ctx 2048] [--chat-format template|gemma]
 
 Needs `tests/peers/install` (venv-model and models/gemma3-270m-q4_k_m.gguf under .peers/). Starts
 
-    .peers/venv-model/bin/python -m llama_cpp.server --model .peers/models/gemma3-270m-q4_k_m.gguf
-        --model_alias gemma3-270m --host 127.0.0.1 --port N --chat_format gemma
-        --n_threads 2 --n_threads_batch 2 --n_ctx 2048 --seed 1
+    .peers/venv-model/bin/python model/llama_server.py --model .peers/models/gemma3-270m-q4_k_m.gguf
+        --model_alias gemma3-270m --host 127.0.0.1 --port N
+        --chat_format hf-tokenizer-config --hf_tokenizer_config_path model/chat_template.json
+        --n_threads 2 --n_threads_batch 2 --n_ctx 2048 --seed 1 --logits_all false
 
-(port 0 or none: a free port), waits until GET /v1/models answers 200, then prints
+(llama_server.py is `python -m llama_cpp.server` that evaluates every prompt whole, so an answer does not
+depend on the request before it; port 0 or none: a free port), waits until GET /v1/models answers 200, then prints
 `MODEL_READY http://127.0.0.1:<port>/v1` on stdout (the OpenAI base URL); the server's own log goes
 to stderr. SIGTERM or SIGINT stops the server and exits 0; if the server dies, exits 1.
 Stdlib only: any python3 runs it. See NOTES.md for what the server does with requests."""
@@ -28,6 +30,8 @@ PEERS = os.path.join(os.path.dirname(HERE), ".peers")
 PYTHON = os.path.join(PEERS, "venv-model", "bin", "python")
 MODEL = os.path.join(PEERS, "models", "gemma3-270m-q4_k_m.gguf")
 ALIAS = "gemma3-270m"
+TEMPLATE = os.path.join(HERE, "chat_template.json")
+LAUNCHER = os.path.join(HERE, "llama_server.py")
 
 
 def free_port():
@@ -36,11 +40,18 @@ def free_port():
         return s.getsockname()[1]
 
 
-def command(port, threads, ctx):
-    # --chat_format gemma: the file has no chat template, and without it every chat reply is empty.
-    return [PYTHON, "-m", "llama_cpp.server", "--model", MODEL, "--model_alias", ALIAS,
-            "--host", "127.0.0.1", "--port", str(port), "--chat_format", "gemma",
-            "--n_threads", str(threads), "--n_threads_batch", str(threads), "--n_ctx", str(ctx), "--seed", "1"]
+def command(port, threads, ctx, chat_format):
+    fmt = (["--chat_format", "gemma"] if chat_format == "gemma" else
+           ["--chat_format", "hf-tokenizer-config", "--hf_tokenizer_config_path", TEMPLATE])
+    # The file has no chat template, and without a chat format every chat reply is empty. The built-in
+    # `gemma` format drops the system message; chat_template.json is Gemma 3's turns with the system
+    # message before the first user message. --logits_all false: logits for every position of the
+    # context would be n_ctx x 262,144 floats (2 GB at n_ctx 2048); only logprobs need them.
+    # llama_server.py: llama_cpp.server with no reuse of the previous request's KV cache (determinism).
+    return [PYTHON, LAUNCHER, "--model", MODEL, "--model_alias", ALIAS,
+            "--host", "127.0.0.1", "--port", str(port), *fmt,
+            "--n_threads", str(threads), "--n_threads_batch", str(threads), "--n_ctx", str(ctx), "--seed", "1",
+            "--logits_all", "false"]
 
 
 def main():
@@ -48,13 +59,15 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ctx", type=int, default=2048)
+    ap.add_argument("--chat-format", choices=("template", "gemma"), default="template",
+                    help="template: chat_template.json (the system message reaches the model); gemma: the built-in one (drops it)")
     ap.add_argument("--timeout", type=float, default=60, help="seconds to wait for /v1/models")
     args = ap.parse_args()
     for path in (PYTHON, MODEL):
         if not os.path.exists(path):
             sys.exit(f"model: {path} is missing; run tests/peers/install")
     port = args.port or free_port()
-    proc = subprocess.Popen(command(port, args.threads, args.ctx), stdout=sys.stderr, stderr=sys.stderr)
+    proc = subprocess.Popen(command(port, args.threads, args.ctx, args.chat_format), stdout=sys.stderr, stderr=sys.stderr)
 
     def stop(*_):
         if proc.poll() is None:
