@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """The evaluations' real model: llama-cpp-python's OpenAI-compatible server with Gemma 3 270M, on 127.0.0.1.
 
-    python3 tests/peers/model/serve.py [--port N] [--threads 2] [--ctx 2048] [--chat-format template|gemma]
+    python3 tests/peers/model/serve.py [--port N] [--threads 1] [--ctx 2048] [--chat-format template|gemma]
 
 Needs `tests/peers/install` (venv-model and models/gemma3-270m-q4_k_m.gguf under .peers/). Starts
 
     .peers/venv-model/bin/python model/llama_server.py --model .peers/models/gemma3-270m-q4_k_m.gguf
         --model_alias gemma3-270m --host 127.0.0.1 --port N
         --chat_format hf-tokenizer-config --hf_tokenizer_config_path model/chat_template.json
-        --n_threads 2 --n_threads_batch 2 --n_ctx 2048 --seed 1 --logits_all false
+        --n_threads 1 --n_threads_batch 1 --n_ctx 2048 --seed 1 --logits_all false
+
+with OMP_WAIT_POLICY=PASSIVE in its environment (unless set). One thread: this small model decodes
+35-41 tokens/s on one core, and keeps that while other processes load the machine, where two
+threads (OpenMP spinning on each other) fell to 2-13 tokens/s; PASSIVE helps when --threads is 2.
 
 (llama_server.py is `python -m llama_cpp.server` that evaluates every prompt whole, so an answer does not
 depend on the request before it; port 0 or none: a free port), waits until GET /v1/models answers 200, then prints
@@ -57,7 +61,7 @@ def command(port, threads, ctx, chat_format):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--port", type=int, default=0)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--ctx", type=int, default=2048)
     ap.add_argument("--chat-format", choices=("template", "gemma"), default="template",
                     help="template: chat_template.json (the system message reaches the model); gemma: the built-in one (drops it)")
@@ -67,7 +71,10 @@ def main():
         if not os.path.exists(path):
             sys.exit(f"model: {path} is missing; run tests/peers/install")
     port = args.port or free_port()
-    proc = subprocess.Popen(command(port, args.threads, args.ctx, args.chat_format), stdout=sys.stderr, stderr=sys.stderr)
+    env = dict(os.environ)
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    proc = subprocess.Popen(command(port, args.threads, args.ctx, args.chat_format), stdout=sys.stderr,
+                            stderr=sys.stderr, env=env)
 
     def stop(*_):
         if proc.poll() is None:
