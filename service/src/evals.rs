@@ -66,4 +66,5 @@ impl Default for EvalSettings {
 
 /// The default bounds: what a change request opened from the command line (which
 /// has no `serve` flags) starts its runs with; the serving process carries them out.
-pub static DEFAULTS: std::sync::LazyLock<EvalSettings> = std::sync::LazyLock::new(EvalSettings::default);
+pub static DEFAULTS: std::sync::LazyLock<EvalSettings> =
+    std::sync::LazyLock::new(EvalSettings::default);

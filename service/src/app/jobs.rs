@@ -251,7 +251,6 @@ impl AppState {
             retry: crate::evals::chat::Retry::default(),
         }
     }
-
 }
 
 /// Reads the database generation into the cache; a failure is logged and left to

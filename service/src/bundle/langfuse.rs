@@ -588,7 +588,7 @@ pub async fn apply(
                 revision: target,
                 protected: None,
                 require_checks: None,
-require_evals: None,
+                require_evals: None,
                 reason: Some(format!(
                     "imported from Langfuse: {} version {}",
                     prompt.langfuse, label.version

@@ -107,7 +107,7 @@ pub async fn promote(db: &DatabaseConnection, args: PromoteArgs) -> anyhow::Resu
         revision: args.revision,
         protected: None,
         require_checks: args.require_checks.then_some(true),
-require_evals: None,
+        require_evals: None,
         reason: args.reason,
     };
     let outcome = labels::put(&writing, &cli(), &args.agent, &args.label, put, None).await?;

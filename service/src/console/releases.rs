@@ -72,7 +72,7 @@ async fn put_label(
         revision: form.revision,
         protected: form.protected.as_deref().map(|p| p == "on"),
         require_checks: form.require_checks.as_deref().map(|p| p == "on"),
-require_evals: None,
+        require_evals: None,
         reason: blank(&form.reason),
     };
     let done = labels::put(
@@ -168,7 +168,16 @@ async fn decide(
     let done = match decision.as_str() {
         "approve" => change_requests::approve(&state.writer(None), &signed.who, id, body).await,
         "decline" => change_requests::decline(&state.writer(None), &signed.who, id, body).await,
-        "checks" => change_requests::recheck(&state.db, &signed.who, id, &state.settings.evals, state.clock.now()).await,
+        "checks" => {
+            change_requests::recheck(
+                &state.db,
+                &signed.who,
+                id,
+                &state.settings.evals,
+                state.clock.now(),
+            )
+            .await
+        }
         _ => Err(Error::not_found(
             "no such decision: approve, decline or checks",
         )),

@@ -230,7 +230,9 @@ fn invalid(message: impl Into<String>) -> Error {
 
 fn check_models(models: &[String]) -> Result<String> {
     if models.is_empty() || models.len() > MAX_MODELS {
-        return Err(invalid(format!("models: list 1 to {MAX_MODELS} model names")));
+        return Err(invalid(format!(
+            "models: list 1 to {MAX_MODELS} model names"
+        )));
     }
     for name in models {
         check_size("models[]", name, crate::releases::model::MAX_MODEL_BYTES)?;
@@ -340,7 +342,11 @@ pub async fn create(
         models: Set(models),
         api_key: Set(None),
         timeout_ms: Set(timeout),
-        structured: Set(new.structured.unwrap_or(Structured::JsonSchema).as_str().to_owned()),
+        structured: Set(new
+            .structured
+            .unwrap_or(Structured::JsonSchema)
+            .as_str()
+            .to_owned()),
         input_price: Set(input_price),
         output_price: Set(output_price),
         created_at: Set(now),

@@ -184,7 +184,9 @@ pub async fn put_in(
         if held >= MAX_DATASETS {
             return Err(Error::refused(
                 crate::error::LIMIT_REACHED,
-                format!("the agent holds {MAX_DATASETS} datasets, the most it may; delete one first"),
+                format!(
+                    "the agent holds {MAX_DATASETS} datasets, the most it may; delete one first"
+                ),
             ));
         }
     }

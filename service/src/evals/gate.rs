@@ -56,7 +56,10 @@ impl EvalGate {
     /// 422 `invalid_eval_gate` for a value out of range.
     pub fn check(&self) -> Result<()> {
         let bad = |m: &str| Err(Error::refused("invalid_eval_gate", m.to_owned()));
-        if self.min_pass_rate.is_some_and(|r| !(0.0..=1.0).contains(&r)) {
+        if self
+            .min_pass_rate
+            .is_some_and(|r| !(0.0..=1.0).contains(&r))
+        {
             return bad("require_evals.min_pass_rate is a share, 0 to 1");
         }
         if self.alpha.is_some_and(|a| !(a > 0.0 && a < 0.5)) {
@@ -178,7 +181,10 @@ pub async fn evaluate(
             )));
         }
     }
-    let (b_cases, c_cases) = (runs::results_of(db, b).await?, runs::results_of(db, c).await?);
+    let (b_cases, c_cases) = (
+        runs::results_of(db, b).await?,
+        runs::results_of(db, c).await?,
+    );
     let alpha = gate.alpha.unwrap_or(ALPHA);
     let (comparison, _, pairs) = runs::pair(&b_cases, &c_cases, alpha);
     let mut summary = vec![format!(

@@ -27,15 +27,15 @@ use sea_orm::{
 };
 
 use super::assertions::{self, JudgeAsk, JudgeVerdict, Reply, Scored, Tokens, ToolCall, Verdict};
-use super::cases::{self, Case};
 use super::cases::MessageRole;
+use super::cases::{self, Case};
 use super::chat::{self, Answer, Ask, ChatMessage, Endpoint, Retry, Role};
 use super::connections::{self, Opened};
 use super::runs::{self, RunState};
 use super::{EvalSettings, datasets};
 use crate::connectors::client::Outbound;
-use crate::registry::formats::OpenAiTool;
 use crate::error::{Error, Result};
+use crate::registry::formats::OpenAiTool;
 use crate::releases::content::Content;
 use crate::releases::serve::Rendering;
 use crate::secrets::Keyring;
@@ -141,8 +141,14 @@ impl Runner {
                 continue;
             }
             let claimed = eval_runs::Entity::update_many()
-                .col_expr(eval_runs::Column::State, Expr::value(RunState::Running.as_str()))
-                .col_expr(eval_runs::Column::LeaseOwner, Expr::value(self.owner.clone()))
+                .col_expr(
+                    eval_runs::Column::State,
+                    Expr::value(RunState::Running.as_str()),
+                )
+                .col_expr(
+                    eval_runs::Column::LeaseOwner,
+                    Expr::value(self.owner.clone()),
+                )
                 .col_expr(eval_runs::Column::LeaseUntil, Expr::value(now + LEASE))
                 .col_expr(
                     eval_runs::Column::StartedAt,
@@ -237,7 +243,10 @@ impl Runner {
     }
 
     /// Why the run must end before its next case, if it must.
-    async fn should_end(&self, run: &eval_runs::Model) -> Result<Option<(RunState, Option<String>)>> {
+    async fn should_end(
+        &self,
+        run: &eval_runs::Model,
+    ) -> Result<Option<(RunState, Option<String>)>> {
         if run.cancel_requested {
             return Ok(Some((RunState::Cancelled, None)));
         }
@@ -264,14 +273,22 @@ impl Runner {
     }
 
     /// Ends the run in `state`, with its event; only while this process holds it.
-    async fn end(&self, run: eval_runs::Model, state: RunState, error: Option<String>) -> Result<()> {
+    async fn end(
+        &self,
+        run: eval_runs::Model,
+        state: RunState,
+        error: Option<String>,
+    ) -> Result<()> {
         let now = self.clock.now();
         let txn = crate::db::begin_write(&self.db).await?;
         let ended = eval_runs::Entity::update_many()
             .col_expr(eval_runs::Column::State, Expr::value(state.as_str()))
             .col_expr(eval_runs::Column::FinishedAt, Expr::value(now))
             .col_expr(eval_runs::Column::Error, Expr::value(error))
-            .col_expr(eval_runs::Column::LeaseOwner, Expr::value(Option::<String>::None))
+            .col_expr(
+                eval_runs::Column::LeaseOwner,
+                Expr::value(Option::<String>::None),
+            )
             .col_expr(
                 eval_runs::Column::LeaseUntil,
                 Expr::value(Option::<DateTime<Utc>>::None),
@@ -298,11 +315,11 @@ impl Runner {
             Err(e) => return Outcome::failed(&case, e.message, Usage::default()),
         };
         let endpoint = endpoint(subject.model);
-        let answer = match chat::complete_with_retries(&self.outbound, &endpoint, &ask, self.retry).await
-        {
-            Ok(answer) => answer,
-            Err(e) => return Outcome::failed(&case, e.to_string(), Usage::default()),
-        };
+        let answer =
+            match chat::complete_with_retries(&self.outbound, &endpoint, &ask, self.retry).await {
+                Ok(answer) => answer,
+                Err(e) => return Outcome::failed(&case, e.to_string(), Usage::default()),
+            };
         let tool_calls: Vec<ToolCall> = answer
             .tool_calls
             .iter()
@@ -443,11 +460,22 @@ impl Runner {
             score: 0.0,
             reason,
         };
-        let answer: Answer =
-            match chat::complete_with_retries(&self.outbound, &endpoint, &request, self.retry).await {
-                Ok(answer) => answer,
-                Err(e) => return (failed(format!("the judge could not be asked: {e}")), Usage::default()),
-            };
+        let answer: Answer = match chat::complete_with_retries(
+            &self.outbound,
+            &endpoint,
+            &request,
+            self.retry,
+        )
+        .await
+        {
+            Ok(answer) => answer,
+            Err(e) => {
+                return (
+                    failed(format!("the judge could not be asked: {e}")),
+                    Usage::default(),
+                );
+            }
+        };
         let usage = Usage {
             prompt: answer.usage.prompt_tokens as i64,
             completion: answer.usage.completion_tokens as i64,
@@ -469,7 +497,13 @@ impl Runner {
     /// Stores a case's result and adds it to the run's counters, in one
     /// transaction; a case already stored (by a process that lost its lease) is
     /// left as it is.
-    async fn record(&self, run: &eval_runs::Model, index: i32, outcome: Outcome, model: &Opened) -> Result<()> {
+    async fn record(
+        &self,
+        run: &eval_runs::Model,
+        index: i32,
+        outcome: Outcome,
+        model: &Opened,
+    ) -> Result<()> {
         let now = self.clock.now();
         let txn = crate::db::begin_write(&self.db).await?;
         let row = eval_results::ActiveModel {

@@ -15,8 +15,8 @@ use sea_orm::{
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::assertions::{ToolCall, Verdict};
 use super::EvalSettings;
+use super::assertions::{ToolCall, Verdict};
 use super::compare::{self, AssertionCount, Comparison, Paired};
 use super::{connections, datasets};
 use crate::auth::{Principal, Role};
@@ -277,11 +277,7 @@ pub struct Planned {
 }
 
 /// Resolves `new` for agent `agent` (404s and 422s as a start would answer).
-pub async fn plan(
-    db: &impl ConnectionTrait,
-    agent: &str,
-    new: &NewRun,
-) -> Result<Planned> {
+pub async fn plan(db: &impl ConnectionTrait, agent: &str, new: &NewRun) -> Result<Planned> {
     let found = crate::registry::links::agent(db, agent).await?;
     let dataset = datasets::find(db, found.id, &new.dataset, new.dataset_version).await?;
     let revision_id = revision_id(db, found.id, new.revision, new.label.as_deref()).await?;
@@ -296,7 +292,10 @@ pub async fn plan(
     let (judge_connection_id, judge_model) = match &new.judge_connection {
         Some(name) => {
             let judge = connections::unopened(connections::find(db, name).await?);
-            (Some(judge.row.id), Some(judge.model(new.judge_model.as_deref())?))
+            (
+                Some(judge.row.id),
+                Some(judge.model(new.judge_model.as_deref())?),
+            )
         }
         None => match &new.judge_model {
             Some(m) => (None, Some(connection.model(Some(m))?)),
@@ -344,7 +343,16 @@ pub async fn start(
     key: Option<&Pending>,
 ) -> Result<RunView> {
     let txn = crate::db::begin_write(db).await?;
-    let row = start_in(&txn, limits, who.tenant(), &who.member, planned, token_budget, now).await?;
+    let row = start_in(
+        &txn,
+        limits,
+        who.tenant(),
+        &who.member,
+        planned,
+        token_budget,
+        now,
+    )
+    .await?;
     record_if(&txn, key).await?;
     let answer = view(&txn, row).await?;
     txn.commit().await?;
@@ -376,7 +384,9 @@ pub async fn start_in(
     crate::db::bounds::serialize(txn, "eval_runs", tenant).await?;
     let open = eval_runs::Entity::find()
         .filter(eval_runs::Column::TenantId.eq(tenant))
-        .filter(eval_runs::Column::State.is_in([RunState::Queued.as_str(), RunState::Running.as_str()]))
+        .filter(
+            eval_runs::Column::State.is_in([RunState::Queued.as_str(), RunState::Running.as_str()]),
+        )
         .count(txn)
         .await?;
     if open >= u64::from(settings.eval_max_queued) {
@@ -467,7 +477,9 @@ async fn results(db: &impl ConnectionTrait, row: &eval_runs::Model) -> Result<Ve
     Ok(stored
         .into_iter()
         .map(|r| {
-            let case = usize::try_from(r.case_index).ok().and_then(|i| cases.get(i));
+            let case = usize::try_from(r.case_index)
+                .ok()
+                .and_then(|i| cases.get(i));
             CaseResult {
                 index: r.case_index,
                 description: case.and_then(|c| c.description.clone()),
@@ -636,6 +648,9 @@ pub async fn reusable(
 }
 
 /// The results of a run (for the release check).
-pub async fn results_of(db: &impl ConnectionTrait, row: &eval_runs::Model) -> Result<Vec<CaseResult>> {
+pub async fn results_of(
+    db: &impl ConnectionTrait,
+    row: &eval_runs::Model,
+) -> Result<Vec<CaseResult>> {
     results(db, row).await
 }

@@ -15,6 +15,7 @@ use super::error::{ApiResult, E400, E401, E403, E404, E409, E413, E422};
 use super::extract::{AdminKey, ApiJson, ApiPath, ApiQuery, OperatorKey};
 use super::idempotent::{Idempotency, key};
 use crate::app::AppState;
+use crate::error::Error;
 use crate::evals::cases::Case;
 use crate::evals::connections::{
     self, ConnectionList, ConnectionPatch, ConnectionView, NewConnection,
@@ -22,12 +23,15 @@ use crate::evals::connections::{
 use crate::evals::datasets::{self, DatasetList, DatasetSummary, DatasetView, Save, Saved};
 use crate::evals::runs::{self, NewRun, RunCases, RunComparison, RunList, RunView};
 use crate::evals::{gate, promptfoo};
-use crate::error::Error;
 
 pub fn routes() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list_connections, create_connection))
-        .routes(routes!(get_connection, update_connection, delete_connection))
+        .routes(routes!(
+            get_connection,
+            update_connection,
+            delete_connection
+        ))
         .routes(routes!(list_datasets))
         .routes(routes!(get_dataset, put_dataset, delete_dataset))
         .routes(routes!(start_run))
@@ -180,11 +184,9 @@ async fn put_dataset(
             crate::cpu::run(move || promptfoo::import(&text, &channel)).await??
         }
         _ => {
-            return Err(Error::refused(
-                "invalid_dataset",
-                "give either `cases` or `promptfoo`",
-            )
-            .into());
+            return Err(
+                Error::refused("invalid_dataset", "give either `cases` or `promptfoo`").into(),
+            );
         }
     };
     let save = Save {

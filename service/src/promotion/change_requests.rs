@@ -702,10 +702,12 @@ async fn with_fresh_evals(
             Some(i) => found.checks[i] = fresh,
             None => found.checks.push(fresh),
         }
-        found.passed = found
-            .checks
-            .iter()
-            .all(|c| matches!(c.status, checks::CheckStatus::Pass | checks::CheckStatus::Warn));
+        found.passed = found.checks.iter().all(|c| {
+            matches!(
+                c.status,
+                checks::CheckStatus::Pass | checks::CheckStatus::Warn
+            )
+        });
     }
     Ok(Some(found))
 }
@@ -721,10 +723,12 @@ fn refuse_failing_checks(
     let found = match (found, require_checks) {
         (Some(mut found), false) => {
             found.checks.retain(|c| c.name == checks::CheckName::Evals);
-            found.passed = found
-                .checks
-                .iter()
-                .all(|c| matches!(c.status, checks::CheckStatus::Pass | checks::CheckStatus::Warn));
+            found.passed = found.checks.iter().all(|c| {
+                matches!(
+                    c.status,
+                    checks::CheckStatus::Pass | checks::CheckStatus::Warn
+                )
+            });
             Some(found)
         }
         (found, _) => found,

@@ -23,12 +23,12 @@ use crate::auth::Principal;
 use crate::cache::Generation;
 use crate::db::idempotency::Pending;
 use crate::error::{Error, Kind, Result, check_size};
+use crate::evals::gate::EvalGate;
 use crate::registry::guard;
 use crate::registry::links::agent as row;
 use crate::releases::moves::{self, Move, Why};
 use crate::releases::traffic;
 use crate::releases::{LATEST, PRODUCTION, ReleaseMode};
-use crate::evals::gate::EvalGate;
 use crate::vocab::MAX_TEXT_BYTES;
 
 /// The body of `PUT /v1/agents/{agent}/labels/{label}`.
@@ -55,7 +55,9 @@ pub struct LabelPut {
 }
 
 /// `null` as `Some(None)`, so a field given as `null` differs from one left out.
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<Option<EvalGate>>, D::Error> {
+fn present<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<Option<EvalGate>>, D::Error> {
     Option::<EvalGate>::deserialize(d).map(Some)
 }
 

@@ -391,7 +391,8 @@ pub async fn render(
         user_instructions,
         last_message_at: None,
     };
-    let rendered = builder::build_agent_prompt_within(&agent.agent, channel, &context, at.max_bytes)
-        .map_err(|e| Error::refused("render_failed", e.to_string()))?;
+    let rendered =
+        builder::build_agent_prompt_within(&agent.agent, channel, &context, at.max_bytes)
+            .map_err(|e| Error::refused("render_failed", e.to_string()))?;
     Ok(rendered.text)
 }

@@ -7,7 +7,7 @@
 //!
 //! The scripted server answers from what it is sent: the system prompt holding
 //! `SAY-NOTHING` gives "I do not know."; otherwise the user's question decides;
-//! the judge (a forced `verdict` call) passes an output holding "Paris". Model
+//! the judge (a forced `verdict` call) passes an `<Output>` holding "Paris". Model
 //! names pick faults: `slow` sleeps past the timeout, `limited` answers 429 with
 //! `Retry-After: 1` the first time, `broken` answers a body that is no completion.
 
@@ -30,7 +30,10 @@ struct Script {
     bodies: Arc<std::sync::Mutex<Vec<Value>>>,
 }
 
-async fn completions(State(script): State<Script>, body: axum::body::Bytes) -> axum::response::Response {
+async fn completions(
+    State(script): State<Script>,
+    body: axum::body::Bytes,
+) -> axum::response::Response {
     use axum::response::IntoResponse;
     script.hits.fetch_add(1, Ordering::SeqCst);
     let body: Value = serde_json::from_slice(&body).expect("a JSON request");
@@ -41,33 +44,62 @@ async fn completions(State(script): State<Script>, body: axum::body::Bytes) -> a
             tokio::time::sleep(Duration::from_secs(3)).await;
         }
         "limited" if script.limited.fetch_add(1, Ordering::SeqCst) == 0 => {
-            return (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "1")], "slow down").into_response();
+            return (
+                StatusCode::TOO_MANY_REQUESTS,
+                [("retry-after", "1")],
+                "slow down",
+            )
+                .into_response();
         }
         "broken" => return (StatusCode::OK, "{\"choices\": \"no\"}").into_response(),
         _ => {}
     }
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
-    let system = messages.first().and_then(|m| m["content"].as_str()).unwrap_or_default();
-    let user = messages.last().and_then(|m| m["content"].as_str()).unwrap_or_default();
-    let forced = body["tool_choice"]["function"]["name"].as_str().map(str::to_owned);
+    let system = messages
+        .first()
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default();
+    let user = messages
+        .last()
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default();
+    let forced = body["tool_choice"]["function"]["name"]
+        .as_str()
+        .map(str::to_owned);
     let message = match forced.as_deref() {
         Some("verdict") => {
-            let pass = user.contains("Paris");
+            let output = user.split("</Output>").next().unwrap_or_default();
+            let pass = output.contains("Paris");
             let arguments = json!({"pass": pass, "score": if pass {1.0} else {0.0}, "reason": if pass {"names Paris"} else {"does not name Paris"}});
             json!({"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
                 "function": {"name": "verdict", "arguments": arguments.to_string()}}]})
         }
-        Some(tool) => json!({"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
-            "function": {"name": tool, "arguments": "{\"items\": [{\"text\": \"milk\"}]}"}}]}),
-        None if system.contains("SAY-NOTHING") => json!({"role": "assistant", "content": "I do not know."}),
-        None if user.contains("France") => json!({"role": "assistant", "content": "Paris is the capital of France."}),
-        None if user.contains("JSON") => json!({"role": "assistant", "content": "{\"city\": \"Paris\"}"}),
+        Some(tool) => {
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": tool, "arguments": "{\"tasks\": [{\"title\": \"Buy milk\", \"description\": null, \"priority\": null, \"due_date\": null}]}"}}]})
+        }
+        None if system.contains("SAY-NOTHING") => {
+            json!({"role": "assistant", "content": "I do not know."})
+        }
+        None if user.contains("France") => {
+            json!({"role": "assistant", "content": "Paris is the capital of France."})
+        }
+        None if user.contains("JSON") => {
+            json!({"role": "assistant", "content": "{\"city\": \"Paris\"}"})
+        }
         None => json!({"role": "assistant", "content": format!("You said: {user}")}),
     };
-    let finish = if message["tool_calls"].is_array() { "tool_calls" } else { "stop" };
-    Json(json!({"id": "x", "object": "chat.completion", "model": model,
+    let finish = if message["tool_calls"].is_array() {
+        "tool_calls"
+    } else {
+        "stop"
+    };
+    Json(
+        json!({"id": "x", "object": "chat.completion", "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}})).into_response()
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}}),
+    )
+    .into_response()
 }
 
 use axum::Json;
@@ -79,7 +111,9 @@ async fn scripted() -> (Script, SocketAddr) {
     let app = axum::Router::new()
         .route("/v1/chat/completions", axum::routing::post(completions))
         .with_state(script.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let address = listener.local_addr().expect("address");
     tokio::spawn(async move { axum::serve(listener, app).await });
     (script, address)
@@ -99,21 +133,32 @@ async fn connect(app: &TestApp, address: SocketAddr, timeout_ms: u64) {
         "input_price": 1.0, "output_price": 2.0}))).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
     assert_eq!(body["has_api_key"], true);
-    assert!(!body.to_string().contains("sk-test-secret-123"), "the key is never shown: {body}");
+    assert!(
+        !body.to_string().contains("sk-test-secret-123"),
+        "the key is never shown: {body}"
+    );
 }
 
 /// Six questions about France whose assertions pass on the seeded agent.
 fn france_cases(n: usize) -> Vec<Value> {
     (0..n)
-        .map(|i| json!({"description": format!("france {i}"), "channel": "web",
+        .map(|i| {
+            json!({"description": format!("france {i}"), "channel": "web",
             "messages": [{"role": "user", "content": "What is the capital of France?"}],
-            "assert": [{"type": "icontains", "value": "paris"}]}))
+            "assert": [{"type": "icontains", "value": "paris"}]})
+        })
         .collect()
 }
 
 async fn put_dataset(app: &TestApp, name: &str, cases: Vec<Value>) -> Value {
-    let (status, body) = app.call(Method::PUT, &format!("/v1/agents/assistant/datasets/{name}"), &app.operator,
-        Some(json!({"cases": cases}))).await;
+    let (status, body) = app
+        .call(
+            Method::PUT,
+            &format!("/v1/agents/assistant/datasets/{name}"),
+            &app.operator,
+            Some(json!({"cases": cases})),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     body
 }
@@ -121,14 +166,25 @@ async fn put_dataset(app: &TestApp, name: &str, cases: Vec<Value>) -> Value {
 /// Carries out every claimable run in this process, as the background job would.
 async fn drain(app: &TestApp) {
     let mut runner = app.state.eval_runner();
-    runner.retry = loadout::evals::chat::Retry { attempts: 3, max_wait: Duration::from_secs(2), first_wait: Duration::from_millis(10) };
+    runner.retry = loadout::evals::chat::Retry {
+        attempts: 3,
+        max_wait: Duration::from_secs(2),
+        first_wait: Duration::from_millis(10),
+    };
     while let Some(run) = runner.claim().await.expect("claim") {
         runner.carry_out(run).await.expect("carry out");
     }
 }
 
 async fn run(app: &TestApp, key: &str, body: Value) -> Value {
-    let (status, run) = app.call(Method::POST, "/v1/agents/assistant/eval-runs", key, Some(body)).await;
+    let (status, run) = app
+        .call(
+            Method::POST,
+            "/v1/agents/assistant/eval-runs",
+            key,
+            Some(body),
+        )
+        .await;
     assert_eq!(status, StatusCode::ACCEPTED, "{run}");
     assert_eq!(run["state"], "queued");
     run
@@ -148,7 +204,7 @@ db_test! {
              "assert": [{"type": "is-json"}, {"type": "contains-json", "value": {"type": "object", "required": ["city"]}}, {"type": "equals", "value": "Paris"}]},
             {"description": "tool", "channel": "web", "messages": [{"role": "user", "content": "Remember milk."}],
              "tool_choice": {"type": "function", "function": {"name": "create_tasks"}},
-             "assert": [{"type": "tool-call", "value": {"name": "create_tasks", "arguments": {"items": [{"text": "milk"}]}}},
+             "assert": [{"type": "tool-call", "value": {"name": "create_tasks", "arguments": {"tasks": [{"title": "Buy milk"}]}}},
                         {"type": "is-valid-openai-tools-call"}]},
             {"description": "vars", "channel": "telegram", "user_id": "alice", "vars": {"name": "Ada"}, "messages": [{"role": "user", "content": "Hello {{name}}"}],
              "assert": [{"type": "contains", "value": "Hello Ada"}, {"type": "llm-rubric", "value": "Names Paris"}]}
@@ -222,7 +278,7 @@ db_test! {
         let slow = view(ids[0]).await;
         assert_eq!(slow["run"]["state"], "succeeded", "{slow}");
         assert_eq!(slow["run"]["errors"], 2);
-        assert!(slow["cases"][0]["error"].as_str().is_some_and(|e| e.contains("timed out")), "{}", slow["cases"][0]);
+        assert!(slow["cases"][0]["error"].as_str().is_some_and(|e| e.contains("did not answer within 1 s")), "{}", slow["cases"][0]);
         let limited = view(ids[1]).await;
         assert_eq!((limited["run"]["passed"].as_i64(), limited["run"]["errors"].as_i64()), (Some(2), Some(0)), "a 429 with Retry-After is waited out: {limited}");
         let broken = view(ids[2]).await;

@@ -32,13 +32,18 @@ pub fn equal(a: &Value, b: &Value) -> bool {
 }
 
 /// Whether `actual` holds `expected`: every key of an expected object is in the
-/// actual object with a value that holds the expected one; anything else (lists
-/// included) is [`equal`].
+/// actual object with a value that holds the expected one; a list holds a list
+/// of the same length whose items it holds one by one (so `{"tasks": [{"title":
+/// "x"}]}` is held by a call that also sends each task's other fields); anything
+/// else is [`equal`].
 pub fn contains(actual: &Value, expected: &Value) -> bool {
     match (actual, expected) {
         (Value::Object(a), Value::Object(e)) => e
             .iter()
             .all(|(k, v)| a.get(k).is_some_and(|w| contains(w, v))),
+        (Value::Array(a), Value::Array(e)) => {
+            a.len() == e.len() && a.iter().zip(e).all(|(w, v)| contains(w, v))
+        }
         _ => equal(actual, expected),
     }
 }
