@@ -16,6 +16,7 @@ mod console;
 mod contracts;
 mod disk_full;
 mod evals;
+mod evals_model;
 mod hardening;
 mod http;
 mod https;
