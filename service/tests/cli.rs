@@ -2249,3 +2249,69 @@ fn the_langfuse_guide_works_when_pasted() {
         );
     }
 }
+
+/// The peers' real model (`tests/peers/model/serve.py`) on a free port: the child
+/// and its OpenAI base URL; `None` (skipped) when the peers are not installed,
+/// unless `LOADOUT_REQUIRE_PEERS=1` makes that a failure.
+fn model_server() -> Option<(std::process::Child, String)> {
+    use std::io::BufRead;
+    let peers = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/peers");
+    let ready = peers.join(".peers/venv-model/bin/python").exists();
+    assert!(
+        ready || std::env::var("LOADOUT_REQUIRE_PEERS").as_deref() != Ok("1"),
+        "LOADOUT_REQUIRE_PEERS=1 but the model server is not installed: run tests/peers/install"
+    );
+    if !ready {
+        eprintln!("skipped: the model server is not installed (tests/peers/install)");
+        return None;
+    }
+    let mut child = Command::new("python3")
+        .arg(peers.join("model/serve.py"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("serve.py starts");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("a line");
+    let url = line
+        .trim()
+        .strip_prefix("MODEL_READY ")
+        .unwrap_or_else(|| panic!("serve.py printed {line:?}"))
+        .to_owned();
+    Some((child, url))
+}
+
+#[test]
+fn the_evaluations_guide_works_when_pasted() {
+    let Some((mut model, url)) = model_server() else {
+        return;
+    };
+    let base = url.trim_end_matches("/v1").to_owned();
+    let blocks: Vec<String> = sh_blocks("docs/evaluations.md")
+        .into_iter()
+        .map(|b| b.replace("http://127.0.0.1:8091", &base))
+        .collect();
+    let printed = paste(
+        "evaluations",
+        &blocks,
+        &["--connector-allow", "127.0.0.1"],
+        Shell::Strict,
+    );
+    let _ = Command::new("kill").arg(model.id().to_string()).status();
+    let _ = model.wait();
+    assert!(
+        printed.contains("\"passed\":3,\"errors\":0"),
+        "the run passes every case: {printed}"
+    );
+    assert!(
+        printed.contains("\"name\":\"evals\",\"status\":\"fail\"")
+            && printed.contains("turned from pass to fail"),
+        "the evals check fails, naming the turned cases: {printed}"
+    );
+    assert!(
+        printed.contains("refused: the evals check fails"),
+        "the signer cannot approve the candidate: {printed}"
+    );
+}
