@@ -149,7 +149,7 @@ pub async fn evaluate(
             None if let Some(limits) = start => {
                 let row =
                     runs::start_in(db, limits, who.tenant, who.member, planned, None, now).await?;
-                super::runner::nudge();
+                runs::nudge();
                 Some(row)
             }
             None => None,

@@ -22,8 +22,8 @@ use chrono::{DateTime, TimeDelta, Utc};
 use entity::{eval_results, eval_runs};
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, Condition, ConnectionTrait, DatabaseConnection, EntityTrait,
-    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    ActiveModelTrait, ColumnTrait, Condition, DatabaseConnection, EntityTrait, PaginatorTrait,
+    QueryFilter, QueryOrder, QuerySelect, Set,
 };
 
 use super::assertions::{self, JudgeAsk, JudgeVerdict, Reply, Scored, Tokens, ToolCall, Verdict};
@@ -50,18 +50,11 @@ pub const MAX_RENDER_BYTES: usize = 1024 * 1024;
 /// The most output text a case keeps.
 pub const MAX_OUTPUT_BYTES: usize = 64 * 1024;
 
-static QUEUED: tokio::sync::Notify = tokio::sync::Notify::const_new();
-
 /// This process as a lease names it: a random id, new at every start.
 pub fn owner_id() -> String {
     let mut random = [0u8; 8];
     let _ = getrandom::fill(&mut random);
     format!("runner-{}", crate::digest::hex(&random))
-}
-
-/// Wakes this process's runner: a run was queued.
-pub fn nudge() {
-    QUEUED.notify_one();
 }
 
 /// What the runner uses.
@@ -95,7 +88,7 @@ impl Runner {
                                 tracing::warn!(run = id, error = %e.message, "an evaluation run stopped; it resumes when its lease lapses");
                             }
                             drop(permit);
-                            nudge();
+                            runs::nudge();
                         });
                     }
                     Ok(None) => break,
@@ -106,7 +99,7 @@ impl Runner {
                 }
             }
             tokio::select! {
-                () = QUEUED.notified() => {}
+                () = runs::queued().notified() => {}
                 () = tokio::time::sleep(POLL) => {}
             }
         }
@@ -301,7 +294,7 @@ impl Runner {
         if ended.rows_affected == 1
             && let Some(row) = eval_runs::Entity::find_by_id(run.id).one(&txn).await?
         {
-            record_finished(&txn, &row, now).await?;
+            runs::record_finished(&txn, &row, now).await?;
         }
         txn.commit().await?;
         Ok(())
@@ -617,33 +610,6 @@ fn endpoint(connection: &Opened) -> Endpoint<'_> {
         timeout: Duration::from_millis(u64::try_from(connection.row.timeout_ms).unwrap_or(120_000)),
         structured: connection.structured,
     }
-}
-
-/// Records `eval_run.finished` for an ended run, in the caller's transaction.
-pub async fn record_finished(
-    db: &impl ConnectionTrait,
-    run: &eval_runs::Model,
-    now: DateTime<Utc>,
-) -> Result<()> {
-    let dataset = entity::eval_datasets::Entity::find_by_id(run.dataset_id)
-        .one(db)
-        .await?;
-    let event = crate::events::EvalRun {
-        run: run.id,
-        tenant: run.tenant_id.clone(),
-        agent: crate::events::agent_name(db, run.agent_id).await?,
-        revision: crate::events::revision_number(db, run.revision_id).await?,
-        dataset: dataset.as_ref().map(|d| d.name.clone()).unwrap_or_default(),
-        dataset_version: dataset.map_or(0, |d| d.version),
-        state: run.state.clone(),
-        total: run.total,
-        passed: run.passed,
-        errors: run.errors,
-        prompt_tokens: run.prompt_tokens,
-        completion_tokens: run.completion_tokens,
-    };
-    crate::events::record(db, now, crate::events::Event::EvalRunFinished(event)).await?;
-    Ok(())
 }
 
 /// `tool_choice` naming one function.

@@ -356,7 +356,7 @@ pub async fn start(
     record_if(&txn, key).await?;
     let answer = view(&txn, row).await?;
     txn.commit().await?;
-    super::runner::nudge();
+    nudge();
     Ok(answer)
 }
 
@@ -535,7 +535,7 @@ pub async fn cancel(
     }
     let row = active.update(&txn).await?;
     if state == RunState::Queued {
-        super::runner::record_finished(&txn, &row, now).await?;
+        record_finished(&txn, &row, now).await?;
     }
     record_if(&txn, key).await?;
     let answer = view(&txn, row).await?;
@@ -653,4 +653,43 @@ pub async fn results_of(
     row: &eval_runs::Model,
 ) -> Result<Vec<CaseResult>> {
     results(db, row).await
+}
+
+static QUEUED: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// Wakes this process's runner: a run was queued.
+pub fn nudge() {
+    QUEUED.notify_one();
+}
+
+/// What the runner waits on besides its poll.
+pub fn queued() -> &'static tokio::sync::Notify {
+    &QUEUED
+}
+
+/// Records `eval_run.finished` for an ended run, in the caller's transaction.
+pub async fn record_finished(
+    db: &impl ConnectionTrait,
+    run: &eval_runs::Model,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    let dataset = entity::eval_datasets::Entity::find_by_id(run.dataset_id)
+        .one(db)
+        .await?;
+    let event = crate::events::EvalRun {
+        run: run.id,
+        tenant: run.tenant_id.clone(),
+        agent: crate::events::agent_name(db, run.agent_id).await?,
+        revision: crate::events::revision_number(db, run.revision_id).await?,
+        dataset: dataset.as_ref().map(|d| d.name.clone()).unwrap_or_default(),
+        dataset_version: dataset.map_or(0, |d| d.version),
+        state: run.state.clone(),
+        total: run.total,
+        passed: run.passed,
+        errors: run.errors,
+        prompt_tokens: run.prompt_tokens,
+        completion_tokens: run.completion_tokens,
+    };
+    crate::events::record(db, now, crate::events::Event::EvalRunFinished(event)).await?;
+    Ok(())
 }
