@@ -95,6 +95,10 @@ fn exactly_the_operations_that_take_a_body_document_its_schema() {
         "PATCH /v1/webhooks/{id}",
         "POST /v1/webhooks",
         "POST /v1/webhooks/{id}/rotate-secret",
+        "POST /v1/model-connections",
+        "PATCH /v1/model-connections/{connection}",
+        "PUT /v1/agents/{agent}/datasets/{dataset}",
+        "POST /v1/agents/{agent}/eval-runs",
     ];
     expected.sort();
     assert_eq!(with_body, expected);

@@ -640,6 +640,12 @@ db_test! {
             "GET /v1/webhooks", "POST /v1/webhooks", "GET /v1/webhooks/{id}", "PATCH /v1/webhooks/{id}",
             "DELETE /v1/webhooks/{id}", "POST /v1/webhooks/{id}/rotate-secret",
             "GET /v1/webhooks/{id}/deliveries",
+            "GET /v1/model-connections", "POST /v1/model-connections", "GET /v1/model-connections/{connection}",
+            "PATCH /v1/model-connections/{connection}", "DELETE /v1/model-connections/{connection}",
+            "GET /v1/agents/{agent}/datasets", "GET /v1/agents/{agent}/datasets/{dataset}",
+            "PUT /v1/agents/{agent}/datasets/{dataset}", "DELETE /v1/agents/{agent}/datasets/{dataset}",
+            "POST /v1/agents/{agent}/eval-runs", "GET /v1/eval-runs", "GET /v1/eval-runs/{id}",
+            "GET /v1/eval-runs/{id}/cases", "POST /v1/eval-runs/{id}/cancel", "GET /v1/eval-runs/{id}/compare",
         ].iter().map(|r| { let (m, p) = r.split_once(' ').expect("method path"); (m.to_owned(), p.to_owned()) }).collect();
         expected.sort();
         operations.sort();

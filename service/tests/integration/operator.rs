@@ -42,6 +42,7 @@ fn operator_only(method: &str, path: &str) -> bool {
         "/outcomes",
         "/policy/validate",
         "/snapshots",
+        "/eval-runs",
     ];
     let configuration = ["/v1/agents", "/v1/tools", "/v1/channels"];
     let write = method != "get";
@@ -53,6 +54,7 @@ fn operator_only(method: &str, path: &str) -> bool {
         || path.ends_with("/signer-grants")
         || path.starts_with("/v1/connectors")
         || path.starts_with("/v1/tool-changes")
+        || (write && path.starts_with("/v1/model-connections"))
         || path.ends_with("/connector")
         || (write && path == "/v1/config/apply")
         || path == "/metrics"
