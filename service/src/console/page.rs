@@ -182,6 +182,22 @@ fn environment() -> Result<Environment<'static>, minijinja::Error> {
             "webhook_fields.html",
             include_str!("../../../templates/console/webhook_fields.html"),
         ),
+        (
+            "eval_runs.html",
+            include_str!("../../../templates/console/eval_runs.html"),
+        ),
+        (
+            "eval_run.html",
+            include_str!("../../../templates/console/eval_run.html"),
+        ),
+        (
+            "eval_run_body.html",
+            include_str!("../../../templates/console/eval_run_body.html"),
+        ),
+        (
+            "eval_verdicts.html",
+            include_str!("../../../templates/console/eval_verdicts.html"),
+        ),
     ] {
         env.add_template(name, source)?;
     }
