@@ -87,6 +87,7 @@ async fn apply_dir(
     let outbound =
         loadout::connectors::client::Outbound::new(vec!["127.0.0.1".parse().expect("ip")], None)
             .expect("outbound");
+    let evals = loadout::evals::EvalSettings::default();
     let input = apply::Apply {
         target,
         base,
@@ -96,6 +97,7 @@ async fn apply_dir(
         outbound: &outbound,
         max_template_bytes: 64 * 1024,
         request_ttl: chrono::TimeDelta::hours(24),
+        evals: &evals,
     };
     let writer = loadout::db::Writer {
         db,
