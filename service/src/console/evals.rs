@@ -111,17 +111,33 @@ async fn read(state: &AppState, signed: &Signed, id: i32, side: Side) -> Result<
         Some(REGRESSED) => true,
         Some(_) => return Err(Error::invalid("`only` may be `regressed` or nothing")),
     };
-    let Some(base) = side.base else {
-        let found = runs::cases(&state.db, &signed.who, id).await?;
-        return Ok(RunPage {
-            title: format!("Evaluation run {id}"),
-            live: !found.run.state.ended(),
-            here: format!("/console/eval-runs/{id}"),
-            run: found.run,
-            cases: found.cases,
-            compared: None,
-        });
-    };
+    match side.base {
+        None => alone(state, signed, id).await,
+        Some(base) => side_by_side(state, signed, id, base, only_regressed).await,
+    }
+}
+
+/// A run and its cases.
+async fn alone(state: &AppState, signed: &Signed, id: i32) -> Result<RunPage> {
+    let found = runs::cases(&state.db, &signed.who, id).await?;
+    Ok(RunPage {
+        title: format!("Evaluation run {id}"),
+        live: !found.run.state.ended(),
+        here: format!("/console/eval-runs/{id}"),
+        run: found.run,
+        cases: found.cases,
+        compared: None,
+    })
+}
+
+/// Run `id` against run `base`, case by case, at the release check's alpha.
+async fn side_by_side(
+    state: &AppState,
+    signed: &Signed,
+    id: i32,
+    base: i32,
+    only_regressed: bool,
+) -> Result<RunPage> {
     let found = runs::compare_runs(&state.db, &signed.who, id, base, gate::ALPHA).await?;
     let every_case = format!("/console/eval-runs/{id}?base={base}");
     let regressed_only = format!("{every_case}&only={REGRESSED}");
