@@ -1,6 +1,6 @@
 //! The web console: server-rendered pages for admins (prompts, tools, links,
-//! channels, connectors, keys, webhooks) and approvers (the proposal queue), on
-//! the API's port.
+//! channels, connectors, keys, webhooks, evaluation runs) and approvers (the
+//! proposal queue), on the API's port.
 //!
 //! A page handler reads the domain through the same functions as the JSON API,
 //! renders a minijinja template from `templates/console/` (embedded), and for a
@@ -10,6 +10,7 @@
 
 pub mod agents;
 pub mod connectors;
+pub mod evals;
 pub mod model;
 pub mod page;
 pub mod pages;
@@ -54,6 +55,7 @@ pub fn router() -> Router<AppState> {
         .merge(registry::routes())
         .merge(connectors::routes())
         .merge(webhooks::routes())
+        .merge(evals::routes())
         .layer(axum::middleware::map_response(no_framing))
 }
 

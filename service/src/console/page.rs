@@ -182,6 +182,22 @@ fn environment() -> Result<Environment<'static>, minijinja::Error> {
             "webhook_fields.html",
             include_str!("../../../templates/console/webhook_fields.html"),
         ),
+        (
+            "eval_runs.html",
+            include_str!("../../../templates/console/eval_runs.html"),
+        ),
+        (
+            "eval_run.html",
+            include_str!("../../../templates/console/eval_run.html"),
+        ),
+        (
+            "eval_run_body.html",
+            include_str!("../../../templates/console/eval_run_body.html"),
+        ),
+        (
+            "eval_verdicts.html",
+            include_str!("../../../templates/console/eval_verdicts.html"),
+        ),
     ] {
         env.add_template(name, source)?;
     }
@@ -374,5 +390,56 @@ mod tests {
             .unwrap();
         assert!(html.contains("&lt;script&gt;x"), "{html}");
         assert!(!html.contains("<script>x"), "{html}");
+    }
+
+    #[test]
+    fn a_runs_page_shows_a_models_output_as_text_and_polls_only_while_it_runs() {
+        let env = environment().expect("every console template parses");
+        let run = |state: &str| {
+            serde_json::json!({"id": 7, "tenant": "default", "agent": "assistant", "revision": 2,
+                "dataset": "smoke", "dataset_version": 1, "connection": "scripted", "model": "good",
+                "state": state, "total": 3, "done": 1, "passed": 1, "errors": 0, "pass_rate": 0.3333,
+                "prompt_tokens": 100, "completion_tokens": 10, "token_budget": 1000, "cost": 0.00012,
+                "cancel_requested": false, "requested_by": "admin", "created_at": "2026-01-01T00:00:00Z",
+                "deadline_at": "2026-01-01T01:00:00Z"})
+        };
+        let case = serde_json::json!({"index": 0, "description": "echo", "channel": "web", "passed": true,
+            "errored": false, "output": "<b>x</b>", "tool_calls": [], "latency_ms": 5, "prompt_tokens": 100,
+            "completion_tokens": 10, "verdicts": [{"type": "llm-rubric", "pass": false, "score": 0.0, "reason": "<i>no</i>"}]});
+        let render = |state: &str| {
+            let mut run = run(state);
+            if state == "running" {
+                // Without prices a run has no cost.
+                run.as_object_mut().expect("an object").remove("cost");
+            }
+            let page = serde_json::json!({"who": null, "csrf": "t", "title": "Run 7", "run": run,
+                "live": state == "running", "here": "/console/eval-runs/7", "cases": [case], "compared": null});
+            env.get_template("eval_run.html")
+                .and_then(|t| t.render(&page))
+                .expect("renders")
+        };
+        let running = render("running");
+        assert!(
+            running.contains("<pre>&lt;b&gt;x&lt;&#x2f;b&gt;</pre>"),
+            "{running}"
+        );
+        assert!(
+            !running.contains("<b>x") && !running.contains("<i>no"),
+            "{running}"
+        );
+        assert!(
+            running.contains("hx-trigger=\"every 2s\"") && running.contains("<progress"),
+            "{running}"
+        );
+        let ended = render("succeeded");
+        assert!(ended.contains("0.00012"), "{ended}");
+        assert!(
+            !ended.contains("hx-trigger") && !ended.contains("<progress"),
+            "{ended}"
+        );
+        assert!(
+            ended.contains("&lt;i&gt;no&lt;&#x2f;i&gt;"),
+            "the judge's reason, as text: {ended}"
+        );
     }
 }

@@ -26,7 +26,8 @@ pub struct DatasetSummary {
     pub agent: String,
     pub name: String,
     pub version: i32,
-    pub cases: i32,
+    /// How many cases it holds.
+    pub case_count: i32,
     /// SHA-256 of the cases' canonical JSON.
     pub hash: String,
     pub created_by: String,
@@ -61,7 +62,7 @@ fn summary(agent: &str, row: &eval_datasets::Model) -> DatasetSummary {
         agent: agent.to_owned(),
         name: row.name.clone(),
         version: row.version,
-        cases: row.case_count,
+        case_count: row.case_count,
         hash: row.hash.clone(),
         created_by: row.created_by.clone(),
         created_at: row.created_at,

@@ -1274,3 +1274,192 @@ db_test!(
         .await;
     }
 );
+
+/// A model connection to the scripted server (`scripted_model.rs`), a dataset of
+/// three cases, and two runs carried out: a base, and a candidate whose soul makes
+/// the server answer "I do not know." Case 0 (france) and case 1 (echo, whose output
+/// holds `<b>x</b>`) turn from pass to fail; case 2 (hello) fails on both.
+async fn evaluated(site: &Site) -> Result<(i64, i64)> {
+    let (_, address) = crate::scripted_model::scripted().await;
+    let connection =
+        json!({"name": "scripted", "base_url": format!("http://{address}/v1"), "models": ["good"]});
+    let (status, body) = site
+        .api(
+            Method::POST,
+            "/v1/model-connections",
+            &site.admin,
+            Some(connection),
+        )
+        .await;
+    ensure!(status == StatusCode::CREATED, "{body}");
+    let cases = json!([
+        {"description": "france", "channel": "web", "messages": [{"role": "user", "content": "What is the capital of France?"}],
+         "assert": [{"type": "icontains", "value": "paris"}, {"type": "llm-rubric", "value": "Names the capital of France"}]},
+        {"description": "echo", "channel": "web", "messages": [{"role": "user", "content": "<b>x</b>"}],
+         "assert": [{"type": "contains", "value": "You said"}]},
+        {"description": "hello", "channel": "web", "messages": [{"role": "user", "content": "Hello"}],
+         "assert": [{"type": "contains", "value": "never said"}]}
+    ]);
+    let (status, body) = site
+        .api(
+            Method::PUT,
+            "/v1/agents/assistant/datasets/console",
+            &site.admin,
+            Some(json!({"cases": cases})),
+        )
+        .await;
+    ensure!(status == StatusCode::OK, "{body}");
+    let base = start_run(site).await?;
+    let (status, body) = site
+        .api(
+            Method::PATCH,
+            "/v1/agents/assistant",
+            &site.admin,
+            Some(json!({"soul": "Answer briefly. SAY-NOTHING"})),
+        )
+        .await;
+    ensure!(status == StatusCode::OK, "{body}");
+    let candidate = start_run(site).await?;
+    carry_out_runs(site).await?;
+    Ok((base, candidate))
+}
+
+/// Queues a run of the `console` dataset on what `latest` serves.
+async fn start_run(site: &Site) -> Result<i64> {
+    let body = json!({"dataset": "console", "connection": "scripted"});
+    let (status, run) = site
+        .api(
+            Method::POST,
+            "/v1/agents/assistant/eval-runs",
+            &site.admin,
+            Some(body),
+        )
+        .await;
+    ensure!(status == StatusCode::ACCEPTED, "{run}");
+    run["id"]
+        .as_i64()
+        .ok_or_else(|| anyhow!("no run id in {run}"))
+}
+
+/// Carries out every queued run, as the background job would.
+async fn carry_out_runs(site: &Site) -> Result<()> {
+    let runner = site.state.eval_runner();
+    while let Some(run) = runner.claim().await? {
+        runner.carry_out(run).await?;
+    }
+    Ok(())
+}
+
+db_test!(
+    async fn an_admin_reads_a_runs_cases_and_verdicts_and_the_regressions_side_by_side(db) {
+        let site = Site::new(db).await;
+        let (base, candidate) = evaluated(&site).await.expect("two runs carried out");
+        let other = keys::create_for_tenant(&site._db.conn, "acme-admin", Role::Admin, Some("acme"), chrono::Utc::now())
+            .await
+            .expect("key");
+        let Some(client) = browser().await else { return };
+        run("eval-runs", client, async |c: &Client| {
+            sign_in(c, &site, &site.admin).await?;
+            c.find(Locator::LinkText("Evaluations")).await?.click().await?;
+            region_shows(c, "Evaluation runs", &format!("Run {base}")).await?;
+            region_shows(c, "Evaluation runs", &format!("Run {candidate}")).await?;
+            region_shows(c, "Evaluation runs", "console@1").await?;
+            region_shows(c, "Evaluation runs", "3/3").await?;
+
+            // The base's page: every case, the judge's reason, a model's output as text.
+            c.find(Locator::LinkText(&format!("Run {base}"))).await?.click().await?;
+            region_shows(c, &format!("Run {base}"), "succeeded").await?;
+            region_shows(c, "Cases", "Paris is the capital of France.").await?;
+            region_shows(c, "Cases", "names Paris").await?;
+            region_shows(c, "Cases", "You said: <b>x</b>").await?;
+            let bold = c.find_all(Locator::XPath("//*[@aria-label='Cases']//b")).await?;
+            ensure!(bold.is_empty(), "a model's output was rendered as HTML");
+            ensure!(c.find_all(Locator::Css("progress")).await?.is_empty(), "an ended run shows progress");
+            ensure!(c.find(Locator::XPath("//button[starts-with(normalize-space(), 'Cancel run')]")).await.is_err(), "an ended run offers Cancel");
+
+            // Side by side: the comparison, then only the cases that turned from pass to fail.
+            c.goto(&format!("{}/console/eval-runs/{candidate}?base={base}", site.base)).await?;
+            region_shows(c, "Comparison", "66.7 % (base) → 0.0 % (candidate)").await?;
+            region_shows(c, "Comparison", "not shown worse").await?;
+            region_shows(c, "Cases side by side", "hello").await?;
+            region_shows(c, "Cases side by side", "does not name Paris").await?;
+            c.find(Locator::LinkText("Show only regressions")).await?.click().await?;
+            page_shows(c, "Only the cases that turned from pass to fail.").await?;
+            let table = c.find(Locator::XPath("//*[@aria-label='Cases side by side']")).await?.text().await?;
+            ensure!(table.contains("0: france") && table.contains("1: echo"), "{table}");
+            ensure!(!table.contains("hello"), "a case that did not regress is shown: {table}");
+            ensure!(table.contains("I do not know.") && table.contains("You said: <b>x</b>"), "{table}");
+            c.find(Locator::LinkText("Show every case")).await?;
+
+            // Another tenant's admin sees none of it.
+            sign_out(c).await?;
+            sign_in(c, &site, &other).await?;
+            c.find(Locator::LinkText("Evaluations")).await?.click().await?;
+            region_shows(c, "Evaluation runs", "No evaluation runs.").await?;
+            c.goto(&format!("{}/console/eval-runs/{base}", site.base)).await?;
+            page_shows(c, &format!("no evaluation run {base}")).await?;
+            Ok(())
+        })
+        .await;
+    }
+);
+
+db_test!(
+    async fn a_running_runs_progress_refreshes_itself_and_the_evals_check_links_to_its_runs(db) {
+        let site = Site::new(db).await;
+        evaluated(&site).await.expect("two runs carried out");
+        let queued = start_run(&site).await.expect("a queued run");
+        let Some(client) = browser().await else { return };
+        run("eval-progress", client, async |c: &Client| {
+            sign_in(c, &site, &site.admin).await?;
+            c.goto(&format!("{}/console/eval-runs/{queued}", site.base)).await?;
+            let bar = c.find(Locator::Css("progress")).await?;
+            ensure!(bar.attr("value").await?.as_deref() == Some("0"), "{:?}", bar.attr("value").await?);
+            ensure!(bar.attr("max").await?.as_deref() == Some("3"), "{:?}", bar.attr("max").await?);
+            region_shows(c, &format!("Run {queued}"), "queued").await?;
+            // The page asks again every 2 s: the run carried out shows without a reload.
+            carry_out_runs(&site).await?;
+            region_shows(c, &format!("Run {queued}"), "succeeded").await?;
+            region_shows(c, "Cases", "does not name Paris").await?;
+            ensure!(c.find_all(Locator::Css("progress")).await?.is_empty(), "the ended run still shows progress");
+            ensure!(c.find_all(Locator::Css("[hx-trigger]")).await?.is_empty(), "the ended run's page still polls");
+
+            // Cancel, with the console's CSRF token.
+            let cancelled = start_run(&site).await?;
+            c.goto(&format!("{}/console/eval-runs/{cancelled}", site.base)).await?;
+            button(c, "", &format!("Cancel run {cancelled}")).await?.click().await?;
+            region_shows(c, &format!("Run {cancelled}"), "cancelled").await?;
+
+            // A change request's evals check links to the runs it compared.
+            let (status, body) = site.api(Method::PATCH, "/v1/agents/assistant", &site.admin, Some(json!({"release_mode": "gated"}))).await;
+            ensure!(status == StatusCode::OK, "{body}");
+            let production = label_revision(&site, "production").await;
+            let gate = json!({"dataset": "console", "connection": "scripted", "min_pass_rate": 0.5});
+            let (status, body) = site.api(Method::PUT, "/v1/agents/assistant/labels/production", &site.admin,
+                Some(json!({"revision": production, "require_evals": gate}))).await;
+            ensure!(status == StatusCode::OK, "{status} {body}");
+            let soul = json!({"soul": "Answer briefly. SAY-NOTHING. Be kind."});
+            let (status, body) = site.api(Method::PATCH, "/v1/agents/assistant", &site.admin, Some(soul)).await;
+            ensure!(status == StatusCode::OK, "{body}");
+            let latest = label_revision(&site, "latest").await;
+            let (status, request) = site.api(Method::PUT, "/v1/agents/assistant/labels/production", &site.admin,
+                Some(json!({"revision": latest}))).await;
+            ensure!(status == StatusCode::ACCEPTED, "{status} {request} (production at {production}, latest at {latest})");
+            let check = request["checks"]["checks"].as_array().and_then(|c| c.iter().find(|c| c["name"] == "evals")).cloned()
+                .ok_or_else(|| anyhow!("no evals check in {request}"))?;
+            let runs = (check["runs"]["candidate"].as_i64(), check["runs"]["base"].as_i64());
+            let (Some(to), Some(from)) = runs else { return Err(anyhow!("the check names no runs: {check}")) };
+            ensure!(check["status"] == "pending", "a new revision's run is queued: {check}");
+            c.goto(&format!("{}/console/proposals", site.base)).await?;
+            let checks = format!("Release checks of change request {}", request["id"]);
+            region_shows(c, &checks, "pending").await?;
+            let link = format!("Candidate's run {to} against the base's run {from}");
+            c.find(Locator::LinkText(&link)).await?.click().await?;
+            page_shows(c, &format!("Evaluation run {to} against run {from}")).await?;
+            region_shows(c, "Comparison", "Pass → fail").await?;
+            c.find(Locator::Id(&format!("progress-{to}"))).await.context("the queued candidate's progress")?;
+            Ok(())
+        })
+        .await;
+    }
+);

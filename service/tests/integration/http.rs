@@ -675,6 +675,16 @@ db_test! {
         let asked = api.json(Method::PUT, "/v1/agents/assistant/labels/production", Some(&api.operator),
             Some(json!({"revision": 2}))).await;
         assert_eq!((asked.status, &asked.body["id"]), (StatusCode::ACCEPTED, &json!(1)), "{}", asked.body);
+        // And a model connection, a dataset and a run of it (queued: no runner here).
+        let connection = api.json(Method::POST, "/v1/model-connections", Some(&api.operator),
+            Some(json!({"name": "model", "base_url": "https://93.184.216.34/v1", "models": ["m"]}))).await;
+        assert_eq!(connection.status, StatusCode::CREATED, "{}", connection.body);
+        let dataset = api.json(Method::PUT, "/v1/agents/assistant/datasets/smoke", Some(&api.operator),
+            Some(json!({"cases": [{"channel": "web", "messages": [{"role": "user", "content": "Hi"}], "assert": [{"type": "contains", "value": "Hi"}]}]}))).await;
+        assert_eq!(dataset.status, StatusCode::OK, "{}", dataset.body);
+        let run = api.json(Method::POST, "/v1/agents/assistant/eval-runs", Some(&api.operator),
+            Some(json!({"dataset": "smoke", "connection": "model"}))).await;
+        assert_eq!((run.status, &run.body["id"]), (StatusCode::ACCEPTED, &json!(1)), "{}", run.body);
         let rank = |m: &str| match m { "GET" => 0, "DELETE" => 2, _ => 1 };
         operations.sort_by_key(|(m, p)| (rank(m), p.clone()));
         for (method, path) in &operations {
@@ -682,10 +692,12 @@ db_test! {
                 .replace("{id}", "1").replace("{conversation_id}", "c-1").replace("{connector}", "backend")
                 .replace("{channel}", "web").replace("{user_id}", "u-1").replace("{version}", "1")
                 .replace("{number}", "1").replace("{label}", "production")
-                .replace("{from}", "1").replace("{to}", "1").replace("{group}", "ops");
+                .replace("{from}", "1").replace("{to}", "1").replace("{group}", "ops")
+                .replace("{connection}", "model").replace("{dataset}", "smoke");
             let concrete = match concrete.as_str() {
                 "/v1/agents/assistant/prompt" | "/v1/agents/assistant/loadout" => format!("{concrete}?channel=web"),
                 "/v1/agents/assistant/snapshots/compare" => format!("{concrete}?revision=1"),
+                "/v1/eval-runs/1/compare" => format!("{concrete}?base=1"),
                 "/v1/agents/assistant/snapshots" if method == "DELETE" => format!("{concrete}?channel=web"),
                 _ => concrete,
             };

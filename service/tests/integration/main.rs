@@ -44,6 +44,7 @@ mod roles;
 mod rollout_guard;
 mod rollouts;
 mod scoped_keys;
+mod scripted_model;
 mod sealed_secrets;
 mod seed;
 mod sso;
