@@ -107,6 +107,65 @@ export interface paths {
         patch: operations["update_agent"];
         trace?: never;
     };
+    "/v1/agents/{agent}/datasets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The agent's datasets, the latest version of each (admin) */
+        get: operations["list_datasets"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/agents/{agent}/datasets/{dataset}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A dataset version with its cases (admin) */
+        get: operations["get_dataset"];
+        /**
+         * Save a dataset's next version (operator); the same cases again make none
+         * @description Body: `{cases}` in loadout's shape, or `{promptfoo, channel?}` with a promptfoo suite's text. 422 `invalid_dataset` names the first problem (an assertion loadout does not run, with the reason).
+         */
+        put: operations["put_dataset"];
+        post?: never;
+        /** Delete a dataset, every version (softly; operator) */
+        delete: operations["delete_dataset"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/agents/{agent}/eval-runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Evaluate a revision on a dataset against a model (admin); queued, 202
+         * @description The run belongs to the key's tenant: its cases render with that tenant's users' instructions, and it counts against the tenant's bounds (`--eval-runs-per-tenant`, `--eval-max-queued`, `--eval-token-budget`, `--eval-max-minutes`).
+         */
+        post: operations["start_run"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/agents/{agent}/labels": {
         parameters: {
             query?: never;
@@ -900,6 +959,94 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/eval-runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Evaluation runs, newest first (admin: its tenant's; operator: all) */
+        get: operations["list_runs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/eval-runs/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A run's state and progress (admin of its tenant, or operator) */
+        get: operations["get_run"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/eval-runs/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Cancel a run: a queued one at once, a running one before its next case */
+        post: operations["cancel_run"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/eval-runs/{id}/cases": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A run's cases so far: output, tool calls, verdicts, latency, tokens */
+        get: operations["run_cases"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/eval-runs/{id}/compare": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A candidate's run against its base's on the same dataset version
+         * @description Pass rates, per-assertion counts, the cases that turned, and McNemar's exact test of whether the candidate is worse (`p_worse`, `worse` at `alpha`).
+         */
+        get: operations["compare_runs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/groups": {
         parameters: {
             query?: never;
@@ -1021,6 +1168,46 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/v1/model-connections": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Model connections, never their keys (admin) */
+        get: operations["list_connections"];
+        put?: never;
+        /**
+         * Register an OpenAI-compatible endpoint (operator)
+         * @description The base URL is checked as a connector's is (private and loopback addresses only where `--connector-allow` names them); the API key is sealed at rest and never shown.
+         */
+        post: operations["create_connection"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/model-connections/{connection}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One model connection (admin) */
+        get: operations["get_connection"];
+        put?: never;
+        post?: never;
+        /** Delete a model connection (softly) and erase its key (operator) */
+        delete: operations["delete_connection"];
+        options?: never;
+        head?: never;
+        /** Change a model connection (operator); `api_key: ""` removes the key */
+        patch: operations["update_connection"];
         trace?: never;
     };
     "/v1/proposals/{id}": {
@@ -1475,6 +1662,21 @@ export interface components {
             };
             name: string;
         };
+        /** @description One assertion type's (and metric's) passes on both revisions. */
+        AssertionCount: {
+            /** Format: int32 */
+            base_passed: number;
+            /** Format: int32 */
+            candidate_passed: number;
+            metric?: string | null;
+            /**
+             * Format: int32
+             * @description The paired verdicts counted.
+             */
+            total: number;
+            /** @description The type as written (`not-contains`). */
+            type: string;
+        };
         /**
          * @description A subscription's delivery log, newest first (`GET /v1/webhooks/{id}/deliveries`,
          *     `loadout webhooks deliveries ID --json`).
@@ -1595,6 +1797,39 @@ export interface components {
             tool: string;
             /** @description The user the agent acts for (absent: none). */
             user?: string | null;
+        };
+        /** @description One case of a comparison: the base's and the candidate's result. */
+        CasePair: {
+            base?: null | components["schemas"]["CaseResult"];
+            candidate?: null | components["schemas"]["CaseResult"];
+            /** @description `regressed` (pass → fail), `fixed` (fail → pass), `same`, or `missing`. */
+            change: string;
+            description?: string | null;
+            /** Format: int32 */
+            index: number;
+        };
+        /** @description One case of a run. */
+        CaseResult: {
+            channel: string;
+            /** Format: int64 */
+            completion_tokens: number;
+            description?: string | null;
+            error?: string | null;
+            errored: boolean;
+            /**
+             * Format: int32
+             * @description The case's place in the dataset version.
+             */
+            index: number;
+            /** Format: int64 */
+            latency_ms: number;
+            output: string;
+            passed: boolean;
+            /** Format: int64 */
+            prompt_tokens: number;
+            tool_calls: components["schemas"]["EvalToolCall"][];
+            user_id?: string | null;
+            verdicts: components["schemas"]["EvalVerdict"][];
         };
         /** @description One step of a request's life. */
         ChangeEvent: {
@@ -1750,7 +1985,7 @@ export interface components {
          * @description A release check.
          * @enum {string}
          */
-        CheckName: "registry" | "breaking" | "replay" | "policy_tests" | "render";
+        CheckName: "registry" | "breaking" | "replay" | "policy_tests" | "render" | "evals";
         /** @description One problem. `code` is stable: machines may match on it. */
         CheckProblem: {
             code: components["schemas"]["ProblemCode"];
@@ -1776,6 +2011,7 @@ export interface components {
             /** @description The classified tool changes (`breaking` only). */
             contract?: components["schemas"]["ContractChange"][];
             name: components["schemas"]["CheckName"];
+            runs?: null | components["schemas"]["EvalRuns"];
             status: components["schemas"]["CheckStatus"];
             /** @description In words, e.g. "of 1000 recorded calls to create_tasks, 37 would now be refused (first: ...)". */
             summary: string[];
@@ -1789,7 +2025,42 @@ export interface components {
          * @description How a check came out.
          * @enum {string}
          */
-        CheckStatus: "pass" | "warn" | "fail";
+        CheckStatus: "pass" | "warn" | "fail" | "pending";
+        /** @description The candidate against its base. */
+        Comparison: {
+            /** Format: double */
+            alpha: number;
+            /**
+             * Format: double
+             * @description 0 to 1; 0 when there are no cases.
+             */
+            base_pass_rate: number;
+            /** Format: int32 */
+            base_passed: number;
+            /** Format: double */
+            candidate_pass_rate: number;
+            /** Format: int32 */
+            candidate_passed: number;
+            /** Format: int32 */
+            cases: number;
+            /**
+             * Format: double
+             * @description One-sided exact McNemar p-value that the candidate is worse (1 when no case turned).
+             */
+            p_worse: number;
+            /**
+             * Format: int32
+             * @description Cases that passed on the base and fail on the candidate.
+             */
+            turned_fail: number;
+            /**
+             * Format: int32
+             * @description Cases that failed on the base and pass on the candidate.
+             */
+            turned_pass: number;
+            /** @description `p_worse < alpha`. */
+            worse: boolean;
+        };
         /**
          * @description What a change means for the callers of a tool.
          * @enum {string}
@@ -1869,6 +2140,48 @@ export interface components {
         ConfigTextDiff: {
             diff: components["schemas"]["TextChange"];
             field: string;
+        };
+        /** @description The live connections. */
+        ConnectionList: {
+            connections: components["schemas"]["ConnectionView"][];
+        };
+        /** @description A change: each field given replaces the stored one; `api_key: ""` removes the key. */
+        ConnectionPatch: {
+            api_key?: string | null;
+            base_url?: string | null;
+            /** Format: double */
+            input_price?: number | null;
+            models?: string[] | null;
+            /** Format: double */
+            output_price?: number | null;
+            structured?: null | components["schemas"]["Structured"];
+            /** Format: int32 */
+            timeout_ms?: number | null;
+        };
+        /** @description A connection as the API shows it: never its key. */
+        ConnectionView: {
+            base_url: string;
+            /** Format: date-time */
+            created_at: string;
+            /** @description Whether an API key is stored (it is never shown). */
+            has_api_key: boolean;
+            /**
+             * Format: double
+             * @description Price per million prompt tokens, for `cost` assertions.
+             */
+            input_price?: number | null;
+            models: string[];
+            name: string;
+            /**
+             * Format: double
+             * @description Price per million completion tokens.
+             */
+            output_price?: number | null;
+            structured: components["schemas"]["Structured"];
+            /** Format: int32 */
+            timeout_ms: number;
+            /** Format: date-time */
+            updated_at: string;
         };
         /** @description A connector. Header values are never in a file, a plan or an answer. */
         ConnectorDoc: {
@@ -2022,6 +2335,46 @@ export interface components {
             role: string;
             tenant: string;
         };
+        /** @description An agent's datasets, the latest version of each. */
+        DatasetList: {
+            datasets: components["schemas"]["DatasetSummary"][];
+        };
+        /** @description A dataset's cases: loadout's own, or a promptfoo test suite read into them. */
+        DatasetPut: {
+            /** @description The cases, in loadout's shape. */
+            cases?: components["schemas"]["EvalCase"][] | null;
+            /**
+             * @description The channel promptfoo tests render for unless a test's `metadata.channel`
+             *     names one (default `web`).
+             */
+            channel?: string | null;
+            /**
+             * @description Or a promptfoo configuration (`promptfooconfig.yaml`, YAML or JSON) or test
+             *     list, as its text.
+             */
+            promptfoo?: string | null;
+        };
+        /** @description A dataset version, without its cases. */
+        DatasetSummary: {
+            agent: string;
+            /**
+             * Format: int32
+             * @description How many cases it holds.
+             */
+            case_count: number;
+            /** Format: date-time */
+            created_at: string;
+            created_by: string;
+            /** @description SHA-256 of the cases' canonical JSON. */
+            hash: string;
+            name: string;
+            /** Format: int32 */
+            version: number;
+        };
+        /** @description A dataset version with its cases. */
+        DatasetView: components["schemas"]["DatasetSummary"] & {
+            cases: components["schemas"]["EvalCase"][];
+        };
         /** @description Which revision and policy decided a call. */
         DecidedBy: {
             /**
@@ -2102,6 +2455,99 @@ export interface components {
             /** @description `null` unless the code documents details. */
             details: unknown;
             message: string;
+        };
+        /** @description What a reply must satisfy, in promptfoo's terms. */
+        EvalAssertion: {
+            /** @description promptfoo's named metric; kept, and counted apart in comparisons. */
+            metric?: string | null;
+            /**
+             * Format: double
+             * @description `latency` (ms), `cost`, and `llm-rubric`'s lowest passing score.
+             */
+            threshold?: number | null;
+            /** @description promptfoo's type (`contains`, `llm-rubric`, ...), possibly with `not-`. */
+            type: string;
+            /** @description Any JSON: a string, a number, a list or a schema, as the type takes. */
+            value?: unknown;
+            /**
+             * Format: double
+             * @description promptfoo's weight; 0 makes the assertion always pass, as in promptfoo.
+             */
+            weight?: number | null;
+        };
+        /** @description One case of a dataset. */
+        EvalCase: {
+            assert?: components["schemas"]["EvalAssertion"][];
+            /** @description The agent's channel whose prompt is rendered (the caller checks it exists). */
+            channel: string;
+            description?: string | null;
+            /** @description The user's turn, or a short conversation that ends with one. */
+            messages: components["schemas"]["EvalMessage"][];
+            /**
+             * @description Passed to the model: `"auto"`, `"required"`, `"none"` or
+             *     `{"type": "function", "function": {"name": ...}}`.
+             */
+            tool_choice?: unknown;
+            /** @description The end user, whose instructions are rendered into the prompt. */
+            user_id?: string | null;
+            /** @description Substituted as `{{name}}` in the messages and the assertions' values. */
+            vars?: {
+                [key: string]: string;
+            };
+        };
+        /** @description What a label requires of a candidate's evaluation. */
+        EvalGate: {
+            /**
+             * Format: double
+             * @description The test's level (default 0.05).
+             */
+            alpha?: number | null;
+            connection: string;
+            /** @description The agent's dataset (its latest version when the request opens). */
+            dataset: string;
+            judge_connection?: string | null;
+            judge_model?: string | null;
+            /**
+             * Format: double
+             * @description The least pass rate (0 to 1) the candidate must reach; absent: any.
+             */
+            min_pass_rate?: number | null;
+            model?: string | null;
+            /** @description Fail when the candidate is worse than the base with confidence (default on). */
+            not_worse?: boolean;
+        };
+        /** @description One turn of a case's conversation. */
+        EvalMessage: {
+            content: string;
+            role: components["schemas"]["MessageRole"];
+        };
+        /** @description The runs an `evals` check compared: `GET /v1/eval-runs/{candidate}/compare?base={base}`. */
+        EvalRuns: {
+            /** Format: int32 */
+            base?: number | null;
+            /** Format: int32 */
+            candidate?: number | null;
+        };
+        /** @description A tool call as the model made it. */
+        EvalToolCall: {
+            /** @description The arguments' JSON text as the model sent it (it may not parse). */
+            arguments: string;
+            name: string;
+        };
+        /** @description How one assertion came out. */
+        EvalVerdict: {
+            /** @description The assertion's named metric, when it has one. */
+            metric?: string | null;
+            pass: boolean;
+            /** @description promptfoo's wording where it has one ("Assertion passed"). */
+            reason: string;
+            /**
+             * Format: double
+             * @description 1 or 0, except for llm-rubric (the judge's score).
+             */
+            score: number;
+            /** @description The assertion's type as written (`not-contains`). */
+            type: string;
         };
         /**
          * @description One step of a rollout's history.
@@ -2299,6 +2745,7 @@ export interface components {
              *     label that is not protected.
              */
             require_checks?: boolean | null;
+            require_evals?: null | components["schemas"]["EvalGate"];
             /**
              * Format: int32
              * @description The revision's number the label is to point at.
@@ -2315,6 +2762,10 @@ export interface components {
             protected: boolean;
             /** @description Approving a change request for it needs its release checks to pass. */
             require_checks: boolean;
+            /** @description The evaluation a change request to it must pass (`evals`), as set. */
+            require_evals?: {
+                [key: string]: unknown;
+            } | null;
             /**
              * Format: int32
              * @description The revision's number.
@@ -2438,6 +2889,12 @@ export interface components {
             signer: boolean;
             tenant: string;
         };
+        /**
+         * @description Who says a message in a case. The agent's prompt is the system message, so a
+         *     case holds no system turn.
+         * @enum {string}
+         */
+        MessageRole: "user" | "assistant";
         /** @description The model settings of an agent (`channels` override them per channel). */
         ModelSettings: {
             /** @description Per channel: what differs from the agent's settings there. */
@@ -2500,6 +2957,29 @@ export interface components {
             operating_model?: string | null;
             prompt_template?: string | null;
             soul: string;
+        };
+        /** @description A new connection. */
+        NewConnection: {
+            /** @description Sent as `Authorization: Bearer …`; sealed at rest, never shown. */
+            api_key?: string | null;
+            /**
+             * @description `https://api.openai.com/v1`; `/chat/completions` is added. `http://` and
+             *     private or loopback addresses only where `--connector-allow` names them.
+             */
+            base_url: string;
+            /** Format: double */
+            input_price?: number | null;
+            /** @description The model names runs may ask for; the first is the default. */
+            models: string[];
+            name: string;
+            /** Format: double */
+            output_price?: number | null;
+            structured?: null | components["schemas"]["Structured"];
+            /**
+             * Format: int32
+             * @description Per model call (default 120000).
+             */
+            timeout_ms?: number | null;
         };
         /** @description The body of `POST /v1/connectors`. Its `Debug` shows header names, never values. */
         NewConnector: {
@@ -2568,6 +3048,38 @@ export interface components {
             score?: number | null;
             /** @description Whose conversation, when known. */
             user_id?: string | null;
+        };
+        /** @description Starting a run. */
+        NewRun: {
+            /** @description The model connection asked. */
+            connection: string;
+            /** @description The agent's dataset. */
+            dataset: string;
+            /**
+             * Format: int32
+             * @description Its version (default: the latest).
+             */
+            dataset_version?: number | null;
+            /** @description Who judges `llm-rubric` assertions (default: `connection`). */
+            judge_connection?: string | null;
+            judge_model?: string | null;
+            /** @description Default `latest`. */
+            label?: string | null;
+            /**
+             * @description One of the connection's models; default: the revision's model when the
+             *     connection lists it, else the connection's first.
+             */
+            model?: string | null;
+            /**
+             * Format: int32
+             * @description The revision to evaluate, by number; default: what `label` serves.
+             */
+            revision?: number | null;
+            /**
+             * Format: int64
+             * @description Tokens the run may use (default and most: `--eval-token-budget`).
+             */
+            token_budget?: number | null;
         };
         /** @description What a new subscription asks. */
         NewSubscription: {
@@ -3116,6 +3628,91 @@ export interface components {
         Rotation: {
             secret?: string | null;
         };
+        /** @description A run with its cases so far. */
+        RunCases: {
+            cases: components["schemas"]["CaseResult"][];
+            run: components["schemas"]["RunView"];
+        };
+        /** @description A candidate's run against its base's. */
+        RunComparison: {
+            assertions: components["schemas"]["AssertionCount"][];
+            base: components["schemas"]["RunView"];
+            candidate: components["schemas"]["RunView"];
+            cases: components["schemas"]["CasePair"][];
+            comparison: components["schemas"]["Comparison"];
+        };
+        /** @description Runs, newest first. */
+        RunList: {
+            runs: components["schemas"]["RunView"][];
+        };
+        /**
+         * @description Where a run is.
+         * @enum {string}
+         */
+        RunState: "queued" | "running" | "succeeded" | "failed" | "cancelled";
+        /** @description A run as the API shows it. */
+        RunView: {
+            agent: string;
+            cancel_requested: boolean;
+            /** Format: int64 */
+            completion_tokens: number;
+            connection: string;
+            /**
+             * Format: double
+             * @description From the connection's prices; absent without them.
+             */
+            cost?: number | null;
+            /** Format: date-time */
+            created_at: string;
+            dataset: string;
+            /** Format: int32 */
+            dataset_version: number;
+            /** Format: date-time */
+            deadline_at: string;
+            /** Format: int32 */
+            done: number;
+            error?: string | null;
+            /**
+             * Format: int32
+             * @description Cases whose model call failed (counted as not passed).
+             */
+            errors: number;
+            /** Format: date-time */
+            finished_at?: string | null;
+            /** Format: int32 */
+            id: number;
+            judge_connection?: string | null;
+            judge_model?: string | null;
+            model: string;
+            /**
+             * Format: double
+             * @description `passed / total`, once the run has cases.
+             */
+            pass_rate: number;
+            /** Format: int32 */
+            passed: number;
+            /** Format: int64 */
+            prompt_tokens: number;
+            requested_by: string;
+            /**
+             * Format: int32
+             * @description The revision's number.
+             */
+            revision: number;
+            /** Format: date-time */
+            started_at?: string | null;
+            state: components["schemas"]["RunState"];
+            tenant: string;
+            /** Format: int64 */
+            token_budget: number;
+            /** Format: int32 */
+            total: number;
+        };
+        /** @description What saving a dataset answers: the version, and whether the save made it. */
+        Saved: components["schemas"]["DatasetSummary"] & {
+            /** @description `false`: the cases equal the latest version's; nothing was written. */
+            created: boolean;
+        };
         /** @description A saved template version, with the lint's warnings (or forced errors). */
         SavedTemplate: {
             agent: string;
@@ -3204,6 +3801,11 @@ export interface components {
         Status: {
             status: string;
         };
+        /**
+         * @description How a response schema is asked for: servers that speak the same API differ here.
+         * @enum {string}
+         */
+        Structured: "json_schema" | "json_object_schema";
         /** @description Subscriptions, oldest first (`GET /v1/webhooks`, `loadout webhooks list --json`). */
         SubscriptionList: {
             subscriptions: components["schemas"]["SubscriptionView"][];
@@ -4311,6 +4913,598 @@ export interface operations {
                 };
             };
             /** @description Conflict: a stale version, a duplicate, or a state that forbids the change */
+            409: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request body is larger than the limit */
+            413: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Well-formed but refused by a rule (lint, registry check, argument schema) */
+            422: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `too_many_failures`: this client address presented too many unknown or revoked keys; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is busy, unreachable or cannot write (`busy`, `unavailable`, `storage_full`); nothing was saved. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_datasets: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id for this request (logged when it is at most 64 visible ASCII bytes); loadout makes one when absent. */
+                "X-Request-Id"?: string;
+            };
+            path: {
+                agent: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description By name */
+            200: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DatasetList"];
+                };
+            };
+            /** @description Bad input: a malformed body, query or path parameter */
+            400: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No valid API key */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's role may not do this; the message names the role needed */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource, or another tenant's */
+            404: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `too_many_failures`: this client address presented too many unknown or revoked keys; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is busy, unreachable or cannot write (`busy`, `unavailable`, `storage_full`); nothing was saved. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_dataset: {
+        parameters: {
+            query?: {
+                version?: number;
+            };
+            header?: {
+                /** @description Your id for this request (logged when it is at most 64 visible ASCII bytes); loadout makes one when absent. */
+                "X-Request-Id"?: string;
+            };
+            path: {
+                agent: string;
+                dataset: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The version */
+            200: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DatasetView"];
+                };
+            };
+            /** @description Bad input: a malformed body, query or path parameter */
+            400: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No valid API key */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's role may not do this; the message names the role needed */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource, or another tenant's */
+            404: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `too_many_failures`: this client address presented too many unknown or revoked keys; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is busy, unreachable or cannot write (`busy`, `unavailable`, `storage_full`); nothing was saved. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    put_dataset: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1 to 255 visible ASCII characters. A retry with the same key and request (per tenant, 24 hours) answers the first answer instead of writing again. */
+                "Idempotency-Key"?: string;
+                /** @description Your id for this request (logged when it is at most 64 visible ASCII bytes); loadout makes one when absent. */
+                "X-Request-Id"?: string;
+            };
+            path: {
+                agent: string;
+                dataset: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DatasetPut"];
+            };
+        };
+        responses: {
+            /** @description The version */
+            200: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Saved"];
+                };
+            };
+            /** @description Bad input: a malformed body, query or path parameter */
+            400: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No valid API key */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's role may not do this; the message names the role needed */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource, or another tenant's */
+            404: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `idempotent_request_pending`: a request with this Idempotency-Key was applied or is running */
+            409: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request body is larger than the limit */
+            413: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Well-formed but refused by a rule (lint, registry check, argument schema) */
+            422: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `too_many_failures`: this client address presented too many unknown or revoked keys; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is busy, unreachable or cannot write (`busy`, `unavailable`, `storage_full`); nothing was saved. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_dataset: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1 to 255 visible ASCII characters. A retry with the same key and request (per tenant, 24 hours) answers the first answer instead of writing again. */
+                "Idempotency-Key"?: string;
+                /** @description Your id for this request (logged when it is at most 64 visible ASCII bytes); loadout makes one when absent. */
+                "X-Request-Id"?: string;
+            };
+            path: {
+                agent: string;
+                dataset: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Its latest version, as deleted */
+            200: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DatasetSummary"];
+                };
+            };
+            /** @description Bad input: a malformed body, query or path parameter */
+            400: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No valid API key */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's role may not do this; the message names the role needed */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource, or another tenant's */
+            404: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `idempotent_request_pending`: a request with this Idempotency-Key was applied or is running */
+            409: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was sent with another request, or by another API key */
+            422: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `too_many_failures`: this client address presented too many unknown or revoked keys; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is busy, unreachable or cannot write (`busy`, `unavailable`, `storage_full`); nothing was saved. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    start_run: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1 to 255 visible ASCII characters. A retry with the same key and request (per tenant, 24 hours) answers the first answer instead of writing again. */
+                "Idempotency-Key"?: string;
+                /** @description Your id for this request (logged when it is at most 64 visible ASCII bytes); loadout makes one when absent. */
+                "X-Request-Id"?: string;
+            };
+            path: {
+                agent: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewRun"];
+            };
+        };
+        responses: {
+            /** @description Queued */
+            202: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunView"];
+                };
+            };
+            /** @description Bad input: a malformed body, query or path parameter */
+            400: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No valid API key */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's role may not do this; the message names the role needed */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource, or another tenant's */
+            404: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `idempotent_request_pending`: a request with this Idempotency-Key was applied or is running */
             409: {
                 headers: {
                     /** @description The request's id: the client's, or one loadout made. */
@@ -11346,6 +12540,530 @@ export interface operations {
             };
         };
     };
+    list_runs: {
+        parameters: {
+            query?: {
+                agent?: string;
+                limit?: number;
+            };
+            header?: {
+                /** @description Your id for this request (logged when it is at most 64 visible ASCII bytes); loadout makes one when absent. */
+                "X-Request-Id"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Newest first */
+            200: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunList"];
+                };
+            };
+            /** @description Bad input: a malformed body, query or path parameter */
+            400: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No valid API key */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's role may not do this; the message names the role needed */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource, or another tenant's */
+            404: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `too_many_failures`: this client address presented too many unknown or revoked keys; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is busy, unreachable or cannot write (`busy`, `unavailable`, `storage_full`); nothing was saved. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_run: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id for this request (logged when it is at most 64 visible ASCII bytes); loadout makes one when absent. */
+                "X-Request-Id"?: string;
+            };
+            path: {
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The run */
+            200: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunView"];
+                };
+            };
+            /** @description Bad input: a malformed body, query or path parameter */
+            400: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No valid API key */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's role may not do this; the message names the role needed */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource, or another tenant's */
+            404: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `too_many_failures`: this client address presented too many unknown or revoked keys; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is busy, unreachable or cannot write (`busy`, `unavailable`, `storage_full`); nothing was saved. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    cancel_run: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1 to 255 visible ASCII characters. A retry with the same key and request (per tenant, 24 hours) answers the first answer instead of writing again. */
+                "Idempotency-Key"?: string;
+                /** @description Your id for this request (logged when it is at most 64 visible ASCII bytes); loadout makes one when absent. */
+                "X-Request-Id"?: string;
+            };
+            path: {
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The run */
+            200: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunView"];
+                };
+            };
+            /** @description Bad input: a malformed body, query or path parameter */
+            400: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No valid API key */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's role may not do this; the message names the role needed */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource, or another tenant's */
+            404: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict: a stale version, a duplicate, or a state that forbids the change */
+            409: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was sent with another request, or by another API key */
+            422: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `too_many_failures`: this client address presented too many unknown or revoked keys; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is busy, unreachable or cannot write (`busy`, `unavailable`, `storage_full`); nothing was saved. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    run_cases: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id for this request (logged when it is at most 64 visible ASCII bytes); loadout makes one when absent. */
+                "X-Request-Id"?: string;
+            };
+            path: {
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The run and its cases */
+            200: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunCases"];
+                };
+            };
+            /** @description Bad input: a malformed body, query or path parameter */
+            400: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No valid API key */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's role may not do this; the message names the role needed */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource, or another tenant's */
+            404: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `too_many_failures`: this client address presented too many unknown or revoked keys; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is busy, unreachable or cannot write (`busy`, `unavailable`, `storage_full`); nothing was saved. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    compare_runs: {
+        parameters: {
+            query: {
+                base: number;
+                alpha?: number;
+            };
+            header?: {
+                /** @description Your id for this request (logged when it is at most 64 visible ASCII bytes); loadout makes one when absent. */
+                "X-Request-Id"?: string;
+            };
+            path: {
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The comparison */
+            200: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunComparison"];
+                };
+            };
+            /** @description Bad input: a malformed body, query or path parameter */
+            400: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No valid API key */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's role may not do this; the message names the role needed */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource, or another tenant's */
+            404: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Well-formed but refused by a rule (lint, registry check, argument schema) */
+            422: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `too_many_failures`: this client address presented too many unknown or revoked keys; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is busy, unreachable or cannot write (`busy`, `unavailable`, `storage_full`); nothing was saved. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     list_groups: {
         parameters: {
             query?: never;
@@ -12475,6 +14193,556 @@ export interface operations {
                 };
             };
             /** @description Conflict: a stale version, a duplicate, or a state that forbids the change */
+            409: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request body is larger than the limit */
+            413: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Well-formed but refused by a rule (lint, registry check, argument schema) */
+            422: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `too_many_failures`: this client address presented too many unknown or revoked keys; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is busy, unreachable or cannot write (`busy`, `unavailable`, `storage_full`); nothing was saved. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_connections: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id for this request (logged when it is at most 64 visible ASCII bytes); loadout makes one when absent. */
+                "X-Request-Id"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description By name */
+            200: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConnectionList"];
+                };
+            };
+            /** @description No valid API key */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's role may not do this; the message names the role needed */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `too_many_failures`: this client address presented too many unknown or revoked keys; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is busy, unreachable or cannot write (`busy`, `unavailable`, `storage_full`); nothing was saved. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_connection: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1 to 255 visible ASCII characters. A retry with the same key and request (per tenant, 24 hours) answers the first answer instead of writing again. */
+                "Idempotency-Key"?: string;
+                /** @description Your id for this request (logged when it is at most 64 visible ASCII bytes); loadout makes one when absent. */
+                "X-Request-Id"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NewConnection"];
+            };
+        };
+        responses: {
+            /** @description Registered */
+            201: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConnectionView"];
+                };
+            };
+            /** @description Bad input: a malformed body, query or path parameter */
+            400: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No valid API key */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's role may not do this; the message names the role needed */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict: a stale version, a duplicate, or a state that forbids the change */
+            409: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request body is larger than the limit */
+            413: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Well-formed but refused by a rule (lint, registry check, argument schema) */
+            422: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `too_many_failures`: this client address presented too many unknown or revoked keys; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is busy, unreachable or cannot write (`busy`, `unavailable`, `storage_full`); nothing was saved. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_connection: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Your id for this request (logged when it is at most 64 visible ASCII bytes); loadout makes one when absent. */
+                "X-Request-Id"?: string;
+            };
+            path: {
+                connection: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The connection */
+            200: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConnectionView"];
+                };
+            };
+            /** @description Bad input: a malformed body, query or path parameter */
+            400: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No valid API key */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's role may not do this; the message names the role needed */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource, or another tenant's */
+            404: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `too_many_failures`: this client address presented too many unknown or revoked keys; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is busy, unreachable or cannot write (`busy`, `unavailable`, `storage_full`); nothing was saved. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_connection: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1 to 255 visible ASCII characters. A retry with the same key and request (per tenant, 24 hours) answers the first answer instead of writing again. */
+                "Idempotency-Key"?: string;
+                /** @description Your id for this request (logged when it is at most 64 visible ASCII bytes); loadout makes one when absent. */
+                "X-Request-Id"?: string;
+            };
+            path: {
+                connection: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description As deleted */
+            200: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConnectionView"];
+                };
+            };
+            /** @description Bad input: a malformed body, query or path parameter */
+            400: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No valid API key */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's role may not do this; the message names the role needed */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource, or another tenant's */
+            404: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `idempotent_request_pending`: a request with this Idempotency-Key was applied or is running */
+            409: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `idempotency_key_reused`: this Idempotency-Key was sent with another request, or by another API key */
+            422: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `too_many_failures`: this client address presented too many unknown or revoked keys; retry after `Retry-After` seconds. */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is busy, unreachable or cannot write (`busy`, `unavailable`, `storage_full`); nothing was saved. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    update_connection: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1 to 255 visible ASCII characters. A retry with the same key and request (per tenant, 24 hours) answers the first answer instead of writing again. */
+                "Idempotency-Key"?: string;
+                /** @description Your id for this request (logged when it is at most 64 visible ASCII bytes); loadout makes one when absent. */
+                "X-Request-Id"?: string;
+            };
+            path: {
+                connection: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ConnectionPatch"];
+            };
+        };
+        responses: {
+            /** @description As saved */
+            200: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConnectionView"];
+                };
+            };
+            /** @description Bad input: a malformed body, query or path parameter */
+            400: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No valid API key */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's role may not do this; the message names the role needed */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource, or another tenant's */
+            404: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `idempotent_request_pending`: a request with this Idempotency-Key was applied or is running */
             409: {
                 headers: {
                     /** @description The request's id: the client's, or one loadout made. */

@@ -56,6 +56,24 @@ class AnthropicTool(BaseModel):
     name: str
 
 
+class AssertionCount(BaseModel):
+    """
+    One assertion type's (and metric's) passes on both revisions.
+    """
+
+    base_passed: int = Field(..., ge=0)
+    candidate_passed: int = Field(..., ge=0)
+    metric: str | None = None
+    total: int = Field(..., ge=0)
+    """
+    The paired verdicts counted.
+    """
+    type: str
+    """
+    The type as written (`not-contains`).
+    """
+
+
 class AttemptView(BaseModel):
     """
     One attempt in a subscription's delivery log.
@@ -222,6 +240,7 @@ class CheckName(Enum):
     replay = 'replay'
     policy_tests = 'policy_tests'
     render = 'render'
+    evals = 'evals'
 
 
 class CheckSeverity(Enum):
@@ -241,6 +260,39 @@ class CheckStatus(Enum):
     pass_ = 'pass'
     warn = 'warn'
     fail = 'fail'
+    pending = 'pending'
+
+
+class Comparison(BaseModel):
+    """
+    The candidate against its base.
+    """
+
+    alpha: float
+    base_pass_rate: float
+    """
+    0 to 1; 0 when there are no cases.
+    """
+    base_passed: int = Field(..., ge=0)
+    candidate_pass_rate: float
+    candidate_passed: int = Field(..., ge=0)
+    cases: int = Field(..., ge=0)
+    p_worse: float
+    """
+    One-sided exact McNemar p-value that the candidate is worse (1 when no case turned).
+    """
+    turned_fail: int = Field(..., ge=0)
+    """
+    Cases that passed on the base and fail on the candidate.
+    """
+    turned_pass: int = Field(..., ge=0)
+    """
+    Cases that failed on the base and pass on the candidate.
+    """
+    worse: bool
+    """
+    `p_worse < alpha`.
+    """
 
 
 class Compat(Enum):
@@ -384,6 +436,26 @@ class CreatedKey(BaseModel):
     tenant: str
 
 
+class DatasetSummary(BaseModel):
+    """
+    A dataset version, without its cases.
+    """
+
+    agent: str
+    case_count: int
+    """
+    How many cases it holds.
+    """
+    created_at: AwareDatetime
+    created_by: str
+    hash: str
+    """
+    SHA-256 of the cases' canonical JSON.
+    """
+    name: str
+    version: int
+
+
 class DecidedBy(BaseModel):
     """
     Which revision and policy decided a call.
@@ -438,6 +510,111 @@ class ErrorDetail(BaseModel):
     `null` unless the code documents details.
     """
     message: str
+
+
+class EvalAssertion(BaseModel):
+    """
+    What a reply must satisfy, in promptfoo's terms.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    metric: str | None = None
+    """
+    promptfoo's named metric; kept, and counted apart in comparisons.
+    """
+    threshold: float | None = None
+    """
+    `latency` (ms), `cost`, and `llm-rubric`'s lowest passing score.
+    """
+    type: str
+    """
+    promptfoo's type (`contains`, `llm-rubric`, ...), possibly with `not-`.
+    """
+    value: Any | None = None
+    """
+    Any JSON: a string, a number, a list or a schema, as the type takes.
+    """
+    weight: float | None = None
+    """
+    promptfoo's weight; 0 makes the assertion always pass, as in promptfoo.
+    """
+
+
+class EvalGate(BaseModel):
+    """
+    What a label requires of a candidate's evaluation.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    alpha: float | None = None
+    """
+    The test's level (default 0.05).
+    """
+    connection: str
+    dataset: str
+    """
+    The agent's dataset (its latest version when the request opens).
+    """
+    judge_connection: str | None = None
+    judge_model: str | None = None
+    min_pass_rate: float | None = None
+    """
+    The least pass rate (0 to 1) the candidate must reach; absent: any.
+    """
+    model: str | None = None
+    not_worse: bool | None = None
+    """
+    Fail when the candidate is worse than the base with confidence (default on).
+    """
+
+
+class EvalRuns(BaseModel):
+    """
+    The runs an `evals` check compared: `GET /v1/eval-runs/{candidate}/compare?base={base}`.
+    """
+
+    base: int | None = None
+    candidate: int | None = None
+
+
+class EvalToolCall(BaseModel):
+    """
+    A tool call as the model made it.
+    """
+
+    arguments: str
+    """
+    The arguments' JSON text as the model sent it (it may not parse).
+    """
+    name: str
+
+
+class EvalVerdict(BaseModel):
+    """
+    How one assertion came out.
+    """
+
+    metric: str | None = None
+    """
+    The assertion's named metric, when it has one.
+    """
+    pass_: bool = Field(..., alias='pass')
+    reason: str
+    """
+    promptfoo's wording where it has one ("Assertion passed").
+    """
+    score: float
+    """
+    1 or 0, except for llm-rubric (the judge's score).
+    """
+    type: str
+    """
+    The assertion's type as written (`not-contains`).
+    """
 
 
 class EventKind(Enum):
@@ -703,6 +880,7 @@ class LabelPut(BaseModel):
     approve it; unchanged when absent. Turned off only on a `direct` agent, or a
     label that is not protected.
     """
+    require_evals: EvalGate | None = None
     revision: int
     """
     The revision's number the label is to point at.
@@ -723,6 +901,10 @@ class LabelView(BaseModel):
     require_checks: bool
     """
     Approving a change request for it needs its release checks to pass.
+    """
+    require_evals: dict[str, Any] | None = None
+    """
+    The evaluation a change request to it must pass (`evals`), as set.
     """
     revision: int
     """
@@ -843,6 +1025,16 @@ class MemberView(BaseModel):
     """
     signer: bool
     tenant: str
+
+
+class MessageRole(Enum):
+    """
+    Who says a message in a case. The agent's prompt is the system message, so a
+    case holds no system turn.
+    """
+
+    user = 'user'
+    assistant = 'assistant'
 
 
 class MoveView(BaseModel):
@@ -979,6 +1171,50 @@ class NewKey(BaseModel):
     """
     The tenant (operators only; an admin's keys are always in its own tenant).
     Operator keys have none.
+    """
+
+
+class NewRun(BaseModel):
+    """
+    Starting a run.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    connection: str
+    """
+    The model connection asked.
+    """
+    dataset: str
+    """
+    The agent's dataset.
+    """
+    dataset_version: int | None = None
+    """
+    Its version (default: the latest).
+    """
+    judge_connection: str | None = None
+    """
+    Who judges `llm-rubric` assertions (default: `connection`).
+    """
+    judge_model: str | None = None
+    label: str | None = None
+    """
+    Default `latest`.
+    """
+    model: str | None = None
+    """
+    One of the connection's models; default: the revision's model when the
+    connection lists it, else the connection's first.
+    """
+    revision: int | None = None
+    """
+    The revision to evaluate, by number; default: what `label` serves.
+    """
+    token_budget: int | None = None
+    """
+    Tokens the run may use (default and most: `--eval-token-budget`).
     """
 
 
@@ -1481,6 +1717,75 @@ class Rotation(BaseModel):
     secret: str | None = None
 
 
+class RunState(Enum):
+    """
+    Where a run is.
+    """
+
+    queued = 'queued'
+    running = 'running'
+    succeeded = 'succeeded'
+    failed = 'failed'
+    cancelled = 'cancelled'
+
+
+class RunView(BaseModel):
+    """
+    A run as the API shows it.
+    """
+
+    agent: str
+    cancel_requested: bool
+    completion_tokens: int
+    connection: str
+    cost: float | None = None
+    """
+    From the connection's prices; absent without them.
+    """
+    created_at: AwareDatetime
+    dataset: str
+    dataset_version: int
+    deadline_at: AwareDatetime
+    done: int
+    error: str | None = None
+    errors: int
+    """
+    Cases whose model call failed (counted as not passed).
+    """
+    finished_at: AwareDatetime | None = None
+    id: int
+    judge_connection: str | None = None
+    judge_model: str | None = None
+    model: str
+    pass_rate: float
+    """
+    `passed / total`, once the run has cases.
+    """
+    passed: int
+    prompt_tokens: int
+    requested_by: str
+    revision: int
+    """
+    The revision's number.
+    """
+    started_at: AwareDatetime | None = None
+    state: RunState
+    tenant: str
+    token_budget: int
+    total: int
+
+
+class Saved(DatasetSummary):
+    """
+    What saving a dataset answers: the version, and whether the save made it.
+    """
+
+    created: bool
+    """
+    `false`: the cases equal the latest version's; nothing was written.
+    """
+
+
 class ServedModel(BaseModel):
     """
     The settings one channel is served: the agent's with the channel's over them.
@@ -1580,6 +1885,15 @@ class Status(BaseModel):
     """
 
     status: str
+
+
+class Structured(Enum):
+    """
+    How a response schema is asked for: servers that speak the same API differ here.
+    """
+
+    json_schema = 'json_schema'
+    json_object_schema = 'json_object_schema'
 
 
 class SubscriptionPatch(BaseModel):
@@ -2158,6 +2472,29 @@ class Case(BaseModel):
     """
 
 
+class CaseResult(BaseModel):
+    """
+    One case of a run.
+    """
+
+    channel: str
+    completion_tokens: int
+    description: str | None = None
+    error: str | None = None
+    errored: bool
+    index: int
+    """
+    The case's place in the dataset version.
+    """
+    latency_ms: int
+    output: str
+    passed: bool
+    prompt_tokens: int
+    tool_calls: list[EvalToolCall]
+    user_id: str | None = None
+    verdicts: list[EvalVerdict]
+
+
 class ChangeEvent(BaseModel):
     """
     One step of a request's life.
@@ -2263,6 +2600,49 @@ class CheckReport(BaseModel):
     warnings: int = Field(..., ge=0)
 
 
+class ConnectionPatch(BaseModel):
+    """
+    A change: each field given replaces the stored one; `api_key: ""` removes the key.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    api_key: str | None = None
+    base_url: str | None = None
+    input_price: float | None = None
+    models: list[str] | None = None
+    output_price: float | None = None
+    structured: Structured | None = None
+    timeout_ms: int | None = None
+
+
+class ConnectionView(BaseModel):
+    """
+    A connection as the API shows it: never its key.
+    """
+
+    base_url: str
+    created_at: AwareDatetime
+    has_api_key: bool
+    """
+    Whether an API key is stored (it is never shown).
+    """
+    input_price: float | None = None
+    """
+    Price per million prompt tokens, for `cost` assertions.
+    """
+    models: list[str]
+    name: str
+    output_price: float | None = None
+    """
+    Price per million completion tokens.
+    """
+    structured: Structured
+    timeout_ms: int
+    updated_at: AwareDatetime
+
+
 class ConnectorDoc(BaseModel):
     """
     A connector. Header values are never in a file, a plan or an answer.
@@ -2317,6 +2697,14 @@ class ContractChange(BaseModel):
     tool: str
 
 
+class DatasetList(BaseModel):
+    """
+    An agent's datasets, the latest version of each.
+    """
+
+    datasets: list[DatasetSummary]
+
+
 class DecisionChange(BaseModel):
     """
     A recorded call whose decision would change.
@@ -2346,6 +2734,18 @@ class ErrorBody(BaseModel):
     """
 
     error: ErrorDetail
+
+
+class EvalMessage(BaseModel):
+    """
+    One turn of a case's conversation.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    content: str
+    role: MessageRole
 
 
 class GrantList(BaseModel):
@@ -2463,6 +2863,37 @@ class ModelView(BaseModel):
 
     agent: str
     settings: ModelSettings | None = None
+
+
+class NewConnection(BaseModel):
+    """
+    A new connection.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    api_key: str | None = None
+    """
+    Sent as `Authorization: Bearer …`; sealed at rest, never shown.
+    """
+    base_url: str
+    """
+    `https://api.openai.com/v1`; `/chat/completions` is added. `http://` and
+    private or loopback addresses only where `--connector-allow` names them.
+    """
+    input_price: float | None = None
+    models: list[str]
+    """
+    The model names runs may ask for; the first is the default.
+    """
+    name: str
+    output_price: float | None = None
+    structured: Structured | None = None
+    timeout_ms: int | None = None
+    """
+    Per model call (default 120000).
+    """
 
 
 class NewOutcome(BaseModel):
@@ -2676,6 +3107,23 @@ class RolloutStatus(BaseModel):
     """
     Ended rollouts, newest first (at most [`PAST_LIMIT`]).
     """
+
+
+class RunCases(BaseModel):
+    """
+    A run with its cases so far.
+    """
+
+    cases: list[CaseResult]
+    run: RunView
+
+
+class RunList(BaseModel):
+    """
+    Runs, newest first.
+    """
+
+    runs: list[RunView]
 
 
 class SavedTemplate(BaseModel):
@@ -2951,6 +3399,21 @@ class CallResult(RootModel[CallWaiting | CallRan | CallDecision]):
     """
 
 
+class CasePair(BaseModel):
+    """
+    One case of a comparison: the base's and the candidate's result.
+    """
+
+    base: CaseResult | None = None
+    candidate: CaseResult | None = None
+    change: str
+    """
+    `regressed` (pass → fail), `fixed` (fail → pass), `same`, or `missing`.
+    """
+    description: str | None = None
+    index: int
+
+
 class CheckResult(BaseModel):
     """
     One check's result.
@@ -2961,6 +3424,7 @@ class CheckResult(BaseModel):
     The classified tool changes (`breaking` only).
     """
     name: CheckName
+    runs: EvalRuns | None = None
     status: CheckStatus
     summary: list[str]
     """
@@ -2985,6 +3449,14 @@ class ConfigRequest(BaseModel):
     """
     Remove (soft-delete) objects the configuration leaves out.
     """
+
+
+class ConnectionList(BaseModel):
+    """
+    The live connections.
+    """
+
+    connections: list[ConnectionView]
 
 
 class Content(BaseModel):
@@ -3050,6 +3522,39 @@ class CreatedAgent(AgentView):
     """
 
     warnings: list[LintProblem]
+
+
+class EvalCase(BaseModel):
+    """
+    One case of a dataset.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    assert_: list[EvalAssertion] | None = Field(None, alias='assert')
+    channel: str
+    """
+    The agent's channel whose prompt is rendered (the caller checks it exists).
+    """
+    description: str | None = None
+    messages: list[EvalMessage]
+    """
+    The user's turn, or a short conversation that ends with one.
+    """
+    tool_choice: Any | None = None
+    """
+    Passed to the model: `"auto"`, `"required"`, `"none"` or
+    `{"type": "function", "function": {"name": ...}}`.
+    """
+    user_id: str | None = None
+    """
+    The end user, whose instructions are rendered into the prompt.
+    """
+    vars: dict[str, str] | None = None
+    """
+    Substituted as `{{name}}` in the messages and the assertions' values.
+    """
 
 
 class Hunk(BaseModel):
@@ -3164,6 +3669,18 @@ class RevisionView(BaseModel):
     content_hash: str
     created_at: AwareDatetime
     number: int
+
+
+class RunComparison(BaseModel):
+    """
+    A candidate's run against its base's.
+    """
+
+    assertions: list[AssertionCount]
+    base: RunView
+    candidate: RunView
+    cases: list[CasePair]
+    comparison: Comparison
 
 
 class TextChange(BaseModel):
@@ -3292,6 +3809,38 @@ class ConfigTextDiff(BaseModel):
 
     diff: TextChange
     field: str
+
+
+class DatasetPut(BaseModel):
+    """
+    A dataset's cases: loadout's own, or a promptfoo test suite read into them.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    cases: list[EvalCase] | None = None
+    """
+    The cases, in loadout's shape.
+    """
+    channel: str | None = None
+    """
+    The channel promptfoo tests render for unless a test's `metadata.channel`
+    names one (default `web`).
+    """
+    promptfoo: str | None = None
+    """
+    Or a promptfoo configuration (`promptfooconfig.yaml`, YAML or JSON) or test
+    list, as its text.
+    """
+
+
+class DatasetView(DatasetSummary):
+    """
+    A dataset version with its cases.
+    """
+
+    cases: list[EvalCase]
 
 
 class PromptBody(BaseModel):
