@@ -96,6 +96,7 @@ async fn apply_dir(
         outbound: &outbound,
         max_template_bytes: 64 * 1024,
         request_ttl: chrono::TimeDelta::hours(24),
+        evals: &loadout::evals::DEFAULTS,
     };
     let writer = loadout::db::Writer {
         db,
