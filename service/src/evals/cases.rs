@@ -60,7 +60,6 @@ pub struct Case {
     /// Passed to the model: `"auto"`, `"required"`, `"none"` or
     /// `{"type": "function", "function": {"name": ...}}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
     pub tool_choice: Option<Value>,
     #[serde(default)]
     pub assert: Vec<Assertion>,
@@ -83,8 +82,8 @@ pub struct Assertion {
     /// promptfoo's type (`contains`, `llm-rubric`, ...), possibly with `not-`.
     #[serde(rename = "type")]
     pub kind: String,
+    /// Any JSON: a string, a number, a list or a schema, as the type takes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
     pub value: Option<Value>,
     /// `latency` (ms), `cost`, and `llm-rubric`'s lowest passing score.
     #[serde(default, skip_serializing_if = "Option::is_none")]
