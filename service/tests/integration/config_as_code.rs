@@ -687,6 +687,15 @@ db_test! {
         let listed = ok(&app, Method::GET, "/v1/agents/assistant/datasets", None).await;
         assert_eq!(listed["datasets"].as_array().map(Vec::len), Some(1), "{listed}");
         assert_eq!(listed["datasets"][0]["version"], json!(1));
+
+        // The same document over HTTP: the same 422.
+        let (_, mut config) = app.call(Method::GET, "/v1/config", &app.operator, None).await;
+        let at = index_of(&config, "agents", "assistant");
+        config["agents"][at]["datasets"]["smoke"][0]["assert"][0]["type"] = json!("no-such-check");
+        let (status, refused) = app
+            .call(Method::POST, "/v1/config/apply", &app.operator, Some(json!({"configuration": config})))
+            .await;
+        assert_eq!((status, &refused["error"]["code"]), (StatusCode::UNPROCESSABLE_ENTITY, &json!("invalid_dataset")), "{refused}");
     }
 }
 
@@ -734,4 +743,51 @@ db_test! {
             .expect("the row stays");
         assert!(row.deleted_at.is_some());
     }
+}
+
+#[test]
+fn a_dataset_file_is_read_by_the_folders_rules() {
+    let cases: Vec<loadout::evals::cases::Case> =
+        serde_json::from_value(json!([case("What is the capital of France?", "paris")])).expect("cases");
+    let agent: loadout::bundle::AgentDoc = serde_json::from_value(json!({
+        "name": "assistant", "identity": {}, "soul": "Helpful.", "release_mode": "direct",
+    }))
+    .expect("agent");
+    let bundle = loadout::bundle::Bundle {
+        version: loadout::bundle::LAYOUT_VERSION,
+        agents: vec![loadout::bundle::AgentDoc { datasets: [("smoke".to_owned(), cases.clone())].into(), ..agent }],
+        ..Default::default()
+    };
+    let (dir, outside) = (tempfile_dir(), tempfile_dir());
+    files::write(dir.path(), &bundle).expect("write");
+    assert_eq!(files::read(dir.path()).expect("read").agents[0].datasets["smoke"], cases);
+    let folder = dir.path().join("agents/assistant/datasets");
+    let file = folder.join("smoke.json");
+    let refused = |what: &str| {
+        let error = format!("{:#}", files::read(dir.path()).expect_err(what));
+        assert!(error.contains(what), "{what}: {error}");
+    };
+
+    // A link out of the folder, to a file or as the datasets folder itself.
+    std::fs::write(outside.path().join("leak.json"), "[]").expect("write");
+    std::fs::remove_file(&file).expect("rm");
+    std::os::unix::fs::symlink(outside.path().join("leak.json"), &file).expect("symlink");
+    refused("leads out of the folder");
+    std::fs::remove_dir_all(&folder).expect("rm");
+    std::os::unix::fs::symlink(outside.path(), &folder).expect("symlink");
+    refused("leads out of the folder");
+    std::fs::remove_file(&folder).expect("rm");
+    std::fs::create_dir(&folder).expect("mkdir");
+
+    // Bounded: a file past four times the dataset limit (its indented JSON) is not read.
+    let big = std::fs::File::create(&file).expect("create");
+    big.set_len(4 * loadout::evals::cases::MAX_DATASET_BYTES as u64 + 1).expect("grow");
+    refused("the largest file read is");
+    // A file not named NAME.json, and one that is no list of cases.
+    std::fs::remove_file(&file).expect("rm");
+    std::fs::write(folder.join("smoke.yaml"), "[]").expect("write");
+    refused("expected NAME.json");
+    std::fs::remove_file(folder.join("smoke.yaml")).expect("rm");
+    std::fs::write(&file, r#"[{"channel": "web", "messages": [], "surprise": 1}]"#).expect("write");
+    refused("is not a valid dataset");
 }
