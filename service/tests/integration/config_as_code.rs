@@ -589,22 +589,29 @@ db_test! {
 // as `agents/NAME/datasets/DATASET.json`, planned and applied through their owner.
 
 /// A case on the web channel asking `question`, whose reply must name `answer`
-/// (an `is-json` schema too: a free-form value whose keys the file sorts).
+/// (and a `contains-json` schema: a free-form value whose keys the file sorts).
 fn case(question: &str, answer: &str) -> Value {
-    json!({"description": question, "channel": "web",
-        "messages": [{"role": "user", "content": question}],
-        "assert": [
-            {"type": "icontains", "value": answer},
-            {"type": "contains-json", "value": {"type": "object", "required": ["city"]}, "weight": 0.5}
-        ]})
+    let asserts = json!([
+        {"type": "icontains", "value": answer},
+        {"type": "contains-json", "value": {"type": "object", "required": ["city"]}, "weight": 0.5},
+    ]);
+    let messages = json!([{"role": "user", "content": question}]);
+    json!({"description": question, "channel": "web", "messages": messages, "assert": asserts})
 }
 
 async fn put_dataset(app: &TestApp, name: &str, cases: Value) -> Value {
-    ok(app, Method::PUT, &format!("/v1/agents/assistant/datasets/{name}"), Some(json!({"cases": cases}))).await
+    ok(
+        app,
+        Method::PUT,
+        &format!("/v1/agents/assistant/datasets/{name}"),
+        Some(json!({"cases": cases})),
+    )
+    .await
 }
 
 fn dataset_file(dir: &Path, name: &str) -> std::path::PathBuf {
-    dir.join("agents/assistant/datasets").join(format!("{name}.json"))
+    dir.join("agents/assistant/datasets")
+        .join(format!("{name}.json"))
 }
 
 db_test! {
@@ -748,19 +755,26 @@ db_test! {
 #[test]
 fn a_dataset_file_is_read_by_the_folders_rules() {
     let cases: Vec<loadout::evals::cases::Case> =
-        serde_json::from_value(json!([case("What is the capital of France?", "paris")])).expect("cases");
+        serde_json::from_value(json!([case("What is the capital of France?", "paris")]))
+            .expect("cases");
     let agent: loadout::bundle::AgentDoc = serde_json::from_value(json!({
         "name": "assistant", "identity": {}, "soul": "Helpful.", "release_mode": "direct",
     }))
     .expect("agent");
     let bundle = loadout::bundle::Bundle {
         version: loadout::bundle::LAYOUT_VERSION,
-        agents: vec![loadout::bundle::AgentDoc { datasets: [("smoke".to_owned(), cases.clone())].into(), ..agent }],
+        agents: vec![loadout::bundle::AgentDoc {
+            datasets: [("smoke".to_owned(), cases.clone())].into(),
+            ..agent
+        }],
         ..Default::default()
     };
     let (dir, outside) = (tempfile_dir(), tempfile_dir());
     files::write(dir.path(), &bundle).expect("write");
-    assert_eq!(files::read(dir.path()).expect("read").agents[0].datasets["smoke"], cases);
+    assert_eq!(
+        files::read(dir.path()).expect("read").agents[0].datasets["smoke"],
+        cases
+    );
     let folder = dir.path().join("agents/assistant/datasets");
     let file = folder.join("smoke.json");
     let refused = |what: &str| {
@@ -781,13 +795,18 @@ fn a_dataset_file_is_read_by_the_folders_rules() {
 
     // Bounded: a file past four times the dataset limit (its indented JSON) is not read.
     let big = std::fs::File::create(&file).expect("create");
-    big.set_len(4 * loadout::evals::cases::MAX_DATASET_BYTES as u64 + 1).expect("grow");
+    big.set_len(4 * loadout::evals::cases::MAX_DATASET_BYTES as u64 + 1)
+        .expect("grow");
     refused("the largest file read is");
     // A file not named NAME.json, and one that is no list of cases.
     std::fs::remove_file(&file).expect("rm");
     std::fs::write(folder.join("smoke.yaml"), "[]").expect("write");
     refused("expected NAME.json");
     std::fs::remove_file(folder.join("smoke.yaml")).expect("rm");
-    std::fs::write(&file, r#"[{"channel": "web", "messages": [], "surprise": 1}]"#).expect("write");
+    std::fs::write(
+        &file,
+        r#"[{"channel": "web", "messages": [], "surprise": 1}]"#,
+    )
+    .expect("write");
     refused("is not a valid dataset");
 }
