@@ -474,3 +474,54 @@ fn header_values(
 fn v(value: impl Serialize) -> Value {
     serde_json::to_value(value).unwrap_or(Value::Null)
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn cases(value: Value) -> Vec<Case> {
+        serde_json::from_value(value).expect("cases")
+    }
+
+    fn one(schema: Value) -> Vec<Case> {
+        cases(
+            json!([{"channel": "web", "messages": [{"role": "user", "content": "Hi"}],
+            "assert": [{"type": "contains-json", "value": schema}]}]),
+        )
+    }
+
+    #[test]
+    fn a_dataset_whose_keys_come_in_another_order_is_unchanged() {
+        let before = one(json!({"type": "object", "required": ["a"]}));
+        let after = one(json!({"required": ["a"], "type": "object"}));
+        let mut change = Change::new("dataset/a/b".into(), Action::Update);
+        dataset(&mut change, Some(&before), &after);
+        assert!(change.is_empty(), "{change:?}");
+    }
+
+    #[test]
+    fn a_changed_dataset_says_its_case_counts_and_a_new_one_only_its_count() {
+        let before = one(json!({"type": "object"}));
+        let mut after = one(json!({"type": "array"}));
+        after.extend(one(json!({"type": "string"})));
+        let mut change = Change::new("dataset/a/b".into(), Action::Update);
+        dataset(&mut change, Some(&before), &after);
+        assert_eq!(
+            (
+                change.fields[0].before.clone(),
+                change.fields[0].after.clone()
+            ),
+            (json!(1), json!(2))
+        );
+        assert_eq!(change.texts.len(), 1);
+
+        let mut created = Change::new("dataset/a/b".into(), Action::Create);
+        dataset(&mut created, None, &after);
+        assert_eq!(
+            (created.fields[0].before.clone(), created.texts.len()),
+            (Value::Null, 0)
+        );
+    }
+}
