@@ -1,7 +1,8 @@
 //! Configuration as code (issue 27): an instance's configuration (agents with their
-//! links and evaluation datasets, tools, channels, connectors) as one [`Bundle`], written to and read from
-//! a folder ([`files`]), read from a database ([`read`]), compared with what a
-//! database holds ([`plan`]) and applied to it in one guarded write ([`apply`]).
+//! links and evaluation datasets, tools, channels, connectors) as one [`Bundle`],
+//! written to and read from a folder ([`files`]), read from a database ([`read`]),
+//! compared with what a database holds ([`plan`]) and applied to it in one guarded
+//! write ([`apply`]).
 //!
 //! Every object has a fingerprint: the SHA-256 of its canonical JSON (keys in
 //! order, ids and timestamps left out, a connector's header *names* only). The

@@ -1,7 +1,7 @@
 //! What applying a bundle would change, object by object: created, updated (with
 //! the fields that differ, texts as line diffs; a dataset with its case counts and
-//! the line diff of its cases), removed (with `--prune`) or kept
-//! although the bundle leaves it out. Pure: it compares two bundles.
+//! the line diff of its file), removed (with `--prune`) or kept although the bundle
+//! leaves it out. Pure: it compares two bundles.
 
 use std::collections::{BTreeMap, BTreeSet};
 
