@@ -1,7 +1,8 @@
 //! Configuration as code (issue 27): an instance's configuration (agents with their
-//! links, tools, channels, connectors) as one [`Bundle`], written to and read from
-//! a folder ([`files`]), read from a database ([`read`]), compared with what a
-//! database holds ([`plan`]) and applied to it in one guarded write ([`apply`]).
+//! links and evaluation datasets, tools, channels, connectors) as one [`Bundle`],
+//! written to and read from a folder ([`files`]), read from a database ([`read`]),
+//! compared with what a database holds ([`plan`]) and applied to it in one guarded
+//! write ([`apply`]).
 //!
 //! Every object has a fingerprint: the SHA-256 of its canonical JSON (keys in
 //! order, ids and timestamps left out, a connector's header *names* only). The
@@ -54,7 +55,8 @@ pub struct Bundle {
 pub struct State {
     /// `sha256:` and the hex SHA-256 of the object fingerprints' list.
     pub instance: String,
-    /// Each object's fingerprint by `kind/name` (`agent/support`, `tool/get_tasks`).
+    /// Each object's fingerprint by `kind/name` (`agent/support`, `tool/get_tasks`,
+    /// `dataset/support/smoke`).
     pub objects: BTreeMap<String, String>,
 }
 
@@ -88,6 +90,11 @@ pub struct AgentDoc {
     /// Its model settings (`model.json`; absent: none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<crate::releases::model::ModelSettings>,
+    /// Its evaluation datasets, the latest version of each: name → cases
+    /// (`datasets/NAME.json`). Each is an object of its own (`dataset/AGENT/NAME`),
+    /// fingerprinted, planned and applied apart from the agent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub datasets: BTreeMap<String, Vec<crate::evals::cases::Case>>,
 }
 
 /// A tool.
@@ -240,8 +247,13 @@ impl Bundle {
     pub fn fingerprints(&self) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
         for agent in &self.agents {
+            for (name, cases) in &agent.datasets {
+                out.insert(dataset_key(&agent.name, name), fingerprint(cases));
+            }
             let mut agent = agent.clone();
             agent.identity = canonical(&agent.identity);
+            // Its datasets are objects of their own: a changed case is no agent change.
+            agent.datasets.clear();
             out.insert(format!("agent/{}", agent.name), fingerprint(&agent));
         }
         for tool in &self.tools {
@@ -285,6 +297,29 @@ impl Bundle {
         self.channels.sort_by(|a, b| a.name.cmp(&b.name));
         self.connectors.sort_by(|a, b| a.name.cmp(&b.name));
     }
+}
+
+/// A dataset's file: its cases as indented JSON, each case's fields in their
+/// declared order and the free-form values' keys sorted, so the same cases are
+/// always the same bytes (an export, and the line diff a plan shows).
+pub fn dataset_text(cases: &[crate::evals::cases::Case]) -> serde_json::Result<String> {
+    let stable: Vec<crate::evals::cases::Case> = cases
+        .iter()
+        .map(|case| {
+            let mut case = case.clone();
+            case.tool_choice = case.tool_choice.as_ref().map(sorted);
+            for assertion in &mut case.assert {
+                assertion.value = assertion.value.as_ref().map(sorted);
+            }
+            case
+        })
+        .collect();
+    Ok(serde_json::to_string_pretty(&stable)? + "\n")
+}
+
+/// A dataset's `kind/name`: `dataset/AGENT/NAME` (neither name holds a `/`).
+pub fn dataset_key(agent: &str, name: &str) -> String {
+    format!("dataset/{agent}/{name}")
 }
 
 /// `sha256:` and the SHA-256 of `kind/name fingerprint` lines, in order.

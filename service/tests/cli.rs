@@ -1960,6 +1960,17 @@ async fn an_export_through_the_api_is_byte_identical_to_one_from_the_database() 
     let db = TestDb::sqlite().await;
     let (serve, addr, printed) = spawn_serve(&db.url, &[], 3);
     let key = printed[2].clone();
+    // A dataset whose assertion value is an object: its keys come back in order both ways.
+    let dataset = r#"{"cases": [{"channel": "web", "messages": [{"role": "user", "content": "Hi"}],
+        "assert": [{"type": "contains-json", "value": {"type": "object", "required": ["a"]}}]}]}"#;
+    let (status, body) = http(
+        &addr,
+        "PUT",
+        "/v1/agents/assistant/datasets/smoke",
+        &key,
+        dataset,
+    );
+    assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
     let (api, direct) = (scratch("via-api"), scratch("via-db"));
     let url = format!("http://{addr}");
     let out = config(
@@ -1985,6 +1996,7 @@ async fn an_export_through_the_api_is_byte_identical_to_one_from_the_database() 
         .output()
         .expect("diff");
     assert!(diff.status.success(), "{}", stdout(&diff));
+    assert!(api.join("agents/assistant/datasets/smoke.json").exists());
     let _ = std::fs::remove_dir_all(&api);
     let _ = std::fs::remove_dir_all(&direct);
 }

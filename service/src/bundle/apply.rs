@@ -1,7 +1,8 @@
 //! Applying a bundle: the whole change in one registry write (so a result that
-//! `loadout check` would refuse is refused whole, nothing written), after the
-//! staleness check, publishing revisions in the same transaction and, for gated
-//! agents, opening change requests for `production` instead of moving it.
+//! `loadout check` would refuse, or a dataset its owner would, is refused whole,
+//! nothing written), after the staleness check, publishing revisions in the same
+//! transaction and, for gated agents, opening change requests for `production`
+//! instead of moving it.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -23,6 +24,8 @@ use crate::auth::Principal;
 use crate::connectors::client::Outbound;
 use crate::connectors::store;
 use crate::error::{Error, Result};
+use crate::evals::cases::Case;
+use crate::evals::datasets;
 use crate::promotion::change_requests::{self, ChangeRequestView, ChangeState};
 use crate::prompt::lint;
 use crate::registry::{channels, guard, links, tools};
@@ -275,9 +278,33 @@ impl Applying<'_> {
                 self.agent(change, doc).await?;
             }
         }
-        for change in plan.changes.iter().filter(|c| c.action == Action::Remove) {
+        // After the agents and channels: a dataset names both.
+        for (_, key) in by_kind("dataset") {
+            if let Some((agent, name, cases)) = dataset(target, key) {
+                self.dataset(agent, name, cases).await?;
+            }
+        }
+        // A removed agent's datasets go first, while the agent is still found.
+        let removals = plan.changes.iter().filter(|c| c.action == Action::Remove);
+        let (datasets, others): (Vec<&Change>, Vec<&Change>) =
+            removals.partition(|c| split(&c.object).0 == "dataset");
+        for change in datasets.into_iter().chain(others) {
             self.remove(&change.object).await?;
         }
+        Ok(())
+    }
+
+    /// Saves a dataset's cases as its next version through its owner, which checks
+    /// them (422 `invalid_dataset` refuses the whole apply).
+    async fn dataset(&mut self, agent: &str, name: &str, cases: &[Case]) -> Result<()> {
+        let save = datasets::Save {
+            agent,
+            name,
+            cases: cases.to_vec(),
+            by: &self.input.who.member,
+        };
+        let now = self.db.now();
+        datasets::put_in(self.txn(), save, now).await?;
         Ok(())
     }
 
@@ -529,6 +556,12 @@ impl Applying<'_> {
             "connector" if self.current.connectors.contains_key(name) => {
                 store::delete_in(self.db, name).await?;
             }
+            "dataset" => {
+                if let Some((agent, dataset)) = name.split_once('/') {
+                    let now = self.db.now();
+                    datasets::delete_in(self.txn(), agent, dataset, now).await?;
+                }
+            }
             _ => {}
         }
         Ok(())
@@ -592,6 +625,14 @@ impl Applying<'_> {
         }
         Ok(opened)
     }
+}
+
+/// The agent, name and cases the target holds for `AGENT/NAME`.
+fn dataset<'a>(target: &'a Bundle, key: &'a str) -> Option<(&'a str, &'a str, &'a [Case])> {
+    let (agent, name) = key.split_once('/')?;
+    let doc = target.agents.iter().find(|a| a.name == agent)?;
+    let cases = doc.datasets.get(name)?;
+    Some((agent, name, cases))
 }
 
 async fn production(

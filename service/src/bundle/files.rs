@@ -9,6 +9,7 @@
 //! agents/NAME/policy.cedar     the Cedar policy (absent: none)
 //! agents/NAME/policy-tests.json   its test cases, a JSON array (absent: none)
 //! agents/NAME/model.json        its model settings (absent: none)
+//! agents/NAME/datasets/DATASET.json   an evaluation dataset's latest cases, a JSON array
 //! tools/NAME.json              type, description, tier, schema, connector, ...
 //! channels/NAME.toml           description, guidance, the include_* switches
 //! connectors/NAME.toml         kind, url, method, timeout_ms, [headers] X = { env = "VAR" }
@@ -30,11 +31,17 @@ use super::folder::{Folder, entries};
 use super::{
     AgentDoc, Bundle, ChannelDoc, ConnectorDoc, HeaderValue, LAYOUT_VERSION, State, ToolDoc,
 };
+use crate::evals::cases::Case;
 
 /// The root file's name.
 pub const ROOT: &str = "loadout.toml";
 /// The largest file read, in bytes.
 const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+/// The largest dataset file read, in bytes: its owner holds a dataset to
+/// `MAX_DATASET_BYTES` as compact JSON, and the file is that JSON indented.
+const MAX_DATASET_FILE_BYTES: u64 = 4 * crate::evals::cases::MAX_DATASET_BYTES as u64;
+/// An agent's folder of datasets.
+const DATASETS: &str = "datasets";
 const FOLDERS: [&str; 4] = ["agents", "tools", "channels", "connectors"];
 
 #[derive(Serialize, Deserialize)]
@@ -216,6 +223,17 @@ fn write_agent(dir: &Path, agent: &AgentDoc) -> anyhow::Result<()> {
         let text = serde_json::to_string_pretty(model)?;
         put(&dir.join("model.json"), &format!("{text}\n"))?;
     }
+    if !agent.datasets.is_empty() {
+        let folder = dir.join(DATASETS);
+        std::fs::create_dir(&folder)
+            .with_context(|| format!("cannot make {}", folder.display()))?;
+        for (name, cases) in &agent.datasets {
+            put(
+                &folder.join(format!("{name}.json")),
+                &super::dataset_text(cases)?,
+            )?;
+        }
+    }
     Ok(())
 }
 
@@ -241,6 +259,7 @@ pub fn read(dir: &Path) -> anyhow::Result<Bundle> {
         );
     }
     let folder = Folder::new(dir, MAX_FILE_BYTES)?;
+    let dataset_folder = Folder::new(dir, MAX_DATASET_FILE_BYTES)?;
     let root: RootFile = folder.toml_file(&root_path)?;
     if root.version != LAYOUT_VERSION {
         bail!(
@@ -255,7 +274,9 @@ pub fn read(dir: &Path) -> anyhow::Result<Bundle> {
         ..Bundle::default()
     };
     for (name, path) in entries(&dir.join("agents"))? {
-        bundle.agents.push(read_agent(&folder, &name, &path)?);
+        let mut agent = read_agent(&folder, &name, &path)?;
+        agent.datasets = read_datasets(&dataset_folder, &path.join(DATASETS))?;
+        bundle.agents.push(agent);
     }
     for (file, path) in entries(&dir.join("tools"))? {
         let name = stem(&file, ".json", &path)?;
@@ -313,7 +334,7 @@ fn read_agent(folder: &Folder, name: &str, dir: &Path) -> anyhow::Result<AgentDo
             dir.display()
         );
     }
-    const KNOWN: [&str; 8] = [
+    const KNOWN: [&str; 9] = [
         "agent.toml",
         "soul.md",
         "template.md",
@@ -322,6 +343,7 @@ fn read_agent(folder: &Folder, name: &str, dir: &Path) -> anyhow::Result<AgentDo
         "policy.cedar",
         "policy-tests.json",
         "model.json",
+        DATASETS,
     ];
     for (file, path) in entries(dir)? {
         if !KNOWN.contains(&file.as_str()) {
@@ -355,5 +377,25 @@ fn read_agent(folder: &Folder, name: &str, dir: &Path) -> anyhow::Result<AgentDo
             ),
             None => None,
         },
+        datasets: BTreeMap::new(),
     })
+}
+
+/// An agent's `datasets/` folder (absent: none): `NAME.json` files, each a JSON
+/// array of cases. The cases' own rules are checked when they are applied.
+fn read_datasets(folder: &Folder, dir: &Path) -> anyhow::Result<BTreeMap<String, Vec<Case>>> {
+    let mut out = BTreeMap::new();
+    if dir.symlink_metadata().is_ok() && !dir.is_dir() {
+        bail!(
+            "{} is not part of the layout (an agent's datasets are a folder of NAME.json files)",
+            dir.display()
+        );
+    }
+    for (file, path) in entries(dir)? {
+        let name = stem(&file, ".json", &path)?;
+        let cases: Vec<Case> = serde_json::from_str(&folder.get(&path)?)
+            .with_context(|| format!("{} is not a valid dataset", path.display()))?;
+        out.insert(name.to_owned(), cases);
+    }
+    Ok(out)
 }

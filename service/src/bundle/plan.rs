@@ -1,6 +1,7 @@
 //! What applying a bundle would change, object by object: created, updated (with
-//! the fields that differ, texts as line diffs), removed (with `--prune`) or kept
-//! although the bundle leaves it out. Pure: it compares two bundles.
+//! the fields that differ, texts as line diffs; a dataset with its case counts and
+//! the line diff of its file), removed (with `--prune`) or kept although the bundle
+//! leaves it out. Pure: it compares two bundles.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -11,6 +12,7 @@ use utoipa::ToSchema;
 use super::read::Current;
 use super::{AgentDoc, Bundle, ChannelDoc, ConnectorDoc, HeaderValue, ToolDoc};
 use crate::connectors::client::sealing;
+use crate::evals::cases::Case;
 use crate::releases::diff::{self, TextChange, ValueChange};
 use crate::secrets::Keyring;
 
@@ -71,7 +73,8 @@ crate::closed_set! {
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = ConfigChange)]
 pub struct Change {
-    /// `agent/NAME`, `tool/NAME`, `channel/NAME` or `connector/NAME`.
+    /// `agent/NAME`, `dataset/AGENT/NAME`, `tool/NAME`, `channel/NAME` or
+    /// `connector/NAME`.
     pub object: String,
     pub action: Action,
     /// The fields that differ (an update), or are set (a create).
@@ -164,6 +167,13 @@ pub fn compute(current: &Current, target: &Bundle, prune: bool, keyring: Option<
             (change, None) => change,
         });
     }
+    let (held, wanted) = (datasets_of(before), datasets_of(target));
+    for (key, (old, new)) in pair(&held, &wanted, |d| &d.0) {
+        let name = key.strip_prefix("dataset/").unwrap_or(key);
+        tally(object("dataset", name, old, new, prune, |c, o, n| {
+            dataset(c, o.map(|o| o.1), n.1)
+        }));
+    }
     for (name, (old, new)) in pair(&before.tools, &target.tools, |t| &t.name) {
         tally(object("tool", name, old, new, prune, tool));
     }
@@ -224,6 +234,40 @@ fn object<T>(
             if prune { Action::Remove } else { Action::Keep },
         )),
         (None, None) => None,
+    }
+}
+
+/// Every agent's datasets as `(dataset/AGENT/NAME, cases)`.
+fn datasets_of(bundle: &Bundle) -> Vec<(String, &[Case])> {
+    bundle
+        .agents
+        .iter()
+        .flat_map(|a| {
+            a.datasets
+                .iter()
+                .map(|(name, cases)| (super::dataset_key(&a.name, name), cases.as_slice()))
+        })
+        .collect()
+}
+
+/// A dataset's change: how many cases before and after, and (an update) the line
+/// diff of its file. Cases are compared as canonical JSON: key order is no change.
+fn dataset(c: &mut Change, old: Option<&[Case]>, new: &[Case]) {
+    let canonical = |cases: &[Case]| super::sorted(&v(cases));
+    if old.is_some_and(|old| canonical(old) == canonical(new)) {
+        return;
+    }
+    c.fields.push(ValueChange {
+        field: "cases".to_owned(),
+        before: old.map_or(Value::Null, |o| v(o.len())),
+        after: v(new.len()),
+    });
+    if let Some(old) = old {
+        let text = |cases: &[Case]| super::dataset_text(cases).unwrap_or_default();
+        c.texts.push(NamedText {
+            field: "cases".to_owned(),
+            diff: diff::lines(&text(old), &text(new)),
+        });
     }
 }
 
@@ -429,4 +473,55 @@ fn header_values(
 /// A field's value in a change.
 fn v(value: impl Serialize) -> Value {
     serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn cases(value: Value) -> Vec<Case> {
+        serde_json::from_value(value).expect("cases")
+    }
+
+    fn one(schema: Value) -> Vec<Case> {
+        cases(
+            json!([{"channel": "web", "messages": [{"role": "user", "content": "Hi"}],
+            "assert": [{"type": "contains-json", "value": schema}]}]),
+        )
+    }
+
+    #[test]
+    fn a_dataset_whose_keys_come_in_another_order_is_unchanged() {
+        let before = one(json!({"type": "object", "required": ["a"]}));
+        let after = one(json!({"required": ["a"], "type": "object"}));
+        let mut change = Change::new("dataset/a/b".into(), Action::Update);
+        dataset(&mut change, Some(&before), &after);
+        assert!(change.is_empty(), "{change:?}");
+    }
+
+    #[test]
+    fn a_changed_dataset_says_its_case_counts_and_a_new_one_only_its_count() {
+        let before = one(json!({"type": "object"}));
+        let mut after = one(json!({"type": "array"}));
+        after.extend(one(json!({"type": "string"})));
+        let mut change = Change::new("dataset/a/b".into(), Action::Update);
+        dataset(&mut change, Some(&before), &after);
+        assert_eq!(
+            (
+                change.fields[0].before.clone(),
+                change.fields[0].after.clone()
+            ),
+            (json!(1), json!(2))
+        );
+        assert_eq!(change.texts.len(), 1);
+
+        let mut created = Change::new("dataset/a/b".into(), Action::Create);
+        dataset(&mut created, None, &after);
+        assert_eq!(
+            (created.fields[0].before.clone(), created.texts.len()),
+            (Value::Null, 0)
+        );
+    }
 }

@@ -1,4 +1,5 @@
-//! The configuration a database holds, as a [`Bundle`]: live rows only, five reads.
+//! The configuration a database holds, as a [`Bundle`]: live rows only, five reads
+//! and one per agent for its datasets (through their owner, `evals::datasets`).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -10,6 +11,7 @@ use super::{
     env_name, sorted,
 };
 use crate::error::Result;
+use crate::evals::cases::Case;
 
 /// What a database holds: the bundle, and the rows it was made from (by name).
 pub struct Current {
@@ -44,6 +46,12 @@ pub async fn current(db: &impl ConnectionTrait) -> Result<Current> {
         .filter(agent_tools::Column::DeletedAt.is_null())
         .all(db)
         .await?;
+
+    let mut datasets: HashMap<i32, BTreeMap<String, Vec<Case>>> = HashMap::new();
+    for agent in &agents {
+        let held = crate::evals::datasets::latest(db, agent.id).await?;
+        datasets.insert(agent.id, held.into_iter().collect());
+    }
 
     let connector_names: HashMap<i32, &str> = connector_rows
         .iter()
@@ -84,6 +92,7 @@ pub async fn current(db: &impl ConnectionTrait) -> Result<Current> {
                 model: crate::releases::model::ModelSettings::parse(a.model_settings.as_deref())
                     .ok()
                     .flatten(),
+                datasets: datasets.remove(&a.id).unwrap_or_default(),
             })
             .collect(),
         tools: tool_rows

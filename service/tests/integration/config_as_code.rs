@@ -584,3 +584,229 @@ db_test! {
         assert!(refused["error"]["message"].as_str().unwrap_or("").contains("parameters.temperature"), "{refused}");
     }
 }
+
+// Evaluation datasets (issue 52): each agent's datasets, the latest version of each,
+// as `agents/NAME/datasets/DATASET.json`, planned and applied through their owner.
+
+/// A case on the web channel asking `question`, whose reply must name `answer`
+/// (and a `contains-json` schema: a free-form value whose keys the file sorts).
+fn case(question: &str, answer: &str) -> Value {
+    let asserts = json!([
+        {"type": "icontains", "value": answer},
+        {"type": "contains-json", "value": {"type": "object", "required": ["city"]}, "weight": 0.5},
+    ]);
+    let messages = json!([{"role": "user", "content": question}]);
+    json!({"description": question, "channel": "web", "messages": messages, "assert": asserts})
+}
+
+async fn put_dataset(app: &TestApp, name: &str, cases: Value) -> Value {
+    ok(
+        app,
+        Method::PUT,
+        &format!("/v1/agents/assistant/datasets/{name}"),
+        Some(json!({"cases": cases})),
+    )
+    .await
+}
+
+fn dataset_file(dir: &Path, name: &str) -> std::path::PathBuf {
+    dir.join("agents/assistant/datasets")
+        .join(format!("{name}.json"))
+}
+
+db_test! {
+    async fn an_agents_datasets_export_as_files_and_an_unchanged_instance_exports_the_same_bytes(db) {
+        let app = TestApp::new(db).await;
+        let cases = json!([case("What is the capital of France?", "paris"), case("And of Italy?", "rome")]);
+        put_dataset(&app, "smoke", cases.clone()).await;
+        let (first, second) = (tempfile_dir(), tempfile_dir());
+        export(&app.db.conn, first.path()).await;
+
+        let text = std::fs::read_to_string(dataset_file(first.path(), "smoke")).expect("smoke.json");
+        assert_eq!(serde_json::from_str::<Value>(&text).expect("json"), cases);
+        assert!(text.starts_with("[\n  {\n    \"description\""), "indented, fields in order: {text}");
+        export(&app.db.conn, second.path()).await;
+        assert_eq!(tree(first.path()), tree(second.path()), "an unchanged instance exports the same bytes");
+        assert!(!plan_dir(&app.db.conn, first.path(), false).await.changes_anything);
+        let (_, config) = app.call(Method::GET, "/v1/config", &app.operator, None).await;
+        let at = index_of(&config, "agents", "assistant");
+        assert_eq!(config["agents"][at]["datasets"]["smoke"], cases, "{config}");
+
+        // Another instance: the apply makes the agent, then its dataset; the export matches.
+        let empty = empty_like(&app.db).await;
+        let planned = plan_dir(&empty.conn, first.path(), false).await;
+        let change = planned.changes.iter().find(|c| c.object == "dataset/assistant/smoke").expect("planned");
+        assert_eq!(change.action, Action::Create);
+        apply_dir(&empty.conn, first.path(), Some(Base::Plan(plan_file(&planned))), false).await.expect("apply");
+        let copy = tempfile_dir();
+        export(&empty.conn, copy.path()).await;
+        assert_eq!(tree(first.path()), tree(copy.path()));
+    }
+}
+
+db_test! {
+    async fn a_case_edited_in_a_dataset_file_plans_an_update_and_the_apply_saves_version_2(db) {
+        let app = TestApp::new(db).await;
+        put_dataset(&app, "smoke", json!([case("What is the capital of France?", "paris")])).await;
+        let dir = tempfile_dir();
+        export(&app.db.conn, dir.path()).await;
+        let file = dataset_file(dir.path(), "smoke");
+        let edited = json!([case("What is the capital of Spain?", "madrid"), case("And of Italy?", "rome")]);
+        std::fs::write(&file, serde_json::to_string_pretty(&edited).expect("json")).expect("write");
+
+        let planned = plan_dir(&app.db.conn, dir.path(), false).await;
+        assert!(planned.changes_anything, "`loadout plan` exits 2");
+        assert_eq!(planned.changes.len(), 1, "the agent itself is unchanged: {:?}", planned.changes);
+        let change = &planned.changes[0];
+        assert_eq!((change.object.as_str(), change.action), ("dataset/assistant/smoke", Action::Update));
+        let printed = loadout::cli::config::plan_text(&planned);
+        assert!(printed.contains("~ dataset/assistant/smoke\n    cases: 1 → 2\n"), "{printed}");
+        assert!(printed.contains("+        \"content\": \"What is the capital of Spain?\""), "{printed}");
+        assert!(printed.contains("-        \"content\": \"What is the capital of France?\""), "{printed}");
+
+        let applied = apply_dir(&app.db.conn, dir.path(), None, false).await.expect("apply");
+        assert_eq!(applied.changes.len(), 1);
+        let listed = ok(&app, Method::GET, "/v1/agents/assistant/datasets", None).await;
+        assert_eq!((listed["datasets"][0]["version"].clone(), listed["datasets"][0]["created_by"].clone()), (json!(2), json!("cli")));
+        let saved = loadout::evals::datasets::get(&app.db.conn, "assistant", "smoke", None).await.expect("get");
+        assert_eq!(serde_json::to_value(&saved.cases).expect("json"), edited);
+        assert!(!plan_dir(&app.db.conn, dir.path(), false).await.changes_anything, "a re-apply is a no-op");
+    }
+}
+
+db_test! {
+    async fn a_dataset_with_an_unknown_assertion_type_refuses_the_whole_apply_with_nothing_written(db) {
+        let app = TestApp::new(db).await;
+        put_dataset(&app, "smoke", json!([case("What is the capital of France?", "paris")])).await;
+        let dir = tempfile_dir();
+        export(&app.db.conn, dir.path()).await;
+        let before = read::export(&app.db.conn).await.expect("export").state;
+        // A soul change that would be fine, a new dataset that would be fine, and a bad one.
+        edit(&dir.path().join("agents/assistant/soul.md"), |s| format!("{s}\nNew line.\n"));
+        std::fs::write(dataset_file(dir.path(), "more"), json!([case("Italy?", "rome")]).to_string()).expect("write");
+        edit(&dataset_file(dir.path(), "smoke"), |t| t.replace("\"icontains\"", "\"no-such-check\""));
+
+        let refused = apply_dir(&app.db.conn, dir.path(), None, false).await.expect_err("refused");
+        assert_eq!((refused.kind, refused.code), (loadout::error::Kind::Refused, "invalid_dataset"), "{refused:?}");
+        assert!(refused.message.contains("cases[0].assert[0]"), "{}", refused.message);
+        let after = read::export(&app.db.conn).await.expect("export").state;
+        assert_eq!(before, after, "nothing written");
+        let listed = ok(&app, Method::GET, "/v1/agents/assistant/datasets", None).await;
+        assert_eq!(listed["datasets"].as_array().map(Vec::len), Some(1), "{listed}");
+        assert_eq!(listed["datasets"][0]["version"], json!(1));
+
+        // The same document over HTTP: the same 422.
+        let (_, mut config) = app.call(Method::GET, "/v1/config", &app.operator, None).await;
+        let at = index_of(&config, "agents", "assistant");
+        config["agents"][at]["datasets"]["smoke"][0]["assert"][0]["type"] = json!("no-such-check");
+        let (status, refused) = app
+            .call(Method::POST, "/v1/config/apply", &app.operator, Some(json!({"configuration": config})))
+            .await;
+        assert_eq!((status, &refused["error"]["code"]), (StatusCode::UNPROCESSABLE_ENTITY, &json!("invalid_dataset")), "{refused}");
+    }
+}
+
+db_test! {
+    async fn a_dataset_saved_through_the_api_since_the_export_makes_the_apply_refuse_naming_it(db) {
+        let app = TestApp::new(db).await;
+        put_dataset(&app, "smoke", json!([case("What is the capital of France?", "paris")])).await;
+        let dir = tempfile_dir();
+        export(&app.db.conn, dir.path()).await;
+        edit(&dir.path().join("agents/assistant/soul.md"), |s| format!("{s}\nFrom the folder.\n"));
+        put_dataset(&app, "smoke", json!([case("What is the capital of Spain?", "madrid")])).await;
+
+        let refused = apply_dir(&app.db.conn, dir.path(), None, false).await.expect_err("stale");
+        assert_eq!(refused.code, "configuration_changed");
+        assert!(refused.message.contains("dataset/assistant/smoke"), "{}", refused.message);
+        assert!(!refused.message.contains("agent/assistant"), "the agent did not move: {}", refused.message);
+    }
+}
+
+db_test! {
+    async fn prune_soft_deletes_a_dataset_the_folder_leaves_out_and_it_stays_without_prune(db) {
+        let app = TestApp::new(db).await;
+        put_dataset(&app, "smoke", json!([case("What is the capital of France?", "paris")])).await;
+        let dir = tempfile_dir();
+        export(&app.db.conn, dir.path()).await;
+        std::fs::remove_file(dataset_file(dir.path(), "smoke")).expect("rm");
+
+        let kept = plan_dir(&app.db.conn, dir.path(), false).await;
+        assert!(!kept.changes_anything, "{:?}", kept.changes);
+        assert_eq!((kept.changes[0].object.as_str(), kept.changes[0].action), ("dataset/assistant/smoke", Action::Keep));
+        assert!(loadout::cli::config::plan_text(&kept).contains("! dataset/assistant/smoke"));
+        apply_dir(&app.db.conn, dir.path(), None, false).await.expect("apply");
+        let listed = ok(&app, Method::GET, "/v1/agents/assistant/datasets", None).await;
+        assert_eq!(listed["datasets"][0]["name"], json!("smoke"), "kept: {listed}");
+
+        let applied = apply_dir(&app.db.conn, dir.path(), None, true).await.expect("apply --prune");
+        assert_eq!((applied.changes[0].object.as_str(), applied.changes[0].action), ("dataset/assistant/smoke", Action::Remove));
+        let listed = ok(&app, Method::GET, "/v1/agents/assistant/datasets", None).await;
+        assert_eq!(listed["datasets"], json!([]), "{listed}");
+        let row = entity::eval_datasets::Entity::find()
+            .filter(entity::eval_datasets::Column::Name.eq("smoke"))
+            .one(&app.db.conn)
+            .await
+            .expect("query")
+            .expect("the row stays");
+        assert!(row.deleted_at.is_some());
+    }
+}
+
+#[test]
+fn a_dataset_file_is_read_by_the_folders_rules() {
+    let cases: Vec<loadout::evals::cases::Case> =
+        serde_json::from_value(json!([case("What is the capital of France?", "paris")]))
+            .expect("cases");
+    let agent: loadout::bundle::AgentDoc = serde_json::from_value(json!({
+        "name": "assistant", "identity": {}, "soul": "Helpful.", "release_mode": "direct",
+    }))
+    .expect("agent");
+    let bundle = loadout::bundle::Bundle {
+        version: loadout::bundle::LAYOUT_VERSION,
+        agents: vec![loadout::bundle::AgentDoc {
+            datasets: [("smoke".to_owned(), cases.clone())].into(),
+            ..agent
+        }],
+        ..Default::default()
+    };
+    let (dir, outside) = (tempfile_dir(), tempfile_dir());
+    files::write(dir.path(), &bundle).expect("write");
+    assert_eq!(
+        files::read(dir.path()).expect("read").agents[0].datasets["smoke"],
+        cases
+    );
+    let folder = dir.path().join("agents/assistant/datasets");
+    let file = folder.join("smoke.json");
+    let refused = |what: &str| {
+        let error = format!("{:#}", files::read(dir.path()).expect_err(what));
+        assert!(error.contains(what), "{what}: {error}");
+    };
+
+    // A link out of the folder, to a file or as the datasets folder itself.
+    std::fs::write(outside.path().join("leak.json"), "[]").expect("write");
+    std::fs::remove_file(&file).expect("rm");
+    std::os::unix::fs::symlink(outside.path().join("leak.json"), &file).expect("symlink");
+    refused("leads out of the folder");
+    std::fs::remove_dir_all(&folder).expect("rm");
+    std::os::unix::fs::symlink(outside.path(), &folder).expect("symlink");
+    refused("leads out of the folder");
+    std::fs::remove_file(&folder).expect("rm");
+    std::fs::create_dir(&folder).expect("mkdir");
+
+    // Bounded: a file past four times the dataset limit (its indented JSON) is not read.
+    let big = std::fs::File::create(&file).expect("create");
+    big.set_len(4 * loadout::evals::cases::MAX_DATASET_BYTES as u64 + 1)
+        .expect("grow");
+    refused("the largest file read is");
+    // A file not named NAME.json, and one that is no list of cases.
+    std::fs::remove_file(&file).expect("rm");
+    std::fs::write(folder.join("smoke.yaml"), "[]").expect("write");
+    refused("expected NAME.json");
+    std::fs::remove_file(folder.join("smoke.yaml")).expect("rm");
+    std::fs::write(
+        &file,
+        r#"[{"channel": "web", "messages": [], "surprise": 1}]"#,
+    )
+    .expect("write");
+    refused("is not a valid dataset");
+}
