@@ -1576,6 +1576,14 @@ export interface components {
         Action: "create" | "update" | "remove" | "keep";
         /** @description An agent: its texts, settings and the tools it is linked to (links switched on). */
         AgentDoc: {
+            /**
+             * @description Its evaluation datasets, the latest version of each: name → cases
+             *     (`datasets/NAME.json`). Each is an object of its own (`dataset/AGENT/NAME`),
+             *     fingerprinted, planned and applied apart from the agent.
+             */
+            datasets?: {
+                [key: string]: components["schemas"]["EvalCase"][];
+            };
             /** @description `{display_name, role, description}` (null fields are left out). */
             identity: {
                 [key: string]: unknown;
@@ -2083,7 +2091,10 @@ export interface components {
             action: components["schemas"]["Action"];
             /** @description The fields that differ (an update), or are set (a create). */
             fields: components["schemas"]["ValueChange"][];
-            /** @description `agent/NAME`, `tool/NAME`, `channel/NAME` or `connector/NAME`. */
+            /**
+             * @description `agent/NAME`, `dataset/AGENT/NAME`, `tool/NAME`, `channel/NAME` or
+             *     `connector/NAME`.
+             */
             object: string;
             /** @description Texts that differ, as line diffs. */
             texts: components["schemas"]["ConfigTextDiff"][];
@@ -2131,7 +2142,10 @@ export interface components {
         ConfigState: {
             /** @description `sha256:` and the hex SHA-256 of the object fingerprints' list. */
             instance: string;
-            /** @description Each object's fingerprint by `kind/name` (`agent/support`, `tool/get_tasks`). */
+            /**
+             * @description Each object's fingerprint by `kind/name` (`agent/support`, `tool/get_tasks`,
+             *     `dataset/support/smoke`).
+             */
             objects: {
                 [key: string]: string;
             };

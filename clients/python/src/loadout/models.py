@@ -318,7 +318,8 @@ class ConfigState(BaseModel):
     """
     objects: dict[str, str]
     """
-    Each object's fingerprint by `kind/name` (`agent/support`, `tool/get_tasks`).
+    Each object's fingerprint by `kind/name` (`agent/support`, `tool/get_tasks`,
+    `dataset/support/smoke`).
     """
 
 
@@ -3321,45 +3322,6 @@ class VersionList(BaseModel):
     versions: list[VersionView]
 
 
-class AgentDoc(BaseModel):
-    """
-    An agent: its texts, settings and the tools it is linked to (links switched on).
-    """
-
-    model_config = ConfigDict(
-        extra='forbid',
-    )
-    identity: dict[str, Any]
-    """
-    `{display_name, role, description}` (null fields are left out).
-    """
-    interaction_learning: str | None = None
-    model: ModelSettings | None = None
-    name: str
-    operating_model: str | None = None
-    policy: str | None = None
-    """
-    Its Cedar policy (`policy.cedar`; absent: none).
-    """
-    policy_tests: list[Case] | None = None
-    """
-    The policy's test cases (`policy-tests.json`).
-    """
-    release_mode: str
-    """
-    `direct` or `gated`.
-    """
-    soul: str
-    template: str | None = None
-    """
-    `null`: the built-in assembly renders the prompt.
-    """
-    tools: list[str] | None = None
-    """
-    The tools it is linked to, by name.
-    """
-
-
 class AgentList(BaseModel):
     """
     A page of live agents by name.
@@ -3369,26 +3331,6 @@ class AgentList(BaseModel):
     next_after: str | None = None
     """
     Pass as `after` for the next page; `null`: this page is the last.
-    """
-
-
-class Bundle(BaseModel):
-    """
-    An instance's configuration, as files hold it and as `POST /v1/config/plan` and
-    `/apply` take it. Lists are sorted by name.
-    """
-
-    model_config = ConfigDict(
-        extra='forbid',
-    )
-    agents: list[AgentDoc] | None = None
-    channels: list[ChannelDoc] | None = None
-    connectors: list[ConnectorDoc] | None = None
-    state: ConfigState | None = None
-    tools: list[ToolDoc] | None = None
-    version: int = Field(..., ge=0)
-    """
-    The layout version; 1.
     """
 
 
@@ -3429,25 +3371,6 @@ class CheckResult(BaseModel):
     summary: list[str]
     """
     In words, e.g. "of 1000 recorded calls to create_tasks, 37 would now be refused (first: ...)".
-    """
-
-
-class ConfigRequest(BaseModel):
-    """
-    The body of `POST /v1/config/plan` and `/apply`.
-    """
-
-    model_config = ConfigDict(
-        extra='forbid',
-    )
-    configuration: Bundle
-    """
-    The configuration wanted (what `GET /v1/config` answers, edited).
-    """
-    plan: PlanBase | None = None
-    prune: bool | None = None
-    """
-    Remove (soft-delete) objects the configuration leaves out.
     """
 
 
@@ -3748,6 +3671,71 @@ class ToolChangeView(BaseModel):
     tool: str
 
 
+class AgentDoc(BaseModel):
+    """
+    An agent: its texts, settings and the tools it is linked to (links switched on).
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    datasets: dict[str, list[EvalCase]] | None = None
+    """
+    Its evaluation datasets, the latest version of each: name → cases
+    (`datasets/NAME.json`). Each is an object of its own (`dataset/AGENT/NAME`),
+    fingerprinted, planned and applied apart from the agent.
+    """
+    identity: dict[str, Any]
+    """
+    `{display_name, role, description}` (null fields are left out).
+    """
+    interaction_learning: str | None = None
+    model: ModelSettings | None = None
+    name: str
+    operating_model: str | None = None
+    policy: str | None = None
+    """
+    Its Cedar policy (`policy.cedar`; absent: none).
+    """
+    policy_tests: list[Case] | None = None
+    """
+    The policy's test cases (`policy-tests.json`).
+    """
+    release_mode: str
+    """
+    `direct` or `gated`.
+    """
+    soul: str
+    template: str | None = None
+    """
+    `null`: the built-in assembly renders the prompt.
+    """
+    tools: list[str] | None = None
+    """
+    The tools it is linked to, by name.
+    """
+
+
+class Bundle(BaseModel):
+    """
+    An instance's configuration, as files hold it and as `POST /v1/config/plan` and
+    `/apply` take it. Lists are sorted by name.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    agents: list[AgentDoc] | None = None
+    channels: list[ChannelDoc] | None = None
+    connectors: list[ConnectorDoc] | None = None
+    state: ConfigState | None = None
+    tools: list[ToolDoc] | None = None
+    version: int = Field(..., ge=0)
+    """
+    The layout version; 1.
+    """
+
+
 class ChangeRequestView(BaseModel):
     """
     A request to move a protected label.
@@ -3799,6 +3787,25 @@ class ChangeRequestView(BaseModel):
     to_revision: int
     """
     Where approving moves it.
+    """
+
+
+class ConfigRequest(BaseModel):
+    """
+    The body of `POST /v1/config/plan` and `/apply`.
+    """
+
+    model_config = ConfigDict(
+        extra='forbid',
+    )
+    configuration: Bundle
+    """
+    The configuration wanted (what `GET /v1/config` answers, edited).
+    """
+    plan: PlanBase | None = None
+    prune: bool | None = None
+    """
+    Remove (soft-delete) objects the configuration leaves out.
     """
 
 
@@ -3931,7 +3938,8 @@ class ConfigChange(BaseModel):
     """
     object: str
     """
-    `agent/NAME`, `tool/NAME`, `channel/NAME` or `connector/NAME`.
+    `agent/NAME`, `dataset/AGENT/NAME`, `tool/NAME`, `channel/NAME` or
+    `connector/NAME`.
     """
     texts: list[ConfigTextDiff]
     """
