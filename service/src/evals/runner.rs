@@ -313,14 +313,7 @@ impl Runner {
                 Ok(answer) => answer,
                 Err(e) => return Outcome::failed(&case, e.to_string(), Usage::default()),
             };
-        let tool_calls: Vec<ToolCall> = answer
-            .tool_calls
-            .iter()
-            .map(|c| ToolCall {
-                name: c.name.clone(),
-                arguments: c.arguments.clone(),
-            })
-            .collect();
+        let tool_calls: Vec<ToolCall> = answer.tool_calls.clone();
         let mut usage = Usage {
             prompt: answer.usage.prompt_tokens as i64,
             completion: answer.usage.completion_tokens as i64,
