@@ -184,9 +184,10 @@ async fn put_dataset(
             crate::cpu::run(move || promptfoo::import(&text, &channel)).await??
         }
         _ => {
-            return Err(
-                Error::refused("invalid_dataset", "give either `cases` or `promptfoo`").into(),
-            );
+            return Err(Error::refused(
+                "invalid_dataset",
+                "give either `cases` or `promptfoo`",
+            ));
         }
     };
     let save = Save {
@@ -323,7 +324,10 @@ async fn compare_runs(
 ) -> ApiResult<Json<RunComparison>> {
     let alpha = query.alpha.unwrap_or(gate::ALPHA);
     if !(alpha > 0.0 && alpha < 0.5) {
-        return Err(Error::refused("invalid_alpha", "alpha must be above 0 and below 0.5").into());
+        return Err(Error::refused(
+            "invalid_alpha",
+            "alpha must be above 0 and below 0.5",
+        ));
     }
     Ok(Json(
         runs::compare_runs(&state.db, &who, id, query.base, alpha).await?,

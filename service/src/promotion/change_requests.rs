@@ -391,8 +391,7 @@ pub async fn open(
         },
         label,
         request.agent_id,
-        request.from_revision_id,
-        request.to_revision_id,
+        (request.from_revision_id, request.to_revision_id),
         request.evals,
         now,
     )
@@ -779,8 +778,7 @@ async fn compute_checks(
     who: Requester<'_>,
     label: &str,
     agent_id: i32,
-    from_revision_id: i32,
-    to_revision_id: i32,
+    (from_revision_id, to_revision_id): (i32, i32),
     limits: &crate::evals::EvalSettings,
     now: DateTime<Utc>,
 ) -> Result<ReleaseChecks> {
@@ -844,8 +842,7 @@ pub async fn recheck(
         },
         &row.label,
         row.agent_id,
-        row.from_revision_id,
-        row.to_revision_id,
+        (row.from_revision_id, row.to_revision_id),
         limits,
         now,
     )
