@@ -168,7 +168,9 @@ pub async fn put_in(
             ),
         ));
     }
-    cases::check(&save.cases)?;
+    // Regexes and schemas compiled for up to 1000 cases: behind the CPU gate.
+    let checked = save.cases.clone();
+    crate::cpu::run(move || cases::check(&checked)).await??;
     let agent = crate::registry::links::agent(txn, save.agent).await?;
     check_channels(txn, &save.cases).await?;
     let (text, hash) = canonical(&save.cases)?;
