@@ -78,6 +78,8 @@ pub struct Inner {
     pub plans: crate::auth::failures::Failures<i32>,
     /// The console's single sign-on (`--oidc-*`), off unless configured.
     pub sso: crate::auth::sso::Sso,
+    /// The change stream's hub: the outbox read once per generation, broadcast.
+    pub changes: Arc<crate::changes::Hub>,
 }
 
 impl std::ops::Deref for AppState {
@@ -110,6 +112,14 @@ impl AppState {
         let generation = Arc::new(generation);
         let budget = settings.cache_bytes();
         let counts = &generation.counts;
+        let tenants = &settings.tenants;
+        let streams =
+            crate::changes::bounds::Streams::new(tenants.max_streams_per_tenant, tenants.max_streams);
+        let changes = Arc::new(crate::changes::Hub::new(streams));
+        changes
+            .prime(&db, clock.now())
+            .await
+            .context("cannot read the outbox for the change stream")?;
         Ok(Self(Arc::new(Inner {
             db,
             breaker: Default::default(),
@@ -128,6 +138,7 @@ impl AppState {
             ),
             plans: crate::auth::failures::Failures::new(settings.tenants.plans_per_minute),
             sso,
+            changes,
             settings,
         })))
     }

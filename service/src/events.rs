@@ -37,6 +37,8 @@ pub const TYPES: &[&str] = &[
     "tool_change.pending",
     "tool_change.decided",
     "eval_run.finished",
+    "instructions.changed",
+    "agent.deleted",
 ];
 
 /// The process-wide nudge: rung by [`record`], heard by the delivery job, which
@@ -168,6 +170,23 @@ pub struct EvalRun {
     pub completion_tokens: i64,
 }
 
+/// A tenant's user's standing instructions for an agent were set or switched off
+/// (never their text).
+#[derive(Debug, Clone, Serialize)]
+pub struct Instructions {
+    pub tenant: String,
+    pub agent: String,
+    pub user: String,
+    /// Whether the user now has instructions.
+    pub active: bool,
+}
+
+/// An agent was deleted: it serves nothing any more.
+#[derive(Debug, Clone, Serialize)]
+pub struct AgentDeleted {
+    pub agent: String,
+}
+
 /// Something that changed, as a webhook tells it: `type` and `data`.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type", content = "data")]
@@ -200,6 +219,10 @@ pub enum Event {
     ToolChangeDecided(ToolChange),
     #[serde(rename = "eval_run.finished")]
     EvalRunFinished(EvalRun),
+    #[serde(rename = "instructions.changed")]
+    InstructionsChanged(Instructions),
+    #[serde(rename = "agent.deleted")]
+    AgentDeleted(AgentDeleted),
 }
 
 impl Event {
@@ -220,6 +243,8 @@ impl Event {
             Event::ToolChangePending(_) => "tool_change.pending",
             Event::ToolChangeDecided(_) => "tool_change.decided",
             Event::EvalRunFinished(_) => "eval_run.finished",
+            Event::InstructionsChanged(_) => "instructions.changed",
+            Event::AgentDeleted(_) => "agent.deleted",
         }
     }
 
@@ -229,6 +254,7 @@ impl Event {
         match self {
             Event::ProposalWaiting(p) | Event::ProposalDecided(p) => Some(&p.tenant),
             Event::EvalRunFinished(r) => Some(&r.tenant),
+            Event::InstructionsChanged(i) => Some(&i.tenant),
             _ => None,
         }
     }

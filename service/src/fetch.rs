@@ -9,6 +9,7 @@
 pub mod cache;
 pub mod encoded;
 pub mod langfuse;
+pub mod ofrep;
 
 use std::sync::Arc;
 

@@ -8,6 +8,7 @@
 
 pub mod agents;
 pub mod calls;
+pub mod changes;
 pub mod config_as_code;
 pub mod connectors;
 pub mod error;
@@ -19,6 +20,7 @@ pub mod idempotent;
 pub mod keys;
 pub mod langfuse;
 pub mod members;
+pub mod ofrep;
 pub mod openapi;
 pub mod ops;
 pub mod outcomes;

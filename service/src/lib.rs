@@ -10,6 +10,7 @@ pub mod app;
 pub mod auth;
 pub mod bundle;
 pub mod cache;
+pub mod changes;
 pub mod cli;
 pub mod closed;
 pub mod connectors;

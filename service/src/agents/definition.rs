@@ -272,6 +272,10 @@ pub async fn delete_in(
     let found = row(&**write, name).await?;
     write.touch(found.id).await?;
     let now = write.now();
+    let deleted = crate::events::AgentDeleted {
+        agent: found.name.clone(),
+    };
+    crate::events::record(&**write, now, crate::events::Event::AgentDeleted(deleted)).await?;
     let mut active: agent_configurations::ActiveModel = found.into();
     active.deleted_at = Set(Some(now));
     active.updated_at = Set(now);

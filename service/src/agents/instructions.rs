@@ -92,6 +92,13 @@ pub async fn put(
         }
         (None, None) => {}
     }
+    let changed = crate::events::Instructions {
+        tenant: tenant.to_owned(),
+        agent: found.name.clone(),
+        user: user.to_owned(),
+        active: put.instructions.is_some(),
+    };
+    crate::events::record(&*write, now, crate::events::Event::InstructionsChanged(changed)).await?;
     w.commit(write).await?;
     Ok(InstructionsView {
         agent: found.name,

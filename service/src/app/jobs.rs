@@ -253,6 +253,17 @@ impl AppState {
     }
 }
 
+impl AppState {
+    /// Makes sure this process serves at generation `wanted` or later: one that has
+    /// not heard of it yet (another replica's commit, its notification still on
+    /// the way) reads the generation now. A failed read is left to the poll.
+    pub async fn at_least(&self, wanted: i64) {
+        if self.generation.current() < wanted {
+            read_generation(&self.0).await;
+        }
+    }
+}
+
 /// Reads the database generation into the cache; a failure is logged and left to
 /// the next poll.
 async fn read_generation(state: &Inner) {

@@ -94,6 +94,14 @@ pub struct Tenants {
     /// (a burst of this many, then one every 60/N s).
     #[arg(long, env = "LOADOUT_PLANS_PER_MINUTE", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub plans_per_minute: u32,
+    /// Change streams (`GET /v1/changes`) one tenant's keys may hold open at once in
+    /// this process; one more is 429.
+    #[arg(long, env = "LOADOUT_MAX_STREAMS_PER_TENANT", default_value_t = crate::changes::bounds::DEFAULT_PER_TENANT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    pub max_streams_per_tenant: usize,
+    /// Change streams this process holds open at once (each holds a connection:
+    /// keep it under `--max-connections`); one more is 429.
+    #[arg(long, env = "LOADOUT_MAX_STREAMS", default_value_t = crate::changes::bounds::DEFAULT_TOTAL, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    pub max_streams: usize,
 }
 
 /// Running beside other processes on one database.

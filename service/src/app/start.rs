@@ -88,6 +88,11 @@ impl AppState {
             self.spawn_proposal_sweeper(),
         ];
         jobs.extend(listener);
+        jobs.push(tokio::spawn(
+            self.changes
+                .clone()
+                .serve(self.db.clone(), self.generation.clone()),
+        ));
         if !self.settings.webhooks.no_webhook_delivery {
             jobs.push(self.spawn_webhook_deliverer());
         }

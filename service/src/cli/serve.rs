@@ -87,5 +87,8 @@ async fn drained(
         );
         tokio::time::sleep(drain).await;
     }
+    // Change streams never finish by themselves: end them, and their clients
+    // reconnect to another replica.
+    state.changes.close();
     tracing::info!("shutting down: finishing in-flight requests");
 }

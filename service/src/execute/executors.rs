@@ -293,6 +293,14 @@ async fn update_instructions(
                 .await?;
             }
         }
+        let changed = crate::events::Instructions {
+            tenant: call.tenant.clone(),
+            agent: crate::events::agent_name(&txn, call.agent_id).await?,
+            user: user.to_owned(),
+            active: true,
+        };
+        crate::events::record(&txn, now, crate::events::Event::InstructionsChanged(changed))
+            .await?;
         txn.commit().await
     };
     match write.await {

@@ -35,17 +35,32 @@ pub fn routes() -> OpenApiRouter<AppState> {
         .routes(routes!(get_loadout))
 }
 
+/// The header a client sends with the `etag` of a change stream's event
+/// (`"g57"`): the answer is read at that configuration generation or later.
+pub const LOADOUT_GENERATION: &str = "loadout-generation";
+
 /// The request's `If-None-Match` values, and nothing else of its headers (the
-/// `HeaderMap` extractor would copy them all on every fetch).
+/// `HeaderMap` extractor would copy them all on every fetch). A request naming a
+/// generation this replica has not heard of yet (`Loadout-Generation`) makes it
+/// read the generation first, so an event heard on one replica is never answered
+/// from another's older cache.
 pub struct IfNoneMatch(Vec<HeaderValue>);
 
-impl<S: Send + Sync> axum::extract::FromRequestParts<S> for IfNoneMatch {
+impl axum::extract::FromRequestParts<AppState> for IfNoneMatch {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(
         parts: &mut axum::http::request::Parts,
-        _state: &S,
+        state: &AppState,
     ) -> Result<Self, Self::Rejection> {
+        let wanted = parts
+            .headers
+            .get(LOADOUT_GENERATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(crate::changes::frame::generation_of);
+        if let Some(wanted) = wanted {
+            state.at_least(wanted).await;
+        }
         Ok(Self(
             parts
                 .headers

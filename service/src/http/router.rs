@@ -15,7 +15,7 @@ use utoipa_axum::routes;
 use super::error::ApiError;
 use super::extract::MAX_BODY_BYTES;
 use super::{
-    agents, calls, config_as_code, connectors, evals, fetch, groups, keys, langfuse, members, ops,
+    agents, calls, changes, config_as_code, connectors, evals, fetch, groups, keys, langfuse, members, ofrep, ops,
     outcomes, promotion, registry, releases, rollouts, trace, webhooks,
 };
 use crate::app::AppState;
@@ -33,6 +33,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::console::router())
         .merge(crate::mcp::routes(&state))
         .merge(langfuse::routes())
+        .merge(ofrep::routes())
         .fallback(|| async { ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(middleware::from_fn_with_state(state.clone(), trace::edge))
@@ -75,6 +76,7 @@ fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(openapi_json))
         .merge(ops::routes())
         .merge(fetch::routes())
+        .merge(changes::routes())
         .merge(agents::routes())
         .merge(releases::routes())
         .merge(promotion::routes())

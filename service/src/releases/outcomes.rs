@@ -223,11 +223,7 @@ pub async fn submit(
     let txn = crate::db::begin_write(w.db).await?;
     crate::db::idempotency::record_if(&txn, w.key).await?;
     let recorded = record(&txn, tenant, agent_name, report, w.now, most_per_subject).await?;
-    let stopped = judge(&txn, recorded.agent_id, recorded.revision_id, w.now).await?;
-    let bumped = match stopped.is_empty() {
-        true => None,
-        false => Some(crate::db::generation::bump(&txn).await?),
-    };
+    let (_, bumped) = judge(&txn, recorded.agent_id, recorded.revision_id, w.now).await?;
     txn.commit().await?;
     if let Some(bumped) = bumped {
         w.generation.observe(bumped);
@@ -245,7 +241,7 @@ pub struct Stopped {
 }
 
 /// Judges every `active` or `held` rollout of the agent with a guard whose base or
-/// candidate is `revision_id`, on the outcomes reported for each side since the
+/// candidate is `revision_id` (the generation it bumped, if it stopped one), on the outcomes reported for each side since the
 /// rollout started (or since a signer resumed it after a hold). Only reported
 /// outcomes are judged: loadout's own signals count other things (tool calls,
 /// decisions) with other denominators, so they are shown beside the outcomes and
@@ -266,7 +262,7 @@ pub async fn judge(
     agent_id: i32,
     revision_id: i32,
     now: DateTime<Utc>,
-) -> Result<Vec<Stopped>> {
+) -> Result<(Vec<Stopped>, Option<i64>)> {
     let judged = [RolloutState::Active, RolloutState::Held].map(RolloutState::as_str);
     let guarded = rollout_rows::Entity::find()
         .filter(rollout_rows::Column::AgentId.eq(agent_id))
@@ -281,10 +277,11 @@ pub async fn judge(
         .all(txn)
         .await?;
     if guarded.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), None));
     }
     let population = tenants_with_agent_keys(txn).await?;
     let mut stopped = Vec::new();
+    let mut bumped = None;
     for row in guarded {
         let (Some(min_outcomes), Some(alpha)) = (row.guard_min_outcomes, row.guard_alpha) else {
             continue;
@@ -363,6 +360,11 @@ pub async fn judge(
             at: now,
         };
         let rollout_id = row.id;
+        // The bump first: its lock orders this transition's event among the
+        // change stream's (see `changes`).
+        if bumped.is_none() {
+            bumped = Some(crate::db::generation::bump(txn).await?);
+        }
         traffic::transition(txn, row.into(), step).await?;
         stopped.push(Stopped {
             rollout_id,
@@ -370,7 +372,7 @@ pub async fn judge(
             decision,
         });
     }
-    Ok(stopped)
+    Ok((stopped, bumped))
 }
 
 /// How many tenants hold a live agent key: the population a shared rollout serves.
