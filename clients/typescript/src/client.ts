@@ -17,6 +17,7 @@ import type {
   ToolResult,
   Tools,
 } from './results.js';
+import { attach, detach, type ChangeEvent, type Listener, type StreamState, type Subscriber } from './listen.js';
 import type { DiskStore } from './store.js';
 import { loadTrace, record } from './tracing.js';
 
@@ -47,6 +48,14 @@ export interface ClientOptions {
   maxEntries?: number;
   /** A `fetch` of your own (a proxy, a recorder); the global one when absent. */
   fetch?: FetchLike;
+  /**
+   * Listen to loadout's change stream (`false`, the default: no stream). While it is up,
+   * a copy is served until an event names it (`source: "live"`) instead of for `ttl`
+   * seconds; while it is down, copies expire by their TTL as without it. One stream per
+   * process for each address and key, shared by every client listening with them; call
+   * `close()` when done, or it keeps the process running.
+   */
+  listen?: boolean;
 }
 
 export interface PromptOptions {
@@ -112,9 +121,17 @@ interface Wanted {
   conversationId?: string | undefined;
 }
 
+/** A fetch in progress, and whether a change it may predate named it while it ran. */
+interface Flight {
+  wanted: Wanted;
+  named: boolean;
+}
+
 /** A cached answer; `cached` is the result a hit serves, built once. */
 class Entry {
   retryAt = 0;
+  /** The stream's epoch it was fetched in (`Listener.epoch`): 0 when not listening or not yet ready. */
+  epoch = 0;
   private readonly results = new Map<Source, Result>();
   readonly cached: Result;
 
@@ -264,6 +281,9 @@ export class Client {
   private store: Promise<{ store: DiskStore; identity: string }> | undefined;
   private readonly ready: Promise<void>;
   private trace: Awaited<ReturnType<typeof loadTrace>> = null;
+  private listener: Listener | undefined;
+  private readonly subscriber: Subscriber | undefined;
+  private readonly flights = new Set<Flight>();
 
   constructor(options: ClientOptions = {}) {
     const baseUrl = options.baseUrl ?? env('LOADOUT_URL');
@@ -285,6 +305,54 @@ export class Client {
           this.trace = trace;
         })
       : Promise.resolve();
+    if (options.listen === true) {
+      this.subscriber = { changed: (event) => this.changed(event) };
+      this.listener = attach(this.baseUrl, apiKey, this.fetcher, this.timeout, this.subscriber);
+    }
+  }
+
+  // -- the change stream ----------------------------------------------------------------
+
+  /**
+   * The change stream as this client sees it: `off` (not listening, or closed),
+   * `connecting` (until the first stream is ready), `live` (copies are served until an
+   * event names them) or `broken` (down, or refused: copies expire by their TTL while
+   * it reconnects).
+   */
+  get streamState(): StreamState {
+    return this.listener?.state ?? 'off';
+  }
+
+  /**
+   * Stops listening: the stream ends when the last client listening with this address
+   * and key closes. The client goes on serving, by its TTL. Without `listen`, a no-op.
+   */
+  close(): void {
+    const listener = this.listener;
+    if (listener === undefined || this.subscriber === undefined) return;
+    this.listener = undefined;
+    detach(listener, this.subscriber);
+  }
+
+  /** The epoch a copy is served in without a TTL: the stream's, while it is live (0: it is not). */
+  private liveEpoch(): number {
+    const listener = this.listener;
+    return listener !== undefined && listener.state === 'live' ? listener.epoch : 0;
+  }
+
+  /** Drops the copies in memory that `event` names (the disk copies stay: they are the last known good). */
+  private changed(event: ChangeEvent): void {
+    const names = matcher(event);
+    for (const [key, entry] of this.mem) {
+      if (names(entry.wanted)) this.mem.delete(key);
+    }
+    for (const flight of this.flights) {
+      if (names(flight.wanted)) {
+        // Its answer may predate the change: not kept, and no call from now on waits for it.
+        flight.named = true;
+        this.inflight.delete(keyOf(flight.wanted));
+      }
+    }
   }
 
   // -- fetching -------------------------------------------------------------------------
@@ -339,21 +407,27 @@ export class Client {
   private async get(wanted: Wanted, fallback: unknown): Promise<Result> {
     const key = keyOf(wanted);
     const entry = this.mem.get(key);
-    if (entry !== undefined && now() < entry.expires) return this.served(entry.cached);
     if (entry !== undefined) {
+      const live = this.liveEpoch();
+      if (live !== 0 && entry.epoch === live) return this.served(entry.result('live'));
       const t = now();
+      if (t < entry.expires) {
+        // Held from before this stream was ready: inside its TTL, and confirmed once in the background.
+        if (live !== 0) this.revalidate(key, wanted, entry, t);
+        return this.served(entry.cached);
+      }
       if (this.staleWhileRevalidate || t < entry.retryAt) {
-        if (t >= entry.retryAt && !this.refreshing.has(key)) {
-          this.refreshing.add(key);
-          void this.refresh(key, wanted);
-        }
+        this.revalidate(key, wanted, entry, t);
         return this.served(entry.stale());
       }
     }
     // Only the first call per key waits on the network; the others wait on its answer.
     let pending = this.inflight.get(key);
     if (pending === undefined) {
-      pending = this.load(key, wanted, entry, fallback).finally(() => this.inflight.delete(key));
+      const started: Promise<Result> = this.load(key, wanted, entry, fallback).finally(() => {
+        if (this.inflight.get(key) === started) this.inflight.delete(key);
+      });
+      pending = started;
       this.inflight.set(key, pending);
     }
     return this.served(await pending);
@@ -366,6 +440,14 @@ export class Client {
     } catch (error) {
       if (!(error instanceof Offline)) throw error;
       return this.offline(key, wanted, this.mem.get(key), fallback, error);
+    }
+  }
+
+  /** One background refresh per key, none inside the back-off after a failed one. */
+  private revalidate(key: string, wanted: Wanted, entry: Entry, t: number): void {
+    if (t >= entry.retryAt && !this.refreshing.has(key)) {
+      this.refreshing.add(key);
+      void this.refresh(key, wanted);
     }
   }
 
@@ -389,19 +471,29 @@ export class Client {
 
   private async fetchOne(key: string, wanted: Wanted, entry: Entry | undefined): Promise<Result> {
     const url = this.baseUrl + requestPath(wanted);
-    const headers = entry?.etag ? { ...this.headers, 'if-none-match': entry.etag } : this.headers;
+    let headers = entry?.etag ? { ...this.headers, 'if-none-match': entry.etag } : this.headers;
+    // Listening: served at the newest generation the stream named, or later, by any replica.
+    const generation = this.listener?.generation;
+    if (generation) headers = { ...headers, 'loadout-generation': generation };
+    const epoch = this.listener?.epoch ?? 0;
+    const flight: Flight = { wanted, named: false };
     let response: Response;
     let body: string;
+    this.flights.add(flight);
     try {
       response = await this.fetcher(url, { headers, signal: AbortSignal.timeout(this.timeout * 1000) });
       body = await response.text();
     } catch (error) {
       throw new Offline(unreachable(error));
+    } finally {
+      this.flights.delete(flight);
     }
     if (response.status === 200) {
       const etag = response.headers.get('etag');
       const fresh = new Entry(wanted, body, etag, now() + this.ttl);
-      this.put(key, fresh);
+      fresh.epoch = epoch;
+      // A change named it while it was fetched: the answer may predate it, so it is not kept.
+      if (!flight.named) this.put(key, fresh);
       if (this.cacheDir !== undefined) {
         try {
           const { store, identity } = await this.disk();
@@ -416,7 +508,8 @@ export class Client {
       entry.expires = now() + this.ttl;
       entry.retryAt = 0;
       entry.origin = 'network';
-      this.put(key, entry);
+      entry.epoch = epoch;
+      if (!flight.named) this.put(key, entry);
       return entry.result('revalidated');
     }
     const error = errors.fromResponse(response.status, body, response.headers.get('retry-after'));
@@ -640,6 +733,34 @@ function keyOf(w: Wanted): string {
   return [w.kind, w.agent, w.channel, w.userId, w.tz, w.label, w.format, w.conversationId]
     .map((part) => (part === undefined ? '\u0001' : part))
     .join('\u0000');
+}
+
+/** Which cached copies a change names ("production" stands for an absent label). */
+function matcher(event: ChangeEvent): (w: Wanted) => boolean {
+  const agent = event.agent;
+  // Every change but `everything` names an agent; one that does not is taken as everything.
+  if (agent === null) return () => true;
+  switch (event.change) {
+    case 'label.moved':
+    case 'rollout.started':
+    case 'rollout.changed':
+    case 'rollout.held':
+    case 'rollout.aborted':
+    case 'rollout.completed': {
+      const label = event.label;
+      if (label === null) return (w) => w.agent === agent;
+      return (w) => w.agent === agent && (w.label ?? 'production') === label;
+    }
+    case 'instructions.changed': {
+      const user = event.user;
+      return (w) => w.agent === agent && w.kind !== 'tools' && (user === null || w.userId === user);
+    }
+    case 'everything':
+      return () => true;
+    default:
+      // agent.deleted, and (conservatively) a change not known yet: all the agent's copies.
+      return (w) => w.agent === agent;
+  }
 }
 
 function diskKey(baseUrl: string, identity: string, w: Wanted): unknown[] {

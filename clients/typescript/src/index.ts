@@ -1,5 +1,6 @@
 export { Client } from './client.js';
 export type { CallOptions, ClientOptions, LoadoutOptions, OutcomeOptions, PromptOptions, ToolsOptions } from './client.js';
+export type { StreamState } from './listen.js';
 export * as errors from './errors.js';
 export {
   BadRequest,

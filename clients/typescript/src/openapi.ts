@@ -799,6 +799,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/changes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A stream of what changes in what this key fetches (Server-Sent Events; agent, admin or operator key) */
+        get: operations["stream"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/channels": {
         parameters: {
             query?: never;
@@ -11118,6 +11135,109 @@ export interface operations {
                 headers: {
                     /** @description Seconds to wait before retrying. */
                     "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The database is busy, unreachable or cannot write (`busy`, `unavailable`, `storage_full`); nothing was saved. Retry after `Retry-After` seconds. */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    stream: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Only this agent's changes; an agent key scoped to one agent gets that
+                 *     agent's either way.
+                 */
+                agent?: string;
+                /** @description Only this label's label and rollout changes (`production`, …). */
+                label?: string;
+            };
+            header?: {
+                /** @description The id of the last event received: what was missed since is sent first (or one `everything` event) */
+                "Last-Event-ID"?: string | null;
+                /** @description Your id for this request (logged when it is at most 64 visible ASCII bytes); loadout makes one when absent. */
+                "X-Request-Id"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Events until the client goes, its key is revoked or the server stops; a comment every 15 s */
+            200: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            /** @description Bad input: a malformed body, query or path parameter */
+            400: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No valid API key */
+            401: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The key's role may not do this; the message names the role needed */
+            403: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such resource, or another tenant's */
+            404: {
+                headers: {
+                    /** @description The request's id: the client's, or one loadout made. */
+                    "X-Request-Id"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too many at once or too fast; `Retry-After` says when to try again */
+            429: {
+                headers: {
                     /** @description The request's id: the client's, or one loadout made. */
                     "X-Request-Id"?: string;
                     [name: string]: unknown;

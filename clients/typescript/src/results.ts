@@ -4,6 +4,8 @@
  *
  * - `fresh`: fetched now (a 200);
  * - `cached`: from memory, inside its TTL (no request was made);
+ * - `live`: from memory while the client listens to the change stream and it is up (no
+ *   request was made, and no TTL: the copy stands until an event names it);
  * - `revalidated`: fetched now as a 304, so the cached copy was confirmed current;
  * - `stale`: from memory past its TTL, because loadout could not be reached or while a
  *   background refresh runs;
@@ -13,7 +15,7 @@
 
 import type { components } from './openapi.js';
 
-export type Source = 'fresh' | 'cached' | 'revalidated' | 'stale' | 'disk' | 'fallback';
+export type Source = 'fresh' | 'cached' | 'live' | 'revalidated' | 'stale' | 'disk' | 'fallback';
 export type Provenance = components['schemas']['Provenance'];
 export type ServedModel = components['schemas']['ServedModel'];
 export type Format = 'openai' | 'anthropic' | 'mcp';

@@ -44,6 +44,9 @@ test('the README has its examples', () => {
 test('each example runs against loadout as pasted', async () => {
   const cwd = mkdtempSync(join(tmpdir(), 'tsclient-readme-'));
   const env = { ...process.env, LOADOUT_URL: server.url, LOADOUT_API_KEY: server.agentKey };
+  const calls = readme.findIndex((b) => b.includes('client.wait('));
+  const listens = readme.findIndex((b) => b.includes('listen: true'));
+  assert.ok(calls >= 0 && listens >= 0);
   try {
     for (const [i] of blocks.entries()) {
       const { stdout } = await run(process.execPath, [join(EXAMPLES, `example${i}.mts`)], { cwd, env, timeout: 60_000 })
@@ -51,8 +54,9 @@ test('each example runs against loadout as pasted', async () => {
       assert.ok(stdout.trim().length > 0, `example ${i} printed nothing`);
       if (i === 0) assert.match(stdout, /^\d+ production fresh\n/m);
       if (i === 0) assert.match(stdout, /^cached$/m);
-      if (i === 2) assert.match(stdout, /still waiting/);
-      if (i === 2) assert.match(stdout, /422 invalid_arguments/);
+      if (i === calls) assert.match(stdout, /still waiting/);
+      if (i === calls) assert.match(stdout, /422 invalid_arguments/);
+      if (i === listens) assert.match(stdout, /^fresh (connecting|live)$/m);
       if (i === readme.length) assert.match(stdout, /^fresh revision \d+ \|[\s\S]*?\ncached\n\d+ tools\nproposal Delete tasks/m);
     }
     // The guide's quickstart again with serve stopped: the disk copies, and the typed Unreachable.
