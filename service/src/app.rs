@@ -115,7 +115,7 @@ impl AppState {
         let tenants = &settings.tenants;
         let streams =
             crate::changes::bounds::Streams::new(tenants.max_streams_per_tenant, tenants.max_streams);
-        let changes = Arc::new(crate::changes::Hub::new(streams));
+        let changes = Arc::new(crate::changes::Hub::new(streams, tenants.stream_history));
         changes
             .prime(&db, clock.now())
             .await

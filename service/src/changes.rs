@@ -48,8 +48,9 @@ pub const TYPES: &[&str] = &[
     "agent.deleted",
 ];
 
-/// How many changes each process keeps for replay; a client further behind gets
-/// them from the outbox, and one `everything` event past this many.
+/// How many changes each process keeps for replay, unless configured (hidden
+/// `serve --stream-history`); a client further behind gets them from the outbox,
+/// and one `everything` event past this many.
 pub const RING: usize = 4096;
 
 /// How often a stream with nothing to say sends a comment, so that proxies and
@@ -126,6 +127,8 @@ struct Ring {
 /// The process's change stream: reads the outbox, keeps the ring, broadcasts.
 pub struct Hub {
     sender: broadcast::Sender<Notice>,
+    /// How many changes the ring keeps.
+    history: usize,
     ring: Mutex<Ring>,
     closing: watch::Sender<bool>,
     pub bounds: Arc<bounds::Streams>,
@@ -142,9 +145,10 @@ pub struct Subscription {
 }
 
 impl Hub {
-    pub fn new(bounds: Arc<bounds::Streams>) -> Self {
+    pub fn new(bounds: Arc<bounds::Streams>, history: usize) -> Self {
         Self {
             sender: broadcast::Sender::new(LAG),
+            history: history.max(1),
             ring: Mutex::new(Ring::default()),
             closing: watch::Sender::new(false),
             bounds,
@@ -164,16 +168,16 @@ impl Hub {
         (ring.cursor, ring.generation)
     }
 
-    /// Reads the newest [`RING`] changes, before any stream starts; keys revoked
+    /// Reads the newest changes the ring keeps, before any stream starts; keys revoked
     /// from `now` on end their streams.
     pub async fn prime(
         &self,
         db: &DatabaseConnection,
         now: DateTime<Utc>,
     ) -> Result<(), sea_orm::DbErr> {
-        let read = read::newest(db, RING).await?;
+        let read = read::newest(db, self.history).await?;
         let mut ring = self.ring();
-        ring.complete_after = match read.changes.len() < RING {
+        ring.complete_after = match read.changes.len() < self.history {
             true => 0,
             false => read.changes.first().map_or(0, |c| c.id - 1),
         };
@@ -199,7 +203,7 @@ impl Hub {
                 }
                 ring.cursor = change.id;
                 let change = Arc::new(change);
-                if ring.changes.len() >= RING
+                if ring.changes.len() >= self.history
                     && let Some(oldest) = ring.changes.pop_front()
                 {
                     ring.complete_after = oldest.id;
@@ -261,8 +265,8 @@ impl Hub {
             && let Some(seen) = last_event_id
         {
             // Older than the ring: the outbox has it, unless too much was missed.
-            let read = read::between(db, seen, cursor, RING).await?;
-            if read.changes.len() < RING {
+            let read = read::between(db, seen, cursor, self.history).await?;
+            if read.changes.len() < self.history {
                 first = Some(
                     read.changes
                         .iter()

@@ -2327,3 +2327,36 @@ fn the_evaluations_guide_works_when_pasted() {
         "the signer cannot approve the candidate: {printed}"
     );
 }
+
+#[test]
+fn the_changes_guide_works_when_pasted() {
+    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/peers/.peers/venv-ofrep/bin/python");
+    let ready = python.exists();
+    assert!(
+        ready || std::env::var("LOADOUT_REQUIRE_PEERS").as_deref() != Ok("1"),
+        "LOADOUT_REQUIRE_PEERS=1 but the OpenFeature provider is not installed: run tests/peers/install"
+    );
+    if !ready {
+        eprintln!("skipped: the OpenFeature provider is not installed (tests/peers/install)");
+        return;
+    }
+    // The page's Python is run by the pinned provider's interpreter.
+    let blocks: Vec<String> = sh_blocks("docs/changes.md")
+        .into_iter()
+        .map(|b| b.replace("python3 prompt_flag.py", &format!("{} prompt_flag.py", python.display())))
+        .collect();
+    let printed = paste("changes", &blocks, &[], Shell::Strict);
+    assert!(
+        printed.contains("\"change\":\"label.moved\",\"agent\":\"assistant\",\"label\":\"production\",\"revision\":2"),
+        "the stream told of the edit: {printed}"
+    );
+    assert!(
+        printed.contains("{\"key\":\"assistant:prompt:web\",\"value\":\"You are Assistant"),
+        "one flag evaluated: {printed}"
+    );
+    assert!(
+        printed.contains("2 STATIC You are Assistant, the user's personal chief of staff."),
+        "the Python provider read the prompt: {printed}"
+    );
+}

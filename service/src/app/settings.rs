@@ -102,6 +102,10 @@ pub struct Tenants {
     /// keep it under `--max-connections`); one more is 429.
     #[arg(long, env = "LOADOUT_MAX_STREAMS", default_value_t = crate::changes::bounds::DEFAULT_TOTAL, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub max_streams: usize,
+    /// Changes each process keeps for a reconnecting stream's replay (older ones
+    /// come from the outbox, up to as many again). A tuning knob, hidden from `--help`.
+    #[arg(long, env = "LOADOUT_STREAM_HISTORY", hide = true, default_value_t = crate::changes::RING, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    pub stream_history: usize,
 }
 
 /// Running beside other processes on one database.

@@ -81,9 +81,13 @@ async fn one(
         .map(|s| (s.id, s.tenant_id))
         .collect();
     if wanting.is_empty() {
-        webhook_events::Entity::delete_by_id(event.id)
-            .exec(&txn)
-            .await?;
+        // The change stream replays its events from the outbox (`Last-Event-ID`):
+        // those stay, stamped; an event nobody wants goes.
+        if !crate::changes::TYPES.contains(&event.event_type.as_str()) {
+            webhook_events::Entity::delete_by_id(event.id)
+                .exec(&txn)
+                .await?;
+        }
         txn.commit().await?;
         return Ok(true);
     }

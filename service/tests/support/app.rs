@@ -248,6 +248,16 @@ pub async fn through(router: axum::Router, request: Request<Body>) -> Reply {
     let etag = headers
         .get(header::ETAG)
         .map(|v| v.to_str().expect("ascii").to_owned());
+    if is_event_stream(&headers) {
+        // A change stream never ends: read up to its `ready` frame, then hang up.
+        let text = first_frames(response.into_body()).await;
+        return Reply {
+            status,
+            etag,
+            headers,
+            body: Value::String(text),
+        };
+    }
     let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
         .await
         .expect("body");
@@ -270,4 +280,27 @@ pub async fn through(router: axum::Router, request: Request<Body>) -> Reply {
         headers,
         body,
     }
+}
+
+fn is_event_stream(headers: &axum::http::HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
+}
+
+/// A change stream's frames up to and including its first `ready` frame (5 s at most).
+async fn first_frames(body: Body) -> String {
+    use futures_util::StreamExt;
+    let mut data = body.into_data_stream();
+    let mut text = String::new();
+    let read = async {
+        while !text.contains("\"type\":\"ready\"") {
+            match data.next().await {
+                Some(Ok(bytes)) => text.push_str(&String::from_utf8_lossy(&bytes)),
+                _ => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), read).await;
+    text
 }

@@ -144,7 +144,47 @@ fn check_outside(
     if route.starts_with("/api/public/") {
         return Some(check_langfuse(path, status, body));
     }
+    if route.starts_with("/ofrep/") {
+        return Some(check_ofrep(path, status, body));
+    }
     None
+}
+
+/// OFREP's answers, as its providers read them: an evaluation (`key`, `reason`,
+/// `variant`; `value` unless `DISABLED`), a bulk answer (`flags`, `eventStreams`),
+/// an empty 304, an OFREP error (`errorCode`, `errorDetails`) or, for the key and
+/// the method, the API's own error body.
+fn check_ofrep(path: &str, status: u16, body: &[u8]) -> Result<(), String> {
+    if status == 304 {
+        return match body.is_empty() {
+            true => Ok(()),
+            false => Err(format!("{path} 304 with a body")),
+        };
+    }
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| format!("{path} {status}: not JSON ({e})"))?;
+    let text = |v: &Value, field: &str| v.get(field).is_some_and(Value::is_string);
+    let evaluation = |v: &Value| {
+        text(v, "key")
+            && text(v, "variant")
+            && ["STATIC", "SPLIT", "DISABLED"].contains(&v["reason"].as_str().unwrap_or(""))
+            && (v["reason"] == "DISABLED" || v.get("value").is_some_and(|v| !v.is_null()))
+    };
+    let failure = |v: &Value| text(v, "errorCode") && text(v, "errorDetails");
+    let fine = match status {
+        200 if value.get("flags").is_some() => {
+            value["flags"].as_array().is_some_and(|flags| {
+                flags.iter().all(|f| evaluation(f) || (text(f, "key") && failure(f)))
+            }) && value["eventStreams"].as_array().is_some_and(|s| !s.is_empty())
+        }
+        200 => evaluation(&value),
+        401 | 403 | 405 | 429 => value["error"]["code"].is_string(),
+        _ => failure(&value),
+    };
+    match fine {
+        true => Ok(()),
+        false => Err(format!("{path} {status}: not an OFREP answer: {value}")),
+    }
 }
 
 /// Langfuse's prompt API: a `TextPrompt`, or Langfuse's error body `{message, error}`.
