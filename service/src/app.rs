@@ -113,8 +113,10 @@ impl AppState {
         let budget = settings.cache_bytes();
         let counts = &generation.counts;
         let tenants = &settings.tenants;
-        let streams =
-            crate::changes::bounds::Streams::new(tenants.max_streams_per_tenant, tenants.max_streams);
+        let streams = crate::changes::bounds::Streams::new(
+            tenants.max_streams_per_tenant,
+            tenants.max_streams,
+        );
         let changes = Arc::new(crate::changes::Hub::new(streams, tenants.stream_history));
         changes
             .prime(&db, clock.now())

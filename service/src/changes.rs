@@ -366,7 +366,9 @@ pub fn frames<H: Send + 'static>(
                 notice = s.notices.recv() => Next::Notice(notice),
             };
             match next {
-                Next::Close | Next::Notice(Err(broadcast::error::RecvError::Closed)) => return None,
+                Next::Close | Next::Notice(Err(broadcast::error::RecvError::Closed)) => {
+                    return None;
+                }
                 Next::Beat => return Some((Ok(heartbeat()), s)),
                 Next::Notice(Ok(Notice::Change(change))) => {
                     if change.id > s.after && s.scope.admits(&change) {

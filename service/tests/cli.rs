@@ -2344,7 +2344,12 @@ fn the_changes_guide_works_when_pasted() {
     // The page's Python is run by the pinned provider's interpreter.
     let blocks: Vec<String> = sh_blocks("docs/changes.md")
         .into_iter()
-        .map(|b| b.replace("python3 prompt_flag.py", &format!("{} prompt_flag.py", python.display())))
+        .map(|b| {
+            b.replace(
+                "python3 prompt_flag.py",
+                &format!("{} prompt_flag.py", python.display()),
+            )
+        })
         .collect();
     let printed = paste("changes", &blocks, &[], Shell::Strict);
     assert!(

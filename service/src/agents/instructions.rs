@@ -98,7 +98,12 @@ pub async fn put(
         user: user.to_owned(),
         active: put.instructions.is_some(),
     };
-    crate::events::record(&*write, now, crate::events::Event::InstructionsChanged(changed)).await?;
+    crate::events::record(
+        &*write,
+        now,
+        crate::events::Event::InstructionsChanged(changed),
+    )
+    .await?;
     w.commit(write).await?;
     Ok(InstructionsView {
         agent: found.name,

@@ -299,8 +299,12 @@ async fn update_instructions(
             user: user.to_owned(),
             active: true,
         };
-        crate::events::record(&txn, now, crate::events::Event::InstructionsChanged(changed))
-            .await?;
+        crate::events::record(
+            &txn,
+            now,
+            crate::events::Event::InstructionsChanged(changed),
+        )
+        .await?;
         txn.commit().await
     };
     match write.await {

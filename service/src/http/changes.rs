@@ -63,7 +63,10 @@ async fn stream(
     let subscription = state.changes.subscribe(&state.db, &scope, last).await?;
     let frames = crate::changes::frames(state.changes.clone(), subscription, scope, slot);
     let headers = [
-        (header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream")),
+        (
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        ),
         (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
         (
             header::HeaderName::from_static("x-accel-buffering"),

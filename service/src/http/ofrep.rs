@@ -39,7 +39,10 @@ pub fn routes() -> Router<AppState> {
     let other = || async { ApiError::method_not_allowed() };
     Router::new()
         .route("/ofrep/v1/evaluate/flags", post(bulk).fallback(other))
-        .route("/ofrep/v1/evaluate/flags/{key}", post(single).fallback(other))
+        .route(
+            "/ofrep/v1/evaluate/flags/{key}",
+            post(single).fallback(other),
+        )
 }
 
 /// An evaluation request's body: `{"context": {...}}`.
@@ -93,7 +96,10 @@ async fn bulk(
         Err(refused) => return refused.into_response(),
     };
     let wanted = query.ok().and_then(|Query(q)| q.flag_config_etag);
-    if let Some(generation) = wanted.as_deref().and_then(crate::changes::frame::generation_of) {
+    if let Some(generation) = wanted
+        .as_deref()
+        .and_then(crate::changes::frame::generation_of)
+    {
         state.at_least(generation).await;
     }
     match evaluate_all(&state, &who, &body).await {
@@ -264,7 +270,9 @@ fn not_found(key: &str) -> Response {
     let failure = Failure {
         key: key.to_owned(),
         error_code: "FLAG_NOT_FOUND",
-        error_details: format!("no flag {key:?}: keys are AGENT:prompt:CHANNEL, AGENT:tools:FORMAT, AGENT:model[:CHANNEL]"),
+        error_details: format!(
+            "no flag {key:?}: keys are AGENT:prompt:CHANNEL, AGENT:tools:FORMAT, AGENT:model[:CHANNEL]"
+        ),
     };
     (StatusCode::NOT_FOUND, Json(failure)).into_response()
 }

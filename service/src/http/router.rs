@@ -15,8 +15,8 @@ use utoipa_axum::routes;
 use super::error::ApiError;
 use super::extract::MAX_BODY_BYTES;
 use super::{
-    agents, calls, changes, config_as_code, connectors, evals, fetch, groups, keys, langfuse, members, ofrep, ops,
-    outcomes, promotion, registry, releases, rollouts, trace, webhooks,
+    agents, calls, changes, config_as_code, connectors, evals, fetch, groups, keys, langfuse,
+    members, ofrep, ops, outcomes, promotion, registry, releases, rollouts, trace, webhooks,
 };
 use crate::app::AppState;
 

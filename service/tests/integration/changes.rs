@@ -32,9 +32,16 @@ struct Event {
 }
 
 impl Stream {
-    async fn open(address: std::net::SocketAddr, path: &str, key: &str, last: Option<i64>) -> Stream {
+    async fn open(
+        address: std::net::SocketAddr,
+        path: &str,
+        key: &str,
+        last: Option<i64>,
+    ) -> Stream {
         let mut socket = TcpStream::connect(address).await.expect("connect");
-        let last = last.map(|id| format!("Last-Event-ID: {id}\r\n")).unwrap_or_default();
+        let last = last
+            .map(|id| format!("Last-Event-ID: {id}\r\n"))
+            .unwrap_or_default();
         let request = format!(
             "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\nAccept: text/event-stream\r\n{last}\r\n"
         );
@@ -49,8 +56,16 @@ impl Stream {
             }
             head.push_str(&line);
         }
-        let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-        Stream { lines, status, head }
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        Stream {
+            lines,
+            status,
+            head,
+        }
     }
 
     /// The next event (heartbeats and `retry:` skipped), or `None` when the
@@ -69,7 +84,10 @@ impl Stream {
                     id = value.parse().ok();
                 } else if let Some(value) = line.strip_prefix("data: ") {
                     let data = serde_json::from_str(value).expect("data is JSON");
-                    return Some(Event { id: id.expect("an id before data"), data });
+                    return Some(Event {
+                        id: id.expect("an id before data"),
+                        data,
+                    });
                 } else if line == "0" {
                     return None;
                 }
@@ -103,7 +121,14 @@ async fn ok(app: &TestApp, method: Method, path: &str, key: &str, body: Option<V
 
 /// A new revision of the assistant (`direct`: `latest` and `production` move to it).
 async fn edit(app: &TestApp, soul: &str) {
-    ok(app, Method::PATCH, AGENT, &app.operator, Some(json!({"soul": soul}))).await;
+    ok(
+        app,
+        Method::PATCH,
+        AGENT,
+        &app.operator,
+        Some(json!({"soul": soul})),
+    )
+    .await;
 }
 
 /// Waits until the process's hub has read every change committed so far (it reads
@@ -280,21 +305,34 @@ db_test! {
 /// An edit through one replica reaches a stream held on another (Postgres: NOTIFY).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edit_on_one_replica_reaches_a_stream_on_another() {
-    let Some(db) = crate::support::TestDb::postgres().await else { return };
+    let Some(db) = crate::support::TestDb::postgres().await else {
+        return;
+    };
     let app = TestApp::builder(db.seeded().await).jobs().build().await;
     let other = app.replica(&[]).await;
     let _jobs = other.spawn_jobs();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let address = listener.local_addr().expect("address");
     let limits = loadout::transport::server::Limits::from(&other.settings.connections);
-    tokio::spawn(loadout::transport::server::serve(listener, loadout::http::router(other.clone()), limits, std::future::pending()));
+    tokio::spawn(loadout::transport::server::serve(
+        listener,
+        loadout::http::router(other.clone()),
+        limits,
+        std::future::pending(),
+    ));
     let mut stream = Stream::open(address, "/v1/changes?label=production", &app.agent, None).await;
     stream.until_ready().await;
     let started = std::time::Instant::now();
     edit(&app, "Through replica one.").await;
     let moved = next_change(&mut stream, "label.moved").await;
     assert_eq!(moved.data["revision"], 2, "{moved:?}");
-    assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
     // The other replica serves what the event names once asked with its etag.
     let etag = moved.data["etag"].as_str().expect("etag").to_owned();
     let request = axum::http::Request::get("/v1/agents/assistant/prompt?channel=web")

@@ -26,8 +26,13 @@ fn post(path: &str, key: Option<&str>, body: &str, headers: &[(&str, &str)]) -> 
 
 async fn evaluate(app: &TestApp, key: &str, flag: &str, context: Value) -> Reply {
     let body = json!({"context": context}).to_string();
-    app.request(post(&format!("/ofrep/v1/evaluate/flags/{flag}"), Some(key), &body, &[]))
-        .await
+    app.request(post(
+        &format!("/ofrep/v1/evaluate/flags/{flag}"),
+        Some(key),
+        &body,
+        &[],
+    ))
+    .await
 }
 
 async fn ok(app: &TestApp, method: Method, path: &str, key: &str, body: Option<Value>) -> Value {

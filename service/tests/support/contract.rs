@@ -174,8 +174,12 @@ fn check_ofrep(path: &str, status: u16, body: &[u8]) -> Result<(), String> {
     let fine = match status {
         200 if value.get("flags").is_some() => {
             value["flags"].as_array().is_some_and(|flags| {
-                flags.iter().all(|f| evaluation(f) || (text(f, "key") && failure(f)))
-            }) && value["eventStreams"].as_array().is_some_and(|s| !s.is_empty())
+                flags
+                    .iter()
+                    .all(|f| evaluation(f) || (text(f, "key") && failure(f)))
+            }) && value["eventStreams"]
+                .as_array()
+                .is_some_and(|s| !s.is_empty())
         }
         200 => evaluation(&value),
         401 | 403 | 405 | 429 => value["error"]["code"].is_string(),
