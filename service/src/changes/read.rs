@@ -170,7 +170,8 @@ pub async fn revoked_keys(
         });
     };
     let from = since - CLOCK_SLACK;
-    let rows: Vec<(i32, Option<DateTime<Utc>>, Option<DateTime<Utc>>)> = api_keys::Entity::find()
+    type Key = (i32, Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+    let rows: Vec<Key> = api_keys::Entity::find()
         .select_only()
         .columns([
             api_keys::Column::Id,

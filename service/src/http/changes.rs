@@ -107,7 +107,5 @@ fn full(full: Full) -> ApiError {
         limit,
         retry_after_seconds: 5,
     };
-    Error::new(Kind::TooManyRequests, "too_many_streams", message)
-        .with_details(over)
-        .into()
+    Error::new(Kind::TooManyRequests, "too_many_streams", message).with_details(over)
 }

@@ -590,7 +590,7 @@ db_test! {
         let mut expected: Vec<(String, String)> = [
             "GET /health", "GET /ready", "GET /metrics", "GET /openapi.json",
             "GET /v1/agents/{agent}/prompt", "POST /v1/agents/{agent}/prompt/render",
-            "GET /v1/agents/{agent}/tools", "GET /v1/agents/{agent}/loadout",
+            "GET /v1/agents/{agent}/tools", "GET /v1/agents/{agent}/loadout", "GET /v1/changes",
             "GET /v1/agents", "POST /v1/agents", "GET /v1/agents/{agent}", "PATCH /v1/agents/{agent}",
             "DELETE /v1/agents/{agent}", "GET /v1/agents/{agent}/prompt-template",
             "PUT /v1/agents/{agent}/prompt-template", "DELETE /v1/agents/{agent}/prompt-template",
