@@ -23,8 +23,11 @@
 //! that generation or later, whichever replica takes it.
 
 pub mod bounds;
+pub mod event;
 pub mod frame;
 pub mod read;
+
+pub use event::{Change, TYPES};
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -35,18 +38,6 @@ use sea_orm::DatabaseConnection;
 use tokio::sync::{broadcast, watch};
 
 use crate::cache::Generation;
-
-/// The event types the stream carries: those that change what some key fetches.
-pub const TYPES: &[&str] = &[
-    "label.moved",
-    "rollout.started",
-    "rollout.changed",
-    "rollout.aborted",
-    "rollout.held",
-    "rollout.completed",
-    "instructions.changed",
-    "agent.deleted",
-];
 
 /// How many changes each process keeps for replay, unless configured (hidden
 /// `serve --stream-history`); a client further behind gets them from the outbox,
@@ -60,21 +51,6 @@ pub const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(15);
 /// How many notices a stream may fall behind before it is told to refetch
 /// everything instead of being sent each.
 const LAG: usize = 1024;
-
-/// One change as the stream sends it: who may see it, and its frame.
-#[derive(Debug)]
-pub struct Change {
-    /// The outbox row id: the SSE `id`.
-    pub id: i64,
-    /// A tenant's change (a user's instructions); `None`: every tenant's.
-    pub tenant: Option<Box<str>>,
-    /// The agent it is about.
-    pub agent: Box<str>,
-    /// The label it moved, for label and rollout changes.
-    pub label: Option<Box<str>>,
-    /// `id: …\ndata: {…}\n\n`, encoded once for every stream.
-    pub frame: Bytes,
-}
 
 /// What the hub broadcasts.
 #[derive(Clone, Debug)]

@@ -9,8 +9,8 @@ use sea_orm::{
 };
 use serde::Deserialize;
 
+use super::event::{Change, TYPES};
 use super::frame::{self, Data};
-use super::{Change, TYPES};
 
 /// How many rows one catch-up reads at a time.
 pub const BATCH: usize = 512;
