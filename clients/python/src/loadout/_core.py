@@ -10,10 +10,12 @@ import os
 import threading
 import time
 import uuid
+from collections import deque
 from dataclasses import replace
 from typing import Any
 
-from . import _tracing, errors, models
+from . import _listen, _tracing, errors, models
+from ._listen import Names, StreamState
 from ._store import DiskStore
 from .results import Decision, Loadout, Model, Prompt, Proposal, Source, Tools, ToolResult
 
@@ -22,6 +24,11 @@ monotonic = time.monotonic
 
 # A fetch's kinds, the third item of a cache key.
 PROMPT, TOOLS, LOADOUT = "prompt", "tools", "loadout"
+# How many of the latest events a listening client keeps, to tell whether one overtook a fetch.
+RECENT_EVENTS = 256
+
+# Taken before a fetch while listening: whether the stream was anchored, and the events seen so far.
+Token = tuple[bool, int] | None
 
 
 class Offline(Exception):
@@ -35,15 +42,17 @@ class Offline(Exception):
 
 class Entry:
     """A cached answer. `cached` is the result served inside the TTL, built once so a hit
-    costs a dict lookup and a clock read."""
+    costs a dict lookup and a clock read. `trusted`: listening, any later change to it is
+    known to drop it, so it is served without TTL while the stream is live."""
 
-    __slots__ = ("kind", "body", "etag", "expires", "retry_at", "origin", "cached", "_results")
+    __slots__ = ("kind", "body", "etag", "expires", "retry_at", "origin", "trusted", "cached", "_results")
 
     def __init__(self, kind: str, key: tuple[Any, ...], body: bytes, etag: str | None, expires: float,
                  origin: str = "network") -> None:
         self.kind, self.body, self.etag, self.expires = kind, body, etag, expires
         self.retry_at = 0.0  # no refresh before this (after a failed one)
         self.origin = origin  # "network", or "disk" for a copy read back from cache_dir
+        self.trusted = False
         self._results: dict[str, Any] = {}
         self.cached = self.result("cached", key)
 
@@ -57,6 +66,9 @@ class Entry:
 
     def stale(self, key: tuple[Any, ...]) -> Any:
         return self.result("disk" if self.origin == "disk" else "stale", key)
+
+    def live(self, key: tuple[Any, ...]) -> Any:
+        return self.result("live", key)
 
 
 def parse(kind: str, key: tuple[Any, ...], body: bytes, etag: str | None, source: Source) -> Any:
@@ -122,7 +134,7 @@ class Core:
 
     def __init__(self, base_url: str | None, api_key: str | None, *, ttl: float,
                  stale_while_revalidate: bool, cache_dir: str | os.PathLike[str] | None, timeout: float,
-                 tracing: bool, max_entries: int) -> None:
+                 tracing: bool, max_entries: int, listen: bool = False) -> None:
         base_url = base_url or os.environ.get("LOADOUT_URL")
         api_key = api_key or os.environ.get("LOADOUT_API_KEY")
         if not base_url:
@@ -143,6 +155,56 @@ class Core:
         self._mem: dict[tuple[Any, ...], Entry] = {}
         self._lock = threading.Lock()
         self._inflight: set[tuple[Any, ...]] = set()
+        # Listening (`listen=True`): the process's stream for this URL and key, whether it is live
+        # (set by the stream's thread), the events applied and the latest of them.
+        self.live = False
+        self._seen = 0
+        self._recent: deque[tuple[int, Names]] = deque(maxlen=RECENT_EVENTS)
+        self.stream: _listen.Listener | None = None
+        if listen:
+            self.stream = _listen.acquire(self, self.base_url, api_key, self._key_id, timeout)
+
+    # -- the change stream -------------------------------------------------------------------
+
+    @property
+    def stream_state(self) -> StreamState:
+        stream = self.stream
+        return "off" if stream is None else stream.state
+
+    def stop_listening(self) -> None:
+        _listen.release(self)
+
+    def drop(self, names: Names) -> None:
+        """An event: forgets the copies in memory it names (the disk copies stay)."""
+        with self._lock:
+            self._seen += 1
+            self._recent.append((self._seen, names))
+            for key in [k for k in self._mem if names.names(k)]:
+                del self._mem[key]
+
+    def on_anchored(self) -> None:
+        """The stream's first `ready`: copies fetched before it are revalidated at their next use."""
+        now = monotonic()
+        with self._lock:
+            for entry in self._mem.values():
+                if not entry.trusted and entry.expires > now:
+                    entry.expires = now
+
+    def token(self) -> Token:
+        """Taken before a fetch, for `on_answer` to tell whether its copy is trusted."""
+        stream = self.stream
+        return None if stream is None else (stream.anchored, self._seen)
+
+    def _trusted(self, key: tuple[Any, ...], token: Token) -> bool:
+        # Under the lock, with the copy's store: no event can come between the two.
+        if token is None or not token[0]:
+            return False
+        seen = token[1]
+        if seen == self._seen:
+            return True
+        if not self._recent or self._recent[0][0] > seen + 1:
+            return False  # more events than are kept went by
+        return not any(names.names(key) for n, names in self._recent if n > seen)
 
     # -- keys and requests ------------------------------------------------------------------
 
@@ -161,9 +223,14 @@ class Core:
         return f"/v1/agents/{_segment(agent)}/{kind}", params
 
     def conditional(self, entry: Entry | None) -> dict[str, str]:
+        headers = self._headers
+        stream = self.stream
+        if stream is not None and stream.etag is not None:
+            # The newest event's generation: a replica that has not heard of it yet reads it first.
+            headers = {**headers, "loadout-generation": stream.etag}
         if entry is None or entry.etag is None:
-            return self._headers
-        return {**self._headers, "if-none-match": entry.etag}
+            return headers
+        return {**headers, "if-none-match": entry.etag}
 
     # -- what a hit serves -------------------------------------------------------------------
 
@@ -195,12 +262,13 @@ class Core:
 
     # -- answers -----------------------------------------------------------------------------
 
-    def on_answer(self, key: tuple[Any, ...], entry: Entry | None, status: int, headers: Any, body: bytes) -> Any:
-        """The result of a fetch's answer; raises the typed error or `Offline`."""
+    def on_answer(self, key: tuple[Any, ...], entry: Entry | None, status: int, headers: Any, body: bytes,
+                  token: Token = None) -> Any:
+        """The result of a fetch's answer (`token`: taken before it); raises the typed error or `Offline`."""
         if status == 200:
             etag = headers.get("etag")
             fresh = Entry(key[2], key, body, etag, monotonic() + self.ttl)
-            self._put(key, fresh)
+            self._put(key, fresh, token)
             if self._store is not None:
                 try:
                     self._store.write(key, etag, body)
@@ -212,7 +280,7 @@ class Core:
             entry.expires = monotonic() + self.ttl
             entry.retry_at = 0.0
             entry.origin = "network"
-            self._put(key, entry)
+            self._put(key, entry, token)
             return entry.result("revalidated", key)
         error = errors.from_response(status, body, headers)
         if status == 404:
@@ -252,8 +320,14 @@ class Core:
         if self._store is not None:
             self._store.delete(key)
 
-    def _put(self, key: tuple[Any, ...], entry: Entry) -> None:
+    def _put(self, key: tuple[Any, ...], entry: Entry, token: Token = None) -> None:
         with self._lock:
+            stream = self.stream
+            if stream is not None:
+                entry.trusted = self._trusted(key, token)
+                if not entry.trusted and stream.anchored:
+                    # An event overtook the fetch (or the stream came up meanwhile): revalidate it next time.
+                    entry.expires = min(entry.expires, monotonic())
             self._mem[key] = entry
             while len(self._mem) > self._max_entries:
                 del self._mem[next(iter(self._mem))]

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import weakref
 from typing import Any
 
 import httpx
 
 from . import errors
 from ._core import LOADOUT, PROMPT, TOOLS, Core, Entry, Offline, _segment, monotonic
+from ._listen import StreamState
 from .results import Decision, Loadout, Prompt, Proposal, Tools, ToolResult
 
 
@@ -19,19 +21,30 @@ class AsyncClient:
 
     def __init__(self, base_url: str | None = None, api_key: str | None = None, *, ttl: float = 60.0,
                  stale_while_revalidate: bool = True, cache_dir: str | os.PathLike[str] | None = None,
-                 timeout: float = 10.0, tracing: bool = True, max_entries: int = 1024,
+                 timeout: float = 10.0, tracing: bool = True, max_entries: int = 1024, listen: bool = False,
                  http_client: httpx.AsyncClient | None = None) -> None:
         self._core = Core(base_url, api_key, ttl=ttl, stale_while_revalidate=stale_while_revalidate,
-                          cache_dir=cache_dir, timeout=timeout, tracing=tracing, max_entries=max_entries)
+                          cache_dir=cache_dir, timeout=timeout, tracing=tracing, max_entries=max_entries,
+                          listen=listen)
         self._own_http = http_client is None
         self._http = http_client or httpx.AsyncClient(timeout=timeout)
         self._tasks: set[asyncio.Task[None]] = set()
+        # A client never closed stops listening when it is collected.
+        self._unlisten = weakref.finalize(self, self._core.stop_listening) if listen else None
 
     @property
     def base_url(self) -> str:
         return self._core.base_url
 
+    @property
+    def stream_state(self) -> StreamState:
+        """The change stream's state: `off` (not listening), `connecting`, `live` (copies are
+        served without TTL, as `live`) or `broken` (copies expire by the TTL until it is back)."""
+        return self._core.stream_state
+
     async def aclose(self) -> None:
+        if self._unlisten is not None:
+            self._unlisten()
         for task in list(self._tasks):
             task.cancel()
         if self._own_http:
@@ -48,9 +61,13 @@ class AsyncClient:
                      fallback: str | None = None) -> Prompt:
         key = self._core.key(PROMPT, agent, channel, user_id, tz, label, None, conversation_id)
         entry = self._core._mem.get(key)
-        if entry is not None and monotonic() < entry.expires:
-            hit: Prompt = self._core.served(entry.cached)
-            return hit
+        if entry is not None:
+            if entry.trusted and self._core.live:
+                live: Prompt = self._core.served(entry.live(key))
+                return live
+            if monotonic() < entry.expires:
+                hit: Prompt = self._core.served(entry.cached)
+                return hit
         got: Prompt = await self._get(key, entry, fallback)
         return got
 
@@ -59,9 +76,13 @@ class AsyncClient:
                     fallback: list[dict[str, Any]] | None = None) -> Tools:
         key = self._core.key(TOOLS, agent, None, user_id, None, label, format, conversation_id)
         entry = self._core._mem.get(key)
-        if entry is not None and monotonic() < entry.expires:
-            cached: Tools = entry.cached
-            return cached
+        if entry is not None:
+            if entry.trusted and self._core.live:
+                live: Tools = entry.live(key)
+                return live
+            if monotonic() < entry.expires:
+                cached: Tools = entry.cached
+                return cached
         got: Tools = await self._get(key, entry, fallback)
         return got
 
@@ -70,9 +91,13 @@ class AsyncClient:
                       fallback: Any = None) -> Loadout:
         key = self._core.key(LOADOUT, agent, channel, user_id, tz, label, format, conversation_id)
         entry = self._core._mem.get(key)
-        if entry is not None and monotonic() < entry.expires:
-            hit: Loadout = self._core.served(entry.cached)
-            return hit
+        if entry is not None:
+            if entry.trusted and self._core.live:
+                live: Loadout = self._core.served(entry.live(key))
+                return live
+            if monotonic() < entry.expires:
+                hit: Loadout = self._core.served(entry.cached)
+                return hit
         got: Loadout = await self._get(key, entry, fallback)
         return got
 
@@ -94,12 +119,13 @@ class AsyncClient:
 
     async def _fetch(self, key: tuple[Any, ...], entry: Entry | None) -> Any:
         path, params = self._core.request_of(key)
+        token = self._core.token()
         try:
             r = await self._http.get(self._core.base_url + path, params=params,
                                      headers=self._core.conditional(entry))
         except httpx.TransportError as e:
             raise self._core.unreachable(e) from e
-        return self._core.on_answer(key, entry, r.status_code, r.headers, r.content)
+        return self._core.on_answer(key, entry, r.status_code, r.headers, r.content, token)
 
     async def _refresh(self, key: tuple[Any, ...]) -> None:
         try:

@@ -3,6 +3,8 @@ provenance, and `source`, where the copy came from:
 
 - `fresh`: fetched now (a 200);
 - `cached`: from memory, inside its TTL (no request was made);
+- `live`: from memory while the client listens to loadout's change stream and the stream is up,
+  so no change has been made to it since (no request was made; no TTL applies);
 - `revalidated`: fetched now as a 304, so the cached copy was confirmed current;
 - `stale`: from memory past its TTL, because loadout could not be reached or while a
   background refresh runs;
@@ -17,8 +19,8 @@ from typing import Any, Literal
 
 from .models import Provenance
 
-Source = Literal["fresh", "cached", "revalidated", "stale", "disk", "fallback"]
-SOURCES: tuple[Source, ...] = ("fresh", "cached", "revalidated", "stale", "disk", "fallback")
+Source = Literal["fresh", "cached", "live", "revalidated", "stale", "disk", "fallback"]
+SOURCES: tuple[Source, ...] = ("fresh", "cached", "live", "revalidated", "stale", "disk", "fallback")
 
 
 @dataclass(frozen=True, slots=True)
