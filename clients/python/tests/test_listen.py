@@ -158,7 +158,7 @@ def test_an_admin_edit_is_seen_at_once_not_after_the_ttl(live, recorder):
         assert (first.source, held.source) == ("fresh", "live")  # no TTL while the stream is live
         marker = f"listen-{time.time_ns()}"
         set_marker(live, marker)  # a direct release: production moves to the new revision
-        edited, took = until(lambda: c.prompt(AGENT, "web"), lambda p: f"Marker: {marker}." in p.text, 2.0,
+        edited, took = until(lambda: c.prompt(AGENT, "web"), lambda p: f"Marker: {marker}." in p.text, 5.0,
                              "the template edit")
         assert edited.source == "fresh" and edited.revision > first.revision, (edited, took)
         # The refetch carried the newest event's generation, for a replica that has not seen it yet.
@@ -170,7 +170,7 @@ def test_an_admin_edit_is_seen_at_once_not_after_the_ttl(live, recorder):
         moved = live.rest("PUT", f"/v1/agents/{AGENT}/labels/production", live.operator,
                           {"revision": first.revision})
         assert moved is not None
-        back, took = until(lambda: c.prompt(AGENT, "web"), lambda p: p.revision == first.revision, 2.0,
+        back, took = until(lambda: c.prompt(AGENT, "web"), lambda p: p.revision == first.revision, 5.0,
                            "the label move")
         assert back.source == "fresh" and back.text == first.text
     finally:
@@ -193,7 +193,7 @@ async def test_the_async_client_listens_the_same_way(live):
         set_marker(live, marker)
         t0 = time.monotonic()
         while f"Marker: {marker}." not in (got := await c.loadout(AGENT, "web")).prompt.text:
-            assert time.monotonic() - t0 < 2.0, f"the edit not seen within 2 s: {got}"
+            assert time.monotonic() - t0 < 5.0, f"the edit not seen within 5 s: {got}"
             await asyncio.sleep(0.01)
         assert got.source == "fresh" and got.revision > first.revision
     finally:
@@ -211,7 +211,7 @@ def test_an_event_drops_exactly_the_copies_it_names(live):
         assert {c.prompt(AGENT, "web", user_id=u).source for u in (ann, bob)} == {"live"}
         live.rest("PUT", f"/v1/agents/{AGENT}/users/{ann}/instructions", live.operator,
                   {"instructions": "Answer in French."})
-        got, _ = until(lambda: c.prompt(AGENT, "web", user_id=ann), lambda p: "Answer in French." in p.text, 2.0,
+        got, _ = until(lambda: c.prompt(AGENT, "web", user_id=ann), lambda p: "Answer in French." in p.text, 5.0,
                        "ann's instructions")
         assert got.source == "fresh"
         # Bob's prompt, ann's tools (instructions change no tools) and the prompt with no user stay.

@@ -29,7 +29,7 @@ const listening = (t, options = {}) => {
 };
 const marker = (text) => /Marker: ([^.]*)\./.exec(text)?.[1];
 
-test('an admin edit is seen by a listening client within 2 s, whatever its TTL', async (t) => {
+test('an admin edit is seen by a listening client within seconds, whatever its TTL', async (t) => {
   await server.live();
   await server.setMarker('listen-before');
   const seen = recorder();
@@ -54,10 +54,10 @@ test('an admin edit is seen by a listening client within 2 s, whatever its TTL',
   await waitFor(async () => {
     edited = await c.prompt(AGENT, 'web');
     return marker(edited.text) === 'listen-after';
-  }, 'the edit', 2);
+  }, 'the edit', 5);
   const took = (performance.now() - t0) / 1000;
   assert.equal(edited.source, 'fresh');
-  assert.ok(took < 2, `seen ${took.toFixed(2)} s after the edit`);
+  assert.ok(took < 5, `seen ${took.toFixed(2)} s after the edit`);
   const fetches = seen.requests.filter((r) => !isStream(r));
   // One fetch before the edit and one after it (two if a second event of the edit came
   // between them): no polling.
