@@ -24,7 +24,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEERS = os.path.join(HERE, ".peers")
-VENV = {name: os.path.join(PEERS, f"venv-{name}", "bin", "python") for name in ("mcp1", "mcp2", "fastmcp", "openapi", "webhooks", "langfuse")}
+VENV = {name: os.path.join(PEERS, f"venv-{name}", "bin", "python") for name in ("mcp1", "mcp2", "fastmcp", "openapi", "webhooks", "langfuse", "ofrep")}
 NODE = os.path.join(PEERS, "node_modules", ".bin", "node")
 
 # name, version, protocol, command
@@ -42,6 +42,9 @@ MATRIX = [
     ("standardwebhooks", "standardwebhooks 1.1.0", "Standard Webhooks", [VENV["webhooks"], "webhooks/receiver.py"]),
     ("langfuse-python", "langfuse 5.0.4", "Langfuse prompt API", [VENV["langfuse"], "langfuse/check.py"]),
     ("langfuse-js", "@langfuse/client 5.11.1 (node 24.21.0)", "Langfuse prompt API", [NODE, "langfuse/check.mjs"]),
+    ("ofrep-python", "openfeature-provider-ofrep 0.3.0 (openfeature-sdk 0.10.0)", "OFREP 0.3", [VENV["ofrep"], "ofrep/check.py"]),
+    ("ofrep-js", "@openfeature/ofrep-provider 0.1.3, @openfeature/ofrep-web-provider 0.4.3 (node 24.21.0)",
+     "OFREP 0.3", [NODE, "ofrep/check.mjs"]),
 ]
 PEER_TIMEOUT = 120
 # The secrets key serve gets on Postgres (base64 of 32 bytes; a test key, not a secret).
