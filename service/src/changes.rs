@@ -26,6 +26,7 @@ pub mod bounds;
 pub mod event;
 pub mod frame;
 pub mod read;
+pub mod token;
 
 pub use event::{Change, TYPES};
 

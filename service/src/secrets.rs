@@ -132,6 +132,18 @@ impl Key {
         self.id
     }
 
+    /// [`Keyring::tag`] under this key.
+    fn tag(&self, context: &[u8], data: &[u8]) -> String {
+        use hmac::Mac;
+        let mut mac = <hmac::Hmac<Sha256> as hmac::KeyInit>::new_from_slice(&self.bytes)
+            .expect("HMAC takes a key of any length");
+        mac.update(context);
+        mac.update(b"\0");
+        mac.update(data);
+        let digest = mac.finalize().into_bytes();
+        digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+    }
+
     /// The key as base64 text, for writing a key file.
     pub(crate) fn to_base64(&self) -> String {
         BASE64.encode(self.bytes)
@@ -220,6 +232,9 @@ pub fn webhook_secret_context(subscription_id: i32) -> Vec<u8> {
     format!("loadout webhook secret\0{subscription_id}").into_bytes()
 }
 
+/// What a change stream's token is tagged for (`changes::token`).
+pub const STREAM_TOKEN_CONTEXT: &[u8] = b"loadout stream token";
+
 /// The associated data of a model connection's sealed API key (its id), so a key
 /// copied to another connection does not open; here for the same reason.
 pub fn model_key_context(connection_id: i32) -> Vec<u8> {
@@ -272,6 +287,27 @@ impl Keyring {
     /// Whether a key with this id is held.
     pub fn holds(&self, id: KeyId) -> bool {
         self.keys.iter().any(|k| k.id == id)
+    }
+
+    /// A tag of `data` under the current key, bound to `context`: the first 128
+    /// bits of HMAC-SHA256, in hex; the same for the same input (so an answer that
+    /// carries it keeps its ETag). `None` without a key.
+    pub fn tag(&self, context: &[u8], data: &[u8]) -> Option<String> {
+        self.keys.first().map(|key| key.tag(context, data))
+    }
+
+    /// Whether `tag` is [`Keyring::tag`]'s for `data` under any key held (a value
+    /// tagged before a rotation still verifies), compared in constant time.
+    pub fn verify_tag(&self, context: &[u8], data: &[u8], tag: &str) -> bool {
+        self.keys.iter().any(|key| {
+            let wanted = key.tag(context, data);
+            wanted.len() == tag.len()
+                && wanted
+                    .bytes()
+                    .zip(tag.bytes())
+                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                    == 0
+        })
     }
 
     /// `plain` sealed under the current key, bound to `context`.

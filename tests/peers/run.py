@@ -44,7 +44,7 @@ MATRIX = [
     ("langfuse-js", "@langfuse/client 5.11.1 (node 24.21.0)", "Langfuse prompt API", [NODE, "langfuse/check.mjs"]),
     ("ofrep-python", "openfeature-provider-ofrep 0.3.0 (openfeature-sdk 0.10.0)", "OFREP 0.3", [VENV["ofrep"], "ofrep/check.py"]),
     ("ofrep-js", "@openfeature/ofrep-provider 0.1.3, @openfeature/ofrep-web-provider 0.4.3 (node 24.21.0)",
-     "OFREP 0.3", [NODE, "ofrep/check.mjs"]),
+     "OFREP 0.3", [NODE, "--experimental-eventsource", "ofrep/check.mjs"]),
 ]
 PEER_TIMEOUT = 120
 # The secrets key serve gets on Postgres (base64 of 32 bytes; a test key, not a secret).

@@ -12,8 +12,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::error::{ApiError, ApiResult, E400, E401, E403, E404, E429};
-use super::extract::{AgentKey, ApiQuery, reach};
+use super::extract::{ApiQuery, reach};
 use crate::app::AppState;
+use crate::auth::Principal;
+use crate::auth::keys::Role;
 use crate::changes::{Scope, bounds::Full};
 use crate::error::{Error, Kind, check_label};
 
@@ -32,6 +34,9 @@ struct ChangesQuery {
     agent: Option<String>,
     /// Only this label's label and rollout changes (`production`, …).
     label: Option<String>,
+    /// A stream token (from an OFREP bulk answer's `eventStreams`), for a client
+    /// that cannot send `Authorization`; it names the key and the agent.
+    token: Option<String>,
 }
 
 #[utoipa::path(get, path = "/v1/changes", tag = "agents",
@@ -40,14 +45,21 @@ struct ChangesQuery {
     responses((status = 200, content_type = "text/event-stream", body = String, description = "Events until the client goes, its key is revoked or the server stops; a comment every 15 s"), E400, E401, E403, E404, E429))]
 async fn stream(
     State(state): State<AppState>,
-    AgentKey(who): AgentKey,
     headers: HeaderMap,
     ApiQuery(q): ApiQuery<ChangesQuery>,
 ) -> ApiResult<Response> {
+    let (who, tokens_agent) = principal(&state, &headers, q.token.as_deref()).await?;
     if let Some(label) = &q.label {
         check_label(label)?;
     }
-    let agent = q.agent.or_else(|| who.agent.clone());
+    let agent = match (q.agent, tokens_agent) {
+        (Some(asked), Some(scope)) if asked != scope => {
+            return Err(crate::error::Error::not_found(format!(
+                "no agent named {asked:?}"
+            )));
+        }
+        (asked, scope) => asked.or(scope).or_else(|| who.agent.clone()),
+    };
     if let Some(agent) = &agent {
         reach(&who, agent)?;
         crate::fetch::agent(&state.prompts(), agent).await?;
@@ -74,6 +86,34 @@ async fn stream(
         ),
     ];
     Ok((headers, Body::from_stream(frames)).into_response())
+}
+
+/// The key behind the request: its `Authorization` (an agent, admin or operator
+/// key), else a stream token naming a key that is still live (and the agent it
+/// scopes the stream to); 401 for neither.
+async fn principal(
+    state: &AppState,
+    headers: &HeaderMap,
+    token: Option<&str>,
+) -> ApiResult<(Principal, Option<String>)> {
+    let (who, agent) = match (headers.contains_key(header::AUTHORIZATION), token) {
+        (false, Some(token)) => {
+            let claims = crate::changes::token::read(&state.secrets, token, state.clock.now())
+                .ok_or_else(Error::unauthorized)?;
+            let who = crate::auth::keys::principal_by_id(&state.db, claims.key_id)
+                .await?
+                .ok_or_else(Error::unauthorized)?;
+            (who, claims.agent)
+        }
+        _ => (
+            crate::web::request::authenticate(headers, state).await?,
+            None,
+        ),
+    };
+    match who.role {
+        Role::Agent | Role::Admin | Role::Operator => Ok((who, agent)),
+        _ => Err(Error::forbidden("an agent, admin or operator key")),
+    }
 }
 
 /// `Last-Event-ID` as an outbox id; one that is not a number is taken as 0, so the

@@ -154,19 +154,30 @@ async fn evaluate_all(state: &AppState, who: &Principal, body: &[u8]) -> Result<
             Err(failure) => Item::Failed(failure),
         }));
     }
-    let request_uri = match (&who.agent, &context.agent) {
-        (Some(agent), _) | (None, Some(agent)) => format!("/v1/changes?agent={agent}"),
-        (None, None) => "/v1/changes".to_owned(),
-    };
+    let agent = who.agent.as_deref().or(context.agent.as_deref());
     let answer = Bulk {
         flags,
-        event_streams: vec![EventStream {
-            kind: "sse",
-            endpoint: Endpoint { request_uri },
-            inactivity_delay_sec: INACTIVITY_SECONDS,
-        }],
+        event_streams: event_stream(state, who, agent).into_iter().collect(),
     };
     Encoded::new(&answer).map_err(|e| Refusal::of(Error::internal(e)))
+}
+
+/// The change stream for `who` (of `agent`, if one), with a token in its URL: an
+/// `EventSource` sends no key. None without a secrets key to make tokens with:
+/// providers then poll.
+fn event_stream(state: &AppState, who: &Principal, agent: Option<&str>) -> Option<EventStream> {
+    let now = state.clock.now();
+    let token = crate::changes::token::issue(&state.secrets, who.key_id, agent, now)?;
+    let token: String = url::form_urlencoded::byte_serialize(token.as_bytes()).collect();
+    let request_uri = match agent {
+        Some(agent) => format!("/v1/changes?agent={agent}&token={token}"),
+        None => format!("/v1/changes?token={token}"),
+    };
+    Some(EventStream {
+        kind: "sse",
+        endpoint: Endpoint { request_uri },
+        inactivity_delay_sec: INACTIVITY_SECONDS,
+    })
 }
 
 /// The agents a bulk evaluation covers: the key's one, the context's one, or

@@ -169,20 +169,42 @@ db_test! {
         for wanted in ["assistant:prompt:web", "assistant:tools:openai", "assistant:tools:mcp", "assistant:model", "assistant:model:web"] {
             assert!(keys.contains(&wanted), "{wanted} in {keys:?}");
         }
-        assert_eq!(first.body["eventStreams"], json!([{"type": "sse", "endpoint": {"requestUri": "/v1/changes"}, "inactivityDelaySec": 120}]));
+        let stream = &first.body["eventStreams"][0];
+        assert_eq!((&stream["type"], &stream["inactivityDelaySec"]), (&json!("sse"), &json!(120)));
+        let uri = stream["endpoint"]["requestUri"].as_str().expect("requestUri").to_owned();
+        assert!(uri.starts_with("/v1/changes?token="), "{uri}");
         let etag = first.etag.clone().expect("etag");
         let again = app.request(post("/ofrep/v1/evaluate/flags", Some(&app.agent), &body, &[("if-none-match", &etag)])).await;
         assert_eq!(again.status, StatusCode::NOT_MODIFIED);
         // One agent named in the context; the stream is that agent's.
         let one = json!({"context": {"targetingKey": "alice", "agent": "assistant"}}).to_string();
         let named = app.request(post("/ofrep/v1/evaluate/flags", Some(&app.agent), &one, &[])).await;
-        assert_eq!(named.body["eventStreams"][0]["endpoint"]["requestUri"], "/v1/changes?agent=assistant");
+        let named_uri = named.body["eventStreams"][0]["endpoint"]["requestUri"].as_str().unwrap().to_owned();
+        assert!(named_uri.starts_with("/v1/changes?agent=assistant&token="), "{named_uri}");
+        // The URL opens the stream with no header (an EventSource sends none), as that key.
+        let opened = app.request(Request::get(&uri).body(Body::empty()).unwrap()).await;
+        assert_eq!(opened.status, StatusCode::OK, "{:?}", opened.body);
+        assert!(opened.body.as_str().unwrap().contains("\"type\":\"ready\""));
+        let tampered = uri.replacen("token=", "token=9", 1);
+        let refused = app.request(Request::get(&tampered).body(Body::empty()).unwrap()).await;
+        assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+        let elsewhere = format!("{named_uri}&agent=other");
+        let scoped = app.request(Request::get(&elsewhere.replacen("agent=assistant&", "", 1)).body(Body::empty()).unwrap()).await;
+        assert_eq!(scoped.status, StatusCode::NOT_FOUND, "a token for one agent opens no other agent's stream");
         // A change: a new ETag, asked for with the event's etag as flagConfigEtag.
         ok(&app, Method::PATCH, "/v1/agents/assistant", &app.operator, Some(json!({"soul": "Changed."}))).await;
         let tag = format!("%22g{}%22", app.state.generation.current());
         let changed = app.request(post(&format!("/ofrep/v1/evaluate/flags?flagConfigEtag={tag}&flagConfigLastModified=1771622898"), Some(&app.agent), &body, &[("if-none-match", &etag)])).await;
         assert_eq!(changed.status, StatusCode::OK);
         assert_ne!(changed.etag.as_deref(), Some(etag.as_str()));
+        // A revoked key's token opens nothing.
+        let made = ok(&app, Method::POST, "/v1/keys", &app.operator, Some(json!({"name": "short-lived", "role": "agent"}))).await;
+        let short = made["key"].as_str().unwrap().to_owned();
+        let theirs = app.request(post("/ofrep/v1/evaluate/flags", Some(&short), &body, &[])).await;
+        let their_uri = theirs.body["eventStreams"][0]["endpoint"]["requestUri"].as_str().unwrap().to_owned();
+        ok(&app, Method::DELETE, "/v1/keys/short-lived", &app.operator, None).await;
+        let gone = app.request(Request::get(&their_uri).body(Body::empty()).unwrap()).await;
+        assert_eq!(gone.status, StatusCode::UNAUTHORIZED);
         let unknown = app.request(post("/ofrep/v1/evaluate/flags", Some(&app.agent), &json!({"context": {"agent": "nobody"}}).to_string(), &[])).await;
         assert_eq!(unknown.status, StatusCode::BAD_REQUEST);
         assert_eq!(unknown.body["errorCode"], "INVALID_CONTEXT");

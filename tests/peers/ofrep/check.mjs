@@ -166,8 +166,10 @@ async function webProvider(wish) {
   check('web: the first request is the bulk evaluation, answered 200 with a strong ETag',
     first?.url === `${URL_}/ofrep/v1/evaluate/flags` && first.status === 200 && /^"[^"]+"$/.test(first.etag ?? ''),
     `first request ${short(first)}`);
-  check('web: the bulk answer names the change stream for the agent',
-    same(first?.body?.eventStreams, [{ type: 'sse', endpoint: { requestUri: `/v1/changes?agent=${AGENT}` }, inactivityDelaySec: 120 }]),
+  const stream = first?.body?.eventStreams?.[0];
+  check('web: the bulk answer names the change stream for the agent, with a stream token',
+    first?.body?.eventStreams?.length === 1 && stream.type === 'sse' && stream.inactivityDelaySec === 120
+      && stream.endpoint?.requestUri?.startsWith(`/v1/changes?agent=${AGENT}&token=`),
     `eventStreams ${short(first?.body?.eventStreams)}`);
 
   const served = await restPrompt('alice');
@@ -254,6 +256,48 @@ async function webProvider(wish) {
   check('web: closing stops its polling', seen.length === total, `${seen.length - total} requests after close`);
 }
 
+// The web provider's SSE path: the runtime's EventSource (node's behind
+// --experimental-eventsource, as run.py runs this) opens eventStreams' URL, which
+// carries loadout's stream token; an edit comes as refetchEvaluation and the
+// provider re-fetches with flagConfigEtag, without polling.
+async function webStream() {
+  if (typeof EventSource === 'undefined') {
+    check('web (SSE): this node has EventSource (run with --experimental-eventsource)', false, 'no EventSource');
+    return;
+  }
+  const marker = `ofrep-sse-${process.pid}-${Date.now() % 1e8}`;
+  await useTemplate(marker);
+  const seen = [];
+  const recording = async (request, init) => {
+    seen.push(request.url ?? String(request));
+    return fetch(request, init);
+  };
+  const OpenFeature = web.OpenFeature;
+  await OpenFeature.setContext('sse', { targetingKey: 'alice' });
+  const provider = new OFREPWebProvider({
+    baseUrl: URL_, headers: [['Authorization', `Bearer ${AGENT_KEY}`]], cacheMode: 'disabled',
+    changeDetection: 'sse', pollInterval: 0, timeoutMs: 10000, fetchImplementation: recording,
+  });
+  await OpenFeature.setProviderAndWait('sse', provider);
+  const client = OpenFeature.getClient('sse');
+  check('web (SSE): the prompt is served', client.getStringDetails(`${AGENT}:prompt:web`, DEFAULT).value.includes(marker));
+  await sleep(1000); // the stream connects (its ready frame)
+  const next = `ofrep-sse-next-${process.pid}-${Date.now() % 1e8}`;
+  const nextRevision = await useTemplate(next);
+  const edited = Date.now();
+  let after = client.getStringDetails(`${AGENT}:prompt:web`, DEFAULT);
+  while (!after.value.includes(next) && Date.now() - edited < 5000) {
+    await sleep(20);
+    after = client.getStringDetails(`${AGENT}:prompt:web`, DEFAULT);
+  }
+  const took = Date.now() - edited;
+  check(`web (SSE): an edit reaches the provider through the change stream (took ${took} ms, no polling)`,
+    after.value.includes(next) && after.variant === String(nextRevision), `variant ${after.variant}, value ${short(after.value, 200)}`);
+  check("web (SSE): the re-fetch carried the event's etag as flagConfigEtag",
+    seen.some((url) => /flagConfigEtag=%22g\d+%22/.test(url)), `requests ${short(seen, 600)}`);
+  await OpenFeature.clearProviders();
+}
+
 try {
   const wish = `alice-wish-${process.pid}-${Date.now() % 1e8}`;
   await rest('PUT', `/v1/agents/${AGENT}/users/alice/instructions`, { instructions: `Alice wants ${wish}.` });
@@ -266,6 +310,11 @@ try {
     await webProvider(wish);
   } catch (e) {
     check('the web provider ran', false, e.stack);
+  }
+  try {
+    await webStream();
+  } catch (e) {
+    check('the web provider over SSE ran', false, e.stack);
   }
 } catch (e) {
   check('the peer ran', false, e.stack);
