@@ -77,14 +77,7 @@ async fn finish(db: &impl ConnectionTrait, rows: Vec<Row>) -> Result<Read, DbErr
 
 /// Up to `most` changes recorded after `after`.
 pub async fn after(db: &impl ConnectionTrait, after: i64, most: usize) -> Result<Read, DbErr> {
-    let rows: Vec<Row> = query()
-        .filter(outbox::Column::Id.gt(after))
-        .order_by_asc(outbox::Column::Id)
-        .limit(most as u64)
-        .into_tuple()
-        .all(db)
-        .await?;
-    finish(db, rows).await
+    between(db, after, i64::MAX, most).await
 }
 
 /// Up to `most` changes with an id in `(after, upto]`.

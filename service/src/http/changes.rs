@@ -52,14 +52,7 @@ async fn stream(
     if let Some(label) = &q.label {
         check_label(label)?;
     }
-    let agent = match (q.agent, tokens_agent) {
-        (Some(asked), Some(scope)) if asked != scope => {
-            return Err(crate::error::Error::not_found(format!(
-                "no agent named {asked:?}"
-            )));
-        }
-        (asked, scope) => asked.or(scope).or_else(|| who.agent.clone()),
-    };
+    let agent = agent_of(&who, q.agent, tokens_agent)?;
     if let Some(agent) = &agent {
         reach(&who, agent)?;
         crate::fetch::agent(&state.prompts(), agent).await?;
@@ -74,18 +67,35 @@ async fn stream(
     let last = last_event_id(&headers);
     let subscription = state.changes.subscribe(&state.db, &scope, last).await?;
     let frames = crate::changes::frames(state.changes.clone(), subscription, scope, slot);
-    let headers = [
-        (
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream"),
-        ),
-        (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
-        (
-            header::HeaderName::from_static("x-accel-buffering"),
-            HeaderValue::from_static("no"),
-        ),
-    ];
-    Ok((headers, Body::from_stream(frames)).into_response())
+    Ok((EVENT_STREAM, Body::from_stream(frames)).into_response())
+}
+
+/// A stream's headers: its type, no caching, no proxy buffering.
+const EVENT_STREAM: [(header::HeaderName, HeaderValue); 3] = [
+    (
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    ),
+    (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+    (
+        header::HeaderName::from_static("x-accel-buffering"),
+        HeaderValue::from_static("no"),
+    ),
+];
+
+/// The agent a stream is about: the one asked for, the token's, or the scoped
+/// key's; a token for one agent opens no other's (404, as for a key's scope).
+fn agent_of(
+    who: &Principal,
+    asked: Option<String>,
+    tokens: Option<String>,
+) -> ApiResult<Option<String>> {
+    match (asked, tokens) {
+        (Some(asked), Some(scope)) if asked != scope => {
+            Err(Error::not_found(format!("no agent named {asked:?}")))
+        }
+        (asked, scope) => Ok(asked.or(scope).or_else(|| who.agent.clone())),
+    }
 }
 
 /// The key behind the request: its `Authorization` (an agent, admin or operator

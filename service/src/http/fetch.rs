@@ -72,8 +72,21 @@ impl axum::extract::FromRequestParts<AppState> for IfNoneMatch {
     }
 }
 
+impl IfNoneMatch {
+    /// The `If-None-Match` values of `headers` (the OFREP routes take the map whole).
+    pub fn of(headers: &axum::http::HeaderMap) -> Self {
+        Self(
+            headers
+                .get_all(header::IF_NONE_MATCH)
+                .iter()
+                .cloned()
+                .collect(),
+        )
+    }
+}
+
 /// 200 with the body, or 304 when `If-None-Match` holds its ETag (or `*`).
-fn respond(encoded: Encoded, conditional: &IfNoneMatch) -> Response {
+pub fn respond(encoded: Encoded, conditional: &IfNoneMatch) -> Response {
     let etag = encoded.etag.as_bytes();
     let matches = conditional
         .0

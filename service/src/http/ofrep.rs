@@ -16,13 +16,14 @@
 use axum::body::Bytes;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
+use super::fetch::{IfNoneMatch, respond};
 use crate::app::AppState;
 use crate::auth::Principal;
 use crate::auth::keys::Role;
@@ -103,7 +104,7 @@ async fn bulk(
         state.at_least(generation).await;
     }
     match evaluate_all(&state, &who, &body).await {
-        Ok(answer) => respond(answer, &headers),
+        Ok(answer) => respond(answer, &IfNoneMatch::of(&headers)),
         Err(refusal) => refusal.into_response(),
     }
 }
@@ -226,26 +227,6 @@ fn asking<'a>(state: &AppState, who: &'a Principal, context: &'a Context) -> Ask
         context,
         now: state.clock.now(),
     }
-}
-
-/// 200 with the body and its ETag, or 304 when `If-None-Match` holds it.
-fn respond(encoded: Encoded, headers: &HeaderMap) -> Response {
-    let matches = headers
-        .get_all(header::IF_NONE_MATCH)
-        .iter()
-        .flat_map(|v| v.as_bytes().split(|b| *b == b','))
-        .any(|tag| tag.trim_ascii() == encoded.etag.as_bytes());
-    if matches {
-        return (StatusCode::NOT_MODIFIED, [(header::ETAG, encoded.etag)]).into_response();
-    }
-    let json = HeaderValue::from_static("application/json");
-    let no_cache = HeaderValue::from_static("no-cache");
-    let headers = [
-        (header::ETAG, encoded.etag),
-        (header::CONTENT_TYPE, json),
-        (header::CACHE_CONTROL, no_cache),
-    ];
-    (headers, encoded.body).into_response()
 }
 
 fn read_context(body: &[u8]) -> Result<Context, Refusal> {

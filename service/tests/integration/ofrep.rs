@@ -189,7 +189,7 @@ db_test! {
         let refused = app.request(Request::get(&tampered).body(Body::empty()).unwrap()).await;
         assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
         let elsewhere = format!("{named_uri}&agent=other");
-        let scoped = app.request(Request::get(&elsewhere.replacen("agent=assistant&", "", 1)).body(Body::empty()).unwrap()).await;
+        let scoped = app.request(Request::get(elsewhere.replacen("agent=assistant&", "", 1)).body(Body::empty()).unwrap()).await;
         assert_eq!(scoped.status, StatusCode::NOT_FOUND, "a token for one agent opens no other agent's stream");
         // A change: a new ETag, asked for with the event's etag as flagConfigEtag.
         ok(&app, Method::PATCH, "/v1/agents/assistant", &app.operator, Some(json!({"soul": "Changed."}))).await;
