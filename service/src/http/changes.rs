@@ -11,7 +11,7 @@ use utoipa::IntoParams;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::error::{ApiError, ApiResult, E400, E401, E403, E404, E429};
+use super::error::{ApiError, ApiResult, E400, E401, E403, E404};
 use super::extract::{ApiQuery, reach};
 use crate::app::AppState;
 use crate::auth::Principal;
@@ -42,7 +42,7 @@ struct ChangesQuery {
 #[utoipa::path(get, path = "/v1/changes", tag = "agents",
     summary = "A stream of what changes in what this key fetches (Server-Sent Events; agent, admin or operator key)",
     params(ChangesQuery, ("Last-Event-ID" = Option<String>, Header, description = "The id of the last event received: what was missed since is sent first (or one `everything` event)")),
-    responses((status = 200, content_type = "text/event-stream", body = String, description = "Events until the client goes, its key is revoked or the server stops; a comment every 15 s"), E400, E401, E403, E404, E429))]
+    responses((status = 200, content_type = "text/event-stream", body = String, description = "Events until the client goes, its key is revoked or the server stops; a comment every 15 s"), E400, E401, E403, E404))]
 async fn stream(
     State(state): State<AppState>,
     headers: HeaderMap,

@@ -96,6 +96,5 @@ error_responses! {
     E413 = 413, "The request body is larger than the limit";
     E422 = 422, "Well-formed but refused by a rule (lint, registry check, argument schema)";
     E424 = 424, "The tool has no executor or connector to run it";
-    E429 = 429, "Too many at once or too fast; `Retry-After` says when to try again";
     E503 = 503, "Not ready";
 }
