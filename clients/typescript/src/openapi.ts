@@ -11168,6 +11168,11 @@ export interface operations {
                 agent?: string;
                 /** @description Only this label's label and rollout changes (`production`, …). */
                 label?: string;
+                /**
+                 * @description A stream token (from an OFREP bulk answer's `eventStreams`), for a client
+                 *     that cannot send `Authorization`; it names the key and the agent.
+                 */
+                token?: string;
             };
             header?: {
                 /** @description The id of the last event received: what was missed since is sent first (or one `everything` event) */
@@ -11235,9 +11240,11 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
-            /** @description Too many at once or too fast; `Retry-After` says when to try again */
+            /** @description `too_many_failures`: this client address presented too many unknown or revoked keys; retry after `Retry-After` seconds. */
             429: {
                 headers: {
+                    /** @description Seconds to wait before retrying. */
+                    "Retry-After"?: number;
                     /** @description The request's id: the client's, or one loadout made. */
                     "X-Request-Id"?: string;
                     [name: string]: unknown;
